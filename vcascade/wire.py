@@ -1,0 +1,212 @@
+"""Wire protocol: typed message headers carried as msgpack, payloads as raw frames.
+
+A message on any vcascade socket is a ZeroMQ multipart message::
+
+    [routing frames added by ROUTER sockets...][header][payload...]
+
+* ``header`` is msgpack of one of the ``msgspec.Struct`` classes below, tagged by its ``kind`` field
+  (``roi``, ``result``, ``drop``, ``ready``, ``heartbeat``, ``bye``) and carrying the protocol version ``v``.
+  Decoding validates every field's type; anything else raises :class:`MalformedMessage` with a short
+  ``reason`` that the receiver counts in its ``*_malformed_messages_total{reason}`` metric before dropping
+  the message. Nothing here ever unpickles: pickle on a socket is remote code execution.
+* ``payload`` frames are raw bytes (a JPEG crop for ``roi``), never re-encoded.
+
+Routing: edges and workers talk only to brokers. The broker remembers, per ROI id, which edge sent it and
+which worker holds it, so workers need no routing frames and results find their way back by ``roi_id``.
+
+Latency account: hops are ``(name, milliseconds)`` pairs. Each hop is a duration measured on one host's
+monotonic clock, so no clock synchronisation between hosts is needed (see DESIGN.md, "The flow of one ROI").
+"""
+
+from __future__ import annotations
+
+from typing import Union
+
+import msgspec
+
+PROTOCOL_VERSION = 1
+"""Bumped on any incompatible header change; a peer speaking another version is dropped as malformed."""
+
+MAX_HEADER_BYTES = 64 * 1024
+"""Headers above this size are rejected before decoding (a header is a few hundred bytes in practice)."""
+
+Hop = tuple[str, float]
+"""One entry of the latency account: (hop name, duration in milliseconds)."""
+
+
+class _Header(msgspec.Struct, tag_field="kind", frozen=True, kw_only=True):
+    v: int = PROTOCOL_VERSION
+
+
+class Roi(_Header, tag="roi"):
+    """A region of interest on its way from an edge to a worker. Payload: one frame of encoded crop bytes.
+
+    Attributes:
+        roi_id: globally unique id (``<edge run id>-<counter>``); results carry it back.
+        camera: camera name from the config (never its URL, which may hold credentials).
+        frame_seq: index of the decoded frame in the camera's stream, from 0.
+        stream_ts_ms: the frame's presentation timestamp in the stream, ms (from the container/RTP PTS).
+        capture_unix_ms: wall-clock time at which the edge received the frame, ms since the Unix epoch.
+        xyxy: detection box in original-frame pixels (x1, y1, x2, y2), float.
+        crop_xyxy: the box actually cropped (padded, clamped to the frame), integer pixels.
+        class_id: detector class index (COCO ids for YOLOX).
+        score: detector confidence (objectness x class score), 0..1.
+        encoding: payload encoding, ``"jpeg"``.
+        ttl_ms: time the ROI may still wait before compute, ms, measured from when it is sent; a hop that
+            holds it longer drops it as ``stale``. ``0`` means no deadline.
+        attempt: 0 for the first send, incremented on each retry.
+    """
+
+    roi_id: str
+    camera: str
+    frame_seq: int
+    stream_ts_ms: float
+    capture_unix_ms: float
+    xyxy: tuple[float, float, float, float]
+    crop_xyxy: tuple[int, int, int, int]
+    class_id: int
+    score: float
+    encoding: str = "jpeg"
+    ttl_ms: float = 0.0
+    attempt: int = 0
+
+
+class Result(_Header, tag="result"):
+    """The recognition result for one ROI, from a worker back through the broker to the edge. No payload.
+
+    Attributes:
+        roi_id: the id of the ROI this answers.
+        worker: name of the worker that computed it.
+        identity_id: gallery identity (embedding head); ``-1`` when the head is not an embedding head.
+        similarity: cosine similarity to the matched identity, -1..1 (1.0 for a newly enrolled identity).
+        enrolled: True when the embedding enrolled a new identity instead of matching one.
+        hops: latency account appended by the worker and the broker, in order, durations in ms.
+    """
+
+    roi_id: str
+    worker: str
+    identity_id: int = -1
+    similarity: float = 0.0
+    enrolled: bool = False
+    hops: list[Hop] = msgspec.field(default_factory=list)
+
+
+class Drop(_Header, tag="drop"):
+    """A hop gave up on an ROI; sent back to the edge so that it is accounted, not timed out.
+
+    Attributes:
+        roi_id: the dropped ROI.
+        reason: short snake_case reason (``stale``, ``stage_error``, ``no_worker``, ...), used as metric label.
+        where: the component that dropped it (broker or worker name).
+    """
+
+    roi_id: str
+    reason: str
+    where: str
+
+
+class Ready(_Header, tag="ready"):
+    """A worker announces itself and its credits: how many ROIs it can hold in flight at once."""
+
+    worker: str
+    credits: int
+
+
+class Heartbeat(_Header, tag="heartbeat"):
+    """Liveness signal; sent both ways between brokers and their peers."""
+
+    sender: str
+
+
+class Bye(_Header, tag="bye"):
+    """A peer leaves cleanly; the broker stops dispatching to it at once."""
+
+    sender: str
+
+
+Message = Union[Roi, Result, Drop, Ready, Heartbeat, Bye]
+
+class _VersionProbe(msgspec.Struct):
+    v: int
+
+
+_probe_decoder = msgspec.msgpack.Decoder(_VersionProbe)
+_encoder = msgspec.msgpack.Encoder()
+_decoder = msgspec.msgpack.Decoder(Message)
+
+
+class MalformedMessage(ValueError):
+    """A received message could not be decoded into a valid header.
+
+    Recovery: count it under ``reason`` and drop the message; never reply, never crash.
+
+    Attributes:
+        reason: short label for metrics: ``empty``, ``too_large``, ``pickle``, ``not_msgpack``,
+            ``bad_fields``, ``version``, ``frames``.
+    """
+
+    def __init__(self, reason: str, detail: str = "") -> None:
+        super().__init__(f"{reason}: {detail}" if detail else reason)
+        self.reason = reason
+
+
+def encode(header: Message) -> bytes:
+    """Serialise a header struct to msgpack bytes (one ZeroMQ frame)."""
+    return _encoder.encode(header)
+
+
+def decode(frame: bytes | memoryview) -> Message:
+    """Parse one header frame.
+
+    Args:
+        frame: the raw header frame.
+
+    Returns:
+        The typed header (one of :data:`Message`).
+
+    Raises:
+        MalformedMessage: empty, oversized, pickled, non-msgpack, wrongly typed or wrong-version headers.
+    """
+    data = bytes(frame)
+    if not data:
+        raise MalformedMessage("empty")
+    if len(data) > MAX_HEADER_BYTES:
+        raise MalformedMessage("too_large", f"{len(data)} bytes > {MAX_HEADER_BYTES}")
+    if data[0] == 0x80:  # pickle protocol >= 2 starts with the PROTO opcode; never unpickle, just name it
+        raise MalformedMessage("pickle")
+    try:
+        version = _probe_decoder.decode(data).v  # checked first: another version may have other fields
+    except msgspec.ValidationError as exc:
+        raise MalformedMessage("bad_fields", str(exc)) from None
+    except msgspec.DecodeError as exc:
+        raise MalformedMessage("not_msgpack", str(exc)) from None
+    if version != PROTOCOL_VERSION:
+        raise MalformedMessage("version", f"v={version}, expected {PROTOCOL_VERSION}")
+    try:
+        return _decoder.decode(data)
+    except msgspec.DecodeError as exc:  # ValidationError is a subclass: wrong kind, type or missing field
+        raise MalformedMessage("bad_fields", str(exc)) from None
+
+
+def split_message(frames: list[bytes], n_routing: int) -> tuple[list[bytes], Message, list[bytes]]:
+    """Split a received multipart message into routing frames, decoded header and payload frames.
+
+    Args:
+        frames: all frames as received.
+        n_routing: number of leading routing frames (1 on a ROUTER socket, 0 on a DEALER).
+
+    Returns:
+        ``(routing, header, payload)``.
+
+    Raises:
+        MalformedMessage: too few frames (``frames``), a bad header, or a payload count that does not fit
+            the kind (an ``roi`` needs exactly one payload frame, other kinds none).
+    """
+    if len(frames) < n_routing + 1:
+        raise MalformedMessage("frames", f"{len(frames)} frames")
+    routing, header_frame, payload = frames[:n_routing], frames[n_routing], frames[n_routing + 1 :]
+    header = decode(header_frame)
+    expected = 1 if isinstance(header, Roi) else 0
+    if len(payload) != expected:
+        raise MalformedMessage("frames", f"{type(header).__name__} with {len(payload)} payload frames")
+    return routing, header, payload
