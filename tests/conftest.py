@@ -40,8 +40,13 @@ def embedder_weights() -> Path:
     return Path(resolve(EMBEDDER_WEIGHTS_URI))
 
 
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago."""
+def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+@pytest.fixture
+def free_port():
+    """A function returning a TCP port on 127.0.0.1 that was free a moment ago."""
+    return _free_port
