@@ -1,0 +1,321 @@
+"""Load-balancing policy of the broker: pure data structures, no sockets, no clock reads.
+
+The socket loop (:mod:`broker.server`) feeds events in (an ROI arrived, a worker announced credits, a result
+came back, time passed) and asks which ROI goes to which worker next. Every method takes the current time
+(``time.perf_counter()`` seconds, or any monotonic clock) as an argument, so the policy is deterministic and
+tested without sockets (the shape of Locust's ``dispatch.py``, see DESIGN.md "Code shape").
+
+Policy (DESIGN.md "Load balancing and reliability"):
+
+* **Per-camera FIFO queues served round-robin**: each dispatch takes the head of the next camera's queue, so a
+  camera that floods the broker cannot starve a quiet one.
+* **Bounded queue, drop-oldest from the longest queue**: when more than ``queue_max`` ROIs wait, the oldest
+  ROI of the *longest* camera queue is dropped (ties: the queue whose head is oldest). The flooding camera pays
+  for its own backlog, and with one camera this is plain drop-oldest.
+* **Credits**: a worker holds at most ``credits`` ROIs in flight (from its last ``Ready``). Among workers with
+  free credit the least loaded (``in_flight / credits``) wins; ties go to the least recently used worker.
+* **Deadlines**: an ROI with ``ttl_ms > 0`` that waited longer than ``ttl_ms`` is stale; stale heads are set
+  aside when dispatching and :meth:`Dispatcher.stale` sweeps every queue.
+* **Liveness**: a worker not seen for ``timeout_s`` is expired; its in-flight ROIs are handed back to the
+  caller so every ROI is answered exactly once.
+
+Memory is bounded: queued ROIs by ``queue_max``, in-flight ROIs by the sum of credits, workers by
+``max_workers``.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict, deque
+from collections.abc import Hashable
+from dataclasses import dataclass, field
+from typing import Any
+
+MAX_WORKERS = 1024
+"""Default bound on registered workers (a rogue peer sending Ready from many identities cannot grow memory)."""
+
+
+@dataclass(slots=True)
+class Pending:
+    """An ROI waiting in the broker queue.
+
+    Attributes:
+        roi_id: globally unique ROI id (``wire.Roi.roi_id``).
+        camera: camera name; selects the per-camera queue.
+        received_s: time the broker received it, seconds on the caller's monotonic clock.
+        ttl_ms: deadline, ms it may wait in the queue; ``0`` means none (``wire.Roi.ttl_ms``).
+        data: opaque payload for the caller (routing identity and frames); never inspected here.
+    """
+
+    roi_id: str
+    camera: str
+    received_s: float
+    ttl_ms: float = 0.0
+    data: Any = None
+
+    def is_stale(self, now_s: float) -> bool:
+        """True when the ROI has a deadline and waited longer than ``ttl_ms`` by ``now_s`` (seconds)."""
+        return self.ttl_ms > 0 and (now_s - self.received_s) * 1000.0 > self.ttl_ms
+
+
+@dataclass(slots=True)
+class InFlight:
+    """An ROI handed to a worker and not yet answered.
+
+    Attributes:
+        pending: the queued ROI as it was enqueued.
+        worker: key of the worker holding it.
+        dispatched_s: time it was assigned, seconds on the caller's clock.
+    """
+
+    pending: Pending
+    worker: Hashable
+    dispatched_s: float
+
+
+@dataclass(slots=True)
+class _Worker:
+    credits: int
+    last_seen_s: float
+    last_used: int = 0  # dispatch counter value of its last assignment; 0 = never used (least recent)
+    in_flight: set[str] = field(default_factory=set)
+
+    def load(self) -> float:
+        return len(self.in_flight) / self.credits
+
+    def has_credit(self) -> bool:
+        return len(self.in_flight) < self.credits
+
+
+class WorkerLimit(RuntimeError):
+    """A new worker would exceed ``max_workers``. Recovery: ignore its Ready and count it as bad input."""
+
+
+class Dispatcher:
+    """Per-camera round-robin queues plus credit-based, least-loaded worker choice.
+
+    Args:
+        queue_max: ROIs that may wait at most (all cameras together), >= 1.
+        max_workers: workers that may be registered at once, >= 1.
+
+    Raises:
+        ValueError: a bound below 1.
+    """
+
+    def __init__(self, queue_max: int, max_workers: int = MAX_WORKERS) -> None:
+        if queue_max < 1 or max_workers < 1:
+            raise ValueError(f"queue_max={queue_max} and max_workers={max_workers} must be >= 1")
+        self.queue_max = queue_max
+        self.max_workers = max_workers
+        self._queues: OrderedDict[str, deque[tuple[int, Pending]]] = OrderedDict()  # camera -> (seq, ROI)
+        self._queued_ids: set[str] = set()
+        self._seq = 0
+        self._workers: dict[Hashable, _Worker] = {}
+        self._in_flight: dict[str, InFlight] = {}
+        self._dispatches = 0
+
+    # ------------------------------------------------------------------ queue
+
+    @property
+    def queued(self) -> int:
+        """Number of ROIs waiting for a worker."""
+        return len(self._queued_ids)
+
+    @property
+    def in_flight(self) -> int:
+        """Number of ROIs held by workers."""
+        return len(self._in_flight)
+
+    def __contains__(self, roi_id: str) -> bool:
+        """True when the ROI id is queued or in flight (a second copy would be a duplicate)."""
+        return roi_id in self._queued_ids or roi_id in self._in_flight
+
+    def enqueue(self, item: Pending) -> list[Pending]:
+        """Queue an ROI at the tail of its camera's queue.
+
+        Returns:
+            The ROIs dropped to keep at most ``queue_max`` queued (oldest of the longest camera queue),
+            oldest first; usually empty. May contain ``item`` itself only if it is the oldest of the longest
+            queue, which happens when ``queue_max`` is 1 and its camera already had one waiting.
+
+        Raises:
+            ValueError: ``item.roi_id`` is already queued or in flight.
+        """
+        if item.roi_id in self:
+            raise ValueError(f"duplicate roi_id {item.roi_id!r}")
+        self._seq += 1
+        self._queues.setdefault(item.camera, deque()).append((self._seq, item))
+        self._queued_ids.add(item.roi_id)
+        dropped = []
+        while len(self._queued_ids) > self.queue_max:
+            dropped.append(self._pop_head(self._longest_camera()))
+        return dropped
+
+    def _longest_camera(self) -> str:
+        """Camera with the most queued ROIs; ties: the one whose head ROI was enqueued first."""
+        return max(self._queues, key=lambda cam: (len(self._queues[cam]), -self._queues[cam][0][0]))
+
+    def _pop_head(self, camera: str) -> Pending:
+        queue = self._queues[camera]
+        _, item = queue.popleft()
+        if not queue:
+            del self._queues[camera]
+        self._queued_ids.discard(item.roi_id)
+        return item
+
+    def stale(self, now_s: float) -> list[Pending]:
+        """Remove and return every queued ROI past its deadline at ``now_s`` (seconds). O(queued)."""
+        expired = []
+        for camera in list(self._queues):
+            keep: deque[tuple[int, Pending]] = deque()
+            for entry in self._queues[camera]:
+                if entry[1].is_stale(now_s):
+                    expired.append(entry[1])
+                else:
+                    keep.append(entry)
+            if keep:
+                self._queues[camera] = keep
+            else:
+                del self._queues[camera]
+        for item in expired:
+            self._queued_ids.discard(item.roi_id)
+        return expired
+
+    def drain(self) -> list[Pending]:
+        """Remove and return every queued ROI (shutdown), in enqueue order."""
+        entries = sorted((entry for queue in self._queues.values() for entry in queue), key=lambda e: e[0])
+        self._queues.clear()
+        self._queued_ids.clear()
+        return [item for _, item in entries]
+
+    # ------------------------------------------------------------------ workers
+
+    @property
+    def workers(self) -> int:
+        """Number of registered workers."""
+        return len(self._workers)
+
+    def credits(self, worker: Hashable) -> int | None:
+        """Credits the worker last announced, or None when it is not registered."""
+        state = self._workers.get(worker)
+        return None if state is None else state.credits
+
+    def load(self, worker: Hashable) -> int | None:
+        """ROIs the worker holds in flight, or None when it is not registered."""
+        state = self._workers.get(worker)
+        return None if state is None else len(state.in_flight)
+
+    def worker_ready(self, worker: Hashable, credits: int, now_s: float) -> bool:
+        """Register a worker or update its credits; also marks it seen at ``now_s``.
+
+        Lowering credits below the current in-flight count keeps those ROIs; no new ROI goes to the worker
+        until it is below its credits again.
+
+        Returns:
+            True when the worker was not registered before.
+
+        Raises:
+            ValueError: ``credits`` < 0.
+            WorkerLimit: a new worker while ``max_workers`` are registered.
+        """
+        if credits < 0:
+            raise ValueError(f"credits={credits} must be >= 0")
+        state = self._workers.get(worker)
+        if state is not None:
+            state.credits, state.last_seen_s = credits, now_s
+            return False
+        if len(self._workers) >= self.max_workers:
+            raise WorkerLimit(f"{len(self._workers)} workers registered (max {self.max_workers})")
+        self._workers[worker] = _Worker(credits=credits, last_seen_s=now_s)
+        return True
+
+    def worker_seen(self, worker: Hashable, now_s: float) -> bool:
+        """Mark a registered worker alive at ``now_s`` (any message from it). Returns False if unknown."""
+        state = self._workers.get(worker)
+        if state is None:
+            return False
+        state.last_seen_s = now_s
+        return True
+
+    def worker_gone(self, worker: Hashable) -> list[InFlight]:
+        """Unregister a worker (Bye, send failure). Returns its in-flight ROIs, now owned by the caller."""
+        state = self._workers.pop(worker, None)
+        if state is None:
+            return []
+        return [self._in_flight.pop(roi_id) for roi_id in sorted(state.in_flight)]
+
+    def expire_workers(self, now_s: float, timeout_s: float) -> list[tuple[Hashable, list[InFlight]]]:
+        """Unregister every worker not seen for more than ``timeout_s`` seconds at ``now_s``.
+
+        Returns:
+            ``(worker, its in-flight ROIs)`` for each expired worker.
+        """
+        silent = [w for w, state in self._workers.items() if now_s - state.last_seen_s > timeout_s]
+        return [(worker, self.worker_gone(worker)) for worker in silent]
+
+    # ------------------------------------------------------------------ dispatch
+
+    def next_dispatch(self, now_s: float) -> tuple[InFlight | None, list[Pending]]:
+        """Assign the next ROI (round-robin over cameras) to the best worker with free credit.
+
+        Stale ROIs met at the queue heads on the way are removed and returned, not dispatched.
+
+        Returns:
+            ``(assignment or None, stale ROIs)``; None when no worker has credit or nothing non-stale waits.
+        """
+        worker = self._pick_worker()
+        stale: list[Pending] = []
+        if worker is None:
+            return None, stale
+        while self._queues:
+            camera = next(iter(self._queues))
+            item = self._pop_head(camera)
+            if camera in self._queues:
+                self._queues.move_to_end(camera)
+            if item.is_stale(now_s):
+                stale.append(item)
+                continue
+            return self._assign(item, worker, now_s), stale
+        return None, stale
+
+    def _pick_worker(self) -> Hashable | None:
+        """Least loaded worker with free credit; ties: least recently used, then registration order."""
+        best, best_key = None, None
+        for worker, state in self._workers.items():
+            if state.has_credit():
+                key = (state.load(), state.last_used)
+                if best_key is None or key < best_key:
+                    best, best_key = worker, key
+        return best
+
+    def _assign(self, item: Pending, worker: Hashable, now_s: float) -> InFlight:
+        self._dispatches += 1
+        state = self._workers[worker]
+        state.last_used = self._dispatches
+        state.in_flight.add(item.roi_id)
+        flight = InFlight(pending=item, worker=worker, dispatched_s=now_s)
+        self._in_flight[item.roi_id] = flight
+        return flight
+
+    def complete(self, roi_id: str, worker: Hashable) -> InFlight | None:
+        """A worker answered an ROI (Result or Drop): free its credit.
+
+        Returns:
+            The in-flight record, or None when ``roi_id`` is not in flight on that worker (late, duplicate or
+            foreign answer; the caller counts it and drops it).
+        """
+        flight = self._in_flight.get(roi_id)
+        if flight is None or flight.worker != worker:
+            return None
+        del self._in_flight[roi_id]
+        state = self._workers.get(worker)
+        if state is not None:
+            state.in_flight.discard(roi_id)
+        return flight
+
+    def drain_in_flight(self) -> list[InFlight]:
+        """Remove and return every in-flight ROI (shutdown); workers stay registered with no load."""
+        flights = list(self._in_flight.values())
+        self._in_flight.clear()
+        for state in self._workers.values():
+            state.in_flight.clear()
+        return flights
