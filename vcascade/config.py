@@ -75,6 +75,7 @@ class JsonlSinkConfig(_Base):
 
     type: Literal["jsonl"]
     path: str = Field(description="Output file; relative paths are relative to the working directory.")
+    mode: Literal["append", "truncate"] = Field("append", description="Keep earlier lines, or start the file afresh.")
 
 
 class ZmqPubSinkConfig(_Base):

@@ -1,0 +1,115 @@
+"""The edge's record of one ROI in flight, and how its latency account is closed when the answer arrives.
+
+Every duration is measured on one host's monotonic clock (DESIGN.md): the edge measures its own hops and
+the round trip; the broker and the worker report their own hold times as hops in the result. The network
+time is what the round trip leaves once those holds are subtracted:
+
+    transit = (edge round trip - everything the broker and the worker held) + broker<->worker transit
+              + the broker's forwarding of the result
+
+Its total is exact. One-way legs cannot be told apart without synchronised clocks, so
+``transit_to_worker`` and ``transit_back`` are each half of it (the symmetric-path assumption NTP makes,
+RFC 5905 section 8). All hops sum to ``end_to_end`` (capture to result on the edge).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from vcascade.coco import COCO_CLASSES
+from vcascade.wire import Result
+
+
+@dataclass
+class PendingRoi:
+    """What the edge keeps about an ROI from creation to its result or drop.
+
+    Times are ``time.perf_counter()`` seconds on the edge; ``sent_s`` is set when it goes on the socket.
+    """
+
+    roi_id: str
+    camera: str
+    frame_seq: int
+    stream_ts_ms: float
+    capture_unix_ms: float
+    xyxy: tuple[float, float, float, float]
+    crop_xyxy: tuple[int, int, int, int]
+    class_id: int
+    score: float
+    capture_s: float
+    detect_start_s: float
+    detect_end_s: float
+    encoded_s: float
+    sent_s: float = 0.0
+    broker: int = -1
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def base_record(self) -> dict[str, Any]:
+        """Fields every output line has, result or drop."""
+        return {
+            "roi_id": self.roi_id,
+            "camera": self.camera,
+            "frame_seq": self.frame_seq,
+            "stream_ts_ms": round(self.stream_ts_ms, 3),
+            "capture_unix_ms": round(self.capture_unix_ms, 3),
+            "bbox_xyxy": [round(v, 2) for v in self.xyxy],
+            "class_id": self.class_id,
+            "class_name": COCO_CLASSES[self.class_id] if 0 <= self.class_id < len(COCO_CLASSES) else str(self.class_id),
+            "score": round(self.score, 4),
+        }
+
+
+WORKER_HOPS_BEFORE_STAGES = ("batch_wait", "preprocess")
+BROKER_HOPS = ("broker_queue", "transit_broker_worker", "broker_return")
+
+
+def close_account(pending: PendingRoi, result: Result, received_s: float) -> dict[str, float]:
+    """The ROI's latency account in ms, ordered along its path, ending with ``end_to_end``.
+
+    Args:
+        pending: the edge's record (its own timestamps).
+        result: the answer, whose ``hops`` hold the worker's then the broker's durations (ms).
+        received_s: ``perf_counter()`` when the edge received the result.
+
+    Returns:
+        ``{"frame_wait", "detect", "crop_encode", "edge_queue", "transit_to_worker", "broker_queue",
+        <worker hops...>, "transit_back", "end_to_end"}`` in ms; all but ``end_to_end`` sum to ``end_to_end``.
+    """
+    remote = dict(result.hops)
+    round_trip_ms = (received_s - pending.sent_s) * 1000.0
+    edge_broker_net_ms = max(0.0, round_trip_ms - sum(ms for _, ms in result.hops))
+    transit_ms = edge_broker_net_ms + remote.get("transit_broker_worker", 0.0) + remote.get("broker_return", 0.0)
+    account = {
+        "frame_wait": (pending.detect_start_s - pending.capture_s) * 1000.0,
+        "detect": (pending.detect_end_s - pending.detect_start_s) * 1000.0,
+        "crop_encode": (pending.encoded_s - pending.detect_end_s) * 1000.0,
+        "edge_queue": (pending.sent_s - pending.encoded_s) * 1000.0,
+        "transit_to_worker": transit_ms / 2.0,
+        "broker_queue": remote.get("broker_queue", 0.0),
+    }
+    for hop, ms in result.hops:
+        if hop not in BROKER_HOPS:
+            account[hop] = ms
+    account["transit_back"] = transit_ms / 2.0
+    account["end_to_end"] = (received_s - pending.capture_s) * 1000.0
+    return {hop: round(ms, 3) for hop, ms in account.items()}
+
+
+def result_record(pending: PendingRoi, result: Result, received_s: float) -> dict[str, Any]:
+    """The output line for an ROI that got a result."""
+    return {
+        **pending.base_record(),
+        "status": "ok",
+        "identity_id": result.identity_id,
+        "similarity": round(result.similarity, 4),
+        "enrolled": result.enrolled,
+        "worker": result.worker,
+        "latency_ms": close_account(pending, result, received_s),
+    }
+
+
+def drop_record(pending: PendingRoi, reason: str, where: str) -> dict[str, Any]:
+    """The output line for an ROI that ended without a result (counted drop)."""
+    return {**pending.base_record(), "status": "dropped", "reason": reason, "where": where}
+

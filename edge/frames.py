@@ -1,0 +1,122 @@
+"""Frames and the per-camera frame slots between camera readers and the detector.
+
+Frame-drop policy (DESIGN.md, "Lessons": selectable frame policies, every dropped frame reported):
+
+* ``every_frame`` (video files, batch processing): a camera's slot holds up to ``depth`` frames and the reader
+  waits when it is full, so the detector sees every frame and decoding is paced by detection.
+* ``newest`` (live sources): the slot holds one frame; a newer frame replaces an unconsumed one, which is
+  counted as *skipped*. Frame age therefore stays bounded however slow the detector is.
+
+The detector takes frames round-robin across cameras, so one fast camera cannot starve the others.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+FramePolicy = Literal["every_frame", "newest"]
+
+
+@dataclass(frozen=True)
+class Frame:
+    """One decoded frame.
+
+    Attributes:
+        camera: camera name.
+        seq: index of the frame among the frames decoded from this camera, from 0.
+        image: (H, W, 3) uint8 BGR pixels.
+        stream_ts_ms: presentation timestamp (PTS) in the stream, ms, as reported by FFmpeg
+            (``CAP_PROP_POS_MSEC`` after the read), never index / fps.
+        capture_s: ``time.perf_counter()`` when the reader got the frame (the edge's monotonic clock).
+        capture_unix_ms: wall-clock time when the reader got the frame, ms since the Unix epoch.
+    """
+
+    camera: str
+    seq: int
+    image: np.ndarray
+    stream_ts_ms: float
+    capture_s: float
+    capture_unix_ms: float
+
+
+class FrameSlots:
+    """Per-camera frame slots with a frame-drop policy, shared by camera reader threads and one detector.
+
+    Thread-safe. Readers call :meth:`put`; the detector calls :meth:`take`.
+    """
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._slots: dict[str, deque[Frame]] = {}
+        self._policy: dict[str, FramePolicy] = {}
+        self._open: set[str] = set()
+        self._order: list[str] = []
+        self._next = 0
+        self.skipped: dict[str, int] = {}
+
+    def add_camera(self, camera: str, policy: FramePolicy, depth: int = 2) -> None:
+        """Register a camera before its reader starts. ``depth`` applies to ``every_frame`` (newest keeps 1)."""
+        with self._cond:
+            self._slots[camera] = deque(maxlen=1 if policy == "newest" else depth)
+            self._policy[camera] = policy
+            self._open.add(camera)
+            self._order.append(camera)
+            self.skipped[camera] = 0
+
+    def put(self, frame: Frame, stop: threading.Event) -> bool:
+        """Hand a frame to the detector.
+
+        ``every_frame``: waits while the slot is full (returns False if ``stop`` is set meanwhile).
+        ``newest``: never waits; an unconsumed older frame is replaced and counted in :attr:`skipped`.
+
+        Returns:
+            True when the frame was stored.
+        """
+        with self._cond:
+            slot = self._slots[frame.camera]
+            if self._policy[frame.camera] == "newest":
+                if slot:
+                    self.skipped[frame.camera] += 1
+                slot.append(frame)
+            else:
+                while len(slot) == slot.maxlen:
+                    if stop.is_set():
+                        return False
+                    self._cond.wait(0.1)
+                slot.append(frame)
+            self._cond.notify_all()
+            return True
+
+    def close(self, camera: str) -> None:
+        """The camera's reader has finished (end of file, or failed); frames already queued are still taken."""
+        with self._cond:
+            self._open.discard(camera)
+            self._cond.notify_all()
+
+    def finished(self) -> bool:
+        """True when every camera is closed and every queued frame has been taken."""
+        with self._cond:
+            return not self._open and not any(self._slots.values())
+
+    def take(self, timeout_s: float) -> Frame | None:
+        """The next frame, round-robin across cameras; None if none arrives within ``timeout_s``."""
+        deadline = time.monotonic() + timeout_s
+        with self._cond:
+            while True:
+                for _ in range(len(self._order)):
+                    camera = self._order[self._next % len(self._order)]
+                    self._next += 1
+                    if self._slots[camera]:
+                        frame = self._slots[camera].popleft()
+                        self._cond.notify_all()
+                        return frame
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or (not self._open):
+                    return None
+                self._cond.wait(remaining)

@@ -1,0 +1,30 @@
+"""Prometheus metrics of an edge process (label ``edge`` on every series, ``camera`` where per camera)."""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Gauge, Histogram
+
+from vcascade.telemetry import LATENCY_BUCKETS_S
+
+FRAMES_DECODED = Counter("vcascade_edge_frames_decoded_total", "Frames decoded from the camera.", ["edge", "camera"])
+FRAMES_SKIPPED = Counter(
+    "vcascade_edge_frames_skipped_total", "Frames replaced in the newest-frame slot before detection.", ["edge", "camera"]
+)
+FRAMES_DETECTED = Counter("vcascade_edge_frames_detected_total", "Frames that went through the detector.", ["edge", "camera"])
+DETECTIONS = Counter("vcascade_edge_detections_total", "Detections kept after NMS and class filter.", ["edge", "camera"])
+ROIS_SENT = Counter("vcascade_edge_rois_sent_total", "ROIs created and handed to the sender.", ["edge", "camera"])
+RESULTS = Counter("vcascade_edge_results_total", "Results received and written to the sinks.", ["edge", "camera"])
+DROPS = Counter("vcascade_edge_roi_drops_total", "ROIs that ended without a result, by reason.", ["edge", "camera", "reason"])
+DUPLICATES = Counter(
+    "vcascade_edge_late_replies_total", "Replies for ROIs already answered or dropped (suppressed).", ["edge"]
+)
+MALFORMED = Counter("vcascade_edge_malformed_messages_total", "Undecodable messages dropped.", ["edge", "reason"])
+CAMERA_UP = Gauge("vcascade_edge_camera_up", "1 while the camera is streaming, 0 otherwise.", ["edge", "camera"])
+SEND_QUEUE = Gauge("vcascade_edge_send_queue_depth", "ROIs waiting for the in-flight window.", ["edge"])
+IN_FLIGHT = Gauge("vcascade_edge_in_flight", "ROIs sent and not yet answered.", ["edge"])
+HOP_SECONDS = Histogram(
+    "vcascade_edge_hop_seconds",
+    "Latency of each hop of the ROI's account, and end_to_end (capture to result), seconds.",
+    ["edge", "camera", "hop"],
+    buckets=LATENCY_BUCKETS_S,
+)
