@@ -252,7 +252,9 @@ def _interpolate(node: Any, loc: tuple[Any, ...], path: Path) -> Any:
 
 
 def _dotted(loc: tuple[Any, ...]) -> str:
-    return ".".join(f"[{part}]" if isinstance(part, int) else str(part) for part in loc) or "(top level)"
+    """``("edges", "e1", "sinks", 0, "type")`` -> ``edges.e1.sinks[0].type``."""
+    text = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in loc).lstrip(".")
+    return text or "(top level)"
 
 
 def _describe(err: dict[str, Any]) -> str:
@@ -262,9 +264,17 @@ def _describe(err: dict[str, Any]) -> str:
         return f"{_dotted(loc)}: missing (required)"
     if err["type"] == "extra_forbidden":
         return f"{_dotted(loc)}: unknown key (check its spelling; allowed keys are listed in docs/CONFIG.md)"
+    if err["type"] == "union_tag_invalid":
+        ctx = err["ctx"]
+        key = ctx["discriminator"].strip("'")
+        return f"{_dotted((*loc, key))} = {ctx['tag']!r}: expected one of {ctx['expected_tags']}"
     value = err.get("input")
     shown = repr(value) if not isinstance(value, (dict, list)) or len(repr(value)) < 60 else type(value).__name__
-    return f"{_dotted(loc)} = {shown}: expected {err['msg'][0].lower()}{err['msg'][1:]}"
+    msg = err["msg"]
+    expected = msg.removeprefix("Input should be ") if msg.startswith("Input should be ") else msg[0].lower() + msg[1:]
+    if expected.startswith(("less than", "greater than")):
+        expected = "a value " + expected
+    return f"{_dotted(loc)} = {shown}: expected {expected}"
 
 
 def _check_references(dep: Deployment) -> list[str]:

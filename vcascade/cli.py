@@ -1,0 +1,117 @@
+"""The ``vcascade`` command.
+
+    vcascade check FILE                                   validate a deployment file
+    vcascade run FILE [--model-dir DIR]                   run every component locally, print the summary
+    vcascade edge|broker|worker --config FILE --name NAME one component (multi-host deployments)
+
+Exit codes: 0 success, 1 run-time failure (a process failed, an ROI unaccounted, a model unavailable),
+2 invalid configuration or usage (one message per problem, no traceback).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+import threading
+from pathlib import Path
+
+from vcascade.components import COMPONENT_KINDS, run_component, setup_logging
+from vcascade.config import ConfigError, Deployment, load_config
+
+EXIT_FAILURE, EXIT_CONFIG = 1, 2
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the console script. Returns the exit code."""
+    args = _parser().parse_args(argv)
+    try:
+        return args.handler(args)
+    except ConfigError as exc:
+        print(f"vcascade: invalid configuration:\n{exc}", file=sys.stderr)
+        return EXIT_CONFIG
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="vcascade", description="Live video analytics cascade across many cameras.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    check = sub.add_parser("check", help="validate a deployment file")
+    check.add_argument("file", type=Path)
+    check.set_defaults(handler=_check)
+
+    run = sub.add_parser("run", help="run every component of the file as local processes")
+    run.add_argument("file", type=Path)
+    _model_dir_option(run)
+    run.add_argument("--log-level", default="WARNING", help="log level of the child processes (default WARNING)")
+    run.set_defaults(handler=_run)
+
+    for kind in COMPONENT_KINDS:
+        one = sub.add_parser(kind, help=f"run one {kind} of the file in this process")
+        one.add_argument("--config", type=Path, required=True)
+        one.add_argument("--name", required=True)
+        one.add_argument("--log-level", default="INFO")
+        if kind == "edge":
+            _model_dir_option(one)
+        one.set_defaults(handler=_one, kind=kind)
+    return parser
+
+
+def _model_dir_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--model-dir",
+        default=os.environ.get("VCASCADE_MODEL_DIR"),
+        help="folder holding yolox_nano.onnx (default: $VCASCADE_MODEL_DIR, then ~/.cache/vcascade/models; "
+        "downloaded there when missing)",
+    )
+
+
+def _check(args: argparse.Namespace) -> int:
+    dep: Deployment = load_config(args.file)
+    print(
+        f"{args.file}: OK ({len(dep.cameras)} cameras, {len(dep.edges)} edges, {len(dep.brokers)} brokers, "
+        f"{len(dep.workers)} workers, {len(dep.recognizers)} recognizers)"
+    )
+    return 0
+
+
+def _run(args: argparse.Namespace) -> int:
+    from vcascade.launcher import run_deployment
+    from vcascade.models import ModelUnavailable
+
+    dep = load_config(args.file)
+    setup_logging("WARNING", "vcascade")
+    try:
+        return run_deployment(dep, args.file, args.model_dir, args.log_level)
+    except ModelUnavailable as exc:
+        print(f"vcascade: {exc}", file=sys.stderr)
+        return EXIT_FAILURE
+
+
+def _one(args: argparse.Namespace) -> int:
+    from vcascade.models import ModelUnavailable
+
+    load_config(args.config)  # config errors exit 2 before anything starts
+    setup_logging(args.log_level, f"{args.kind}:{args.name}")
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    final: dict = {}
+
+    def report(snapshot: dict) -> None:
+        if snapshot.get("final"):
+            final.update(snapshot)
+
+    try:
+        run_component(args.kind, str(args.config), args.name, stop, report, getattr(args, "model_dir", None))
+    except (ModelUnavailable, KeyError) as exc:
+        print(f"vcascade: {exc}", file=sys.stderr)
+        return EXIT_FAILURE
+    print(json.dumps(final, indent=2, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,68 @@
+"""Render the children's snapshots: the live progress line and the end-of-run summary tables (rich)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.table import Table
+
+Snapshots = dict[tuple[str, str], dict[str, Any]]
+
+
+def _cameras(snapshots: Snapshots) -> dict[str, dict[str, Any]]:
+    cams: dict[str, dict[str, Any]] = {}
+    for (kind, _), snap in sorted(snapshots.items()):
+        if kind == "edge":
+            cams.update(snap.get("cameras", {}))
+    return cams
+
+
+def progress_line(snapshots: Snapshots, elapsed_s: float) -> str:
+    """``frames | ROIs sent/results/drops | results/s | e2e p50/p99 | elapsed`` over all cameras."""
+    cams = _cameras(snapshots).values()
+    frames = sum(c["frames"] for c in cams)
+    sent = sum(c["sent"] for c in cams)
+    results = sum(c["results"] for c in cams)
+    drops = sum(sum(c["drops"].values()) for c in cams)
+    p50 = max((c["p50_ms"] for c in cams if c["p50_ms"] is not None), default=None)
+    p99 = max((c["p99_ms"] for c in cams if c["p99_ms"] is not None), default=None)
+    lat = f"e2e p50 {p50:.0f} ms p99 {p99:.0f} ms" if p50 is not None else "e2e -"
+    rate = results / elapsed_s if elapsed_s > 0 else 0.0
+    return (
+        f"frames {frames} | ROIs sent {sent} results {results} drops {drops} | "
+        f"{rate:.1f} results/s | {lat} | {elapsed_s:.0f} s"
+    )
+
+
+def summary_tables(snapshots: Snapshots, elapsed_s: float) -> list[Table]:
+    """Per-camera accounting and latency, then one row per broker and worker."""
+    cams = Table(title=f"vcascade run summary ({elapsed_s:.1f} s)")
+    for col in ("camera", "state", "frames", "ROIs sent", "results", "drops", "accounted", "e2e p50 ms", "e2e p99 ms"):
+        cams.add_column(col, justify="left" if col in ("camera", "state", "drops") else "right")
+    for name, c in sorted(_cameras(snapshots).items()):
+        dropped = sum(c["drops"].values())
+        ok = c["sent"] == c["results"] + dropped
+        drops = ", ".join(f"{r} {n}" for r, n in sorted(c["drops"].items())) or "0"
+        cams.add_row(
+            name, c["state"] if not c.get("error") else f"failed: {c['error']}", str(c["frames"]), str(c["sent"]),
+            str(c["results"]), drops, "yes" if ok else "NO",
+            f"{c['p50_ms']:.1f}" if c["p50_ms"] is not None else "-",
+            f"{c['p99_ms']:.1f}" if c["p99_ms"] is not None else "-",
+        )
+    center = Table(title="brokers and workers")
+    for col in ("process", "counts"):
+        center.add_column(col)
+    for (kind, name), snap in sorted(snapshots.items()):
+        if kind == "edge":
+            continue
+        counts = ", ".join(f"{k} {_fmt(v)}" for k, v in snap.items() if k not in ("component", "name", "final"))
+        center.add_row(f"{kind} {name}", counts)
+    return [cams, center]
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.2f}"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}: {_fmt(v)}" for k, v in value.items()) + "}" if value else "{}"
+    return str(value)
