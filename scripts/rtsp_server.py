@@ -1,0 +1,47 @@
+#!/usr/bin/env python3
+"""A real RTSP server for tests and local trials: GStreamer's gst-rtsp-server replaying an H.264 MP4.
+
+Runs under the system Python with Debian's GObject bindings (packages python3-gi, gir1.2-gst-rtsp-server-1.0,
+gstreamer1.0-plugins-good, gstreamer1.0-plugins-bad), not inside the project's environment:
+
+    /usr/bin/python3 scripts/rtsp_server.py --port 8554 --path /cam VIDEO.mp4
+
+The stream is the file's own H.264 packets (no re-encoding), with the file's timestamps, served to every
+client from the start. Prints ``READY rtsp://127.0.0.1:PORT/PATH`` on stdout once listening.
+"""
+
+import argparse
+import sys
+
+import gi
+
+gi.require_version("Gst", "1.0")
+gi.require_version("GstRtspServer", "1.0")
+from gi.repository import GLib, Gst, GstRtspServer  # noqa: E402
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("video")
+    parser.add_argument("--port", type=int, default=8554)
+    parser.add_argument("--path", default="/cam")
+    args = parser.parse_args()
+    Gst.init(None)
+    server = GstRtspServer.RTSPServer()
+    server.set_address("127.0.0.1")
+    server.set_service(str(args.port))
+    factory = GstRtspServer.RTSPMediaFactory()
+    location = args.video.replace('"', '\\"')
+    factory.set_launch(f'( filesrc location="{location}" ! qtdemux ! h264parse ! rtph264pay name=pay0 pt=96 config-interval=1 )')
+    factory.set_shared(False)
+    server.get_mount_points().add_factory(args.path, factory)
+    if server.attach(None) == 0:
+        print(f"cannot listen on 127.0.0.1:{args.port}", file=sys.stderr)
+        return 1
+    print(f"READY rtsp://127.0.0.1:{args.port}{args.path}", flush=True)
+    GLib.MainLoop().run()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
