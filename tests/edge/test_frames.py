@@ -1,0 +1,68 @@
+"""Frame slots: every-frame for files (nothing lost), newest-frame for live (skips counted), round-robin."""
+
+import threading
+
+import numpy as np
+
+from edge.frames import Frame, FrameSlots
+
+
+def _frame(camera, seq):
+    return Frame(camera, seq, np.zeros((2, 2, 3), np.uint8), seq * 40.0, 0.0, 0.0)
+
+
+def test_every_frame_blocks_instead_of_dropping():
+    slots, stop = FrameSlots(), threading.Event()
+    slots.add_camera("a", "every_frame", depth=2)
+    produced = threading.Thread(target=lambda: [slots.put(_frame("a", i), stop) for i in range(10)])
+    produced.start()
+    seen = []
+    while len(seen) < 10:
+        frame = slots.take(timeout_s=2.0)
+        assert frame is not None
+        seen.append(frame.seq)
+    produced.join()
+    assert seen == list(range(10)) and slots.skipped["a"] == 0
+
+
+def test_newest_keeps_one_frame_and_counts_skips():
+    slots, stop = FrameSlots(), threading.Event()
+    slots.add_camera("live", "newest")
+    for i in range(5):
+        assert slots.put(_frame("live", i), stop)
+    assert slots.take(0.1).seq == 4
+    assert slots.skipped["live"] == 4
+    assert slots.take(0.05) is None
+
+
+def test_round_robin_across_cameras():
+    slots, stop = FrameSlots(), threading.Event()
+    for cam in ("a", "b"):
+        slots.add_camera(cam, "every_frame", depth=3)
+    for i in range(3):
+        slots.put(_frame("a", i), stop)
+    slots.put(_frame("b", 0), stop)
+    order = [slots.take(0.1).camera for _ in range(4)]
+    assert order[:2] in (["a", "b"], ["b", "a"]) and order.count("b") == 1
+
+
+def test_finished_after_close_and_drain():
+    slots, stop = FrameSlots(), threading.Event()
+    slots.add_camera("a", "every_frame")
+    slots.put(_frame("a", 0), stop)
+    slots.close("a")
+    assert not slots.finished()
+    assert slots.take(0.1).seq == 0
+    assert slots.finished() and slots.take(0.1) is None
+
+
+def test_blocked_put_returns_on_stop():
+    slots, stop = FrameSlots(), threading.Event()
+    slots.add_camera("a", "every_frame", depth=1)
+    slots.put(_frame("a", 0), stop)
+    result = []
+    t = threading.Thread(target=lambda: result.append(slots.put(_frame("a", 1), stop)))
+    t.start()
+    stop.set()
+    t.join(timeout=2.0)
+    assert result == [False]
