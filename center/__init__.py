@@ -1,0 +1,18 @@
+"""Center worker: micro-batching, pipeline stages on devices, recognition heads (see DESIGN.md)."""
+
+from center.batcher import STOP, MicroBatcher, Prepared, preprocess_items, split_stale
+from center.heads import EmbeddingHead, Match, l2_normalise
+from center.metrics import WorkerTelemetry
+from center.microbatch import MicroBatch, RoiItem
+from center.outbox import Outbox
+from center.preprocess import DecodeError, PreprocessSpec, decode_jpeg, stack_batch, to_device, to_input
+from center.recognizer import TorchStage, build_model, load_stages, run_chained, split_model
+from center.stages import StageEngine
+from center.worker import run_worker
+
+__all__ = [
+    "STOP", "DecodeError", "EmbeddingHead", "Match", "MicroBatch", "MicroBatcher", "Outbox", "Prepared",
+    "PreprocessSpec", "RoiItem", "StageEngine", "TorchStage", "WorkerTelemetry", "build_model", "decode_jpeg",
+    "l2_normalise", "load_stages", "preprocess_items", "run_chained", "run_worker", "split_model", "split_stale",
+    "stack_batch", "to_device", "to_input",
+]

@@ -1,0 +1,123 @@
+"""Worker metrics (Prometheus, prefix ``vcascade_worker_``, label ``worker`` on all) and the report snapshot.
+
+The metric objects are module globals registered once in the process's default registry, so several workers
+in one process (tests) share them and differ by their ``worker`` label. :class:`WorkerTelemetry` updates them
+and, under a lock, the plain counters behind the once-a-second report dict.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter as _Tally
+
+from prometheus_client import Counter, Gauge, Histogram
+
+from vcascade.telemetry import BATCH_BUCKETS, LATENCY_BUCKETS_S
+from vcascade.wire import Hop
+
+ROIS_RECEIVED = Counter("vcascade_worker_rois_received_total", "ROIs received from brokers.", ["worker"])
+RESULTS = Counter("vcascade_worker_results_total", "Results sent back.", ["worker"])
+DROPS = Counter("vcascade_worker_drops_total", "ROIs answered with a Drop, by reason.", ["worker", "reason"])
+MALFORMED = Counter(
+    "vcascade_worker_malformed_messages_total", "Received messages dropped as malformed, by reason.", ["worker", "reason"]
+)
+BATCH_SIZE = Histogram("vcascade_worker_batch_size", "ROIs per micro-batch computed.", ["worker"], buckets=BATCH_BUCKETS)
+STAGE_SECONDS = Histogram(
+    "vcascade_worker_stage_seconds", "Compute time of one stage on one micro-batch, s.", ["worker", "stage"],
+    buckets=LATENCY_BUCKETS_S,
+)
+HOP_SECONDS = Histogram(
+    "vcascade_worker_hop_seconds", "Per-ROI latency of each worker hop, s.", ["worker", "hop"], buckets=LATENCY_BUCKETS_S
+)
+QUEUE_DEPTH = Gauge("vcascade_worker_queue_depth", "Items waiting in each queue (batcher: ROIs, stages: micro-batches).",
+                    ["worker", "queue"])
+SEND_FAILURES = Counter(
+    "vcascade_worker_send_failures_total", "Headers not sent: a broker socket at its high-water mark.", ["worker"]
+)
+IN_FLIGHT = Gauge("vcascade_worker_in_flight", "ROIs received and not yet answered.", ["worker"])
+
+
+class WorkerTelemetry:
+    """Counts events of one worker into the Prometheus metrics and the report snapshot. Thread-safe."""
+
+    def __init__(self, worker: str) -> None:
+        self.worker = worker
+        self._lock = threading.Lock()
+        self._rois = 0
+        self._results = 0
+        self._drops: _Tally[str] = _Tally()
+        self._malformed: _Tally[str] = _Tally()
+        self._batches = 0
+        self._batched_rois = 0
+        self._stage_sum_s: _Tally[str] = _Tally()
+        self._stage_calls: _Tally[str] = _Tally()
+        IN_FLIGHT.labels(worker).set(0)
+
+    def roi_received(self) -> None:
+        """One ROI decoded from a broker socket."""
+        ROIS_RECEIVED.labels(self.worker).inc()
+        IN_FLIGHT.labels(self.worker).inc()
+        with self._lock:
+            self._rois += 1
+
+    def result_sent(self, hops: list[Hop]) -> None:
+        """One ROI answered with a Result; ``hops`` are its worker hops, ms."""
+        RESULTS.labels(self.worker).inc()
+        IN_FLIGHT.labels(self.worker).dec()
+        for hop, ms in hops:
+            HOP_SECONDS.labels(self.worker, hop).observe(ms / 1000.0)
+        with self._lock:
+            self._results += 1
+
+    def dropped(self, reason: str, count: int = 1) -> None:
+        """``count`` received ROIs answered with ``Drop(reason)``."""
+        DROPS.labels(self.worker, reason).inc(count)
+        IN_FLIGHT.labels(self.worker).dec(count)
+        with self._lock:
+            self._drops[reason] += count
+
+    def malformed(self, reason: str) -> None:
+        """One received message dropped as malformed (``MalformedMessage.reason``)."""
+        MALFORMED.labels(self.worker, reason).inc()
+        with self._lock:
+            self._malformed[reason] += 1
+
+    def send_failed(self) -> None:
+        """One header could not be queued on a broker socket (high-water mark reached)."""
+        SEND_FAILURES.labels(self.worker).inc()
+
+    def batch_computed(self, size: int) -> None:
+        """A micro-batch of ``size`` ROIs entered the stages."""
+        BATCH_SIZE.labels(self.worker).observe(size)
+        with self._lock:
+            self._batches += 1
+            self._batched_rois += size
+
+    def stage_computed(self, index: int, seconds: float) -> None:
+        """Stage ``index`` computed one micro-batch in ``seconds`` (compute only, no queue wait)."""
+        stage = f"stage{index}"
+        STAGE_SECONDS.labels(self.worker, stage).observe(seconds)
+        with self._lock:
+            self._stage_sum_s[stage] += seconds
+            self._stage_calls[stage] += 1
+
+    def queue_depths(self, depths: dict[str, int]) -> None:
+        """Set the queue-depth gauges, by queue name (``batcher``, ``stage<k>``, ``head``)."""
+        for name, depth in depths.items():
+            QUEUE_DEPTH.labels(self.worker, name).set(depth)
+
+    def snapshot(self, final: bool) -> dict:
+        """The report dict: counts so far, mean micro-batch size, mean compute ms per stage."""
+        with self._lock:
+            return {
+                "component": "worker",
+                "name": self.worker,
+                "final": final,
+                "rois": self._rois,
+                "results": self._results,
+                "drops": dict(self._drops),
+                "malformed": dict(self._malformed),
+                "batches": self._batches,
+                "mean_batch": self._batched_rois / self._batches if self._batches else 0.0,
+                "stage_ms": {s: 1000.0 * self._stage_sum_s[s] / self._stage_calls[s] for s in sorted(self._stage_calls)},
+            }

@@ -1,0 +1,109 @@
+"""Turn an ROI's JPEG payload into the recognizer's input tensor: decode, colour order, resize, normalise.
+
+Pure functions on numpy arrays, plus :func:`to_device`, which moves a batch to a stage's device (through
+pinned memory when the device is a GPU, so the host-to-device copy can overlap with other work).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import cv2
+import numpy as np
+import torch
+
+
+class DecodeError(ValueError):
+    """An ROI payload is not a decodable image. Recovery: answer the ROI with ``Drop(reason="decode_error")``."""
+
+
+@dataclass(frozen=True)
+class PreprocessSpec:
+    """How crops become network input (from :class:`vcascade.config.TorchRecognizerConfig`).
+
+    Attributes:
+        input_hw: network input (height, width), px.
+        channel_order: ``"rgb"`` (convert the decoded BGR crop) or ``"bgr"`` (keep it).
+        mean: per-channel mean on 0..1 pixels, in the network's channel order.
+        std: per-channel standard deviation on 0..1 pixels, in the network's channel order.
+    """
+
+    input_hw: tuple[int, int]
+    channel_order: str
+    mean: tuple[float, float, float]
+    std: tuple[float, float, float]
+
+    @classmethod
+    def from_config(cls, cfg) -> "PreprocessSpec":
+        """Build from a ``TorchRecognizerConfig`` (fields of the same names)."""
+        return cls(tuple(cfg.input_hw), cfg.channel_order, tuple(cfg.mean), tuple(cfg.std))
+
+
+def decode_jpeg(payload: bytes) -> np.ndarray:
+    """Decode an encoded crop with ``cv2.imdecode``.
+
+    Args:
+        payload: encoded image bytes (JPEG; any format OpenCV reads is accepted).
+
+    Returns:
+        (h, w, 3) uint8 BGR image.
+
+    Raises:
+        DecodeError: empty payload, or bytes OpenCV cannot decode.
+    """
+    if not payload:
+        raise DecodeError("empty payload")
+    image = cv2.imdecode(np.frombuffer(payload, dtype=np.uint8), cv2.IMREAD_COLOR)
+    if image is None or image.size == 0:
+        raise DecodeError(f"cv2.imdecode failed on {len(payload)} bytes")
+    return image
+
+
+def to_input(image_bgr: np.ndarray, spec: PreprocessSpec) -> np.ndarray:
+    """Resize and normalise one decoded crop.
+
+    Args:
+        image_bgr: (h, w, 3) uint8 BGR image.
+        spec: target size, channel order and normalisation.
+
+    Returns:
+        (3, H, W) float32 array, ``(pixel / 255 - mean) / std`` per channel, channels in ``spec.channel_order``.
+    """
+    height, width = spec.input_hw
+    image = cv2.resize(image_bgr, (width, height), interpolation=cv2.INTER_LINEAR)  # cv2 takes (w, h)
+    if spec.channel_order == "rgb":
+        image = cv2.cvtColor(image, cv2.COLOR_BGR2RGB)
+    x = image.astype(np.float32) * np.float32(1.0 / 255.0)
+    x -= np.asarray(spec.mean, dtype=np.float32)
+    x /= np.asarray(spec.std, dtype=np.float32)
+    return np.ascontiguousarray(x.transpose(2, 0, 1))
+
+
+def stack_batch(inputs: list[np.ndarray]) -> np.ndarray:
+    """Stack (3, H, W) float32 inputs into one (n, 3, H, W) float32 NCHW batch.
+
+    Raises:
+        ValueError: empty list or inputs of different shapes.
+    """
+    if not inputs:
+        raise ValueError("cannot stack an empty micro-batch")
+    return np.stack(inputs).astype(np.float32, copy=False)
+
+
+def to_device(x: torch.Tensor | np.ndarray, device: torch.device | str) -> torch.Tensor:
+    """Move a tensor (or array) to ``device``.
+
+    CPU to CUDA goes through pinned (page-locked) host memory with ``non_blocking=True``, so the copy is
+    asynchronous on the current CUDA stream and later kernels on that stream see the data. CUDA to CUDA uses
+    ``non_blocking=True`` (the source stage synchronises its stream before handing the tensor on). CUDA to CPU
+    is a blocking copy, because the CPU reads the data right away.
+    """
+    tensor = torch.from_numpy(x) if isinstance(x, np.ndarray) else x
+    device = torch.device(device)
+    if tensor.device == device:
+        return tensor
+    if device.type == "cuda":
+        if tensor.device.type == "cpu":
+            tensor = tensor.pin_memory()
+        return tensor.to(device, non_blocking=True)
+    return tensor.to(device)

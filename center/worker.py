@@ -1,0 +1,285 @@
+"""The center worker process: broker sockets, micro-batcher, pipeline stages, embedding head.
+
+Threads (see DESIGN.md, "Stage engine"):
+
+* IO thread (the caller of :func:`run_worker`): owns every ZeroMQ socket. Receives ROIs from the brokers'
+  backends (one DEALER per broker), sends ``Ready`` (credits; doubles as the worker's heartbeat) every
+  second, forwards the results the other threads hand it through :class:`center.outbox.Outbox`.
+* batcher thread: micro-batches on "full or timeout", drops stale ROIs, decodes and normalises crops.
+* one thread per stage, then the head thread (:class:`center.stages.StageEngine`).
+
+Every ROI received is answered exactly once, with a ``Result`` or a ``Drop(reason)``, through the socket it
+came from. Reasons: ``stale``, ``decode_error``, ``preprocess_error``, ``stage_error``, ``head_error``,
+``overload`` (batcher inbox full: the broker sent beyond our credits), ``shutdown`` (arrived while draining).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import threading
+import time
+from typing import Callable, Protocol
+
+import cv2
+import torch
+import zmq
+
+from center.batcher import STOP, MicroBatcher, preprocess_items, split_stale
+from center.heads import EmbeddingHead
+from center.metrics import WorkerTelemetry
+from center.microbatch import MicroBatch, RoiItem
+from center.outbox import Outbox
+from center.preprocess import PreprocessSpec, to_device
+from center.recognizer import load_stages
+from center.stages import StageEngine
+from vcascade import wire
+from vcascade.config import Deployment
+from vcascade.sockets import make_socket
+from vcascade.telemetry import serve_metrics
+
+log = logging.getLogger(__name__)
+
+READY_INTERVAL_S = 1.0
+"""Period of ``Ready`` messages (credits + heartbeat) to every broker, s."""
+REPORT_INTERVAL_S = 1.0
+"""Period of the ``report`` snapshot, s."""
+POLL_MS = 50
+"""IO thread poll timeout, ms: bounds how late a stop or a periodic message can be."""
+DRAIN_TIMEOUT_S = 5.0
+"""On stop, time allowed for the micro-batches in flight to finish, s."""
+
+
+class StopFlag(Protocol):
+    """What ``run_worker`` needs of its stop signal (``threading.Event`` or ``multiprocessing.Event``)."""
+
+    def is_set(self) -> bool: ...
+    def wait(self, timeout: float | None = None) -> bool: ...
+
+
+def run_worker(
+    deployment: Deployment, name: str, stop: StopFlag, report: Callable[[dict], None] | None = None
+) -> None:
+    """Run worker ``name`` of ``deployment`` until ``stop`` is set, then drain and return.
+
+    Blocks. Splits the recognizer (a few seconds), serves metrics on ``metrics_port``, then serves ROIs. On
+    stop: finishes the micro-batches in flight and sends their results (at most ``DRAIN_TIMEOUT_S``), sends
+    ``Bye`` to every broker and closes its sockets.
+
+    Args:
+        deployment: the validated deployment; ``deployment.workers[name]`` is this worker.
+        name: worker name (key under ``workers``).
+        stop: set it to stop the worker.
+        report: called about once a second and once at the end with
+            :meth:`center.metrics.WorkerTelemetry.snapshot` (``final`` True the last time).
+
+    Raises:
+        KeyError: no such worker; vcascade.telemetry.MetricsPortInUse; model build errors
+        (see :func:`center.recognizer.build_model`).
+    """
+    cfg = deployment.workers[name]
+    _set_threads(cfg.torch_threads)
+    serve_metrics(cfg.metrics_port)
+    worker = _Worker(deployment, name)
+    worker.run(stop, report or (lambda snapshot: None))
+
+
+def _set_threads(torch_threads: int) -> None:
+    """Pin torch and OpenCV thread pools so processes sharing cores do not oversubscribe them."""
+    torch.set_num_threads(torch_threads)
+    try:
+        torch.set_num_interop_threads(1)
+    except RuntimeError:  # only allowed once per process, before any inter-op work
+        pass
+    cv2.setNumThreads(1)
+
+
+class _Worker:
+    """State shared by the worker's threads; see the module docstring for who runs what."""
+
+    def __init__(self, deployment: Deployment, name: str) -> None:
+        cfg = deployment.workers[name]
+        recognizer = deployment.recognizers[cfg.recognizer]
+        self.name = name
+        self.cfg = cfg
+        self.endpoints = [deployment.brokers[b].endpoint("backend") for b in cfg.brokers]
+        self.telemetry = WorkerTelemetry(name)
+        self.spec = PreprocessSpec.from_config(recognizer)
+        self.first_device = cfg.devices[0]
+        self.head = EmbeddingHead(recognizer.head.match_threshold, recognizer.head.max_identities)
+        stages = load_stages(recognizer, cfg.devices)
+        self.engine = StageEngine(
+            stages, cfg.stage_queue, self._emit_results, self._fail_batch, self.telemetry.stage_computed
+        )
+        self.batcher = MicroBatcher(cfg.max_batch, cfg.max_wait_ms)
+        self.inbox: queue.Queue = queue.Queue(maxsize=2 * cfg.credits)
+        self.outbox: Outbox | None = None
+        self._seq = 0
+
+    # ------------------------------------------------------------------ IO thread
+
+    def run(self, stop: StopFlag, report: Callable[[dict], None]) -> None:
+        """IO loop until ``stop``, then drain, say Bye and close."""
+        ctx = zmq.Context.instance()  # the process's one context
+        self.outbox = Outbox(ctx)
+        identity = f"{self.name}-{os.getpid()}"
+        dealers = [make_socket(ctx, zmq.DEALER, identity=identity) for _ in self.endpoints]
+        for sock, endpoint in zip(dealers, self.endpoints):
+            sock.connect(endpoint)
+        poller = zmq.Poller()
+        for sock in [*dealers, self.outbox.pull]:
+            poller.register(sock, zmq.POLLIN)
+        batcher_thread = threading.Thread(target=self._batcher_loop, name="batcher", daemon=True)
+        self.engine.start()
+        batcher_thread.start()
+        log.info("worker %s serving %s", self.name, self.endpoints)
+        try:
+            self._serve(stop, dealers, poller, report)
+            self._drain(dealers, poller, batcher_thread)
+        finally:
+            self._close(dealers)
+            report(self.telemetry.snapshot(final=True))
+
+    def _serve(self, stop: StopFlag, dealers: list[zmq.Socket], poller: zmq.Poller, report) -> None:
+        next_ready = next_report = 0.0
+        while not stop.is_set():
+            self._poll_once(dealers, poller, accept=True)
+            now = time.monotonic()
+            if now >= next_ready:
+                self._send_all(dealers, wire.Ready(worker=self.name, credits=self.cfg.credits))
+                next_ready = now + READY_INTERVAL_S
+            if now >= next_report:
+                report(self.telemetry.snapshot(final=False))
+                next_report = now + REPORT_INTERVAL_S
+            self.telemetry.queue_depths({"batcher": self.inbox.qsize(), **self.engine.queue_depths()})
+
+    def _drain(self, dealers: list[zmq.Socket], poller: zmq.Poller, batcher_thread: threading.Thread) -> None:
+        """Finish the work in flight while still forwarding results; ROIs arriving now are dropped (shutdown)."""
+        self.inbox.put(STOP)  # behind every ROI already received; the batcher then stops the engine
+        deadline = time.monotonic() + DRAIN_TIMEOUT_S
+        while batcher_thread.is_alive() and time.monotonic() < deadline:
+            self._poll_once(dealers, poller, accept=False)
+        batcher_thread.join(max(0.0, deadline - time.monotonic()))
+        quiet_deadline = time.monotonic() + 1.0  # results the last threads queued just before ending
+        while self.outbox.pull.poll(POLL_MS) and time.monotonic() < quiet_deadline:
+            self._poll_once(dealers, poller, accept=False)
+        if batcher_thread.is_alive():
+            log.warning("worker %s: micro-batches still running after %.1f s drain", self.name, DRAIN_TIMEOUT_S)
+
+    def _close(self, dealers: list[zmq.Socket]) -> None:
+        self._send_all(dealers, wire.Bye(sender=self.name))
+        for sock in dealers:
+            sock.close()  # LINGER (vcascade.sockets) bounds the wait for unsent messages
+        if self.outbox is not None:
+            self.outbox.close()
+
+    def _poll_once(self, dealers: list[zmq.Socket], poller: zmq.Poller, accept: bool) -> None:
+        events = dict(poller.poll(POLL_MS))
+        for index, sock in enumerate(dealers):
+            if sock in events:
+                self._receive_all(index, sock, accept)
+        while (message := self.outbox.recv()) is not None:
+            broker, header = message
+            self._send(dealers[broker], header)
+
+    def _receive_all(self, broker: int, sock: zmq.Socket, accept: bool) -> None:
+        while True:
+            try:
+                frames = sock.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            self._on_message(broker, frames, accept, sock)
+
+    def _on_message(self, broker: int, frames: list[bytes], accept: bool, sock: zmq.Socket) -> None:
+        received = time.perf_counter()
+        try:
+            _, header, payload = wire.split_message(frames, 0)
+        except wire.MalformedMessage as exc:
+            self.telemetry.malformed(exc.reason)
+            return
+        if isinstance(header, wire.Heartbeat):
+            return  # broker liveness; ZeroMQ reconnects by itself
+        if not isinstance(header, wire.Roi):
+            self.telemetry.malformed("unexpected_kind")
+            return
+        self.telemetry.roi_received()
+        item = RoiItem(header, payload[0], broker, received)
+        if not accept:
+            self._drop_now(sock, item, "shutdown")
+            return
+        try:
+            self.inbox.put_nowait(item)
+        except queue.Full:
+            self._drop_now(sock, item, "overload")
+
+    def _drop_now(self, sock: zmq.Socket, item: RoiItem, reason: str) -> None:
+        self._send(sock, wire.encode(wire.Drop(roi_id=item.roi.roi_id, reason=reason, where=self.name)))
+        self.telemetry.dropped(reason)
+
+    def _send_all(self, dealers: list[zmq.Socket], header: wire.Message) -> None:
+        frame = wire.encode(header)
+        for sock in dealers:
+            self._send(sock, frame)
+
+    def _send(self, sock: zmq.Socket, frame: bytes) -> None:
+        try:
+            sock.send(frame, zmq.NOBLOCK)
+        except zmq.Again:  # high-water mark reached: the broker is gone or far behind
+            self.telemetry.send_failed()
+
+    # ------------------------------------------------------------------ batcher thread
+
+    def _batcher_loop(self) -> None:
+        stopped = False
+        while not stopped:
+            items, stopped = self.batcher.collect(self.inbox, idle_timeout_s=0.1)
+            if items:
+                self._close_batch(items)
+        self.engine.stop(DRAIN_TIMEOUT_S)
+
+    def _close_batch(self, items: list[RoiItem]) -> None:
+        t_closed = time.perf_counter()
+        fresh, stale = split_stale(items, t_closed)
+        self._drop_items(stale, "stale")
+        try:
+            prepared = preprocess_items(fresh, self.spec)
+            tensor = to_device(prepared.batch, self.first_device) if prepared.items else None
+        except Exception:  # noqa: BLE001 - a bad micro-batch must not stop the batcher
+            log.exception("worker %s: preprocess failed", self.name)
+            self._drop_items(fresh, "preprocess_error")
+            return
+        self._drop_items(prepared.failed, "decode_error")
+        if tensor is None:
+            return
+        batch = MicroBatch(self._seq, prepared.items, (tensor,), t_closed, time.perf_counter())
+        self._seq += 1
+        self.telemetry.batch_computed(len(batch.items))
+        self.engine.submit(batch)  # blocks while stage 0's queue is full: back-pressure
+
+    # ------------------------------------------------------------------ stage / head threads
+
+    def _emit_results(self, batch: MicroBatch) -> None:
+        """Engine sink (head thread): embeddings -> identities -> one Result per ROI."""
+        embeddings = batch.data[0].detach().to("cpu").float().reshape(len(batch.items), -1).numpy()
+        matches = self.head(embeddings)
+        t_done = time.perf_counter()
+        for row, (item, match) in enumerate(zip(batch.items, matches)):
+            hops = batch.hops(row, t_done)
+            result = wire.Result(
+                roi_id=item.roi.roi_id, worker=self.name, identity_id=match.identity_id,
+                similarity=match.similarity, enrolled=match.enrolled, hops=hops,
+            )
+            self.outbox.send(item.broker, wire.encode(result))
+            self.telemetry.result_sent(hops)
+
+    def _fail_batch(self, batch: MicroBatch, where: str, exc: BaseException) -> None:
+        """Engine error callback: every ROI of the failed micro-batch gets a Drop."""
+        self._drop_items(batch.items, "head_error" if where == "head" else "stage_error")
+
+    def _drop_items(self, items: list[RoiItem], reason: str) -> None:
+        for item in items:
+            drop = wire.Drop(roi_id=item.roi.roi_id, reason=reason, where=self.name)
+            self.outbox.send(item.broker, wire.encode(drop))
+        if items:
+            self.telemetry.dropped(reason, len(items))

@@ -1,0 +1,79 @@
+"""Fixtures for the center tests: real frames from bikes.mp4, the real MobileNetV2 embedder split in two."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+import torch
+import yaml
+
+from center.recognizer import build_model, split_model
+from vcascade.config import Deployment
+
+REPO = Path(__file__).resolve().parents[2]
+torch.set_num_threads(1)
+cv2.setNumThreads(1)
+
+# Regions picked by looking at the frames (written to PNG and viewed): rows y0:y1, columns x0:x1, px.
+PARKED_BIKE = (slice(40, 272), slice(195, 335))
+"""A bicycle locked to the railing, frames ~140..186 (the camera drifts ~10 px over that span)."""
+PARKED_BIKE_FRAMES = (150, 160, 170, 180)
+CAR = (150, slice(95, 170), slice(520, 625))
+"""(frame, rows, columns): a dark car driving behind the railing, right of the bike."""
+TRUCK_ROOF = (0, slice(0, 272), slice(200, 460))
+"""(frame, rows, columns): the white roof of a vehicle seen from above, first shot of the video."""
+
+
+@pytest.fixture(scope="session")
+def bikes_frames(bikes_path: Path) -> dict[int, np.ndarray]:
+    """The frames the tests crop from, by index: (272, 640, 3) uint8 BGR."""
+    wanted = {*PARKED_BIKE_FRAMES, CAR[0], TRUCK_ROOF[0]}
+    cap = cv2.VideoCapture(str(bikes_path))
+    frames: dict[int, np.ndarray] = {}
+    for index in range(max(wanted) + 1):
+        ok, frame = cap.read()
+        assert ok, f"bikes.mp4 ended at frame {index}"
+        if index in wanted:
+            frames[index] = frame
+    cap.release()
+    return frames
+
+
+def jpeg(image: np.ndarray, quality: int = 90) -> bytes:
+    """JPEG-encode a BGR crop, as the edge does."""
+    ok, buf = cv2.imencode(".jpg", image, [cv2.IMWRITE_JPEG_QUALITY, quality])
+    assert ok
+    return buf.tobytes()
+
+
+@pytest.fixture(scope="session")
+def crops(bikes_frames) -> dict[str, bytes]:
+    """JPEG crops: ``bike<frame>`` of the parked bicycle, ``car`` and ``roof`` (other objects)."""
+    out = {f"bike{i}": jpeg(bikes_frames[i][PARKED_BIKE]) for i in PARKED_BIKE_FRAMES}
+    out["car"] = jpeg(bikes_frames[CAR[0]][CAR[1:]])
+    out["roof"] = jpeg(bikes_frames[TRUCK_ROOF[0]][TRUCK_ROOF[1:]])
+    return out
+
+
+@pytest.fixture(scope="session")
+def demo_raw() -> dict:
+    """configs/demo.yaml as a plain dict (no interpolation needed for the center's keys)."""
+    return yaml.safe_load((REPO / "configs" / "demo.yaml").read_text())
+
+
+@pytest.fixture(scope="session")
+def demo_recognizer(demo_raw):
+    """The demo's validated recognizer config (MobileNetV2 embedder, split at features.10)."""
+    return Deployment.model_validate(demo_raw).recognizers["mobilenetv2-embedder"]
+
+
+@pytest.fixture(scope="session")
+def embedder(demo_recognizer, embedder_weights):
+    """(unsplit model, [stage0, stage1]) of the real embedder, CPU, eval mode; split once per session."""
+    assert Path(embedder_weights).is_file()
+    model = build_model(demo_recognizer)
+    stages = split_model(model, demo_recognizer.split_points, torch.zeros(2, 3, *demo_recognizer.input_hw))
+    return model, stages
