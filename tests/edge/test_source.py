@@ -1,0 +1,108 @@
+"""Camera readers on real video: stream timestamps, end of file, bad files, and a real RTSP server."""
+
+import shutil
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from edge.frames import FrameSlots
+from edge.source import CameraReader, SourceError, open_capture
+from vcascade.config import CameraConfig
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _read_all(cfg: CameraConfig, timeout_s: float = 30.0):
+    slots, stop = FrameSlots(), threading.Event()
+    reader = CameraReader("edge", "cam", cfg, slots, stop)
+    reader.start()
+    frames, deadline = [], time.monotonic() + timeout_s
+    while not slots.finished() and time.monotonic() < deadline:
+        frame = slots.take(0.2)
+        if frame is not None:
+            frames.append(frame)
+    stop.set()
+    reader.join(timeout=15)
+    return reader, frames
+
+
+def test_file_every_frame_with_stream_timestamps(bikes_path):
+    reader, frames = _read_all(CameraConfig(url=str(bikes_path), edge="e", max_frames=30))
+    assert reader.state == "ended" and reader.error is None
+    assert [f.seq for f in frames] == list(range(30))
+    assert [f.stream_ts_ms for f in frames[:3]] == [0.0, 40.0, 80.0]  # 25 fps file: PTS 40 ms apart
+    assert frames[0].image.shape == (272, 640, 3)
+    assert all(b.capture_s >= a.capture_s for a, b in zip(frames, frames[1:]))
+
+
+def test_whole_file_reaches_its_end(bikes_path):
+    reader, frames = _read_all(CameraConfig(url=str(bikes_path), edge="e"))
+    assert reader.state == "ended" and len(frames) == 250
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [(None, "no such file"), (b"", "file is empty"), (b"this is not a video" * 100, "cannot open")],
+)
+def test_bad_files_fail_that_camera_with_a_clear_error(tmp_path, content, expected):
+    path = tmp_path / "cam.mp4"
+    if content is not None:
+        path.write_bytes(content)
+    with pytest.raises(SourceError, match=expected):
+        open_capture(CameraConfig(url=str(path), edge="e"))
+    reader, frames = _read_all(CameraConfig(url=str(path), edge="e"))
+    assert reader.state == "failed" and expected in reader.error and frames == []
+
+
+def test_missing_package_resource_is_a_camera_error():
+    reader, _ = _read_all(CameraConfig(url="package://no-such-dist/video.mp4", edge="e"))
+    assert reader.state == "failed" and "not installed" in reader.error
+
+
+@pytest.fixture
+def rtsp_url(bikes_path, free_port):
+    """A real RTSP server (gst-rtsp-server, run by the system Python) replaying bikes.mp4."""
+    python = shutil.which("python3", path="/usr/bin")
+    port = free_port()
+    proc = subprocess.Popen(
+        [python or "/usr/bin/python3", str(REPO / "scripts" / "rtsp_server.py"), "--port", str(port), str(bikes_path)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    line = proc.stdout.readline()
+    if not line.startswith("READY"):
+        proc.kill()
+        pytest.fail(f"RTSP server did not start (apt-get install python3-gi gir1.2-gst-rtsp-server-1.0 "
+                    f"gstreamer1.0-plugins-good gstreamer1.0-plugins-bad): {line} {proc.stderr.read()}")
+    yield line.split()[1]
+    proc.kill()
+    proc.wait()
+
+
+def test_rtsp_camera_is_live_with_stream_timestamps(rtsp_url):
+    cfg = CameraConfig(url=rtsp_url, edge="e", rtsp_transport="tcp", max_frames=20)
+    slots, stop = FrameSlots(), threading.Event()
+    reader = CameraReader("edge", "cam", cfg, slots, stop)
+    assert reader.policy == "newest"
+    reader.start()
+    frames = []
+    while not slots.finished():
+        frame = slots.take(0.5)
+        if frame is not None:
+            frames.append(frame)
+            time.sleep(0.08)  # a detector slower than the 25 fps stream: frames are skipped, not queued
+    reader.join(timeout=15)
+    assert reader.state == "ended" and reader.frames == 20
+    assert frames and frames[0].image.shape == (272, 640, 3)
+    assert len(frames) + slots.skipped["cam"] == 20 and slots.skipped["cam"] > 0
+    ts = [f.stream_ts_ms for f in frames]
+    assert ts == sorted(ts) and ts[-1] - ts[0] > 0
+
+
+def test_rtsp_unreachable_fails_that_camera(free_port):
+    port = free_port()
+    with pytest.raises(SourceError, match="cannot open") as info:
+        open_capture(CameraConfig(url=f"rtsp://user:secret@127.0.0.1:{port}/cam", edge="e"))
+    assert "secret" not in str(info.value) and "***@" in str(info.value)
