@@ -46,6 +46,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("file", type=Path)
     _model_dir_option(run)
     run.add_argument("--log-level", default="WARNING", help="log level of the child processes (default WARNING)")
+    run.add_argument("--summary-json", type=Path, help="also write the run summary (per process, per camera) here")
     run.set_defaults(handler=_run)
 
     for kind in COMPONENT_KINDS:
@@ -84,7 +85,7 @@ def _run(args: argparse.Namespace) -> int:
     dep = load_config(args.file)
     setup_logging("WARNING", "vcascade")
     try:
-        return run_deployment(dep, args.file, args.model_dir, args.log_level)
+        return run_deployment(dep, args.file, args.model_dir, args.log_level, args.summary_json)
     except ModelUnavailable as exc:
         print(f"vcascade: {exc}", file=sys.stderr)
         return EXIT_FAILURE

@@ -9,6 +9,7 @@ every ROI is accounted for (sent = results + drops, per camera).
 
 from __future__ import annotations
 
+import json
 import logging
 import multiprocessing as mp
 import queue
@@ -112,8 +113,16 @@ class Launcher:
         return {f"{k} {n}": p.exitcode for (k, n), p in self.procs.items()}
 
 
-def run_deployment(dep: Deployment, config_path: Path, model_dir: str | None, log_level: str = "WARNING") -> int:
+def run_deployment(
+    dep: Deployment,
+    config_path: Path,
+    model_dir: str | None,
+    log_level: str = "WARNING",
+    summary_json: Path | None = None,
+) -> int:
     """Run a whole deployment locally until its file cameras end or Ctrl-C. Returns the process exit code.
+
+    ``summary_json``: also write the final snapshots of every process and their exit codes there.
 
     Raises:
         vcascade.models.ModelUnavailable: a detector model is missing and cannot be fetched (checked before any
@@ -153,6 +162,12 @@ def run_deployment(dep: Deployment, config_path: Path, model_dir: str | None, lo
     for table in summary_tables(launcher.snapshots, time.monotonic() - started):
         console.print(table)
     codes = launcher.exit_codes()
+    if summary_json is not None:
+        summary_json.parent.mkdir(parents=True, exist_ok=True)
+        summary_json.write_text(json.dumps({
+            "elapsed_s": time.monotonic() - started, "exit_codes": codes,
+            "processes": [snap for _, snap in sorted(launcher.snapshots.items())],
+        }, indent=2, default=str))
     return _verdict(console, launcher.snapshots, codes, failed, interrupted)
 
 
