@@ -1,0 +1,19 @@
+"""The broker: per-camera ROI queues and credit-based load balancing between edges and center workers.
+
+* :mod:`broker.dispatch` — the pure policy (:class:`Dispatcher`), no sockets, no clock.
+* :mod:`broker.server` — the ZeroMQ ROUTER/ROUTER loop (:func:`run_broker`).
+* :mod:`broker.metrics` — ``vcascade_broker_*`` Prometheus metrics.
+"""
+
+from broker.dispatch import Dispatcher, InFlight, Pending, WorkerLimit
+from broker.server import DRAIN_TIMEOUT_S, WORKER_TIMEOUT_S, run_broker
+
+__all__ = [
+    "DRAIN_TIMEOUT_S",
+    "Dispatcher",
+    "InFlight",
+    "Pending",
+    "WORKER_TIMEOUT_S",
+    "WorkerLimit",
+    "run_broker",
+]

@@ -1,0 +1,79 @@
+"""Prometheus metrics of the broker (``vcascade_broker_*``), every series labelled ``broker=<name>``.
+
+Declared once per process in the default registry (served by :func:`vcascade.telemetry.serve_metrics`);
+:class:`BrokerMetrics` binds them to one broker name so several brokers (tests) can share a process.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Gauge, Histogram
+
+from vcascade.telemetry import LATENCY_BUCKETS_S
+
+ROIS_RECEIVED = Counter(
+    "vcascade_broker_rois_received_total", "ROIs received from edges (well-formed).", ["broker", "camera"]
+)
+ROIS_DISPATCHED = Counter("vcascade_broker_rois_dispatched_total", "ROIs forwarded to workers.", ["broker"])
+RESULTS = Counter("vcascade_broker_results_total", "Results forwarded from workers to edges.", ["broker"])
+DROPS = Counter(
+    "vcascade_broker_drops_total",
+    "ROIs or answers the broker itself gave up on, by reason (worker Drops are forwarded, not counted here).",
+    ["broker", "reason"],
+)
+MALFORMED = Counter(
+    "vcascade_broker_malformed_messages_total",
+    "Messages dropped as undecodable or out of protocol, by socket side (frontend/backend) and reason.",
+    ["broker", "side", "reason"],
+)
+QUEUE_DEPTH = Gauge("vcascade_broker_queue_depth", "ROIs waiting for worker credit.", ["broker"])
+IN_FLIGHT = Gauge("vcascade_broker_in_flight", "ROIs held by workers, not yet answered.", ["broker"])
+WORKERS = Gauge("vcascade_broker_workers", "Registered (live) workers.", ["broker"])
+WORKER_CREDITS = Gauge(
+    "vcascade_broker_worker_credits", "Credits a worker announced in its last Ready.", ["broker", "worker"]
+)
+QUEUE_SECONDS = Histogram(
+    "vcascade_broker_queue_seconds",
+    "Time an ROI waited in the broker queue before dispatch, seconds.",
+    ["broker"],
+    buckets=LATENCY_BUCKETS_S,
+)
+
+
+class BrokerMetrics:
+    """The broker metrics bound to one broker name.
+
+    Args:
+        broker: the broker's name from the deployment file (label value).
+    """
+
+    def __init__(self, broker: str) -> None:
+        self.broker = broker
+        self.dispatched = ROIS_DISPATCHED.labels(broker=broker)
+        self.results = RESULTS.labels(broker=broker)
+        self.queue_depth = QUEUE_DEPTH.labels(broker=broker)
+        self.in_flight = IN_FLIGHT.labels(broker=broker)
+        self.workers = WORKERS.labels(broker=broker)
+        self.queue_seconds = QUEUE_SECONDS.labels(broker=broker)
+
+    def received(self, camera: str) -> None:
+        """Count one well-formed ROI from ``camera``."""
+        ROIS_RECEIVED.labels(broker=self.broker, camera=camera).inc()
+
+    def dropped(self, reason: str, n: int = 1) -> None:
+        """Count ``n`` broker drops with ``reason`` (snake_case)."""
+        DROPS.labels(broker=self.broker, reason=reason).inc(n)
+
+    def malformed(self, side: str, reason: str) -> None:
+        """Count one malformed message on ``side`` (``frontend`` or ``backend``)."""
+        MALFORMED.labels(broker=self.broker, side=side, reason=reason).inc()
+
+    def set_credits(self, worker: str, credits: int) -> None:
+        """Publish a worker's announced credits."""
+        WORKER_CREDITS.labels(broker=self.broker, worker=worker).set(credits)
+
+    def forget_worker(self, worker: str) -> None:
+        """Remove a gone worker's credit series (label cardinality stays bounded by live workers)."""
+        try:
+            WORKER_CREDITS.remove(self.broker, worker)
+        except KeyError:
+            pass

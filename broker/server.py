@@ -1,0 +1,381 @@
+"""The broker process: a ZeroMQ ROUTER for edges (frontend), a ROUTER for workers (backend), and the loop between.
+
+Edges send ``[Roi][jpeg]``; the broker queues them per camera and forwards ``[Roi][jpeg]`` frames *as received*
+(zero copy) to a worker with free credit, chosen by :class:`broker.dispatch.Dispatcher`. Workers send ``Ready``
+(registration, credits and heartbeat), ``Result``/``Drop`` per ROI, and ``Bye``. Results go back to the edge that
+sent the ROI with three broker hops appended to the latency account; every ROI the broker gives up on is
+answered with a ``Drop`` so the edge's books balance (DESIGN.md "Wire protocol", "Load balancing").
+Bad input is counted in ``vcascade_broker_malformed_messages_total`` and dropped; nothing a peer sends can
+crash the loop.
+"""
+
+from __future__ import annotations
+
+import collections
+import errno
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import msgspec
+import zmq
+
+from broker.dispatch import Dispatcher, InFlight, Pending, WorkerLimit
+from broker.metrics import BrokerMetrics
+from vcascade import wire
+from vcascade.config import Deployment
+from vcascade.sockets import make_socket
+from vcascade.telemetry import serve_metrics
+
+log = logging.getLogger(__name__)
+
+WORKER_TIMEOUT_S = 3.0
+"""A worker silent this long is lost: three missed 1-s Ready heartbeats (Paranoid Pirate, ZeroMQ Guide ch. 4)."""
+
+DRAIN_TIMEOUT_S = 2.0
+"""At shutdown, how long in-flight ROIs may still come back before they are answered with Drop ``shutdown``."""
+
+POLL_MS = 100
+"""Poll timeout, ms: the longest the loop goes without checking stop, worker expiry and deadlines."""
+
+RECV_BATCH = 256
+"""Messages taken from one socket per poll round, so neither side starves the other."""
+
+REPORT_EVERY_S = 1.0
+"""Interval of the ``report`` callback, seconds."""
+
+MAX_CREDITS = 100_000
+"""Largest credit count accepted in a Ready (``WorkerConfig.credits`` bound)."""
+
+
+class StopFlag(Protocol):
+    """Anything with ``is_set()``, e.g. ``threading.Event`` or ``multiprocessing.Event``."""
+
+    def is_set(self) -> bool: ...
+
+
+@dataclass(slots=True)
+class _Envelope:
+    """What the broker keeps of a queued ROI: the edge's routing id and the frames to forward unchanged."""
+
+    edge: bytes
+    frames: list[zmq.Frame]  # [header, payload] exactly as received
+
+
+@dataclass
+class _Stats:
+    received: int = 0
+    forwarded: int = 0
+    results: int = 0
+    worker_drops: int = 0
+    malformed: int = 0
+    drops: collections.Counter[str] = field(default_factory=collections.Counter)
+
+
+def run_broker(
+    deployment: Deployment,
+    name: str,
+    stop: StopFlag,
+    report: Callable[[dict], None] | None = None,
+    *,
+    worker_timeout_s: float = WORKER_TIMEOUT_S,
+    drain_timeout_s: float = DRAIN_TIMEOUT_S,
+) -> None:
+    """Run broker ``name`` of the deployment until ``stop`` is set, then drain and return.
+
+    Args:
+        deployment: the validated deployment; ``deployment.brokers[name]`` gives ports and ``queue_max``.
+        name: the broker's key in ``deployment.brokers``.
+        stop: set it to shut down; the broker then answers queued ROIs with Drop ``shutdown``, waits up to
+            ``drain_timeout_s`` for in-flight results, answers the rest with Drop ``shutdown`` and returns.
+        report: called about once a second, and once at the end with ``final=True``, with a dict
+            ``{"component": "broker", "name", "final", "received", "forwarded", "results", "worker_drops",
+            "drops": {reason: n}, "malformed", "workers", "queued", "in_flight"}``.
+        worker_timeout_s: a worker silent for longer is declared lost, seconds.
+        drain_timeout_s: shutdown wait for in-flight results, seconds.
+
+    Raises:
+        KeyError: ``name`` is not a broker of the deployment.
+        vcascade.telemetry.MetricsPortInUse: the metrics port is taken.
+        zmq.ZMQError: a frontend/backend port cannot be bound.
+    """
+    cfg = deployment.brokers[name]
+    serve_metrics(cfg.metrics_port)
+    ctx = zmq.Context.instance()  # the process's one context, shared with anything else in the process
+    frontend, backend = make_socket(ctx, zmq.ROUTER), make_socket(ctx, zmq.ROUTER)
+    try:
+        frontend.bind(cfg.endpoint("frontend", bind=True))
+        backend.bind(cfg.endpoint("backend", bind=True))
+        log.info("broker %s: edges on %s, workers on %s", name, cfg.endpoint("frontend"), cfg.endpoint("backend"))
+        loop = _BrokerLoop(name, frontend, backend, Dispatcher(cfg.queue_max), worker_timeout_s, report)
+        loop.serve(stop)
+        loop.shutdown(drain_timeout_s)
+    finally:
+        frontend.close()
+        backend.close()
+
+
+class _BrokerLoop:
+    """State and handlers of one running broker; all calls come from the one thread running :meth:`serve`."""
+
+    def __init__(
+        self,
+        name: str,
+        frontend: zmq.Socket,
+        backend: zmq.Socket,
+        dispatcher: Dispatcher,
+        worker_timeout_s: float,
+        report: Callable[[dict], None] | None,
+    ) -> None:
+        self.name = name
+        self.frontend, self.backend = frontend, backend
+        self.dispatcher = dispatcher
+        self.worker_timeout_s = worker_timeout_s
+        self.report = report
+        self.metrics = BrokerMetrics(name)
+        self.stats = _Stats()
+        self.worker_names: dict[bytes, str] = {}
+        self.accepting = True
+        self.poller = zmq.Poller()
+        self.poller.register(frontend, zmq.POLLIN)
+        self.poller.register(backend, zmq.POLLIN)
+        self._last_report_s = time.perf_counter()
+
+    # ------------------------------------------------------------------ main loop
+
+    def serve(self, stop: StopFlag) -> None:
+        """Poll, handle, dispatch and keep house until ``stop`` is set."""
+        while not stop.is_set():
+            self._poll_round(POLL_MS)
+            self._dispatch()
+            self._housekeeping()
+
+    def shutdown(self, drain_timeout_s: float) -> None:
+        """Answer queued ROIs, wait for in-flight ones up to ``drain_timeout_s`` s, answer the rest, report."""
+        self.accepting = False
+        for item in self.dispatcher.drain():
+            self._drop_to_edge(item, "shutdown")
+        deadline_s = time.perf_counter() + drain_timeout_s
+        while self.dispatcher.in_flight and time.perf_counter() < deadline_s:
+            self._poll_round(min(POLL_MS, max(1, int((deadline_s - time.perf_counter()) * 1000))))
+            self._expire_workers(time.perf_counter())
+        for flight in self.dispatcher.drain_in_flight():
+            self._drop_to_edge(flight.pending, "shutdown")
+        self._update_gauges()
+        self._emit_report(final=True)
+
+    def _poll_round(self, timeout_ms: int) -> None:
+        events = dict(self.poller.poll(timeout_ms))
+        if self.backend in events:  # answers first: they free credit for the ROIs that follow
+            self._drain_socket(self.backend, self._on_backend)
+        if self.frontend in events:
+            self._drain_socket(self.frontend, self._on_frontend)
+
+    def _drain_socket(self, sock: zmq.Socket, handle: Callable[[list[zmq.Frame]], None]) -> None:
+        for _ in range(RECV_BATCH):
+            try:
+                frames = sock.recv_multipart(zmq.NOBLOCK, copy=False)
+            except zmq.Again:
+                return
+            handle(frames)
+
+    def _housekeeping(self) -> None:
+        now_s = time.perf_counter()
+        self._expire_workers(now_s)
+        for item in self.dispatcher.stale(now_s):
+            self._drop_to_edge(item, "stale")
+        if now_s - self._last_report_s >= REPORT_EVERY_S:
+            self._last_report_s = now_s
+            self._update_gauges()
+            self._emit_report(final=False)
+
+    # ------------------------------------------------------------------ frontend (edges)
+
+    def _on_frontend(self, frames: list[zmq.Frame]) -> None:
+        header = self._decode(frames, "frontend")
+        if header is None or isinstance(header, (wire.Heartbeat, wire.Bye)):
+            return  # edge liveness needs no action here: every ROI is answered or dropped anyway
+        if not isinstance(header, wire.Roi):
+            self._malformed("frontend", "wrong_kind")
+            return
+        now_s = time.perf_counter()
+        edge = frames[0].bytes
+        self.stats.received += 1
+        self.metrics.received(header.camera)
+        item = Pending(header.roi_id, header.camera, now_s, header.ttl_ms, _Envelope(edge, frames[1:]))
+        if not self.accepting:
+            self._drop_to_edge(item, "shutdown")
+        elif header.roi_id in self.dispatcher:
+            # the first copy is still queued or in flight and will be answered: one answer per roi_id
+            self._count_drop("duplicate_roi")
+        else:
+            for dropped in self.dispatcher.enqueue(item):
+                self._drop_to_edge(dropped, "queue_full")
+
+    # ------------------------------------------------------------------ backend (workers)
+
+    def _on_backend(self, frames: list[zmq.Frame]) -> None:
+        header = self._decode(frames, "backend")
+        if header is None:
+            return
+        worker, now_s = frames[0].bytes, time.perf_counter()
+        if isinstance(header, wire.Ready):
+            self._on_ready(worker, header, now_s)
+        elif isinstance(header, wire.Result):
+            self._on_result(worker, header, now_s)
+        elif isinstance(header, wire.Drop):
+            self._on_worker_drop(worker, header, frames[1], now_s)
+        elif isinstance(header, wire.Heartbeat):
+            self.dispatcher.worker_seen(worker, now_s)
+        elif isinstance(header, wire.Bye):
+            self._worker_lost(worker, "bye")
+        else:
+            self._malformed("backend", "wrong_kind")
+
+    def _on_ready(self, worker: bytes, ready: wire.Ready, now_s: float) -> None:
+        if not 0 <= ready.credits <= MAX_CREDITS:
+            self._malformed("backend", "bad_credits")
+            return
+        try:
+            is_new = self.dispatcher.worker_ready(worker, ready.credits, now_s)
+        except WorkerLimit:
+            self._malformed("backend", "worker_limit")
+            return
+        if is_new:
+            log.info("broker %s: worker %s joined with %d credits", self.name, ready.worker, ready.credits)
+        old_name = self.worker_names.get(worker)
+        if old_name is not None and old_name != ready.worker:
+            self.metrics.forget_worker(old_name)
+        self.worker_names[worker] = ready.worker
+        self.metrics.set_credits(ready.worker, ready.credits)
+
+    def _on_result(self, worker: bytes, result: wire.Result, now_s: float) -> None:
+        self.dispatcher.worker_seen(worker, now_s)
+        flight = self.dispatcher.complete(result.roi_id, worker)
+        if flight is None:
+            self._count_drop("unknown_roi")
+            return
+        hops = [*result.hops, *self._broker_hops(flight, result.hops, now_s)]
+        hops.append(("broker_return", _ms(time.perf_counter() - now_s)))
+        answer = msgspec.structs.replace(result, hops=hops)
+        if self._send_edge(flight.pending.data.edge, [wire.encode(answer)]):
+            self.stats.results += 1
+            self.metrics.results.inc()
+
+    @staticmethod
+    def _broker_hops(flight: InFlight, worker_hops: list[wire.Hop], now_s: float) -> list[wire.Hop]:
+        """("broker_queue", ms received→dispatched), ("transit_broker_worker", ms round trip minus worker time).
+
+        The transit hop is clamped at 0: worker hops are measured on the worker's clock and may round up.
+        """
+        queue_ms = _ms(flight.dispatched_s - flight.pending.received_s)
+        worker_ms = sum(ms for _, ms in worker_hops)
+        transit_ms = max(0.0, _ms(now_s - flight.dispatched_s) - worker_ms)
+        return [("broker_queue", queue_ms), ("transit_broker_worker", transit_ms)]
+
+    def _on_worker_drop(self, worker: bytes, drop: wire.Drop, header_frame: zmq.Frame, now_s: float) -> None:
+        self.dispatcher.worker_seen(worker, now_s)
+        flight = self.dispatcher.complete(drop.roi_id, worker)
+        if flight is None:
+            self._count_drop("unknown_roi")
+            return
+        if self._send_edge(flight.pending.data.edge, [header_frame]):  # forwarded unchanged
+            self.stats.worker_drops += 1
+
+    # ------------------------------------------------------------------ dispatch and workers
+
+    def _dispatch(self) -> None:
+        """Hand queued ROIs to workers while some worker has credit."""
+        while self.accepting:
+            now_s = time.perf_counter()
+            flight, stale = self.dispatcher.next_dispatch(now_s)
+            for item in stale:
+                self._drop_to_edge(item, "stale")
+            if flight is None:
+                return
+            self._send_worker(flight)
+
+    def _send_worker(self, flight: InFlight) -> None:
+        envelope: _Envelope = flight.pending.data
+        try:
+            self.backend.send_multipart([flight.worker, *envelope.frames], flags=zmq.NOBLOCK, copy=False)
+        except zmq.ZMQError as exc:  # EHOSTUNREACH: disconnected; EAGAIN: its pipe is full, it is not reading
+            log.warning("broker %s: worker %r unreachable (%s)", self.name, flight.worker, exc.strerror)
+            self._worker_lost(flight.worker, "unreachable")
+            return
+        self.stats.forwarded += 1
+        self.metrics.dispatched.inc()
+        self.metrics.queue_seconds.observe(flight.dispatched_s - flight.pending.received_s)
+
+    def _expire_workers(self, now_s: float) -> None:
+        for worker, flights in self.dispatcher.expire_workers(now_s, self.worker_timeout_s):
+            self._forget(worker, flights, "silent")
+
+    def _worker_lost(self, worker: bytes, why: str) -> None:
+        if self.dispatcher.credits(worker) is None:
+            return  # never registered (or already lost): nothing to answer
+        self._forget(worker, self.dispatcher.worker_gone(worker), why)
+
+    def _forget(self, worker: bytes, flights: list[InFlight], why: str) -> None:
+        name = self.worker_names.pop(worker, worker.decode(errors="replace"))
+        self.metrics.forget_worker(name)
+        log.info("broker %s: worker %s lost (%s), %d ROIs in flight dropped", self.name, name, why, len(flights))
+        for flight in flights:
+            self._drop_to_edge(flight.pending, "worker_lost")
+
+    # ------------------------------------------------------------------ answers to edges, counting
+
+    def _drop_to_edge(self, item: Pending, reason: str) -> None:
+        """Give up on an ROI: count it under ``reason`` and tell its edge with a Drop."""
+        self._count_drop(reason)
+        drop = wire.Drop(roi_id=item.roi_id, reason=reason, where=self.name)
+        self._send_edge(item.data.edge, [wire.encode(drop)])
+
+    def _send_edge(self, edge: bytes, frames: list) -> bool:
+        try:
+            self.frontend.send_multipart([edge, *frames], flags=zmq.NOBLOCK, copy=False)
+        except zmq.ZMQError as exc:
+            self._count_drop("edge_gone" if exc.errno == errno.EHOSTUNREACH else "edge_busy")
+            return False
+        return True
+
+    def _decode(self, frames: list[zmq.Frame], side: str) -> wire.Message | None:
+        try:
+            _, header, _ = wire.split_message([f.buffer for f in frames], n_routing=1)
+        except wire.MalformedMessage as exc:
+            self._malformed(side, exc.reason)
+            return None
+        return header
+
+    def _malformed(self, side: str, reason: str) -> None:
+        self.stats.malformed += 1
+        self.metrics.malformed(side, reason)
+
+    def _count_drop(self, reason: str) -> None:
+        self.stats.drops[reason] += 1
+        self.metrics.dropped(reason)
+
+    # ------------------------------------------------------------------ reporting
+
+    def _update_gauges(self) -> None:
+        self.metrics.queue_depth.set(self.dispatcher.queued)
+        self.metrics.in_flight.set(self.dispatcher.in_flight)
+        self.metrics.workers.set(self.dispatcher.workers)
+
+    def _emit_report(self, final: bool) -> None:
+        if self.report is None:
+            return
+        s = self.stats
+        self.report({
+            "component": "broker", "name": self.name, "final": final,
+            "received": s.received, "forwarded": s.forwarded, "results": s.results,
+            "worker_drops": s.worker_drops, "drops": dict(s.drops), "malformed": s.malformed,
+            "workers": self.dispatcher.workers, "queued": self.dispatcher.queued,
+            "in_flight": self.dispatcher.in_flight,
+        })  # fmt: skip
+
+
+def _ms(seconds: float) -> float:
+    return seconds * 1000.0

@@ -1,0 +1,99 @@
+"""A real broker in a thread, and real DEALER sockets playing edges and workers."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+import yaml
+import zmq
+from prometheus_client import REGISTRY
+
+from broker import run_broker
+from vcascade import wire
+from vcascade.config import Deployment
+from vcascade.sockets import make_socket
+
+DEMO = Path(__file__).resolve().parents[2] / "configs" / "demo.yaml"
+_names = itertools.count()
+
+
+@dataclass
+class BrokerHandle:
+    name: str
+    deployment: Deployment
+    stop: threading.Event
+    thread: threading.Thread
+    reports: list[dict] = field(default_factory=list)
+    sockets: list[zmq.Socket] = field(default_factory=list)
+
+    @property
+    def cfg(self):
+        return self.deployment.brokers[self.name]
+
+    def edge(self, ident: str) -> zmq.Socket:
+        return self._dealer(ident, "frontend")
+
+    def worker(self, ident: str, credits: int | None = None) -> zmq.Socket:
+        sock = self._dealer(ident, "backend")
+        if credits is not None:
+            sock.send(wire.encode(wire.Ready(worker=ident, credits=credits)))
+        return sock
+
+    def _dealer(self, ident: str, side: str) -> zmq.Socket:
+        sock = make_socket(zmq.Context.instance(), zmq.DEALER, identity=ident)
+        sock.connect(self.cfg.endpoint(side))
+        self.sockets.append(sock)
+        return sock
+
+    def sample(self, metric: str, **labels: str) -> float:
+        """Current value of a broker metric sample of this broker (0.0 when never set)."""
+        return REGISTRY.get_sample_value(metric, {"broker": self.name, **labels}) or 0.0
+
+    def shut(self, timeout_s: float = 10.0) -> None:
+        self.stop.set()
+        self.thread.join(timeout_s)
+
+
+def make_deployment(name: str, ports: list[int], queue_max: int) -> Deployment:
+    """The demo deployment with one broker ``name`` on the given (frontend, backend, metrics) ports."""
+    raw = yaml.safe_load(DEMO.read_text())
+    raw["brokers"] = {
+        name: {
+            "host": "127.0.0.1", "frontend_port": ports[0], "backend_port": ports[1],
+            "metrics_port": ports[2], "queue_max": queue_max,
+        }
+    }  # fmt: skip
+    for section in ("edges", "workers"):
+        for component in raw[section].values():
+            component["brokers"] = [name]
+    return Deployment.model_validate(raw)
+
+
+@pytest.fixture
+def start_broker(free_port):
+    """``start_broker(queue_max=..., worker_timeout_s=..., drain_timeout_s=...) -> BrokerHandle``; stopped after."""
+    handles: list[BrokerHandle] = []
+
+    def start(queue_max: int = 1000, **kwargs) -> BrokerHandle:
+        name = f"broker-t{next(_names)}"
+        deployment = make_deployment(name, [free_port(), free_port(), free_port()], queue_max)
+        stop = threading.Event()
+        reports: list[dict] = []
+        thread = threading.Thread(
+            target=run_broker, args=(deployment, name, stop, reports.append), kwargs=kwargs, daemon=True
+        )
+        handle = BrokerHandle(name, deployment, stop, thread, reports)
+        thread.start()
+        handles.append(handle)
+        return handle
+
+    yield start
+    for handle in handles:
+        handle.shut()
+        for sock in handle.sockets:
+            sock.close(linger=0)
+        assert not handle.thread.is_alive(), f"{handle.name} did not stop"
