@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Install vcascade into .venv and run the demo: two cameras on real street footage, YOLOX-nano at the edge,
+# the MobileNetV2 embedder split into 2 pipeline stages at the center. Arguments go to `vcascade run`,
+# e.g. --model-dir DIR (a folder holding yolox_nano.onnx; without it the model is downloaded once).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+VENV="${VCASCADE_VENV:-.venv}"
+[ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
+"$VENV/bin/pip" install --quiet --disable-pip-version-check "torch==2.13.0" -e .
+exec "$VENV/bin/vcascade" run configs/demo.yaml "$@"

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Install everything the tests need (Debian packages for the real RTSP test server, the project with its test
+# extras into .venv) and run the whole test suite. Arguments go to pytest.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+APT_PACKAGES="python3-gi gir1.2-gst-rtsp-server-1.0 gstreamer1.0-plugins-good gstreamer1.0-plugins-bad"
+if ! /usr/bin/python3 -c 'import gi; gi.require_version("GstRtspServer", "1.0")' 2>/dev/null \
+   || ! dpkg -s gstreamer1.0-plugins-bad >/dev/null 2>&1; then
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $APT_PACKAGES >/dev/null
+fi
+VENV="${VCASCADE_VENV:-.venv}"
+[ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
+"$VENV/bin/pip" install --quiet --disable-pip-version-check "torch==2.13.0" -e ".[test]"
+exec "$VENV/bin/python" -m pytest "$@"
