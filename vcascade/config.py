@@ -51,7 +51,7 @@ class CameraConfig(_Base):
 class DetectorConfig(_Base):
     """The edge's object detector (ONNX Runtime)."""
 
-    type: Literal["yolox"] = "yolox"
+    type: Literal["yolox"] = Field("yolox", description="Detector family (registry key).")
     model: str = Field("yolox_nano.onnx", description="File name in the model directory, or an absolute path.")
     url: str = Field(YOLOX_NANO_URL, description="Where to download the model when it is not in the model directory.")
     input_size: int = Field(416, ge=32, le=4096, multiple_of=32, description="Square network input side, px.")
@@ -73,7 +73,7 @@ class RoiConfig(_Base):
 class JsonlSinkConfig(_Base):
     """Append one JSON object per result line to a file (created with its folders)."""
 
-    type: Literal["jsonl"]
+    type: Literal["jsonl"] = Field(description="Sink kind.")
     path: str = Field(description="Output file; relative paths are relative to the working directory.")
     mode: Literal["append", "truncate"] = Field("append", description="Keep earlier lines, or start the file afresh.")
 
@@ -81,7 +81,7 @@ class JsonlSinkConfig(_Base):
 class ZmqPubSinkConfig(_Base):
     """Publish each result as a JSON frame on a ZeroMQ PUB socket (topic frame = camera name)."""
 
-    type: Literal["zmq_pub"]
+    type: Literal["zmq_pub"] = Field(description="Sink kind.")
     endpoint: str = Field(pattern=r"^(tcp|ipc|inproc)://", description="Bind address, e.g. tcp://127.0.0.1:5570.")
 
 
@@ -92,9 +92,9 @@ class EdgeConfig(_Base):
     """One edge process: reads its cameras, detects, crops and sends ROIs, joins results, writes sinks."""
 
     brokers: list[Name] = Field(min_length=1, description="Brokers to send ROIs to.")
-    detector: DetectorConfig = DetectorConfig()
-    roi: RoiConfig = RoiConfig()
-    sinks: list[SinkConfig] = Field(default_factory=list)
+    detector: DetectorConfig = Field(DetectorConfig(), description="Object detector settings.")
+    roi: RoiConfig = Field(RoiConfig(), description="Crop settings.")
+    sinks: list[SinkConfig] = Field(default_factory=list, description="Where results are written.")
     max_in_flight: int = Field(64, ge=1, le=100_000, description="ROIs sent and not yet answered, at most.")
     send_queue_max: int = Field(256, ge=1, le=1_000_000, description="ROIs waiting for the in-flight window, at most.")
     overflow: Literal["block", "drop_oldest"] = Field(
@@ -103,7 +103,7 @@ class EdgeConfig(_Base):
     roi_timeout_s: float = Field(30.0, gt=0, description="An ROI unanswered for this long is dropped as `timeout`.")
     drain_timeout_s: float = Field(60.0, ge=0, description="At shutdown, wait this long for in-flight results.")
     opencv_threads: int = Field(1, ge=0, le=256, description="cv2.setNumThreads for this process (0: OpenCV default).")
-    metrics_port: Port
+    metrics_port: Port = Field(description="Port serving Prometheus /metrics for this process.")
 
 
 # ---------------------------------------------------------------- broker
@@ -117,7 +117,7 @@ class BrokerConfig(_Base):
     frontend_port: Port = Field(description="Port edges connect to.")
     backend_port: Port = Field(description="Port workers connect to.")
     queue_max: int = Field(10_000, ge=1, description="ROIs waiting for worker credit, at most (oldest dropped).")
-    metrics_port: Port
+    metrics_port: Port = Field(description="Port serving Prometheus /metrics for this process.")
 
     def endpoint(self, side: Literal["frontend", "backend"], *, bind: bool = False) -> str:
         """ZeroMQ tcp endpoint of one side, for connecting peers or (``bind=True``) for the broker itself."""
@@ -132,7 +132,7 @@ class BrokerConfig(_Base):
 class EmbeddingHeadConfig(_Base):
     """L2-normalised embedding matched against an in-memory gallery by cosine similarity."""
 
-    type: Literal["embedding"] = "embedding"
+    type: Literal["embedding"] = Field("embedding", description="Head kind (registry key).")
     match_threshold: float = Field(0.8, ge=-1, le=1, description="Cosine similarity at or above which an identity matches.")
     max_identities: int = Field(10_000, ge=1, description="Gallery capacity; the least recently seen identity is evicted.")
 
@@ -140,16 +140,16 @@ class EmbeddingHeadConfig(_Base):
 class TorchRecognizerConfig(_Base):
     """A torch ``nn.Module`` built by a factory, loaded with weights, split into pipeline stages."""
 
-    type: Literal["torch"]
+    type: Literal["torch"] = Field(description="Stage runtime (registry key).")
     factory: str = Field(pattern=r"^[\w.]+:[\w.]+$", description="`module:callable` returning the nn.Module.")
-    factory_kwargs: dict[str, Any] = Field(default_factory=dict)
+    factory_kwargs: dict[str, Any] = Field(default_factory=dict, description="Keyword arguments for the factory.")
     weights: str = Field(description="State-dict file path, or package://<distribution>/<file inside it>.")
     input_hw: tuple[int, int] = Field((224, 224), description="Crop resized to (height, width), px.")
-    channel_order: Literal["rgb", "bgr"] = "rgb"
+    channel_order: Literal["rgb", "bgr"] = Field("rgb", description="Channel order the model expects.")
     mean: tuple[float, float, float] = Field((0.485, 0.456, 0.406), description="Per-channel mean on 0..1 pixels.")
     std: tuple[float, float, float] = Field((0.229, 0.224, 0.225), description="Per-channel std on 0..1 pixels.")
     split_points: list[str] = Field(default_factory=list, description="Submodule names where a new stage begins.")
-    head: EmbeddingHeadConfig = EmbeddingHeadConfig()
+    head: EmbeddingHeadConfig = Field(EmbeddingHeadConfig(), description="Turns the last stage's output into a result.")
 
 
 RecognizerConfig = Annotated[Union[TorchRecognizerConfig], Field(discriminator="type")]
@@ -158,8 +158,8 @@ RecognizerConfig = Annotated[Union[TorchRecognizerConfig], Field(discriminator="
 class WorkerConfig(_Base):
     """One center worker process: micro-batches ROIs and runs the recognizer as pipeline stages."""
 
-    brokers: list[Name] = Field(min_length=1)
-    recognizer: Name
+    brokers: list[Name] = Field(min_length=1, description="Brokers to take ROIs from (one socket each).")
+    recognizer: Name = Field(description="Name of the recognizer (key under `recognizers`) to run.")
     devices: list[str] = Field(
         min_length=1, description="One device per stage (`cpu`, `cuda:0`, ...); count = split points + 1."
     )
@@ -168,7 +168,7 @@ class WorkerConfig(_Base):
     credits: int = Field(64, ge=1, le=100_000, description="ROIs this worker accepts in flight at once.")
     stage_queue: int = Field(2, ge=1, le=64, description="Micro-batches waiting before each stage, at most.")
     torch_threads: int = Field(1, ge=1, le=256, description="torch.set_num_threads for this process.")
-    metrics_port: Port
+    metrics_port: Port = Field(description="Port serving Prometheus /metrics for this process.")
 
 
 # ---------------------------------------------------------------- deployment
@@ -177,12 +177,12 @@ class WorkerConfig(_Base):
 class Deployment(_Base):
     """The whole deployment file."""
 
-    version: Literal[1] = 1
-    cameras: dict[Name, CameraConfig] = Field(min_length=1)
-    edges: dict[Name, EdgeConfig] = Field(min_length=1)
-    brokers: dict[Name, BrokerConfig] = Field(min_length=1)
-    workers: dict[Name, WorkerConfig] = Field(min_length=1)
-    recognizers: dict[Name, RecognizerConfig] = Field(min_length=1)
+    version: Literal[1] = Field(1, description="Schema version of this file.")
+    cameras: dict[Name, CameraConfig] = Field(min_length=1, description="Cameras by name.")
+    edges: dict[Name, EdgeConfig] = Field(min_length=1, description="Edge processes by name.")
+    brokers: dict[Name, BrokerConfig] = Field(min_length=1, description="Broker processes by name.")
+    workers: dict[Name, WorkerConfig] = Field(min_length=1, description="Center worker processes by name.")
+    recognizers: dict[Name, RecognizerConfig] = Field(min_length=1, description="Recognition models by name.")
 
     def cameras_of(self, edge: str) -> dict[str, CameraConfig]:
         """The cameras read by one edge, by name."""
@@ -263,7 +263,7 @@ def _describe(err: dict[str, Any]) -> str:
     if err["type"] == "missing":
         return f"{_dotted(loc)}: missing (required)"
     if err["type"] == "extra_forbidden":
-        return f"{_dotted(loc)}: unknown key (check its spelling; allowed keys are listed in docs/CONFIG.md)"
+        return f"{_dotted(loc)}: unknown key (check its spelling; docs/CONFIG.md lists the allowed keys)"
     if err["type"] == "union_tag_invalid":
         ctx = err["ctx"]
         key = ctx["discriminator"].strip("'")

@@ -101,3 +101,9 @@ def test_check_as_a_process_prints_no_traceback(tmp_path):
     assert proc.returncode == 2
     assert "cameras = 'nope': expected a valid dictionary" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_config_reference_is_current():
+    script = Path(__file__).resolve().parents[2] / "scripts" / "gen_config_docs.py"
+    proc = subprocess.run([sys.executable, str(script), "--check"], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr

@@ -1,0 +1,97 @@
+#!/usr/bin/env python3
+"""Write docs/CONFIG.md from the pydantic config models (field, type, default, description).
+
+    python scripts/gen_config_docs.py          # rewrite docs/CONFIG.md
+    python scripts/gen_config_docs.py --check  # exit 1 if docs/CONFIG.md is out of date
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+from pydantic import BaseModel
+from pydantic_core import PydanticUndefined
+
+from vcascade import config
+
+DOC = Path(__file__).resolve().parents[1] / "docs" / "CONFIG.md"
+SECTIONS = [
+    ("Top level", config.Deployment),
+    ("`cameras.<name>`", config.CameraConfig),
+    ("`edges.<name>`", config.EdgeConfig),
+    ("`edges.<name>.detector`", config.DetectorConfig),
+    ("`edges.<name>.roi`", config.RoiConfig),
+    ("`edges.<name>.sinks[]` with `type: jsonl`", config.JsonlSinkConfig),
+    ("`edges.<name>.sinks[]` with `type: zmq_pub`", config.ZmqPubSinkConfig),
+    ("`brokers.<name>`", config.BrokerConfig),
+    ("`recognizers.<name>` with `type: torch`", config.TorchRecognizerConfig),
+    ("`recognizers.<name>.head` with `type: embedding`", config.EmbeddingHeadConfig),
+    ("`workers.<name>`", config.WorkerConfig),
+]
+
+
+def _strip_annotated(text: str) -> str:
+    """``Annotated[X, metadata...]`` -> ``X`` (bracket-aware; metadata may hold brackets of its own)."""
+    while (i := text.find("Annotated[")) >= 0:
+        depth, j, first_end = 0, i + len("Annotated["), None
+        while True:
+            ch = text[j]
+            if ch in "[(":
+                depth += 1
+            elif ch in "])":
+                if depth == 0:
+                    break
+                depth -= 1
+            elif ch == "," and depth == 0 and first_end is None:
+                first_end = j
+            j += 1
+        text = text[:i] + text[i + len("Annotated[") : first_end] + text[j + 1 :]
+    return text
+
+
+def _type_name(annotation) -> str:
+    text = annotation.__name__ if isinstance(annotation, type) else _strip_annotated(str(annotation))
+    text = text.replace("typing.", "").replace("vcascade.config.", "")
+    return re.sub(r"Union\[(\w+)\]", r"\1", text).replace("|", "\\|")
+
+
+def render() -> str:
+    out = [
+        "# Configuration reference",
+        "",
+        "Generated from `vcascade/config.py` by `python scripts/gen_config_docs.py`; do not edit by hand.",
+        "Every mapping rejects unknown keys. Strings may use `${VAR}` or `${VAR:-default}` (environment).",
+        "Names (keys of `cameras`, `edges`, ...) match `" + config.NAME_PATTERN + "`.",
+        "",
+    ]
+    for title, model in SECTIONS:
+        out += [f"## {title}", "", (model.__doc__ or "").strip().splitlines()[0], "",
+                "| key | type | default | description |", "|---|---|---|---|"]
+        for name, field in model.model_fields.items():
+            default = "required" if field.is_required() else (
+                "(empty)" if field.default is PydanticUndefined else f"`{field.default!r}`")
+            if isinstance(field.default, BaseModel):
+                default = "(section defaults)"
+            desc = (field.description or "").replace("|", "\\|")
+            out.append(f"| `{name}` | `{_type_name(field.annotation)}` | {default} | {desc} |")
+        out.append("")
+    return "\n".join(out)
+
+
+def main() -> int:
+    text = render()
+    if "--check" in sys.argv:
+        if not DOC.exists() or DOC.read_text() != text:
+            print(f"{DOC} is out of date: run python scripts/gen_config_docs.py", file=sys.stderr)
+            return 1
+        return 0
+    DOC.parent.mkdir(exist_ok=True)
+    DOC.write_text(text)
+    print(f"wrote {DOC}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
