@@ -141,7 +141,7 @@ class _BrokerLoop:
         self.poller = zmq.Poller()
         self.poller.register(frontend, zmq.POLLIN)
         self.poller.register(backend, zmq.POLLIN)
-        self._last_report_s = time.perf_counter()
+        self._last_report_s = self._last_housekeeping_s = time.perf_counter()
 
     # ------------------------------------------------------------------ main loop
 
@@ -182,7 +182,11 @@ class _BrokerLoop:
             handle(frames)
 
     def _housekeeping(self) -> None:
+        """Every ``POLL_MS`` at most: expire silent workers, drop stale ROIs, report every second."""
         now_s = time.perf_counter()
+        if now_s - self._last_housekeeping_s < POLL_MS / 1000.0:
+            return  # the stale sweep is O(queued): not once per message
+        self._last_housekeeping_s = now_s
         self._expire_workers(now_s)
         for item in self.dispatcher.stale(now_s):
             self._drop_to_edge(item, "stale")
@@ -368,13 +372,17 @@ class _BrokerLoop:
         if self.report is None:
             return
         s = self.stats
-        self.report({
+        report = {
             "component": "broker", "name": self.name, "final": final,
             "received": s.received, "forwarded": s.forwarded, "results": s.results,
             "worker_drops": s.worker_drops, "drops": dict(s.drops), "malformed": s.malformed,
             "workers": self.dispatcher.workers, "queued": self.dispatcher.queued,
             "in_flight": self.dispatcher.in_flight,
-        })  # fmt: skip
+        }  # fmt: skip
+        try:
+            self.report(report)
+        except Exception:  # a failing observer must not take the broker down
+            log.exception("broker %s: report callback failed", self.name)
 
 
 def _ms(seconds: float) -> float:

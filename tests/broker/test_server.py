@@ -180,6 +180,12 @@ def test_silent_worker_is_lost_and_its_rois_are_dropped(start_broker):
     assert all(isinstance(d, wire.Drop) and d.reason == "worker_lost" and d.where == b.name for d in drops)
     assert b.sample("vcascade_broker_drops_total", reason="worker_lost") == 3
     assert b.sample("vcascade_broker_worker_credits", worker="w1") == 0.0  # series removed
+    deadline = time.monotonic() + 5  # the periodic (not final) report shows it within about a second
+    while not any(r["drops"].get("worker_lost") == 3 for r in b.reports) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    report = next(r for r in b.reports if r["drops"].get("worker_lost") == 3)
+    assert report["final"] is False and report["workers"] == 0 and report["in_flight"] == 0
+    assert (report["received"], report["forwarded"], report["results"]) == (3, 3, 0)
 
 
 def test_worker_bye_drops_its_rois_at_once_and_a_new_worker_takes_over(start_broker):
