@@ -19,18 +19,24 @@ ROIS_RECEIVED = Counter("vcascade_worker_rois_received_total", "ROIs received fr
 RESULTS = Counter("vcascade_worker_results_total", "Results sent back.", ["worker"])
 DROPS = Counter("vcascade_worker_drops_total", "ROIs answered with a Drop, by reason.", ["worker", "reason"])
 MALFORMED = Counter(
-    "vcascade_worker_malformed_messages_total", "Received messages dropped as malformed, by reason.", ["worker", "reason"]
+    "vcascade_worker_malformed_messages_total", "Received messages dropped as malformed, by reason.",
+    ["worker", "reason"],
 )
-BATCH_SIZE = Histogram("vcascade_worker_batch_size", "ROIs per micro-batch computed.", ["worker"], buckets=BATCH_BUCKETS)
+BATCH_SIZE = Histogram(
+    "vcascade_worker_batch_size", "ROIs per micro-batch computed.", ["worker"], buckets=BATCH_BUCKETS
+)
 STAGE_SECONDS = Histogram(
     "vcascade_worker_stage_seconds", "Compute time of one stage on one micro-batch, s.", ["worker", "stage"],
     buckets=LATENCY_BUCKETS_S,
 )
 HOP_SECONDS = Histogram(
-    "vcascade_worker_hop_seconds", "Per-ROI latency of each worker hop, s.", ["worker", "hop"], buckets=LATENCY_BUCKETS_S
+    "vcascade_worker_hop_seconds", "Per-ROI latency of each worker hop, s.", ["worker", "hop"],
+    buckets=LATENCY_BUCKETS_S,
 )
-QUEUE_DEPTH = Gauge("vcascade_worker_queue_depth", "Items waiting in each queue (batcher: ROIs, stages: micro-batches).",
-                    ["worker", "queue"])
+QUEUE_DEPTH = Gauge(
+    "vcascade_worker_queue_depth", "Items waiting in each queue (batcher: ROIs, stages: micro-batches).",
+    ["worker", "queue"],
+)
 SEND_FAILURES = Counter(
     "vcascade_worker_send_failures_total", "Headers not sent: a broker socket at its high-water mark.", ["worker"]
 )
@@ -119,5 +125,7 @@ class WorkerTelemetry:
                 "malformed": dict(self._malformed),
                 "batches": self._batches,
                 "mean_batch": self._batched_rois / self._batches if self._batches else 0.0,
-                "stage_ms": {s: 1000.0 * self._stage_sum_s[s] / self._stage_calls[s] for s in sorted(self._stage_calls)},
+                "stage_ms": {
+                    s: 1000.0 * self._stage_sum_s[s] / self._stage_calls[s] for s in sorted(self._stage_calls)
+                },
             }

@@ -115,3 +115,34 @@ def test_worker_answers_every_roi_once_counts_malformed_and_says_bye(broker, cro
     labels = {"worker": "worker-1", "reason": "pickle"}
     assert REGISTRY.get_sample_value("vcascade_worker_malformed_messages_total", labels) >= 1
     assert REGISTRY.get_sample_value("vcascade_worker_in_flight", {"worker": "worker-1"}) == 0
+
+
+def test_stop_drains_micro_batches_in_flight_before_bye(broker, crops):
+    deployment, router = broker
+    stop = threading.Event()
+    thread = threading.Thread(target=run_worker, args=(deployment, "worker-1", stop, None), daemon=True)
+    thread.start()
+    identity = _wait_ready(router)
+    received = lambda: REGISTRY.get_sample_value("vcascade_worker_rois_received_total", {"worker": "worker-1"}) or 0
+    before = received()
+    roi_ids = [f"drain-{i}" for i in range(6)]
+    for i, roi_id in enumerate(roi_ids):
+        router.send_multipart([identity, _roi(roi_id), crops[("bike150", "car", "roof")[i % 3]]])
+    deadline = time.monotonic() + 30
+    while received() < before + len(roi_ids) and time.monotonic() < deadline:
+        time.sleep(0.001)
+    stop.set()  # all six are inside the worker, most not computed yet
+
+    order: list[wire.Message] = []
+    while router.poll(5000):
+        _, header = wire.split_message(router.recv_multipart(), 1)[:2]
+        if not isinstance(header, wire.Ready):
+            order.append(header)
+        if isinstance(header, wire.Bye):
+            break
+    thread.join(timeout=15)
+    assert not thread.is_alive()
+    assert isinstance(order[-1], wire.Bye)
+    answers = order[:-1]
+    assert all(isinstance(a, wire.Result) for a in answers), answers
+    assert sorted(a.roi_id for a in answers) == sorted(roi_ids)
