@@ -47,6 +47,8 @@ REPORT_INTERVAL_S = 1.0
 """Period of the ``report`` snapshot, s."""
 POLL_MS = 50
 """IO thread poll timeout, ms: bounds how late a stop or a periodic message can be."""
+MAX_RECV_PER_POLL = 1000
+"""Messages read from one broker socket per poll, at most, so a flood cannot starve Ready and results."""
 DRAIN_TIMEOUT_S = 5.0
 """On stop, time allowed for the micro-batches in flight to finish, s."""
 
@@ -156,8 +158,11 @@ class _Worker:
 
     def _drain(self, dealers: list[zmq.Socket], poller: zmq.Poller, batcher_thread: threading.Thread) -> None:
         """Finish the work in flight while still forwarding results; ROIs arriving now are dropped (shutdown)."""
-        self.inbox.put(STOP)  # behind every ROI already received; the batcher then stops the engine
         deadline = time.monotonic() + DRAIN_TIMEOUT_S
+        try:
+            self.inbox.put(STOP, timeout=DRAIN_TIMEOUT_S)  # behind every ROI received; the batcher stops the engine
+        except queue.Full:
+            log.warning("worker %s: batcher inbox still full at stop", self.name)
         while batcher_thread.is_alive() and time.monotonic() < deadline:
             self._poll_once(dealers, poller, accept=False)
         batcher_thread.join(max(0.0, deadline - time.monotonic()))
@@ -184,7 +189,7 @@ class _Worker:
             self._send(dealers[broker], header)
 
     def _receive_all(self, broker: int, sock: zmq.Socket, accept: bool) -> None:
-        while True:
+        for _ in range(MAX_RECV_PER_POLL):
             try:
                 frames = sock.recv_multipart(zmq.NOBLOCK)
             except zmq.Again:
