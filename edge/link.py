@@ -14,6 +14,7 @@ import socket
 import threading
 import time
 from collections import OrderedDict, deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import zmq
@@ -98,17 +99,23 @@ class BrokerLink(threading.Thread):
             metrics.SEND_QUEUE.labels(self.edge).set(len(self._queue))
         self._wake()
 
-    def drain(self, timeout_s: float) -> None:
+    def drain(self, timeout_s: float, on_tick: Callable[[], None] | None = None) -> None:
         """Wait until every submitted ROI is answered (or ``timeout_s`` passes), then stop the thread.
 
         ROIs still queued or in flight at the deadline are dropped with reason ``shutdown``.
+        ``on_tick`` is called about every 0.5 s while waiting (progress reports).
         """
         deadline = time.monotonic() + timeout_s
         with self._lock:
             self._closing = True
             self._lock.notify_all()
-            while (self._queue or self._in_flight) and time.monotonic() < deadline:
-                self._lock.wait(0.05)
+        while time.monotonic() < deadline:
+            with self._lock:
+                if not (self._queue or self._in_flight):
+                    break
+                self._lock.wait(0.5)
+            if on_tick:
+                on_tick()
         self._stopped.set()
         self._wake()
         self.join(timeout=5.0)

@@ -132,7 +132,10 @@ def run_edge(
                 report(snapshot(name, link, readers, started_s, final=False))
     finally:
         readers_stop.set()
-        link.drain(cfg.drain_timeout_s)
+        if report:
+            link.drain(cfg.drain_timeout_s, on_tick=lambda: report(snapshot(name, link, readers, started_s, False)))
+        else:
+            link.drain(cfg.drain_timeout_s)
         for sink in sinks:
             sink.close()
         ctx.term()

@@ -37,8 +37,9 @@ def progress_line(snapshots: Snapshots, elapsed_s: float) -> str:
 def summary_tables(snapshots: Snapshots, elapsed_s: float) -> list[Table]:
     """Per-camera accounting and latency, then one row per broker and worker."""
     cams = Table(title=f"vcascade run summary ({elapsed_s:.1f} s)")
-    for col in ("camera", "state", "frames", "ROIs sent", "results", "drops", "accounted", "e2e p50 ms", "e2e p99 ms"):
-        cams.add_column(col, justify="left" if col in ("camera", "state", "drops") else "right")
+    for col in ("camera", "state", "frames", "sent", "results", "drops", "sent=res+drops", "p50 ms", "p99 ms"):
+        cams.add_column(col, justify="left" if col in ("camera", "state", "drops") else "right",
+                        no_wrap=col != "drops")
     for name, c in sorted(_cameras(snapshots).items()):
         dropped = sum(c["drops"].values())
         ok = c["sent"] == c["results"] + dropped
@@ -46,8 +47,8 @@ def summary_tables(snapshots: Snapshots, elapsed_s: float) -> list[Table]:
         cams.add_row(
             name, c["state"] if not c.get("error") else f"failed: {c['error']}", str(c["frames"]), str(c["sent"]),
             str(c["results"]), drops, "yes" if ok else "NO",
-            f"{c['p50_ms']:.1f}" if c["p50_ms"] is not None else "-",
-            f"{c['p99_ms']:.1f}" if c["p99_ms"] is not None else "-",
+            f"{c['p50_ms']:.0f}" if c["p50_ms"] is not None else "-",
+            f"{c['p99_ms']:.0f}" if c["p99_ms"] is not None else "-",
         )
     center = Table(title="brokers and workers")
     for col in ("process", "counts"):

@@ -20,7 +20,7 @@ import yaml
 pytestmark = pytest.mark.e2e
 
 REPO = Path(__file__).resolve().parents[2]
-FRAMES = 24
+FRAMES = 40  # bikes.mp4 has no detection before frame 25; frames 25-39 hold about 30 per camera
 HOPS_BEFORE_WORKER = ["frame_wait", "detect", "crop_encode", "edge_queue", "transit_to_worker", "broker_queue"]
 WORKER_HOPS = ["batch_wait", "preprocess", "stage0", "stage1", "head"]
 
