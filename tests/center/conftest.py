@@ -66,7 +66,7 @@ def demo_raw() -> dict:
 
 @pytest.fixture(scope="session")
 def demo_recognizer(demo_raw):
-    """The demo's validated recognizer config (MobileNetV2 embedder, split at features.10)."""
+    """The demo's validated recognizer config (MobileNetV2 embedder, split in 2 stages)."""
     return Deployment.model_validate(demo_raw).recognizers["mobilenetv2-embedder"]
 
 

@@ -21,13 +21,25 @@ def test_split_stages_chained_equal_unsplit_output(embedder, batch):
     assert torch.equal(chained, expected)
 
 
-def test_first_stage_output_is_the_features_10_input(embedder):
+def test_first_stage_output_is_the_split_layer_input(embedder, demo_recognizer):
     model, modules = embedder
+    (split_point,) = demo_recognizer.split_points  # "features.N": stage 1 begins at layer N
+    first_of_stage1 = int(split_point.split(".")[1])
     x = torch.randn(2, 3, 224, 224, generator=torch.Generator().manual_seed(7))
     with torch.inference_mode():
         (mid,) = as_activations(modules[0](x))
-        expected = model.features[:10](x)
+        expected = model.features[:first_of_stage1](x)
     assert torch.equal(mid, expected)
+
+
+def test_split_at_features_10_is_exact_too(embedder):
+    """The split point named in shared/models/README.md, checked beside the demo's profiled one."""
+    model, _ = embedder
+    stages = [TorchStage(m, "cpu") for m in split_model(model, ["features.10"], torch.zeros(2, 3, 224, 224))]
+    x = torch.randn(3, 3, 224, 224, generator=torch.Generator().manual_seed(10))
+    with torch.inference_mode():
+        expected = model(x)
+    assert torch.equal(run_chained(stages, x), expected)
 
 
 def test_no_split_points_is_one_stage_the_model_itself(embedder):

@@ -27,7 +27,7 @@ def test_demo_is_valid():
     dep = load_config(DEMO)
     assert set(dep.cameras) == {"street-1", "street-2"}
     assert dep.workers["worker-1"].devices == ["cpu", "cpu"]
-    assert dep.recognizers["mobilenetv2-embedder"].split_points == ["features.10"]
+    assert dep.recognizers["mobilenetv2-embedder"].split_points == ["features.3"]
 
 
 def _error(tmp_path, data) -> str:
