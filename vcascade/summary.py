@@ -37,7 +37,7 @@ def progress_line(snapshots: Snapshots, elapsed_s: float) -> str:
 def summary_tables(snapshots: Snapshots, elapsed_s: float) -> list[Table]:
     """Per-camera accounting and latency, then one row per broker and worker."""
     cams = Table(title=f"vcascade run summary ({elapsed_s:.1f} s)")
-    for col in ("camera", "state", "frames", "sent", "results", "drops", "sent=res+drops", "p50 ms", "p99 ms"):
+    for col in ("camera", "state", "frames", "sent", "results", "drops", "accounted", "p50 ms", "p99 ms"):
         cams.add_column(col, justify="left" if col in ("camera", "state", "drops") else "right",
                         no_wrap=col != "drops")
     for name, c in sorted(_cameras(snapshots).items()):
