@@ -17,7 +17,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
+
 
 import msgspec
 import zmq
@@ -27,6 +27,7 @@ from broker.metrics import BrokerMetrics
 from vcascade import wire
 from vcascade.config import Deployment
 from vcascade.sockets import make_socket
+from vcascade.components import StopFlag
 from vcascade.telemetry import serve_metrics
 
 log = logging.getLogger(__name__)
@@ -49,11 +50,6 @@ REPORT_EVERY_S = 1.0
 MAX_CREDITS = 100_000
 """Largest credit count accepted in a Ready (``WorkerConfig.credits`` bound)."""
 
-
-class StopFlag(Protocol):
-    """Anything with ``is_set()``, e.g. ``threading.Event`` or ``multiprocessing.Event``."""
-
-    def is_set(self) -> bool: ...
 
 
 @dataclass(slots=True)

@@ -20,7 +20,7 @@ import os
 import queue
 import threading
 import time
-from typing import Callable, Protocol
+from typing import Callable
 
 import cv2
 import torch
@@ -37,6 +37,7 @@ from center.stages import StageEngine
 from vcascade import wire
 from vcascade.config import Deployment
 from vcascade.sockets import make_socket
+from vcascade.components import StopFlag
 from vcascade.telemetry import serve_metrics
 
 log = logging.getLogger(__name__)
@@ -52,12 +53,6 @@ MAX_RECV_PER_POLL = 1000
 DRAIN_TIMEOUT_S = 5.0
 """On stop, time allowed for the micro-batches in flight to finish, s."""
 
-
-class StopFlag(Protocol):
-    """What ``run_worker`` needs of its stop signal (``threading.Event`` or ``multiprocessing.Event``)."""
-
-    def is_set(self) -> bool: ...
-    def wait(self, timeout: float | None = None) -> bool: ...
 
 
 def run_worker(

@@ -29,6 +29,7 @@ from edge.roi import encode_jpeg, select_crops
 from edge.sinks import open_sinks
 from edge.source import CameraReader
 from vcascade.coco import COCO_CLASSES
+from vcascade.components import StopFlag
 from vcascade.config import Deployment
 from vcascade.models import ensure_detector_model
 from vcascade.telemetry import serve_metrics
@@ -85,7 +86,7 @@ def build_detector(dep: Deployment, name: str, model_dir: str | Path | None) -> 
 def run_edge(
     dep: Deployment,
     name: str,
-    stop: threading.Event,
+    stop: StopFlag,
     report: Callable[[dict[str, Any]], None] | None = None,
     model_dir: str | Path | None = None,
 ) -> dict[str, Any]:

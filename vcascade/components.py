@@ -4,11 +4,19 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from vcascade.config import load_config
 
 COMPONENT_KINDS = ("edge", "broker", "worker")
+
+
+class StopFlag(Protocol):
+    """A component's stop signal: ``threading.Event`` (CLI) or ``multiprocessing.Event`` (launcher)."""
+
+    def is_set(self) -> bool: ...
+
+    def wait(self, timeout: float | None = None) -> bool: ...
 
 
 def setup_logging(level: str, process: str) -> None:
@@ -24,7 +32,7 @@ def run_component(
     kind: str,
     config_path: str,
     name: str,
-    stop: Any,
+    stop: StopFlag,
     report: Callable[[dict[str, Any]], None] | None,
     model_dir: str | None = None,
 ) -> None:
