@@ -52,7 +52,11 @@ def model_search_dirs(model_dir: str | os.PathLike[str] | None) -> list[Path]:
     if os.environ.get(MODEL_DIR_ENV):
         dirs.append(Path(os.environ[MODEL_DIR_ENV]))
     dirs.append(user_cache_dir())
-    return [d.expanduser().absolute() for d in dirs]
+    unique: list[Path] = []
+    for d in (d.expanduser().absolute() for d in dirs):
+        if d not in unique:
+            unique.append(d)
+    return unique
 
 
 def find_model(name: str, model_dir: str | os.PathLike[str] | None) -> Path | None:
