@@ -14,49 +14,49 @@ RFC 5905 section 8). All hops sum to ``end_to_end`` (capture to result on the ed
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from vcascade.coco import COCO_CLASSES
-from vcascade.wire import Result
+from vcascade.wire import Result, Roi
 
 
 @dataclass
 class PendingRoi:
     """What the edge keeps about an ROI from creation to its result or drop.
 
-    Times are ``time.perf_counter()`` seconds on the edge; ``sent_s`` is set when it goes on the socket.
+    ``roi`` is the header as created (detection, camera, stream timestamp; ``ttl_ms`` is filled in at send
+    time). Times are ``time.perf_counter()`` seconds on the edge; ``sent_s`` is set when it goes on the socket.
     """
 
-    roi_id: str
-    camera: str
-    frame_seq: int
-    stream_ts_ms: float
-    capture_unix_ms: float
-    xyxy: tuple[float, float, float, float]
-    crop_xyxy: tuple[int, int, int, int]
-    class_id: int
-    score: float
+    roi: Roi
     capture_s: float
     detect_start_s: float
     detect_end_s: float
     encoded_s: float
     sent_s: float = 0.0
-    broker: int = -1
-    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def roi_id(self) -> str:
+        return self.roi.roi_id
+
+    @property
+    def camera(self) -> str:
+        return self.roi.camera
 
     def base_record(self) -> dict[str, Any]:
         """Fields every output line has, result or drop."""
+        roi = self.roi
         return {
-            "roi_id": self.roi_id,
-            "camera": self.camera,
-            "frame_seq": self.frame_seq,
-            "stream_ts_ms": round(self.stream_ts_ms, 3),
-            "capture_unix_ms": round(self.capture_unix_ms, 3),
-            "bbox_xyxy": [round(v, 2) for v in self.xyxy],
-            "class_id": self.class_id,
-            "class_name": COCO_CLASSES[self.class_id] if 0 <= self.class_id < len(COCO_CLASSES) else str(self.class_id),
-            "score": round(self.score, 4),
+            "roi_id": roi.roi_id,
+            "camera": roi.camera,
+            "frame_seq": roi.frame_seq,
+            "stream_ts_ms": round(roi.stream_ts_ms, 3),
+            "capture_unix_ms": round(roi.capture_unix_ms, 3),
+            "bbox_xyxy": [round(v, 2) for v in roi.xyxy],
+            "class_id": roi.class_id,
+            "class_name": COCO_CLASSES[roi.class_id] if 0 <= roi.class_id < len(COCO_CLASSES) else str(roi.class_id),
+            "score": round(roi.score, 4),
         }
 
 

@@ -17,6 +17,7 @@ from collections import OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import msgspec
 import zmq
 
 from edge import metrics
@@ -138,9 +139,9 @@ class BrokerLink(threading.Thread):
                 events = dict(poller.poll(timeout=50))
                 if self._wake_r.fileno() in events:
                     self._drain_wakeups()
-                for index, sock in enumerate(self._sockets):
+                for sock in self._sockets:
                     if sock in events:
-                        self._receive(sock, index)
+                        self._receive(sock)
                 self._send_ready()
                 self._expire(time.perf_counter())
                 self._flush_outbox()
@@ -174,20 +175,16 @@ class BrokerLink(threading.Thread):
                 with self._lock:
                     self._finish_drop(pending, "stale", self.edge)
                 return
-        header = wire.Roi(
-            roi_id=pending.roi_id, camera=pending.camera, frame_seq=pending.frame_seq,
-            stream_ts_ms=pending.stream_ts_ms, capture_unix_ms=pending.capture_unix_ms, xyxy=pending.xyxy,
-            crop_xyxy=pending.crop_xyxy, class_id=pending.class_id, score=pending.score, ttl_ms=ttl_ms,
-        )
-        pending.broker = self._next_broker
+        header = msgspec.structs.replace(pending.roi, ttl_ms=ttl_ms) if ttl_ms else pending.roi
+        sock = self._sockets[self._next_broker]
         self._next_broker = (self._next_broker + 1) % len(self._sockets)
         pending.sent_s = time.perf_counter()
         with self._lock:
             self._in_flight[pending.roi_id] = pending
             metrics.IN_FLIGHT.labels(self.edge).set(len(self._in_flight))
-        self._sockets[pending.broker].send_multipart([wire.encode(header), payload], copy=False)
+        sock.send_multipart([wire.encode(header), payload], copy=False)
 
-    def _receive(self, sock: zmq.Socket, index: int) -> None:
+    def _receive(self, sock: zmq.Socket) -> None:
         while True:
             try:
                 frames = sock.recv_multipart(zmq.NOBLOCK)

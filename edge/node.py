@@ -28,6 +28,7 @@ from edge.link import BrokerLink
 from edge.roi import encode_jpeg, select_crops
 from edge.sinks import open_sinks
 from edge.source import CameraReader
+from vcascade import wire
 from vcascade.coco import COCO_CLASSES
 from vcascade.components import StopFlag
 from vcascade.config import Deployment
@@ -59,15 +60,13 @@ class EdgeNode:
             payload = encode_jpeg(crop.pixels, self.cfg.roi.jpeg_quality)
             self._counter += 1
             i = crop.index
-            pending = PendingRoi(
-                roi_id=f"{self.name}-{self.run_id}-{self._counter}",
-                camera=frame.camera, frame_seq=frame.seq, stream_ts_ms=frame.stream_ts_ms,
-                capture_unix_ms=frame.capture_unix_ms,
+            roi = wire.Roi(
+                roi_id=f"{self.name}-{self.run_id}-{self._counter}", camera=frame.camera, frame_seq=frame.seq,
+                stream_ts_ms=frame.stream_ts_ms, capture_unix_ms=frame.capture_unix_ms,
                 xyxy=tuple(float(v) for v in detections.xyxy[i]), crop_xyxy=crop.crop_xyxy,
                 class_id=int(detections.class_id[i]), score=float(detections.score[i]),
-                capture_s=frame.capture_s, detect_start_s=detect_start_s, detect_end_s=detect_end_s,
-                encoded_s=time.perf_counter(),
             )
+            pending = PendingRoi(roi, frame.capture_s, detect_start_s, detect_end_s, encoded_s=time.perf_counter())
             self.link.submit(pending, payload)
         return len(crops)
 

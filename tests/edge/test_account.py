@@ -3,14 +3,16 @@
 import pytest
 
 from edge.account import PendingRoi, close_account, drop_record, result_record
-from vcascade.wire import Result
+from vcascade.wire import Result, Roi
 
 
 def _pending():
-    return PendingRoi(
+    roi = Roi(
         roi_id="e-1", camera="cam", frame_seq=3, stream_ts_ms=120.0, capture_unix_ms=1.7e12,
         xyxy=(1.0, 2.0, 30.0, 40.0), crop_xyxy=(0, 0, 34, 44), class_id=1, score=0.8,
-        capture_s=100.000, detect_start_s=100.010, detect_end_s=100.030, encoded_s=100.032, sent_s=100.040,
+    )
+    return PendingRoi(
+        roi, capture_s=100.000, detect_start_s=100.010, detect_end_s=100.030, encoded_s=100.032, sent_s=100.040,
     )
 
 
