@@ -92,6 +92,8 @@ class OnnxDetector:
         )
         self.frames_per_run = self.input.batch if self.input.batch is not None else max_batch
         """Frames given to one session run: the model's fixed batch, or ``max_batch`` when it is dynamic."""
+        self.session_runs = 0
+        """Session runs so far (one per frame for a batch-1 model, one per ``frames_per_run`` frames otherwise)."""
 
     def __call__(self, frame: np.ndarray) -> Detections:
         """Detect objects in one frame.
@@ -152,6 +154,7 @@ class OnnxDetector:
             batch = np.concatenate([batch, np.repeat(batch[-1:], self.input.batch - n, axis=0)])
         feed = {self.input.name: batch.astype(self.input.dtype, copy=False)}
         raw = self._session.run([self.input.output_name], feed)[0]
+        self.session_runs += 1
         check_output_array(raw, self.layout, len(self.class_names), len(batch), self.model_path)
         return raw[:n].astype(np.float32, copy=False)
 
