@@ -22,14 +22,14 @@ import zmq
 
 from edge import metrics
 from edge.account import PendingRoi
-from edge.detector import YoloxDetector
+from edge.detectors import Detector
+from edge.detectors import build_detector as open_detector
 from edge.frames import Frame, FrameSlots
 from edge.link import BrokerLink
 from edge.roi import encode_jpeg, select_crops
 from edge.sinks import open_sinks
 from edge.source import CameraReader
 from vcascade import wire
-from vcascade.coco import COCO_CLASSES
 from vcascade.components import StopFlag
 from vcascade.config import Deployment
 from vcascade.models import ensure_detector_model
@@ -43,7 +43,7 @@ REPORT_INTERVAL_S = 0.5
 class EdgeNode:
     """Detection and ROI creation for the frames of one edge process (runs on the detector thread)."""
 
-    def __init__(self, name: str, dep: Deployment, detector: YoloxDetector, link: BrokerLink) -> None:
+    def __init__(self, name: str, dep: Deployment, detector: Detector, link: BrokerLink) -> None:
         self.name, self.cfg, self.detector, self.link = name, dep.edges[name], detector, link
         self.run_id = uuid.uuid4().hex[:8]
         self._counter = 0
@@ -71,15 +71,11 @@ class EdgeNode:
         return len(crops)
 
 
-def build_detector(dep: Deployment, name: str, model_dir: str | Path | None) -> YoloxDetector:
-    """Find (or download and verify) the configured model and open it. Raises ModelUnavailable."""
+def build_detector(dep: Deployment, name: str, model_dir: str | Path | None) -> Detector:
+    """Find (or, for yolox, download and verify) the configured model and open it with the detector registry
+    (:func:`edge.detectors.build_detector`). Raises ModelUnavailable, DetectorContractError, ValueError."""
     det = dep.edges[name].detector
-    path = ensure_detector_model(det, model_dir)
-    class_ids = None if det.classes is None else {COCO_CLASSES.index(c) for c in det.classes}
-    return YoloxDetector(
-        path, input_size=det.input_size, score_threshold=det.score_threshold, nms_iou=det.nms_iou,
-        class_ids=class_ids, intra_op_threads=det.intra_op_threads,
-    )
+    return open_detector(det, ensure_detector_model(det, model_dir))
 
 
 def run_edge(

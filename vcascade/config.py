@@ -51,14 +51,23 @@ class CameraConfig(_Base):
 class DetectorConfig(_Base):
     """The edge's object detector (ONNX Runtime)."""
 
-    type: Literal["yolox"] = Field("yolox", description="Detector family (registry key).")
+    type: Literal["yolox", "yolov5", "yolov8"] = Field(
+        "yolox", description="Detector family (registry key): `yolox`, `yolov5`, `yolov8` (also YOLO11)."
+    )
     model: str = Field("yolox_nano.onnx", description="File name in the model directory, or an absolute path.")
     url: str = Field(YOLOX_NANO_URL, description="Where to download the model when it is not in the model directory.")
     input_size: int = Field(416, ge=32, le=4096, multiple_of=32, description="Square network input side, px.")
     score_threshold: float = Field(0.3, gt=0, le=1, description="Minimum objectness x class score, 0..1.")
     nms_iou: float = Field(0.45, gt=0, le=1, description="IoU above which a lower-scored box of the same class is removed.")
-    classes: list[str] | None = Field(None, min_length=1, description="COCO class names to keep (None: all 80).")
+    classes: list[str] | None = Field(None, min_length=1, description="Class names to keep (None: all classes).")
     intra_op_threads: int = Field(1, ge=1, le=256, description="ONNX Runtime intra-op threads.")
+    path: str | None = Field(
+        None, description="Local ONNX file of a user model; required for yolov5/yolov8 (for yolox it replaces `model`, never downloaded)."
+    )
+    class_names: list[str] | str | None = Field(
+        None, description="The model's class names in output order: a list, or a text file with one a line (None: the 80 COCO names)."
+    )
+    max_batch: int = Field(8, ge=1, le=256, description="Frames per session run at most when the model's batch is dynamic.")
 
 
 class RoiConfig(_Base):
@@ -289,9 +298,7 @@ def _check_references(dep: Deployment) -> list[str]:
         for i, broker in enumerate(edge.brokers):
             if broker not in dep.brokers:
                 problems.append(f"edges.{name}.brokers[{i}] = {broker!r}: expected one of {sorted(dep.brokers)}")
-        for i, cls in enumerate(edge.detector.classes or []):
-            if cls not in COCO_CLASSES:
-                problems.append(f"edges.{name}.detector.classes[{i}] = {cls!r}: expected a COCO class name")
+        problems.extend(_check_detector(f"edges.{name}.detector", edge.detector))
     for name, worker in dep.workers.items():
         for i, broker in enumerate(worker.brokers):
             if broker not in dep.brokers:
@@ -310,6 +317,31 @@ def _check_references(dep: Deployment) -> list[str]:
             if not re.fullmatch(r"cpu|cuda(:\d+)?", device):
                 problems.append(f"workers.{name}.devices[{i}] = {device!r}: expected `cpu` or `cuda:N`")
     problems.extend(_check_ports(dep))
+    return problems
+
+
+def _check_detector(key: str, det: DetectorConfig) -> list[str]:
+    """Detector combinations: a local `path` for user-model types, class names and the class filter."""
+    problems = []
+    if det.type != "yolox":
+        if det.path is None:
+            problems.append(f"{key}.path: missing (required for type {det.type}: only yolox models are downloaded)")
+        for field in sorted({"model", "url"} & det.model_fields_set):
+            problems.append(f"{key}.{field}: only used by type yolox; set `path` to the {det.type} model file")
+    elif det.path is not None and {"model", "url"} & det.model_fields_set:
+        problems.append(f"{key}.path = {det.path!r}: set either `path` or `model`/`url`, not both")
+    names = COCO_CLASSES if det.class_names is None else det.class_names
+    if isinstance(names, str):  # a file: read and checked when the edge starts (validation touches no files)
+        return problems
+    if not names:
+        problems.append(f"{key}.class_names = []: expected at least one class name")
+    for i, cls in enumerate(names):
+        if cls in names[:i]:
+            problems.append(f"{key}.class_names[{i}] = {cls!r}: expected each name once")
+    for i, cls in enumerate(det.classes or []):
+        if cls not in names:
+            kind = "a COCO class name" if det.class_names is None else "one of `class_names`"
+            problems.append(f"{key}.classes[{i}] = {cls!r}: expected {kind}")
     return problems
 
 

@@ -90,7 +90,7 @@ def verify_yolox(path: str | os.PathLike[str], input_size: int = 416) -> None:
     except Exception as exc:  # noqa: BLE001 - ORT raises its own exception types for unreadable models
         raise ModelUnavailable(f"{path} is not a loadable ONNX model: {exc}") from exc
     try:
-        check_yolox_signature(session, input_size)
+        check_yolox_signature(session, input_size, model_path=str(path))
     except ValueError as exc:
         raise ModelUnavailable(f"{path}: {exc}") from exc
 
@@ -162,13 +162,16 @@ def _unavailable_message(dest: Path, url: str, reason: str) -> str:
 
 
 def ensure_detector_model(detector_cfg: DetectorConfig, model_dir: str | os.PathLike[str] | None) -> Path:
-    """Path to the detector model: found on disk (:func:`find_model`), else downloaded from ``detector_cfg.url``
+    """Path to the detector model: ``detector_cfg.path`` when set (user models, never downloaded), else found on
+    disk (:func:`find_model`), else downloaded from ``detector_cfg.url``
     into ``model_dir`` (when given and writable) or the user cache, and verified (:func:`verify_yolox`).
 
     Raises:
         ModelUnavailable: not found and the download or verification failed, or ``detector_cfg.model`` is an
             absolute path to a missing file (absolute paths are never downloaded to).
     """
+    if detector_cfg.path is not None:
+        return _local_model(detector_cfg.path)
     name = detector_cfg.model
     found = find_model(name, model_dir)
     if found is not None:
@@ -186,6 +189,15 @@ def ensure_detector_model(detector_cfg: DetectorConfig, model_dir: str | os.Path
     dest = download_model(detector_cfg.url, dest, verify=verify)
     log.info("verified detector model %s", dest)
     return dest
+
+
+def _local_model(path: str) -> Path:
+    """The detector config's ``path`` (a user model: used as is, never downloaded); ModelUnavailable if missing."""
+    local = Path(path).expanduser().absolute()
+    if not local.is_file():
+        raise ModelUnavailable(f"detector model {local} (the detector's `path`) does not exist or is not a file")
+    log.info("using detector model %s", local)
+    return local
 
 
 def _writable_dir(folder: Path) -> bool:

@@ -1,0 +1,28 @@
+"""Ultralytics YOLO preprocessing: centred letterbox, pad 114, BGR -> RGB, 0..1 (YOLOv5, YOLOv8, YOLO11).
+
+Source: Ultralytics ``ultralytics/engine/predictor.py`` ``BasePredictor.preprocess`` (``LetterBox`` with
+``auto=False`` for exported models, then ``im[..., ::-1]`` BGR to RGB, HWC to CHW, ``/ 255``) and YOLOv5
+``detect.py`` (``letterbox(..., auto=False)`` for non-PyTorch backends, ``[::-1]``, ``/= 255``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from edge.detectors.letterbox import Placement, letterbox_centered
+
+
+def ultralytics_preprocess(frame: np.ndarray, size: int) -> tuple[np.ndarray, Placement]:
+    """Frame -> (3, size, size) float32 RGB tensor with values 0..1 (pad 114/255), and its :class:`Placement`.
+
+    Args:
+        frame: (H, W, 3) uint8 BGR (gray and BGRA accepted).
+        size: square network input side, px.
+
+    Raises:
+        ValueError: unsupported frame (see :func:`edge.detectors.letterbox.to_bgr`).
+    """
+    canvas, placement = letterbox_centered(frame, size)
+    tensor = canvas[:, :, ::-1].transpose(2, 0, 1).astype(np.float32)
+    tensor /= np.float32(255)
+    return tensor, placement
