@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from dataclasses import replace
 
 import cv2
 
@@ -127,15 +128,18 @@ class CameraReader(threading.Thread):
                 return verdict
 
     def _watch(self, session: CaptureSession) -> Outcome | None:
-        """The watchdog: a live session hung in open or read too long is stalled (blocked ones are not)."""
-        if not self.live:
-            return None
+        """The watchdog: a session hung in open or read too long is stalled; a blocked or pacing one is not.
+
+        Live sources then reconnect; a file fails (reopening it would repeat its frames).
+        """
         waited_s = time.perf_counter() - session.phase_since_s
         if session.phase == "opening" and waited_s > self.cfg.open_timeout_s:
-            return "backing_off", "open_timeout", f"not opened after {waited_s:.1f} s"
-        if session.phase == "reading" and waited_s > self.cfg.read_timeout_s:
-            return "stalled", "read_timeout", f"no frame for {waited_s:.1f} s"
-        return None
+            state, reason, detail = "backing_off", "open_timeout", f"not opened after {waited_s:.1f} s"
+        elif session.phase == "reading" and waited_s > self.cfg.read_timeout_s:
+            state, reason, detail = "stalled", "read_timeout", f"no frame for {waited_s:.1f} s"
+        else:
+            return None
+        return self._settle((state if self.live else "failed", reason, detail))
 
     def _settle(self, outcome: Outcome) -> Outcome:
         state, reason, detail = outcome
@@ -171,8 +175,11 @@ class CameraReader(threading.Thread):
             self.rate_skipped += 1
             metrics.FRAMES_RATE_SKIPPED.labels(self.edge, self.camera).inc()
             return True
-        if session.pacer is not None and not session.pacer.wait(frame.stream_ts_ms, session.cancel):
-            return False
+        if session.pacer is not None:
+            session.set_phase("pacing")
+            if not session.pacer.wait(frame.stream_ts_ms, session.cancel):
+                return False
+            frame = replace(frame, capture_s=time.perf_counter(), capture_unix_ms=time.time() * 1000.0)
         before, started_s = self.slots.skipped[self.camera], time.perf_counter()
         session.set_phase("delivering")
         stored = self.slots.put(frame, session.cancel)
@@ -193,7 +200,7 @@ class CaptureSession(threading.Thread):
 
     Attributes:
         cancel: set by the supervisor to stop or abandon the session; a frame read after it is discarded.
-        phase: ``opening``, ``reading``, ``delivering`` (waiting on the slot) or ``done``.
+        phase: ``opening``, ``reading``, ``pacing`` (realtime files), ``delivering`` (waiting on the slot), ``done``.
         phase_since_s: ``time.perf_counter()`` when the phase began.
         opened: True once the source opened.
         outcome: (next state, reason, detail) once finished; None while running or when abandoned.

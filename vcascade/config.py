@@ -47,11 +47,11 @@ class CameraConfig(_Base):
     rtsp_transport: Literal["tcp", "udp"] = Field("tcp", description="RTSP transport (rtsp:// URLs only).")
     max_frames: int | None = Field(None, ge=1, description="Stop after this many decoded frames (None: to the end).")
     open_timeout_s: float = Field(
-        10.0, gt=0, le=600, description="Live sources: give up opening after this many seconds, then back off and retry."
+        10.0, gt=0, le=600, description="Give up opening after this many seconds (live: back off and retry; file: fail)."
     )
     read_timeout_s: float = Field(
         10.0, gt=0, le=600,
-        description="Live sources: no frame for this many seconds = stalled; the read is abandoned, the camera reconnects.",
+        description="No frame for this many seconds = stalled: the read is abandoned; live: reconnect, file: fail.",
     )
     backoff_initial_s: float = Field(
         0.5, gt=0, le=600, description="Cap of the first reconnect delay, s (exponential backoff with full jitter)."
