@@ -78,7 +78,7 @@ class CameraReader(threading.Thread):
         self.machine = CameraStateMachine(edge, name)
         self.error: str | None = None
         self.frames = self.reconnects = self.rate_skipped = self.corrupt_frames = self.loops = 0
-        self.blocked_s = 0.0
+        self._blocked_done_s = 0.0
         self.session: CaptureSession | None = None
         self._backoff = Backoff(cfg.backoff_initial_s, cfg.backoff_max_s)
         slots.add_camera(name, self.policy)
@@ -87,6 +87,13 @@ class CameraReader(threading.Thread):
     def state(self) -> str:
         """The current state (see :mod:`edge.camera_state`)."""
         return self.machine.state
+
+    @property
+    def blocked_s(self) -> float:
+        """Seconds spent waiting for the detector to take frames (backpressure), including a wait in progress."""
+        session = self.session
+        waiting_s = time.perf_counter() - session.phase_since_s if session is not None and self.blocked else 0.0
+        return self._blocked_done_s + max(0.0, waiting_s)
 
     @property
     def blocked(self) -> bool:
@@ -184,7 +191,7 @@ class CameraReader(threading.Thread):
         session.set_phase("delivering")
         stored = self.slots.put(frame, session.cancel)
         waited_s = time.perf_counter() - started_s
-        self.blocked_s += waited_s
+        self._blocked_done_s += waited_s
         metrics.CAMERA_BLOCKED.labels(self.edge, self.camera).inc(waited_s)
         metrics.FRAMES_SKIPPED.labels(self.edge, self.camera).inc(self.slots.skipped[self.camera] - before)
         return stored

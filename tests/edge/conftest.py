@@ -173,3 +173,9 @@ def consumer() -> Iterator[Callable[..., Consumer]]:
     for thread in started:
         thread.stop.set()
         thread.join(timeout=5)
+
+
+@pytest.fixture(scope="session")
+def short_video(tmp_path_factory) -> Path:
+    """A 1 s, 10 fps (10 frames, PTS 0, 100, ... 900 ms), 160x120 H.264 MP4."""
+    return make_video(tmp_path_factory.mktemp("videos") / "short.mp4", 1, rate=10)
