@@ -1,5 +1,6 @@
 """Camera readers on real video: stream timestamps, end of file, bad files, and a real RTSP server."""
 
+import logging
 import shutil
 import subprocess
 import threading
@@ -106,3 +107,27 @@ def test_rtsp_unreachable_fails_that_camera(free_port):
     with pytest.raises(SourceError, match="cannot open") as info:
         open_capture(CameraConfig(url=f"rtsp://user:secret@127.0.0.1:{port}/cam", edge="e"))
     assert "secret" not in str(info.value) and "***@" in str(info.value)
+
+
+def test_rtsp_over_udp_streams_frames(rtsp_server, cameras, wait_for):
+    reader = cameras("udp", url=rtsp_server.url, rtsp_transport="udp", max_frames=10)
+    frames = []
+    while len(frames) < 10 and wait_for(lambda: reader.state != "connecting", 30):
+        frame = cameras.slots.take(1.0)
+        if frame is None and cameras.slots.finished():
+            break
+        if frame is not None:
+            frames.append(frame)
+    assert wait_for(lambda: reader.state == "ended", 30) and reader.machine.reason == "max_frames"
+    assert frames and frames[0].image.shape == (120, 160, 3)
+
+
+def test_unreachable_live_camera_keeps_retrying_without_leaking_credentials(cameras, free_port, wait_for, caplog):
+    url = f"rtsp://admin:hunter2@127.0.0.1:{free_port()}/cam"
+    with caplog.at_level(logging.INFO):
+        reader = cameras("gone", url=url, open_timeout_s=1.0, backoff_initial_s=0.05, backoff_max_s=0.2)
+        assert wait_for(lambda: reader.reconnects >= 3, 30)
+    steps = [(t.target, t.reason) for t in reader.machine.history()]
+    assert steps[:3] == [("backing_off", "open_failed"), ("connecting", "retry"), ("backing_off", "open_failed")]
+    assert reader.error is None and reader.state in ("connecting", "backing_off")  # live: never gives up
+    assert "hunter2" not in caplog.text and "***@127.0.0.1" in caplog.text
