@@ -40,6 +40,9 @@ log = logging.getLogger(__name__)
 
 WATCH_INTERVAL_S = 0.05
 """How often the supervisor looks at its session, s."""
+FILE_SLOT_DEPTH = 4
+"""Frames an ``every_frame`` camera may decode ahead of the detector: absorbs scheduling jitter between the
+reader and detector threads (memory: 4 frames per file camera, e.g. 25 MB at 1080p)."""
 STOP_JOIN_S = 2.0
 """How long a stopping reader waits for its session thread before leaving it behind, s."""
 
@@ -81,7 +84,11 @@ class CameraReader(threading.Thread):
         self._blocked_done_s = 0.0
         self.session: CaptureSession | None = None
         self._backoff = Backoff(cfg.backoff_initial_s, cfg.backoff_max_s)
-        slots.add_camera(name, self.policy)
+        self._decoded, self._rate_skipped, self._blocked, self._skipped = (
+            counter.labels(edge, name) for counter in (
+                metrics.FRAMES_DECODED, metrics.FRAMES_RATE_SKIPPED, metrics.CAMERA_BLOCKED, metrics.FRAMES_SKIPPED)
+        )
+        slots.add_camera(name, self.policy, depth=FILE_SLOT_DEPTH)
 
     @property
     def state(self) -> str:
@@ -177,10 +184,10 @@ class CameraReader(threading.Thread):
             return False
         self.frames += 1
         self._backoff.reset()
-        metrics.FRAMES_DECODED.labels(self.edge, self.camera).inc()
+        self._decoded.inc()
         if session.gate is not None and not session.gate.accept(frame.stream_ts_ms):
             self.rate_skipped += 1
-            metrics.FRAMES_RATE_SKIPPED.labels(self.edge, self.camera).inc()
+            self._rate_skipped.inc()
             return True
         if session.pacer is not None:
             session.set_phase("pacing")
@@ -192,8 +199,8 @@ class CameraReader(threading.Thread):
         stored = self.slots.put(frame, session.cancel)
         waited_s = time.perf_counter() - started_s
         self._blocked_done_s += waited_s
-        metrics.CAMERA_BLOCKED.labels(self.edge, self.camera).inc(waited_s)
-        metrics.FRAMES_SKIPPED.labels(self.edge, self.camera).inc(self.slots.skipped[self.camera] - before)
+        self._blocked.inc(waited_s)
+        self._skipped.inc(self.slots.skipped[self.camera] - before)
         return stored
 
     def count_corrupt(self, reason: str, n: int) -> None:
