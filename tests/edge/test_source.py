@@ -1,5 +1,7 @@
 """Camera readers on real video: stream timestamps, end of file, bad files, and a real RTSP server."""
 
+import functools
+import http.server
 import logging
 import shutil
 import subprocess
@@ -131,3 +133,50 @@ def test_unreachable_live_camera_keeps_retrying_without_leaking_credentials(came
     assert steps[:3] == [("backing_off", "open_failed"), ("connecting", "retry"), ("backing_off", "open_failed")]
     assert reader.error is None and reader.state in ("connecting", "backing_off")  # live: never gives up
     assert "hunter2" not in caplog.text and "***@127.0.0.1" in caplog.text
+
+
+def _read_live(cameras, wait_for, name: str, url: str, n: int) -> list:
+    reader = cameras(name, url=url, max_frames=n, open_timeout_s=20.0, read_timeout_s=20.0)
+    assert wait_for(lambda: reader.state == "ended", 60), reader.machine.history()
+    assert reader.machine.reason == "max_frames" and reader.error is None
+    frames = []
+    while (frame := cameras.slots.take(0.1)) is not None:
+        frames.append(frame)
+    return frames
+
+
+def test_http_mjpeg_stream(cameras, wait_for, free_port, tmp_path):
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/cam.mjpg"
+    server = subprocess.Popen(  # ffmpeg's own HTTP server, one client, multipart JPEG like an IP camera
+        ["ffmpeg", "-v", "error", "-re", "-f", "lavfi", "-i", "testsrc2=size=160x120:rate=25", "-t", "30",
+         "-f", "mpjpeg", "-q:v", "5", "-listen", "1", url], stdin=subprocess.DEVNULL,
+    )
+    try:
+        time.sleep(0.5)  # let it listen; the reader retries anyway if it is not up yet
+        frames = _read_live(cameras, wait_for, "mjpeg", url, 10)
+    finally:
+        server.kill()
+        server.wait()
+    assert frames and frames[-1].image.shape == (120, 160, 3)
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args) -> None:
+        pass
+
+
+def test_http_hls_playlist(cameras, wait_for, tmp_path):
+    subprocess.run(
+        ["ffmpeg", "-v", "error", "-f", "lavfi", "-i", "testsrc2=size=160x120:rate=25", "-t", "4", "-c:v", "libx264",
+         "-preset", "ultrafast", "-g", "25", "-f", "hls", "-hls_time", "1", "-hls_list_size", "0",
+         str(tmp_path / "index.m3u8")], check=True,
+    )
+    handler = functools.partial(_QuietHandler, directory=str(tmp_path))
+    with http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler) as server:
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        try:
+            frames = _read_live(cameras, wait_for, "hls", f"http://127.0.0.1:{server.server_port}/index.m3u8", 30)
+        finally:
+            server.shutdown()
+    assert frames and frames[-1].image.shape == (120, 160, 3) and frames[-1].stream_ts_ms > 0
