@@ -30,6 +30,7 @@ from vcascade.resources import resolve
 _LIVE_SCHEMES = ("rtsp://", "rtsps://", "http://", "https://", "device://")
 _DEVICE = re.compile(r"^device://(\d{1,3})$", re.IGNORECASE)
 _ffmpeg_env_lock = threading.Lock()
+_UINT8 = np.dtype(np.uint8)
 
 
 class SourceError(RuntimeError):
@@ -142,6 +143,8 @@ def normalize_image(image: np.ndarray | None) -> np.ndarray | None:
     Accepts (H, W) or (H, W, 1) gray, (H, W, 3) BGR, (H, W, 4) BGRA, uint8 or uint16 (scaled by 1/257 to
     0..255). Odd widths and heights are kept as they are. Returns the input itself when it is already right.
     """
+    if image is not None and image.ndim == 3 and image.shape[2] == 3 and image.dtype == _UINT8 and image.size:
+        return image  # the usual case, decided in a few attribute reads
     if image is None or image.ndim not in (2, 3) or image.size == 0:
         return None
     if image.dtype == np.uint16:

@@ -200,7 +200,8 @@ class CameraReader(threading.Thread):
         waited_s = time.perf_counter() - started_s
         self._blocked_done_s += waited_s
         self._blocked.inc(waited_s)
-        self._skipped.inc(self.slots.skipped[self.camera] - before)
+        if self.slots.skipped[self.camera] != before:
+            self._skipped.inc(self.slots.skipped[self.camera] - before)
         return stored
 
     def count_corrupt(self, reason: str, n: int) -> None:

