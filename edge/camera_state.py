@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Literal, get_args
 
 from edge import metrics
+from vcascade.redact import redact_url
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +40,7 @@ class Transition:
         source: the state left.
         target: the state entered.
         reason: short fixed word (metric label), e.g. ``read_timeout``.
-        detail: human text for the log (credentials redacted by the caller).
+        detail: human text for the log (credentials in URLs redacted).
     """
 
     at_s: float
@@ -79,15 +80,15 @@ class CameraStateMachine:
         with self._lock:
             if target == self.state and reason == self.reason:
                 return False
-            step = Transition(time.perf_counter(), self.state, target, reason, detail)
+            step = Transition(time.perf_counter(), self.state, target, reason, redact_url(detail))
             self.state, self.reason = target, reason
             self.transitions.append(step)
             del self.transitions[: -self._history_max]
         metrics.CAMERA_TRANSITIONS.labels(self.edge, self.camera, target, reason).inc()
         self._publish()
-        level = logging.WARNING if target in ("stalled", "failed") else logging.INFO
+        level = {"failed": logging.ERROR, "stalled": logging.WARNING}.get(target, logging.INFO)
         log.log(level, "camera %s: %s -> %s (%s)%s", self.camera, step.source, target, reason,
-                f": {detail}" if detail else "")
+                f": {step.detail}" if step.detail else "")
         return True
 
     def history(self) -> list[Transition]:

@@ -158,9 +158,8 @@ class CameraReader(threading.Thread):
     def _settle(self, outcome: Outcome) -> Outcome:
         state, reason, detail = outcome
         if state == "failed" or reason == "stopped_early":
-            self.error = f"{redact_url(self.cfg.url)}: {detail}"
-        if state == "failed":
-            log.error("camera %s: %s", self.camera, self.error)
+            shown = redact_url(self.cfg.url)
+            self.error = redact_url(detail if detail.startswith(shown) else f"{shown}: {detail}")
         return outcome
 
     def _back_off(self, state: str, detail: str) -> None:
@@ -175,7 +174,6 @@ class CameraReader(threading.Thread):
 
     def _fail(self, reason: str, error: str) -> None:
         self.error = error
-        log.error("camera %s: %s", self.camera, error)
         self.machine.to("failed", reason, error)
 
     def deliver(self, session: CaptureSession, frame: Frame) -> bool:
