@@ -7,7 +7,6 @@ import time
 import numpy as np
 import pytest
 
-from edge.source import CameraReader
 
 
 def _take(slots, camera: str, n: int, timeout_s: float = 30.0) -> list:
