@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 
 
-
 def _take(slots, camera: str, n: int, timeout_s: float = 30.0) -> list:
     """Up to ``n`` frames of ``camera``, until its reader closed and its slot is empty, or ``timeout_s``."""
     frames, deadline = [], time.monotonic() + timeout_s
