@@ -4,7 +4,7 @@ Frame-drop policy (DESIGN.md, "Lessons": selectable frame policies, every droppe
 
 * ``every_frame`` (video files, batch processing): a camera's slot holds up to ``depth`` frames and the reader
   waits when it is full, so the detector sees every frame and decoding is paced by detection.
-* ``newest`` (live sources): the slot holds one frame; a newer frame replaces an unconsumed one, which is
+* ``newest`` (live sources, and files with ``realtime: true``): the slot holds one frame; a newer frame replaces an unconsumed one, which is
   counted as *skipped*. Frame age therefore stays bounded however slow the detector is.
 
 The detector takes frames round-robin across cameras, so one fast camera cannot starve the others.
@@ -32,8 +32,10 @@ class Frame:
         seq: index of the frame among the frames decoded from this camera, from 0.
         image: (H, W, 3) uint8 BGR pixels.
         stream_ts_ms: presentation timestamp (PTS) in the stream, ms, as reported by FFmpeg
-            (``CAP_PROP_POS_MSEC`` after the read), never index / fps.
-        capture_s: ``time.perf_counter()`` when the reader got the frame (the edge's monotonic clock).
+            (``CAP_PROP_POS_MSEC`` after the read), never index / fps; correct for variable frame rate.
+            It restarts near 0 after a live camera reconnects; a ``loop: true`` file keeps it increasing.
+        capture_s: ``time.perf_counter()`` when the reader got the frame (the edge's monotonic clock); for a
+            ``realtime: true`` file, when the frame was released at its PTS pace.
         capture_unix_ms: wall-clock time when the reader got the frame, ms since the Unix epoch.
     """
 

@@ -28,3 +28,27 @@ HOP_SECONDS = Histogram(
     ["edge", "camera", "hop"],
     buckets=LATENCY_BUCKETS_S,
 )
+CAMERA_STATE = Gauge(
+    "vcascade_edge_camera_state",
+    "1 for the camera's current state (connecting, streaming, stalled, backing_off, ended, failed), 0 for the others.",
+    ["edge", "camera", "state"],
+)
+CAMERA_TRANSITIONS = Counter(
+    "vcascade_edge_camera_transitions_total", "Entries into each camera state, by reason.", ["edge", "camera", "state", "reason"]
+)
+CAMERA_RECONNECTS = Counter(
+    "vcascade_edge_camera_reconnects_total", "Reconnect attempts of a live camera after a failure or stall.", ["edge", "camera"]
+)
+CAMERA_BLOCKED = Counter(
+    "vcascade_edge_camera_blocked_seconds_total",
+    "Seconds a camera's reader waited for the detector to take its frames (backpressure, not a stall).",
+    ["edge", "camera"],
+)
+FRAMES_RATE_SKIPPED = Counter(
+    "vcascade_edge_frames_rate_skipped_total", "Frames not handed to the detector because of detect_fps.", ["edge", "camera"]
+)
+FRAMES_CORRUPT = Counter(
+    "vcascade_edge_frames_corrupt_total",
+    "Frames lost or unusable: pts_gap (frames missing, estimated from a PTS jump), pts_not_increasing, bad_image.",
+    ["edge", "camera", "reason"],
+)

@@ -1,145 +1,323 @@
-"""Camera readers: one thread per camera decoding with OpenCV's FFmpeg backend into the frame slots.
+"""Camera readers: one supervisor thread per camera, decoding through a capture session it can abandon.
 
-Video files are read frame by frame (``every_frame`` policy: the detector sees every frame); ``rtsp://`` and
-``http(s)://`` sources are live (``newest`` policy: frames the detector never saw are counted as skipped).
-A camera that cannot be opened or fails while reading is reported for that camera only; the other cameras
-of the edge keep running.
+Follow one camera: :class:`CameraReader` (the supervisor) starts a :class:`CaptureSession` thread, which opens
+the source (:func:`edge.capture.open_capture`) and decodes frames into the shared :class:`FrameSlots`. The
+supervisor watches the session: a live source that opens too slowly or delivers no frame for
+``read_timeout_s`` is *stalled*; its session is abandoned (an OpenCV read cannot be interrupted: the abandoned
+thread releases its capture when the read returns, and that frame is discarded) and the camera reconnects
+after a capped, fully jittered exponential backoff (:mod:`edge.backoff`). A session waiting because the
+detector has not taken its frames (``every_frame`` slot full) is *blocked*, not stalled: it is left alone and
+the time is counted separately (``vcascade_edge_camera_blocked_seconds_total``).
+
+Policies: files give every frame (``every_frame``), or with ``realtime: true`` are paced by their PTS into a
+newest-frame slot like a live camera (``loop: true`` starts again at the end); live sources use the
+newest-frame slot. ``detect_fps`` thins frames by PTS before the slot. States and reasons:
+:mod:`edge.camera_state`.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
-from pathlib import Path
+from dataclasses import replace
 
 import cv2
 
 from edge import metrics
+from edge.backoff import Backoff
+from edge.camera_state import CameraStateMachine
+from edge.capture import SourceError, is_live, normalize_image, open_capture, stopped_early, stream_info
 from edge.frames import Frame, FramePolicy, FrameSlots
+from edge.timing import Pacer, PtsMonitor, RateGate
 from vcascade.config import CameraConfig
 from vcascade.redact import redact_url
 from vcascade.resources import resolve
 
+__all__ = ["CameraReader", "CaptureSession", "SourceError", "is_live", "open_capture", "resolve_or_same"]
+
 log = logging.getLogger(__name__)
 
-OPEN_TIMEOUT_MS = 10_000
-"""FFmpeg open timeout for live sources, ms (OpenCV ``CAP_PROP_OPEN_TIMEOUT_MSEC``)."""
-READ_TIMEOUT_MS = 10_000
-"""FFmpeg read timeout for live sources, ms (OpenCV ``CAP_PROP_READ_TIMEOUT_MSEC``)."""
+WATCH_INTERVAL_S = 0.05
+"""How often the supervisor looks at its session, s."""
+FILE_SLOT_DEPTH = 4
+"""Frames an ``every_frame`` camera may decode ahead of the detector: absorbs scheduling jitter between the
+reader and detector threads (memory: 4 frames per file camera, e.g. 25 MB at 1080p)."""
+STOP_JOIN_S = 2.0
+"""How long a stopping reader waits for its session thread before leaving it behind, s."""
 
-_LIVE_SCHEMES = ("rtsp://", "rtsps://", "http://", "https://")
-_ffmpeg_env_lock = threading.Lock()
-
-
-class SourceError(RuntimeError):
-    """A camera cannot be opened or read. The message is safe to log (credentials redacted).
-
-    Recovery: the camera is marked failed; the other cameras continue.
-    """
-
-
-def is_live(url: str) -> bool:
-    """True for network streams (newest-frame policy), False for files."""
-    return url.lower().startswith(_LIVE_SCHEMES)
-
-
-def open_capture(cfg: CameraConfig) -> cv2.VideoCapture:
-    """Open a camera with the FFmpeg backend.
-
-    Raises:
-        SourceError: missing, empty or undecodable file; unreachable stream (after the open timeout).
-    """
-    shown = redact_url(cfg.url)
-    try:
-        url = resolve(cfg.url)
-    except FileNotFoundError as exc:
-        raise SourceError(str(exc)) from None
-    if not is_live(url):
-        path = Path(url)
-        if not path.is_file():
-            raise SourceError(f"{shown}: no such file")
-        if path.stat().st_size == 0:
-            raise SourceError(f"{shown}: file is empty (0 bytes)")
-        cap = cv2.VideoCapture(str(path), cv2.CAP_FFMPEG)
-    else:
-        params = [cv2.CAP_PROP_OPEN_TIMEOUT_MSEC, OPEN_TIMEOUT_MS, cv2.CAP_PROP_READ_TIMEOUT_MSEC, READ_TIMEOUT_MS]
-        with _ffmpeg_env_lock:  # OpenCV reads FFmpeg options from the environment at open time
-            os.environ["OPENCV_FFMPEG_CAPTURE_OPTIONS"] = f"rtsp_transport;{cfg.rtsp_transport}"
-            cap = cv2.VideoCapture(url, cv2.CAP_FFMPEG, params)
-    if not cap.isOpened():
-        cap.release()
-        raise SourceError(f"{shown}: cannot open (FFmpeg could not read a video stream from it)")
-    return cap
+Outcome = tuple[str, str, str]
+"""How a session ended: (next state, reason, detail)."""
 
 
 class CameraReader(threading.Thread):
-    """Decodes one camera into the shared :class:`FrameSlots` until end of stream, ``max_frames`` or stop.
+    """Reads one camera into the shared :class:`FrameSlots` until end of file, ``max_frames``, failure or stop.
+
+    Args:
+        edge: edge name (metric label).
+        name: camera name (metric label, key in ``slots``).
+        cfg: the camera's configuration.
+        slots: the frame slots shared with the detector; the camera is registered here.
+        stop: set to stop reading (the state becomes ``ended``, reason ``stopped``).
 
     Attributes:
-        state: ``connecting``, ``streaming``, ``ended`` or ``failed``.
-        error: why it failed (credentials redacted), else None.
-        frames: frames decoded so far.
+        camera: camera name.
+        policy: ``every_frame`` (files) or ``newest`` (live sources and ``realtime`` files).
+        state: current state (:data:`edge.camera_state.STATES`).
+        error: why it failed or ended early (credentials redacted), else None.
+        frames: frames decoded so far, all sessions together.
+        reconnects: reconnect attempts so far.
+        blocked_s: seconds spent waiting for the detector to take frames (backpressure).
+        rate_skipped: frames not handed over because of ``detect_fps``.
+        corrupt_frames: frames counted lost or unusable (see :class:`edge.timing.PtsMonitor`).
+        loops: times a ``loop: true`` file started again.
     """
 
     def __init__(self, edge: str, name: str, cfg: CameraConfig, slots: FrameSlots, stop: threading.Event) -> None:
         super().__init__(name=f"camera-{name}", daemon=True)
         self.edge, self.camera, self.cfg, self.slots, self.stop = edge, name, cfg, slots, stop
-        self.policy: FramePolicy = "newest" if is_live(resolve_or_same(cfg.url)) else "every_frame"
-        self.state = "connecting"
+        self.live = is_live(resolve_or_same(cfg.url))
+        self.policy: FramePolicy = "newest" if self.live or cfg.realtime else "every_frame"
+        self.machine = CameraStateMachine(edge, name)
         self.error: str | None = None
-        self.frames = 0
-        slots.add_camera(name, self.policy)
+        self.frames = self.reconnects = self.rate_skipped = self.corrupt_frames = self.loops = 0
+        self._blocked_done_s = 0.0
+        self.session: CaptureSession | None = None
+        self._backoff = Backoff(cfg.backoff_initial_s, cfg.backoff_max_s)
+        self._decoded, self._rate_skipped, self._blocked, self._skipped = (
+            counter.labels(edge, name) for counter in (
+                metrics.FRAMES_DECODED, metrics.FRAMES_RATE_SKIPPED, metrics.CAMERA_BLOCKED, metrics.FRAMES_SKIPPED)
+        )
+        slots.add_camera(name, self.policy, depth=FILE_SLOT_DEPTH)
+
+    @property
+    def state(self) -> str:
+        """The current state (see :mod:`edge.camera_state`)."""
+        return self.machine.state
+
+    @property
+    def blocked_s(self) -> float:
+        """Seconds spent waiting for the detector to take frames (backpressure), including a wait in progress."""
+        session = self.session
+        waiting_s = time.perf_counter() - session.phase_since_s if session is not None and self.blocked else 0.0
+        return self._blocked_done_s + max(0.0, waiting_s)
+
+    @property
+    def blocked(self) -> bool:
+        """True while the reader waits for the detector to take a frame (backpressure, not a stall)."""
+        session = self.session
+        return session is not None and session.phase == "delivering"
 
     def run(self) -> None:
-        up = metrics.CAMERA_UP.labels(self.edge, self.camera)
+        try:
+            while not self.stop.is_set():
+                state, reason, detail = self._run_session()
+                self.machine.to(state, reason, detail)
+                if state in ("ended", "failed"):
+                    return
+                self._back_off(state, detail)
+            self.machine.to("ended", "stopped")
+        except Exception as exc:  # a bug here must fail this camera only, never the edge
+            self._fail("error", f"{redact_url(self.cfg.url)}: reader error: {type(exc).__name__}: {exc}")
+        finally:
+            self.slots.close(self.camera)
+
+    def _run_session(self) -> Outcome:
+        session = self.session = CaptureSession(self)
+        session.start()
+        while True:
+            session.join(WATCH_INTERVAL_S)
+            alive = session.is_alive()  # read before the outcome: a session sets its outcome, then ends
+            if session.opened and self.state != "streaming":
+                self.machine.to("streaming", "opened")
+            if session.outcome is not None:
+                return self._settle(session.outcome)
+            if self.stop.is_set() or not alive:
+                session.cancel.set()
+                session.join(STOP_JOIN_S)
+                return "ended", "stopped", ""
+            verdict = self._watch(session)
+            if verdict is not None:
+                session.cancel.set()  # abandon: the thread releases its capture when its call returns
+                return verdict
+
+    def _watch(self, session: CaptureSession) -> Outcome | None:
+        """The watchdog: a session hung in open or read too long is stalled; a blocked or pacing one is not.
+
+        Live sources then reconnect; a file fails (reopening it would repeat its frames).
+        """
+        waited_s = time.perf_counter() - session.phase_since_s
+        if session.phase == "opening" and waited_s > self.cfg.open_timeout_s:
+            state, reason, detail = "backing_off", "open_timeout", f"not opened after {waited_s:.1f} s"
+        elif session.phase == "reading" and waited_s > self.cfg.read_timeout_s:
+            state, reason, detail = "stalled", "read_timeout", f"no frame for {waited_s:.1f} s"
+        else:
+            return None
+        return self._settle((state if self.live else "failed", reason, detail))
+
+    def _settle(self, outcome: Outcome) -> Outcome:
+        state, reason, detail = outcome
+        if state == "failed" or reason == "stopped_early":
+            shown = redact_url(self.cfg.url)
+            self.error = redact_url(detail if detail.startswith(shown) else f"{shown}: {detail}")
+        return outcome
+
+    def _back_off(self, state: str, detail: str) -> None:
+        if state == "stalled":
+            self.machine.to("backing_off", "reconnect", detail)
+        delay_s = self._backoff.next_delay_s()
+        if self.stop.wait(delay_s):
+            return
+        self.reconnects += 1
+        metrics.CAMERA_RECONNECTS.labels(self.edge, self.camera).inc()
+        self.machine.to("connecting", "retry", f"attempt {self._backoff.attempt} after {delay_s:.2f} s")
+
+    def _fail(self, reason: str, error: str) -> None:
+        self.error = error
+        self.machine.to("failed", reason, error)
+
+    def deliver(self, session: CaptureSession, frame: Frame) -> bool:
+        """Hand one decoded frame of ``session`` over (rate gate, pacing, slot). False if the session must stop."""
+        if session.cancel.is_set():
+            return False
+        self.frames += 1
+        self._backoff.reset()
+        self._decoded.inc()
+        if session.gate is not None and not session.gate.accept(frame.stream_ts_ms):
+            self.rate_skipped += 1
+            self._rate_skipped.inc()
+            return True
+        if session.pacer is not None:
+            session.set_phase("pacing")
+            if not session.pacer.wait(frame.stream_ts_ms, session.cancel):
+                return False
+            frame = replace(frame, capture_s=time.perf_counter(), capture_unix_ms=time.time() * 1000.0)
+        before, started_s = self.slots.skipped[self.camera], time.perf_counter()
+        session.set_phase("delivering")
+        stored = self.slots.put(frame, session.cancel)
+        waited_s = time.perf_counter() - started_s
+        self._blocked_done_s += waited_s
+        self._blocked.inc(waited_s)
+        if self.slots.skipped[self.camera] != before:
+            self._skipped.inc(self.slots.skipped[self.camera] - before)
+        return stored
+
+    def count_corrupt(self, reason: str, n: int) -> None:
+        """Count ``n`` frames lost or unusable for ``reason`` (``pts_gap``, ``pts_not_increasing``, ``bad_image``)."""
+        self.corrupt_frames += n
+        metrics.FRAMES_CORRUPT.labels(self.edge, self.camera, reason).inc(n)
+
+
+class CaptureSession(threading.Thread):
+    """One connection to a camera: open, then decode until end, error, ``max_frames`` or cancel.
+
+    Attributes:
+        cancel: set by the supervisor to stop or abandon the session; a frame read after it is discarded.
+        phase: ``opening``, ``reading``, ``pacing`` (realtime files), ``delivering`` (waiting on the slot), ``done``.
+        phase_since_s: ``time.perf_counter()`` when the phase began.
+        opened: True once the source opened.
+        outcome: (next state, reason, detail) once finished; None while running or when abandoned.
+    """
+
+    def __init__(self, reader: CameraReader) -> None:
+        super().__init__(name=f"capture-{reader.camera}", daemon=True)
+        self.reader, self.cfg = reader, reader.cfg
+        self.cancel = threading.Event()
+        self.phase, self.phase_since_s = "opening", time.perf_counter()
+        self.opened = False
+        self.outcome: Outcome | None = None
+        self.gate = RateGate(self.cfg.detect_fps) if self.cfg.detect_fps else None
+        self.pacer = Pacer() if self.cfg.realtime and not reader.live else None
+        self._monitor = PtsMonitor()
+        self._pts_offset_ms = 0.0
+        self._last_pts_ms: float | None = None
+
+    def set_phase(self, phase: str) -> None:
+        """Enter a phase (the watchdog times the ``opening`` and ``reading`` phases)."""
+        self.phase, self.phase_since_s = phase, time.perf_counter()
+
+    def run(self) -> None:
+        try:
+            outcome = self._open_and_decode()
+        except Exception as exc:  # a broken decoder must not take the edge down
+            outcome = self._lost("read_error", f"read failed: {type(exc).__name__}: {exc}")
+        self.set_phase("done")
+        if not self.cancel.is_set():
+            self.outcome = outcome
+
+    def _open_and_decode(self) -> Outcome:
         try:
             cap = open_capture(self.cfg)
         except SourceError as exc:
-            self._fail(str(exc))
-            return
-        self._transition("streaming", "opened")
-        up.set(1)
+            return ("backing_off" if self.reader.live else "failed"), "open_failed", str(exc)
         try:
-            self._read_loop(cap)
-        except Exception as exc:  # a broken decoder must not take the edge down
-            self._fail(f"{redact_url(self.cfg.url)}: read failed: {exc}")
+            if self.cancel.is_set():
+                return "ended", "stopped", ""
+            self.opened = True
+            return self._decode(cap)
         finally:
             cap.release()
-            up.set(0)
-            self.slots.close(self.camera)
 
-    def _read_loop(self, cap: cv2.VideoCapture) -> None:
-        decoded = metrics.FRAMES_DECODED.labels(self.edge, self.camera)
-        skipped = metrics.FRAMES_SKIPPED.labels(self.edge, self.camera)
-        while not self.stop.is_set():
-            if self.cfg.max_frames is not None and self.frames >= self.cfg.max_frames:
-                self._transition("ended", f"max_frames={self.cfg.max_frames} reached")
-                return
+    def _decode(self, cap: cv2.VideoCapture) -> Outcome:
+        info, session_frames = stream_info(cap), 0
+        while not self.cancel.is_set():
+            if self.cfg.max_frames is not None and self.reader.frames >= self.cfg.max_frames:
+                return "ended", "max_frames", f"max_frames={self.cfg.max_frames} reached"
+            self.set_phase("reading")
             ok, image = cap.read()
+            if self.cancel.is_set():
+                break
             if not ok:
-                self._transition("ended", f"end of stream after {self.frames} frames")
-                return
-            now_s, now_unix_ms = time.perf_counter(), time.time() * 1000.0
-            frame = Frame(self.camera, self.frames, image, cap.get(cv2.CAP_PROP_POS_MSEC), now_s, now_unix_ms)
-            self.frames += 1
-            decoded.inc()
-            before = self.slots.skipped[self.camera]
-            if not self.slots.put(frame, self.stop):
-                return
-            skipped.inc(self.slots.skipped[self.camera] - before)
-        self._transition("ended", "stopped")
+                if self.cfg.loop and not self.reader.live and session_frames:
+                    cap = self._restart(cap)
+                    continue
+                return self._end(info, session_frames)
+            session_frames += 1
+            frame = self._frame(image, cap.get(cv2.CAP_PROP_POS_MSEC))
+            if frame is not None and not self.reader.deliver(self, frame):
+                break
+        return "ended", "stopped", ""
 
-    def _transition(self, state: str, reason: str) -> None:
-        self.state = state
-        log.info("camera %s: %s (%s)", self.camera, state, reason)
+    def _frame(self, image, pts_ms: float) -> Frame | None:
+        now_s, now_unix_ms = time.perf_counter(), time.time() * 1000.0
+        pts_ms += self._pts_offset_ms
+        missing, not_increasing = self._monitor.observe(pts_ms)
+        if missing:
+            self.reader.count_corrupt("pts_gap", missing)
+        if not_increasing:
+            self.reader.count_corrupt("pts_not_increasing", 1)
+        self._last_pts_ms = pts_ms
+        pixels = normalize_image(image)
+        if pixels is None:
+            self.reader.count_corrupt("bad_image", 1)
+            return None
+        return Frame(self.reader.camera, self.reader.frames, pixels, pts_ms, now_s, now_unix_ms)
 
-    def _fail(self, error: str) -> None:
-        self.error = error
-        self.state = "failed"
-        log.error("camera %s: failed: %s", self.camera, error)
-        self.slots.close(self.camera)
+    def _restart(self, cap: cv2.VideoCapture) -> cv2.VideoCapture:
+        """``loop: true``: reopen the file; its PTS continue one frame interval after the last one."""
+        cap.release()
+        step_ms = self._monitor.last_step_ms or 40.0
+        self._pts_offset_ms = (self._last_pts_ms or 0.0) + step_ms
+        self.reader.loops += 1
+        log.info("camera %s: end of file, looping (%d)", self.reader.camera, self.reader.loops)
+        return open_capture(self.cfg)
+
+    def _end(self, info, session_frames: int) -> Outcome:
+        if self.reader.live:
+            waited_s = time.perf_counter() - self.phase_since_s
+            if waited_s >= 0.9 * self.cfg.read_timeout_s:
+                return "stalled", "read_timeout", f"no frame for {waited_s:.1f} s (FFmpeg read timeout)"
+            return "stalled", "stream_ended", f"stream ended after {session_frames} frames"
+        last_pts_ms = None if self._last_pts_ms is None else self._last_pts_ms - self._pts_offset_ms
+        if stopped_early(info, session_frames, last_pts_ms, self._monitor.last_step_ms):
+            return "ended", "stopped_early", (
+                f"file stopped early after {session_frames} of {info.frame_count} frames announced by its header "
+                f"({(last_pts_ms or 0) / 1000:.2f} of {info.duration_ms / 1000:.2f} s): truncated or undecodable data"
+            )
+        return "ended", "end_of_file", f"end of file after {self.reader.frames} frames"
+
+    def _lost(self, reason: str, detail: str) -> Outcome:
+        return ("stalled" if self.reader.live else "failed"), reason, detail
 
 
 def resolve_or_same(url: str) -> str:

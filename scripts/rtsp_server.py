@@ -8,6 +8,9 @@ gstreamer1.0-plugins-good, gstreamer1.0-plugins-bad), not inside the project's e
 
 The stream is the file's own H.264 packets (no re-encoding), with the file's timestamps, served to every
 client from the start. Prints ``READY rtsp://127.0.0.1:PORT/PATH`` on stdout once listening.
+
+The tests (tests/edge/conftest.py, ``RtspServer``) inject faults with signals: SIGKILL (server crash),
+SIGSTOP / SIGCONT (frozen server: connections stay open, no data), and a restart on the same port.
 """
 
 import argparse

