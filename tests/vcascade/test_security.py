@@ -235,7 +235,8 @@ def test_curve_admits_the_authorized_client_and_refuses_the_others(curve_world, 
 
 def test_authenticator_refuses_a_missing_authorized_folder(tmp_path):
     generate_keys(tmp_path, ["broker-s"])
-    security = SecurityConfig(curve=CurveConfig(enabled=True, keys_dir=str(tmp_path), authorized_dir=str(tmp_path / "no")))
+    missing = CurveConfig(enabled=True, keys_dir=str(tmp_path), authorized_dir=str(tmp_path / "no"))
+    security = SecurityConfig(curve=missing)
     ctx = zmq.Context()
     try:
         with pytest.raises(SecurityError, match=r"no: authorized keys folder does not exist"):
