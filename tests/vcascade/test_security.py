@@ -256,3 +256,16 @@ def test_unreadable_secret_names_the_file(tmp_path):
     os.chmod(tmp_path / "locked.key_secret", 0)
     with pytest.raises(SecurityError, match=r"locked\.key_secret: cannot read"):
         load_keypair(tmp_path, "locked")
+
+
+def test_keys_check_cli_reports_the_missing_file(tmp_path):
+    raw = _demo_raw()
+    raw["security"] = {"curve": {"enabled": True, "keys_dir": str(tmp_path / "keys")}}
+    config = tmp_path / "deploy.yaml"
+    config.write_text(yaml.safe_dump(raw))
+    missing = _vcascade("keys", "check", "--config", str(config), "--name", "edge-1")
+    assert missing.returncode == 1 and "edge-1.key_secret: cannot read" in missing.stderr
+    assert _vcascade("keys", "generate", str(tmp_path / "keys"), "--config", str(config)).returncode == 0
+    done = _vcascade("keys", "check", "--config", str(config))
+    assert done.returncode == 0, done.stderr
+    assert [line.split(":")[0] for line in done.stdout.splitlines()] == ["broker-1", "edge-1", "worker-1"]
