@@ -16,6 +16,8 @@ receives (``wire.Heartbeat``...) is ignored. One *edge-like* sender process per 
 
 1. **throughput**: a window of ``--window`` ROIs in flight, a new one for each answer, ``--seconds`` long;
    msgs/s = answers received / elapsed; MB/s = msgs/s x payload bytes / 1e6. Ratio = broker / proxy.
+   Also the intermediary's CPU time (user + system, /proc) per ROI round trip: less sensitive than rates to
+   other load on a shared machine, and a floor for the added latency.
 2. **added latency**: a paced sender at half of the broker's measured max rate, through each intermediary.
    The round trip of an ROI is measured at the sender (``time.perf_counter`` at send -> at its Result).
    *Added latency* at quantile q = q-quantile of the round trips through the broker - q-quantile of the round
@@ -223,7 +225,9 @@ class _Sender:
             self.receive(50)
 
     def summary(self) -> dict:
-        return {"answers": self.answers, "elapsed_s": self.t1_s - self.t0_s, "drops": self.drops, "rtt_ms": self.rtt_ms}
+        elapsed_s = self.t1_s - self.t0_s
+        return {"answers": self.answers, "sent": self.counter, "elapsed_s": elapsed_s, "drops": self.drops,
+                "rtt_ms": self.rtt_ms}
 
 
 # ---------------------------------------------------------------- orchestration
@@ -233,6 +237,12 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def _cpu_s(pid: int) -> float:
+    """User + system CPU time of process ``pid`` so far, s (Linux ``/proc/PID/stat`` fields 14-15, in ticks)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _endpoints() -> tuple[str, str]:
@@ -267,6 +277,7 @@ class Bench:
         self.endpoints = {"proxy": _endpoints(), "broker": _endpoints()}
         self._start_proxy()
         self._start_broker(folder)
+        self.pids = {"proxy": self.procs[0].pid, "broker": self.broker.pid}
         for target, (_, backend) in self.endpoints.items():
             self._spawn(run_worker, backend, f"bench-worker-{target}", target == "broker")
         self.runs = 0
@@ -291,9 +302,11 @@ class Bench:
         window = self.args.window if rate == 0 else 100_000
         args = (self.endpoints[target][0], f"r{self.runs}", seconds, window, rate, self.args.payload_kb, self.out)
         sender = self.mp.Process(target=run_sender, args=args, daemon=True)
+        cpu_before_s = _cpu_s(self.pids[target])
         sender.start()
         result = self.out.get(timeout=WARMUP_TIMEOUT_S + seconds + 30)
         sender.join(10)
+        result["cpu_us_per_roi"] = (_cpu_s(self.pids[target]) - cpu_before_s) / result["sent"] * 1e6
         return result
 
     def close(self) -> None:
@@ -317,14 +330,17 @@ def measure(args: argparse.Namespace) -> dict:
 def _measure(bench: Bench, args: argparse.Namespace) -> dict:
     payload_bytes = args.payload_kb * 1024
     rates: dict[str, list[float]] = {"proxy": [], "broker": []}
+    cpu_us: dict[str, list[float]] = {"proxy": [], "broker": []}
     for _ in range(args.reps):
         for target in ("proxy", "broker"):
             r = bench.run(target, args.seconds)
             rates[target].append(r["answers"] / r["elapsed_s"])
+            cpu_us[target].append(r["cpu_us_per_roi"])
     msgs_s = {t: statistics.median(v) for t, v in rates.items()}
-    half_rate = msgs_s["broker"] / 2
+    half_rate = msgs_s["broker"] * args.load
     rtts: dict[str, list[float]] = {"proxy": [], "broker": []}
     added: dict[int, list[float]] = {50: [], 99: []}
+    paced_cpu_us: dict[str, list[float]] = {"proxy": [], "broker": []}
     drops = 0
     for _ in range(args.reps):
         rep = {}
@@ -332,6 +348,7 @@ def _measure(bench: Bench, args: argparse.Namespace) -> dict:
             r = bench.run(target, args.seconds, rate=half_rate)
             rtts[target].extend(r["rtt_ms"])
             rep[target] = r["rtt_ms"]
+            paced_cpu_us[target].append(r["cpu_us_per_roi"])
             drops += r["drops"]
         for p in added:  # per interleaved pair: noise that hits both runs of a pair cancels
             added[p].append(_quantile(rep["broker"], p) - _quantile(rep["proxy"], p))
@@ -340,11 +357,14 @@ def _measure(bench: Bench, args: argparse.Namespace) -> dict:
         "payload_bytes": payload_bytes, "window": args.window, "seconds": args.seconds, "reps": args.reps,
         "cpus": os.cpu_count(),
         "throughput": {
-            t: {"msgs_s": msgs_s[t], "mb_s": msgs_s[t] * payload_bytes / 1e6, "reps_msgs_s": rates[t]} for t in rates
+            t: {"msgs_s": msgs_s[t], "mb_s": msgs_s[t] * payload_bytes / 1e6, "reps_msgs_s": rates[t],
+                "cpu_us_per_roi": statistics.median(cpu_us[t])}
+            for t in rates
         },
         "ratio": msgs_s["broker"] / msgs_s["proxy"],
         "latency": {
-            "rate_msgs_s": half_rate, "drops": drops,
+            "rate_msgs_s": half_rate, "load": args.load, "drops": drops,
+            "cpu_us_per_roi": {t: statistics.median(v) for t, v in paced_cpu_us.items()},
             "rtt_ms": {t: {**q[t], "n": len(rtts[t])} for t in rtts},
             "added_ms": {"p50": statistics.median(added[50]), "p99": statistics.median(added[99])},
             "added_ms_reps": {"p50": added[50], "p99": added[99]},
@@ -374,9 +394,13 @@ def print_table(res: dict) -> None:
         ("msgs/s (median of runs)", f"{tp['proxy']['msgs_s']:,.0f}", f"{tp['broker']['msgs_s']:,.0f}", None, None),
         ("MB/s (payload)", f"{tp['proxy']['mb_s']:,.1f}", f"{tp['broker']['mb_s']:,.1f}", None, None),
         ("broker / proxy", "", f"{res['ratio']:.0%}", f">= {GOAL_RATIO:.0%}", res["ratio"] >= GOAL_RATIO),
+        ("CPU per ROI and its result, us", f"{tp['proxy']['cpu_us_per_roi']:.0f}",
+         f"{tp['broker']['cpu_us_per_roi']:.0f}", None, None),
         (f"round trip p50 at {lat['rate_msgs_s']:,.0f}/s, ms", f"{rtt['proxy'][50]:.3f}", f"{rtt['broker'][50]:.3f}",
          None, None),
         ("round trip p99, ms", f"{rtt['proxy'][99]:.3f}", f"{rtt['broker'][99]:.3f}", None, None),
+        ("CPU per ROI when paced, us", f"{lat['cpu_us_per_roi']['proxy']:.0f}",
+         f"{lat['cpu_us_per_roi']['broker']:.0f}", None, None),
         ("added latency p50, ms", "", f"{added['p50']:.3f}", f"<= {GOAL_P50_MS}", added["p50"] <= GOAL_P50_MS),
         ("added latency p99, ms", "", f"{added['p99']:.3f}", f"<= {GOAL_P99_MS}", added["p99"] <= GOAL_P99_MS),
     ]  # fmt: skip
@@ -393,6 +417,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reps", type=int, default=3, help="repetitions per intermediary and mode (default 3)")
     parser.add_argument("--window", type=int, default=64, help="ROIs in flight in throughput runs (default 64)")
     parser.add_argument("--payload-kb", type=int, default=48, help="ROI payload, KiB (default 48)")
+    parser.add_argument("--load", type=float, default=0.5, help="paced rate / broker max rate (default 0.5)")
     parser.add_argument("--json", help="also write the results as JSON to this file ('-': stdout, no table)")
     args = parser.parse_args(argv)
     res = measure(args)
