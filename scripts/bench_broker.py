@@ -1,34 +1,22 @@
 #!/usr/bin/env python3
-"""Broker throughput and added latency, against a C-level ``zmq.proxy`` between the same kind of endpoints.
+"""Broker throughput and added latency, against a C-level ``zmq.proxy`` between the same endpoints.
 
-    python scripts/bench_broker.py [--seconds 2] [--reps 3] [--window 64] [--payload-kb 48] [--json FILE|-]
+    python scripts/bench_broker.py [--seconds 2] [--reps 3] [--window 64] [--load 0.5] [--json FILE|-]
 
-Two intermediaries run side by side, each in its own process on its own pair of tcp ports:
+Intermediaries, side by side on their own tcp ports: ``zmq.proxy(ROUTER, DEALER)`` in a process, and the real
+``vcascade broker`` in a subprocess. The same clients drive both: an edge-like DEALER sender per run (real
+``wire.Roi`` headers + ``--payload-kb`` payload) and one worker-like DEALER per intermediary that answers each
+ROI with a ``wire.Result`` at once, re-sends ``wire.Ready`` every second to the broker and ignores the rest.
 
-* ``proxy``: ``zmq.proxy(ROUTER frontend, DEALER backend)``, the fastest forwarding ZeroMQ can do (C loop, no
-  decoding, no policy);
-* ``broker``: ``vcascade broker`` (the real CLI in a subprocess, ``broker.server.run_broker``).
+1. throughput: ``--window`` ROIs in flight; msgs/s = results / s; MB/s = msgs/s x payload / 1e6; ratio =
+   broker / proxy; plus the intermediary's CPU time per ROI round trip (``/proc``, robust to other load).
+2. added latency at quantile q: q-quantile of sender-measured round trips (send -> Result) through the
+   broker minus that through the proxy, both paced at ``--load`` x the broker's max rate; both paths cross
+   the same tcp hops and worker, so the difference is the broker's own work. Taken per interleaved pair of
+   runs, median over pairs.
 
-The same client code drives both. One *worker-like* process per intermediary (DEALER) answers each ROI with a
-``wire.Result`` at once and, for the broker, re-sends ``wire.Ready(credits)`` every second; anything else it
-receives (``wire.Heartbeat``...) is ignored. One *edge-like* sender process per run (DEALER) sends real
-``wire.Roi`` headers with a ``--payload-kb`` payload:
-
-1. **throughput**: a window of ``--window`` ROIs in flight, a new one for each answer, ``--seconds`` long;
-   msgs/s = answers received / elapsed; MB/s = msgs/s x payload bytes / 1e6. Ratio = broker / proxy.
-   Also the intermediary's CPU time (user + system, /proc) per ROI round trip: less sensitive than rates to
-   other load on a shared machine, and a floor for the added latency.
-2. **added latency**: a paced sender at half of the broker's measured max rate, through each intermediary.
-   The round trip of an ROI is measured at the sender (``time.perf_counter`` at send -> at its Result).
-   *Added latency* at quantile q = q-quantile of the round trips through the broker - q-quantile of the round
-   trips through the proxy, same rate, same clients: both paths cross the same two tcp hops and the same
-   worker, so the difference is what the broker's Python loop adds (decode, queue, dispatch, hop account,
-   result re-encode). It is computed per interleaved (proxy, broker) pair of runs and the median over the
-   pairs is reported, so a burst of load from elsewhere that hits one pair does not decide the result.
-
-Runs are interleaved (proxy, broker, proxy, broker, ...) so that load from other users of a shared machine
-falls on both alike; the median of the repetitions is reported. Goals (issue 4): ratio >= 35 %, added
-latency p50 <= 0.3 ms and p99 <= 1 ms.
+Runs alternate proxy, broker, proxy, broker... so load from other users falls on both alike. Goals (issue 4):
+ratio >= 35 %, added p50 <= 0.3 ms, p99 <= 1 ms. Method and numbers: docs/BENCHMARKS.md.
 """
 
 from __future__ import annotations
@@ -114,7 +102,7 @@ def _answer(sock: zmq.Socket, frames: list[zmq.Frame], name: str) -> None:
 def run_sender(frontend: str, run_id: str, seconds: float, window: int, rate: float, payload_kb: int, out) -> None:
     """Edge-like DEALER. ``rate == 0``: keep ``window`` in flight (throughput); else send ``rate`` ROIs/s.
 
-    Puts ``{"answers", "elapsed_s", "drops", "rtt_ms": [...]}`` (round trips of answers within the run) on ``out``.
+    Puts ``{"answers", "sent", "elapsed_s", "drops", "rtt_ms": [...]}`` (round trips within the run) on ``out``.
     """
     ctx = zmq.Context()
     sock = make_socket(ctx, zmq.DEALER)
@@ -187,15 +175,15 @@ class _Sender:
             raise RuntimeError(f"no answer through {self.sock.LAST_ENDPOINT.decode()} in {WARMUP_TIMEOUT_S} s")
 
     def windowed(self, seconds: float, window: int) -> None:
-        self._start()
+        self.measuring, self.t0_s = True, time.perf_counter()
         while time.perf_counter() < self.t0_s + seconds:
             while len(self.sent_s) < window:
                 self.send()
             self.receive(100)
-        self._stop()
+        self.measuring, self.t1_s = False, time.perf_counter()
 
     def paced(self, seconds: float, rate: float, window: int) -> None:
-        self._start()
+        self.measuring, self.t0_s = True, time.perf_counter()
         interval_s, next_s = 1.0 / rate, self.t0_s
         while next_s < self.t0_s + seconds:
             now_s = time.perf_counter()
@@ -210,14 +198,7 @@ class _Sender:
             else:
                 self.receive(0)
                 time.sleep(max(0.0, next_s - time.perf_counter()))
-        self._stop()
-
-    def _start(self) -> None:
-        self.measuring, self.t0_s = True, time.perf_counter()
-
-    def _stop(self) -> None:
-        self.t1_s = time.perf_counter()
-        self.measuring = False
+        self.measuring, self.t1_s = False, time.perf_counter()
 
     def drain(self) -> None:
         deadline_s = time.perf_counter() + DRAIN_S
@@ -226,8 +207,7 @@ class _Sender:
 
     def summary(self) -> dict:
         elapsed_s = self.t1_s - self.t0_s
-        return {"answers": self.answers, "sent": self.counter, "elapsed_s": elapsed_s, "drops": self.drops,
-                "rtt_ms": self.rtt_ms}
+        return dict(answers=self.answers, sent=self.counter, elapsed_s=elapsed_s, drops=self.drops, rtt_ms=self.rtt_ms)
 
 
 # ---------------------------------------------------------------- orchestration
