@@ -42,6 +42,11 @@ PUBLIC_SUFFIX, SECRET_SUFFIX = ".key", ".key_secret"
 Z85_KEY_CHARS = 40
 """Length of a Z85-encoded 32-byte Curve25519 key (ZeroMQ RFC 32: 5 characters per 4 bytes)."""
 
+CURVE_OVERHEAD_BYTES = 33
+"""Bytes a CURVE MESSAGE command adds to each frame: ``\\x07MESSAGE`` (8), nonce (8), box MAC (16), flags (1)
+(RFC 26, "The MESSAGE Command"). libzmq applies ``MAXMSGSIZE`` to the encrypted frame, so over CurveZMQ the
+largest deliverable part is ``MAX_MESSAGE_BYTES - CURVE_OVERHEAD_BYTES`` (checked in test_security.py)."""
+
 FAILURE_REASONS = {
     zmq.EVENT_HANDSHAKE_FAILED_AUTH: "unauthorized",
     zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL: "protocol",

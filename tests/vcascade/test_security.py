@@ -18,6 +18,7 @@ from prometheus_client import REGISTRY
 from vcascade.config import ConfigError, CurveConfig, Deployment, SecurityConfig, load_config
 from vcascade.keys import generate_keys
 from vcascade.security import (
+    CURVE_OVERHEAD_BYTES,
     SecurityError,
     check_keys,
     load_keypair,
@@ -27,7 +28,7 @@ from vcascade.security import (
     start_authenticator,
     watch_auth_failures,
 )
-from vcascade.sockets import make_socket
+from vcascade.sockets import MAX_MESSAGE_BYTES, make_socket
 
 REPO = Path(__file__).resolve().parents[2]
 DEMO = REPO / "configs" / "demo.yaml"
@@ -160,8 +161,10 @@ class _Server:
         self.sock.bind(endpoint)
         self.clients: list[zmq.Socket] = []
 
-    def client(self, security: SecurityConfig, name: str, server_name: str, endpoint: str) -> zmq.Socket:
-        sock = make_socket(self.ctx, zmq.DEALER, identity=name)
+    def client(
+        self, security: SecurityConfig, name: str, server_name: str, endpoint: str, identity: str | None = None
+    ) -> zmq.Socket:
+        sock = make_socket(self.ctx, zmq.DEALER, identity=identity or name)
         secure_client(sock, security, name, server_name)
         sock.connect(endpoint)
         self.clients.append(sock)
@@ -229,6 +232,25 @@ def test_curve_admits_the_authorized_client_and_refuses_the_others(curve_world, 
 
         _assert_served(server, good, b"still served")
         assert server.monitor.counts["unauthorized"] >= 1 and server.monitor.counts["protocol"] >= 2
+    finally:
+        server.close()
+
+
+def test_oversized_message_over_curve_is_refused_and_the_next_client_served(curve_world, free_port):
+    endpoint = f"tcp://127.0.0.1:{free_port()}"
+    server = _Server(curve_world, endpoint, "curve-size")
+    try:
+        largest = MAX_MESSAGE_BYTES - CURVE_OVERHEAD_BYTES  # MAXMSGSIZE applies to the encrypted frame
+        big = server.client(curve_world, "edge-ok", "broker-s", endpoint)
+        big.send(bytes(largest + 1))
+        assert server.recv(SILENCE_S + 3) is None, "an oversized message was delivered"
+        big.close(linger=0)
+        # another routing id: ROUTER ignores a second peer with an id still held by a connection it knows
+        good = server.client(curve_world, "edge-ok", "broker-s", endpoint, identity="edge-ok-2")
+        good.send(bytes(largest))
+        got = server.recv(WAIT_S)
+        assert got is not None and len(got[1]) == largest
+        _assert_served(server, good, b"small")
     finally:
         server.close()
 
