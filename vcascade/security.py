@@ -240,14 +240,18 @@ def auth_failures_counter(component: str) -> Counter:
         if component not in _COUNTERS:
             _COUNTERS[component] = Counter(
                 f"vcascade_{component}_auth_failures_total",
-                "CurveZMQ handshakes refused by libzmq (the peer got nothing through), by reason.",
+                "CurveZMQ handshakes that failed on this socket (nothing got through), by reason.",
                 [component, "reason"],
             )
         return _COUNTERS[component]
 
 
 class AuthFailureMonitor:
-    """Counts refused handshakes on one socket from a daemon thread reading the socket's monitor.
+    """Counts failed handshakes on one socket from a daemon thread reading the socket's monitor.
+
+    On a broker (server) socket these are clients it refused; on an edge or worker (client) socket, a broker
+    that refused this client's key (``unauthorized``) or one that does not hold the pinned key (``no_detail``:
+    the server just closes the connection).
 
     Create it in the socket's owning thread, before bind/connect. It stops by itself when the socket is
     closed (libzmq sends ``EVENT_MONITOR_STOPPED``) or on :meth:`stop`.
@@ -297,7 +301,7 @@ class AuthFailureMonitor:
         self.counts[reason] += 1
         self._metric.labels(self._name, reason).inc()
         level = logging.WARNING if self.counts[reason] == 1 else logging.DEBUG  # no log line per attempt
-        log.log(level, "%s %s: refused a CurveZMQ handshake (%s, code %d)", self._component, self._name, reason, value)
+        log.log(level, "%s %s: CurveZMQ handshake failed (%s, code %d)", self._component, self._name, reason, value)
 
 
 def watch_auth_failures(sock: zmq.Socket, component: str, name: str) -> AuthFailureMonitor:

@@ -236,6 +236,23 @@ def test_curve_admits_the_authorized_client_and_refuses_the_others(curve_world, 
         server.close()
 
 
+def test_a_refused_client_counts_its_own_failures(curve_world, free_port):
+    endpoint = f"tcp://127.0.0.1:{free_port()}"
+    server = _Server(curve_world, endpoint, "curve-client-side")
+    try:
+        rogue = make_socket(server.ctx, zmq.DEALER, identity="edge-rogue")
+        secure_client(rogue, curve_world, "edge-rogue", "broker-s")
+        monitor = watch_auth_failures(rogue, "edge", "edge-rogue")
+        rogue.connect(endpoint)
+        server.clients.append(rogue)
+        rogue.send(b"let me in")
+        assert _wait_for(lambda: monitor.counts["unauthorized"] >= 1), dict(monitor.counts)
+        labels = {"edge": "edge-rogue", "reason": "unauthorized"}
+        assert REGISTRY.get_sample_value("vcascade_edge_auth_failures_total", labels) >= 1
+    finally:
+        server.close()
+
+
 def test_oversized_message_over_curve_is_refused_and_the_next_client_served(curve_world, free_port):
     endpoint = f"tcp://127.0.0.1:{free_port()}"
     server = _Server(curve_world, endpoint, "curve-size")
