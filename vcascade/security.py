@@ -83,13 +83,19 @@ def load_keypair(keys_dir: str | Path, name: str) -> Keypair:
     """Load ``keys_dir/NAME.key_secret``.
 
     Raises:
-        SecurityError: the file is missing, unreadable, or lacks a well-formed public or secret key.
+        SecurityError: the file is missing, unreadable, lacks a well-formed public or secret key, or its
+            public key is not the secret key's. A file readable by others is only logged (WARNING).
     """
     _, path = key_files(keys_dir, name)
     public, secret = _load(path)
     if secret is None:
         raise SecurityError(f"{path}: no secret-key in this file (expected the NAME.key_secret certificate)")
-    return Keypair(public, _checked(secret, path, "secret-key"))
+    secret = _checked(secret, path, "secret-key")
+    if zmq.curve_public(secret) != public:
+        raise SecurityError(f"{path}: public-key does not belong to secret-key (file edited or mixed up)")
+    if path.stat().st_mode & 0o077:
+        log.warning("%s: secret key file is readable by other users (chmod 600 it)", path)
+    return Keypair(public, secret)
 
 
 def load_public_key(keys_dir: str | Path, name: str) -> bytes:

@@ -90,6 +90,13 @@ def test_load_errors_name_the_file(tmp_path):
     (tmp_path / "short.key").write_text('curve\n    public-key = "abc"\n')
     with pytest.raises(SecurityError, match=r"short\.key: malformed public-key"):
         load_public_key(tmp_path, "short")
+    generate_keys(tmp_path, ["other"])
+    other_public = load_public_key(tmp_path, "other").decode()
+    good_public = load_public_key(tmp_path, "good").decode()
+    mixed = (tmp_path / "good.key_secret").read_text().replace(good_public, other_public)
+    (tmp_path / "mixed.key_secret").write_text(mixed)
+    with pytest.raises(SecurityError, match=r"mixed\.key_secret: public-key does not belong to secret-key"):
+        load_keypair(tmp_path, "mixed")
     shutil.copy(tmp_path / "good.key", tmp_path / "public-only.key_secret")
     with pytest.raises(SecurityError, match=r"public-only\.key_secret: no secret-key"):
         load_keypair(tmp_path, "public-only")
