@@ -29,6 +29,8 @@ SECTIONS = [
     ("`recognizers.<name>` with `type: torch`", config.TorchRecognizerConfig),
     ("`recognizers.<name>.head` with `type: embedding`", config.EmbeddingHeadConfig),
     ("`workers.<name>`", config.WorkerConfig),
+    ("`security`", config.SecurityConfig),
+    ("`security.curve`", config.CurveConfig),
 ]
 
 

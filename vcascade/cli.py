@@ -3,6 +3,9 @@
     vcascade check FILE                                   validate a deployment file
     vcascade run FILE [--model-dir DIR]                   run every component locally, print the summary
     vcascade edge|broker|worker --config FILE --name NAME one component (multi-host deployments)
+    vcascade keys generate DIR [--config FILE] [--name NAME ...] [--force]
+                                                          CurveZMQ keypairs, one per component
+    vcascade keys check --config FILE [--name NAME ...]   load the key files each component needs
 
 Exit codes: 0 success, 1 run-time failure (a process failed, an ROI unaccounted, a model unavailable),
 2 invalid configuration or usage (one message per problem, no traceback).
@@ -57,7 +60,63 @@ def _parser() -> argparse.ArgumentParser:
         if kind == "edge":
             _model_dir_option(one)
         one.set_defaults(handler=_one, kind=kind)
+    _keys_parser(sub)
     return parser
+
+
+def _keys_parser(sub: argparse._SubParsersAction) -> None:
+    keys = sub.add_parser("keys", help="CurveZMQ key files (README, section Security)")
+    keys_sub = keys.add_subparsers(dest="keys_command", required=True)
+    gen = keys_sub.add_parser("generate", help="write NAME.key and NAME.key_secret (mode 0600) per component")
+    gen.add_argument("dir", type=Path, help="output folder (created, mode 0700)")
+    gen.add_argument("--config", type=Path, help="one keypair per broker, edge and worker of this file")
+    gen.add_argument("--name", action="append", default=[], help="a component name (repeatable)")
+    gen.add_argument("--force", action="store_true", help="replace existing key files")
+    gen.set_defaults(handler=_keys_generate)
+    check = keys_sub.add_parser("check", help="load the key files each component of the file needs on this host")
+    check.add_argument("--config", type=Path, required=True)
+    check.add_argument("--name", action="append", default=[], help="component to check (default: all)")
+    check.set_defaults(handler=_keys_check)
+
+
+def _keys_generate(args: argparse.Namespace) -> int:
+    from vcascade.keys import KeysExist, component_names, generate_keys
+
+    names = [*(component_names(load_config(args.config)) if args.config else []), *args.name]
+    if not names:
+        print("vcascade keys generate: give --config FILE or --name NAME", file=sys.stderr)
+        return EXIT_CONFIG
+    try:
+        written = generate_keys(args.dir, list(dict.fromkeys(names)), force=args.force)
+    except (KeysExist, ValueError) as exc:
+        print(f"vcascade keys generate: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    except OSError as exc:
+        print(f"vcascade keys generate: {args.dir}: {exc.strerror or exc}", file=sys.stderr)
+        return EXIT_FAILURE
+    for secret in written:
+        print(f"{secret.with_suffix('.key')}  {secret}")
+    return 0
+
+
+def _keys_check(args: argparse.Namespace) -> int:
+    from vcascade.keys import component_names
+    from vcascade.security import SecurityError, check_keys
+
+    dep = load_config(args.config)
+    if not dep.security.curve.enabled:
+        print(f"{args.config}: security.curve.enabled is false: no key files needed")
+        return 0
+    failed = 0
+    for name in args.name or component_names(dep):
+        try:
+            files = check_keys(dep, name)
+        except (SecurityError, KeyError) as exc:
+            print(f"{name}: {exc}", file=sys.stderr)
+            failed += 1
+        else:
+            print(f"{name}: OK ({', '.join(map(str, files))})")
+    return EXIT_FAILURE if failed else 0
 
 
 def _model_dir_option(parser: argparse.ArgumentParser) -> None:

@@ -11,6 +11,7 @@ located at start-up by :mod:`vcascade.models`, not here).
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 from pathlib import Path
@@ -202,6 +203,39 @@ class WorkerConfig(_Base):
     metrics_port: Port = Field(description="Port serving Prometheus /metrics for this process.")
 
 
+# ---------------------------------------------------------------- security
+
+
+class CurveConfig(_Base):
+    """CurveZMQ encryption and authentication of the tcp links between brokers and their edges and workers.
+
+    Key files are made by ``vcascade keys generate DIR``: ``NAME.key`` (public) and ``NAME.key_secret``
+    (secret, mode 0600) per component name. Each host holds only its own ``NAME.key_secret`` and the public
+    ``BROKER.key`` of the brokers it connects to; a broker holds the public keys of the clients it accepts.
+    """
+
+    enabled: bool = Field(False, description="Encrypt and authenticate every broker link with CurveZMQ.")
+    keys_dir: str = Field(
+        "keys",
+        description="Folder with this host's `NAME.key_secret` and the brokers' public `BROKER.key` files "
+        "(relative paths: to the working directory).",
+    )
+    authorized_dir: str | None = Field(
+        None,
+        description="Broker side: folder whose `*.key` public keys are the edges and workers allowed to connect "
+        "(None: every `*.key` in `keys_dir`).",
+    )
+
+
+class SecurityConfig(_Base):
+    """Transport security of the deployment (README, section Security)."""
+
+    curve: CurveConfig = Field(CurveConfig(), description="CurveZMQ on the broker links.")
+    allow_plaintext_remote: bool = Field(
+        False, description="Allow a broker to bind a non-loopback address with CurveZMQ disabled (trusted networks)."
+    )
+
+
 # ---------------------------------------------------------------- deployment
 
 
@@ -214,6 +248,7 @@ class Deployment(_Base):
     brokers: dict[Name, BrokerConfig] = Field(min_length=1, description="Broker processes by name.")
     workers: dict[Name, WorkerConfig] = Field(min_length=1, description="Center worker processes by name.")
     recognizers: dict[Name, RecognizerConfig] = Field(min_length=1, description="Recognition models by name.")
+    security: SecurityConfig = Field(SecurityConfig(), description="Transport security (CurveZMQ).")
 
     def cameras_of(self, edge: str) -> dict[str, CameraConfig]:
         """The cameras read by one edge, by name."""
@@ -339,6 +374,7 @@ def _check_references(dep: Deployment) -> list[str]:
             if not re.fullmatch(r"cpu|cuda(:\d+)?", device):
                 problems.append(f"workers.{name}.devices[{i}] = {device!r}: expected `cpu` or `cuda:N`")
     problems.extend(_check_ports(dep))
+    problems.extend(_check_security(dep))
     return problems
 
 
@@ -385,3 +421,29 @@ def _check_ports(dep: Deployment) -> list[str]:
         if other != key:
             problems.append(f"{key} = {port}: expected a port not already used by {other}")
     return problems
+
+
+def _check_security(dep: Deployment) -> list[str]:
+    """A broker reachable from other hosts must not speak plaintext unless the file says so explicitly."""
+    if dep.security.curve.enabled or dep.security.allow_plaintext_remote:
+        return []
+    problems = []
+    for name, broker in dep.brokers.items():
+        address = broker.bind or broker.host
+        if not _is_loopback(address):
+            key = "bind" if broker.bind else "host"
+            problems.append(
+                f"brokers.{name}.{key} = {address!r}: expected a loopback address while security.curve.enabled is "
+                "false (enable CurveZMQ, or set security.allow_plaintext_remote: true on a trusted network)"
+            )
+    return problems
+
+
+def _is_loopback(host: str) -> bool:
+    """True for ``localhost`` and loopback IP literals; ``*``, other names and addresses are remote."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
