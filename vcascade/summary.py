@@ -45,7 +45,7 @@ def summary_tables(snapshots: Snapshots, elapsed_s: float) -> list[Table]:
         ok = c["sent"] == c["results"] + dropped
         drops = ", ".join(f"{r} {n}" for r, n in sorted(c["drops"].items())) or "0"
         cams.add_row(
-            name, c["state"] if not c.get("error") else f"failed: {c['error']}", str(c["frames"]), str(c["sent"]),
+            name, c["state"] if not c.get("error") else f"{c['state']}: {c['error']}", str(c["frames"]), str(c["sent"]),
             str(c["results"]), drops, "yes" if ok else "NO",
             f"{c['p50_ms']:.0f}" if c["p50_ms"] is not None else "-",
             f"{c['p99_ms']:.0f}" if c["p99_ms"] is not None else "-",
