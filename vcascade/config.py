@@ -33,6 +33,45 @@ class _Base(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+# ---------------------------------------------------------------- tracking and ROI policy
+
+
+class TrackerConfig(_Base):
+    """ByteTrack settings (Roboflow ``trackers.ByteTrackTracker``; defaults from the ByteTrack reference code)."""
+
+    high_score: float = Field(
+        0.5, gt=0, le=1, description="Detections at or above this score are matched first; lower ones only revive tracks."
+    )
+    new_track_score: float = Field(0.6, gt=0, le=1, description="A detection this sure may start a new track.")
+    min_iou: float = Field(0.1, gt=0, le=1, description="Box IoU below which a detection never matches a track.")
+    min_hits: int = Field(
+        2, ge=1, le=100, description="Frames a new track must be matched in before it gets an id (1 and 2 act alike)."
+    )
+    lost_track_s: float = Field(1.0, gt=0, le=600, description="Stream seconds a lost track is kept for re-matching.")
+
+
+class RoiPolicyConfig(_Base):
+    """Which detections become ROIs (docs/DESIGN.md, "Tracking and ROI policy")."""
+
+    mode: Literal["track", "every_detection"] = Field(
+        "track", description="`track`: send a track once, then on refresh or a better crop; `every_detection`: send all."
+    )
+    refresh_s: float = Field(10.0, ge=0, description="Resend a track's crop after this many stream seconds (0: never).")
+    better_area_ratio: float = Field(
+        1.5, gt=1, description="Resend when the box area reaches this multiple of the last sent one (score not lower)."
+    )
+    better_score_margin: float = Field(
+        0.15, gt=0, le=1, description="Resend when the score beats the last sent one by this much (area not smaller)."
+    )
+    classes: list[str] | None = Field(None, min_length=1, description="COCO class names to send (None: all detected).")
+    min_score: float = Field(0.0, ge=0, le=1, description="Detections scoring lower are not sent.")
+    max_size_px: int | None = Field(None, ge=1, description="Detections wider or higher than this are not sent.")
+    emit_tracked: bool = Field(
+        True, description="Write a `tracked` line (with the track's last identity) for each detection not sent."
+    )
+    tracker: TrackerConfig = Field(TrackerConfig(), description="Tracker settings.")
+
+
 # ---------------------------------------------------------------- cameras
 
 
@@ -43,6 +82,7 @@ class CameraConfig(_Base):
     edge: Name = Field(description="Name of the edge (key under `edges`) that reads this camera.")
     rtsp_transport: Literal["tcp", "udp"] = Field("tcp", description="RTSP transport (rtsp:// URLs only).")
     max_frames: int | None = Field(None, ge=1, description="Stop after this many decoded frames (None: to the end).")
+    roi_policy: RoiPolicyConfig | None = Field(None, description="Overrides the edge's `roi.policy` for this camera.")
 
 
 # ---------------------------------------------------------------- edge
@@ -68,6 +108,7 @@ class RoiConfig(_Base):
     min_size_px: int = Field(16, ge=1, le=4096, description="Detections whose box is narrower or shorter are not sent.")
     jpeg_quality: int = Field(90, ge=1, le=100, description="JPEG quality of the encoded crop.")
     ttl_ms: float = Field(0.0, ge=0, description="Deadline: max ms an ROI may wait before compute (0: none).")
+    policy: RoiPolicyConfig = Field(RoiPolicyConfig(), description="Tracking and which detections are sent.")
 
 
 class JsonlSinkConfig(_Base):
@@ -188,6 +229,11 @@ class Deployment(_Base):
         """The cameras read by one edge, by name."""
         return {name: cam for name, cam in self.cameras.items() if cam.edge == edge}
 
+    def roi_policy_of(self, camera: str) -> RoiPolicyConfig:
+        """The ROI policy of one camera: its own ``roi_policy``, else its edge's ``roi.policy``."""
+        cam = self.cameras[camera]
+        return cam.roi_policy or self.edges[cam.edge].roi.policy
+
 
 class ConfigError(Exception):
     """The deployment file is unreadable or invalid. ``str()`` is the user-facing message, one problem a line.
@@ -292,6 +338,13 @@ def _check_references(dep: Deployment) -> list[str]:
         for i, cls in enumerate(edge.detector.classes or []):
             if cls not in COCO_CLASSES:
                 problems.append(f"edges.{name}.detector.classes[{i}] = {cls!r}: expected a COCO class name")
+        for i, cls in enumerate(edge.roi.policy.classes or []):
+            if cls not in COCO_CLASSES:
+                problems.append(f"edges.{name}.roi.policy.classes[{i}] = {cls!r}: expected a COCO class name")
+    for name, cam in dep.cameras.items():
+        for i, cls in enumerate(cam.roi_policy.classes if cam.roi_policy and cam.roi_policy.classes else []):
+            if cls not in COCO_CLASSES:
+                problems.append(f"cameras.{name}.roi_policy.classes[{i}] = {cls!r}: expected a COCO class name")
     for name, worker in dep.workers.items():
         for i, broker in enumerate(worker.brokers):
             if broker not in dep.brokers:
