@@ -28,3 +28,11 @@ HOP_SECONDS = Histogram(
     ["edge", "camera", "hop"],
     buckets=LATENCY_BUCKETS_S,
 )
+ROIS_SUPPRESSED = Counter(
+    "vcascade_edge_rois_suppressed_total",
+    "Detections not sent by the ROI policy, by reason (class, size, score, tentative, sent_recently).",
+    ["edge", "camera", "reason"],
+)
+TRACKED_LINES = Counter(
+    "vcascade_edge_tracked_lines_total", "`tracked` output lines (followed detections not sent).", ["edge", "camera"]
+)
