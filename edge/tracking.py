@@ -12,6 +12,8 @@ the camera's tracking afresh (ids keep increasing: they are never reused within 
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import supervision as sv
 from trackers import ByteTrackTracker
@@ -57,7 +59,8 @@ class CameraTracker:
 
         Args:
             detections: the frame's detections (any ``track_id`` they carry is ignored).
-            stream_ts_ms: the frame's PTS, ms; must increase from frame to frame (a decrease resets tracking).
+            stream_ts_ms: the frame's PTS, ms; must increase from frame to frame (a decrease resets tracking;
+                a NaN or infinite value leaves the frame untracked).
 
         Returns:
             The same rows in the same order, with ``track_id`` (int64) set: an id >= 0 for rows matched to
@@ -65,6 +68,8 @@ class CameraTracker:
             matches, or a low-score detection that matched nothing).
         """
         ts_s = stream_ts_ms / 1000.0
+        if not math.isfinite(ts_s):  # no usable PTS: leave tracks untouched, nothing is tracked on this frame
+            return Detections(detections.xyxy, detections.score, detections.class_id)
         if self._last_ts_s is not None and ts_s < self._last_ts_s:
             self._restart()
         self._last_ts_s = ts_s

@@ -81,3 +81,14 @@ def test_clock_going_backwards_restarts_without_reusing_ids(clip):
     assert tracker.resets == 1
     assert again and not (again & seen), "ids after a restart must not collide with earlier ones"
     assert len(again) == len(seen), "the same frames give the same number of tracks"
+
+
+def test_frame_without_usable_pts_is_left_untracked(clip):
+    tracker = CameraTracker(TrackerConfig())
+    run(tracker, clip[:8])
+    alive = tracker.alive_ids()
+    ts, dets = clip[8]
+    out = tracker.update(dets, float("nan"))
+    assert len(out) == len(dets) and (out.track_id == -1).all()
+    assert tracker.alive_ids() == alive and tracker.resets == 0
+    assert (tracker.update(dets, ts).track_id >= 0).any(), "tracking goes on with the next good PTS"
