@@ -1,5 +1,7 @@
 """The ROI policy on hand-made sequences of tracked detections: filters, first send, refresh, better crop."""
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -138,3 +140,20 @@ def test_config_rejects_policies_that_would_resend_every_frame():
         RoiPolicyConfig(better_area_ratio=1.0)
     with pytest.raises(ValidationError):
         RoiPolicyConfig(better_score_margin=0.0)
+
+
+def test_camera_overrides_its_edges_policy_and_classes_are_checked(tmp_path):
+    import yaml
+
+    from vcascade.config import ConfigError, load_config
+
+    data = yaml.safe_load((Path(__file__).resolve().parents[2] / "configs" / "demo.yaml").read_text())
+    data["cameras"]["street-2"]["roi_policy"] = {"mode": "every_detection"}
+    path = tmp_path / "deploy.yaml"
+    path.write_text(yaml.safe_dump(data))
+    dep = load_config(path)
+    assert dep.roi_policy_of("street-1").mode == "track" and dep.roi_policy_of("street-2").mode == "every_detection"
+    data["edges"]["edge-1"]["roi"]["policy"]["classes"] = ["person", "unicorn"]
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(ConfigError, match=r"edges.edge-1.roi.policy.classes\[1\] = 'unicorn'"):
+        load_config(path)
