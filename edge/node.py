@@ -83,7 +83,9 @@ class EdgeNode:
         detections = self.detector(frame.image)
         return detections, detect_start_s, time.perf_counter()
 
-    def handle_detections(self, frame: Frame, detections: Detections, detect_start_s: float, detect_end_s: float) -> int:
+    def handle_detections(
+        self, frame: Frame, detections: Detections, detect_start_s: float, detect_end_s: float
+    ) -> int:
         """Track one frame's detections, submit the ROIs the policy sends, write ``tracked`` lines for the rest.
 
         Args:

@@ -40,7 +40,7 @@ class TrackerConfig(_Base):
     """ByteTrack settings (Roboflow ``trackers.ByteTrackTracker``; defaults from the ByteTrack reference code)."""
 
     high_score: float = Field(
-        0.5, gt=0, le=1, description="Detections at or above this score are matched first; lower ones only revive tracks."
+        0.5, gt=0, le=1, description="Detections this sure are matched first; less sure ones only keep tracks alive."
     )
     new_track_score: float = Field(0.6, gt=0, le=1, description="A detection this sure may start a new track.")
     min_iou: float = Field(0.1, gt=0, le=1, description="Box IoU below which a detection never matches a track.")
@@ -51,10 +51,10 @@ class TrackerConfig(_Base):
 
 
 class RoiPolicyConfig(_Base):
-    """Which detections become ROIs (docs/DESIGN.md, "Tracking and ROI policy")."""
+    """Which detections become ROIs (the rules: edge/roi_policy.py; README, "Tracking and ROI policy")."""
 
     mode: Literal["track", "every_detection"] = Field(
-        "track", description="`track`: send a track once, then on refresh or a better crop; `every_detection`: send all."
+        "track", description="`track`: send a track once, then on refresh or a better crop; `every_detection`: all."
     )
     refresh_s: float = Field(10.0, ge=0, description="Resend a track's crop after this many stream seconds (0: never).")
     better_area_ratio: float = Field(
