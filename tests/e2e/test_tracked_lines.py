@@ -2,7 +2,8 @@
 detections not sent get `tracked` lines with the identity the center returned for their track.
 
 Real processes (`vcascade run`): edge with YOLOX-nano and ByteTrack, broker, worker with the MobileNetV2
-embedder, on 80 frames of bikes.mp4 (detections start near frame 25).
+embedder, on the whole of bikes.mp4 (250 frames; detections start near frame 25). The whole clip, because a
+result must come back while its track is still in view, and a loaded CI machine may take a second or two.
 """
 
 from __future__ import annotations
@@ -19,13 +20,11 @@ import yaml
 pytestmark = pytest.mark.e2e
 
 REPO = Path(__file__).resolve().parents[2]
-FRAMES = 80
 
 
 def _deployment(tmp_path: Path, free_port) -> Path:
     data = yaml.safe_load((REPO / "configs" / "demo.yaml").read_text())
     del data["cameras"]["street-2"]
-    data["cameras"]["street-1"]["max_frames"] = FRAMES
     edge = data["edges"]["edge-1"]
     edge["roi"]["policy"] = {"mode": "track", "refresh_s": 60, "emit_tracked": True}
     edge["sinks"] = [{"type": "jsonl", "path": str(tmp_path / "results.jsonl"), "mode": "truncate"}]
@@ -63,11 +62,14 @@ def test_tracked_lines_carry_track_ids_and_cached_identities(tmp_path, free_port
         if line["status"] == "ok":
             results_by_track[line["track_id"]].append(line)
     assert results_by_track
-    assert all(len(v) <= 3 for v in results_by_track.values()), "a track is sent once (plus a few better crops)"
+    assert len(rois) <= 2 * len(results_by_track), "a track is sent once, plus a few better crops"
 
     ok_by_roi = {line["roi_id"]: line for line in rois if line["status"] == "ok"}
     with_identity = [line for line in tracked if line["identity_id"] is not None]
-    assert with_identity, "results must reach the identity cache and be attached to later detections"
+    assert with_identity, (
+        f"no tracked line got an identity: {len(tracked)} tracked lines, results for tracks "
+        f"{ {t: [r['frame_seq'] for r in v] for t, v in results_by_track.items()} }"
+    )
     for line in with_identity:
         source = ok_by_roi[line["identity_roi_id"]]
         assert source["track_id"] == line["track_id"] and source["identity_id"] == line["identity_id"]
