@@ -30,6 +30,7 @@ class PendingRoi:
 
     ``roi`` is the header as created (detection, camera, stream timestamp; ``ttl_ms`` is filled in at send
     time). Times are ``time.perf_counter()`` seconds on the edge; ``sent_s`` is set when it goes on the socket.
+    ``send_reason`` is why the ROI policy sent it (``first``, ``refresh``, ``better``, ``every_detection``).
     """
 
     roi: Roi
@@ -38,6 +39,7 @@ class PendingRoi:
     detect_end_s: float
     encoded_s: float
     sent_s: float = 0.0
+    send_reason: str = ""
 
     @property
     def roi_id(self) -> str:
@@ -56,6 +58,7 @@ class PendingRoi:
                 roi.camera, roi.frame_seq, roi.stream_ts_ms, roi.capture_unix_ms, roi.xyxy, roi.class_id, roi.score,
                 roi.track_id,
             ),
+            "send_reason": self.send_reason or None,
         }
 
 

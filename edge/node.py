@@ -107,8 +107,9 @@ class EdgeNode:
         for decision in decisions:
             if not decision.send:
                 self._suppressed(frame, tracked, decision, cam.emit_tracked)
-        sent = tracked[np.array([d.index for d in decisions if d.send], dtype=np.int64)]
-        return self._submit(frame, sent, detect_start_s, detect_end_s)
+        sent_decisions = [d for d in decisions if d.send]
+        sent = tracked[np.array([d.index for d in sent_decisions], dtype=np.int64)]
+        return self._submit(frame, sent, [d.reason for d in sent_decisions], detect_start_s, detect_end_s)
 
     def _suppressed(self, frame: Frame, tracked: Detections, decision: Decision, emit_tracked: bool) -> None:
         """Count a detection the policy did not send; write its ``tracked`` line when it is a followed one."""
@@ -124,8 +125,13 @@ class EdgeNode:
         self.link.publish(record)
         metrics.TRACKED_LINES.labels(self.name, frame.camera).inc()
 
-    def _submit(self, frame: Frame, sent: Detections, detect_start_s: float, detect_end_s: float) -> int:
-        """Crop, encode and submit one ROI per row of ``sent``. Returns the number submitted."""
+    def _submit(
+        self, frame: Frame, sent: Detections, reasons: list[str], detect_start_s: float, detect_end_s: float
+    ) -> int:
+        """Crop, encode and submit one ROI per row of ``sent`` (``reasons[i]``: why row i is sent).
+
+        Returns the number submitted.
+        """
         crops = select_crops(frame.image, sent, self.cfg.roi)
         for crop in crops:
             payload = encode_jpeg(crop.pixels, self.cfg.roi.jpeg_quality)
@@ -137,7 +143,10 @@ class EdgeNode:
                 xyxy=tuple(float(v) for v in sent.xyxy[i]), crop_xyxy=crop.crop_xyxy,
                 class_id=int(sent.class_id[i]), score=float(sent.score[i]), track_id=int(sent.track_id[i]),
             )
-            pending = PendingRoi(roi, frame.capture_s, detect_start_s, detect_end_s, encoded_s=time.perf_counter())
+            pending = PendingRoi(
+                roi, frame.capture_s, detect_start_s, detect_end_s, encoded_s=time.perf_counter(),
+                send_reason=reasons[i],
+            )
             self.link.submit(pending, payload)
         return len(crops)
 

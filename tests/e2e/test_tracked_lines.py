@@ -63,6 +63,9 @@ def test_tracked_lines_carry_track_ids_and_cached_identities(tmp_path, free_port
             results_by_track[line["track_id"]].append(line)
     assert results_by_track
     assert len(rois) <= 2 * len(results_by_track), "a track is sent once, plus a few better crops"
+    for track_id, sent in results_by_track.items():
+        reasons = [line["send_reason"] for line in sorted(sent, key=lambda line: line["frame_seq"])]
+        assert reasons[0] == "first" and set(reasons[1:]) <= {"better"}, (track_id, reasons)  # clip < refresh_s
 
     ok_by_roi = {line["roi_id"]: line for line in rois if line["status"] == "ok"}
     with_identity = [line for line in tracked if line["identity_id"] is not None]

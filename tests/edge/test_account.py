@@ -50,10 +50,11 @@ def test_every_line_carries_the_track_id():
     tracked = PendingRoi(
         Roi(roi_id="e-2", camera="cam", frame_seq=4, stream_ts_ms=160.0, capture_unix_ms=1.7e12,
             xyxy=(1.0, 2.0, 30.0, 40.0), crop_xyxy=(0, 0, 34, 44), class_id=0, score=0.8, track_id=12),
-        capture_s=1.0, detect_start_s=1.0, detect_end_s=1.0, encoded_s=1.0,
+        capture_s=1.0, detect_start_s=1.0, detect_end_s=1.0, encoded_s=1.0, send_reason="first",
     )
     result = Result(roi_id="e-2", worker="w", identity_id=3, similarity=0.95, hops=[])
     assert result_record(tracked, result, 1.1)["track_id"] == 12
+    assert result_record(tracked, result, 1.1)["send_reason"] == "first" and pending.base_record()["send_reason"] is None
     assert drop_record(tracked, "stale", "b")["track_id"] == 12
 
 
