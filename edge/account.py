@@ -15,8 +15,11 @@ RFC 5905 section 8). All hops sum to ``end_to_end`` (capture to result on the ed
 from __future__ import annotations
 
 from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Any
 
+from edge.frames import Frame
+from edge.identity_cache import TrackIdentity
 from vcascade.coco import COCO_CLASSES
 from vcascade.wire import Result, Roi
 
@@ -27,6 +30,7 @@ class PendingRoi:
 
     ``roi`` is the header as created (detection, camera, stream timestamp; ``ttl_ms`` is filled in at send
     time). Times are ``time.perf_counter()`` seconds on the edge; ``sent_s`` is set when it goes on the socket.
+    ``send_reason`` is why the ROI policy sent it (``first``, ``refresh``, ``better``, ``every_detection``).
     """
 
     roi: Roi
@@ -35,6 +39,7 @@ class PendingRoi:
     detect_end_s: float
     encoded_s: float
     sent_s: float = 0.0
+    send_reason: str = ""
 
     @property
     def roi_id(self) -> str:
@@ -45,19 +50,44 @@ class PendingRoi:
         return self.roi.camera
 
     def base_record(self) -> dict[str, Any]:
-        """Fields every output line has, result or drop."""
+        """Fields every output line has, result or drop (:func:`detection_fields` with the ROI's id)."""
         roi = self.roi
         return {
             "roi_id": roi.roi_id,
-            "camera": roi.camera,
-            "frame_seq": roi.frame_seq,
-            "stream_ts_ms": round(roi.stream_ts_ms, 3),
-            "capture_unix_ms": round(roi.capture_unix_ms, 3),
-            "bbox_xyxy": [round(v, 2) for v in roi.xyxy],
-            "class_id": roi.class_id,
-            "class_name": COCO_CLASSES[roi.class_id] if 0 <= roi.class_id < len(COCO_CLASSES) else str(roi.class_id),
-            "score": round(roi.score, 4),
+            **detection_fields(
+                roi.camera, roi.frame_seq, roi.stream_ts_ms, roi.capture_unix_ms, roi.xyxy, roi.class_id, roi.score,
+                roi.track_id,
+            ),
+            "send_reason": self.send_reason or None,
         }
+
+
+def detection_fields(
+    camera: str,
+    frame_seq: int,
+    stream_ts_ms: float,
+    capture_unix_ms: float,
+    xyxy: Sequence[float],
+    class_id: int,
+    score: float,
+    track_id: int,
+) -> dict[str, Any]:
+    """The fields describing one detection in every output line (ROI result, drop, or ``tracked`` line).
+
+    ``xyxy`` is the box in original-frame pixels; times are ms (PTS, and Unix epoch for ``capture_unix_ms``);
+    ``track_id`` is -1 for a detection without a confirmed track.
+    """
+    return {
+        "camera": camera,
+        "frame_seq": frame_seq,
+        "stream_ts_ms": round(stream_ts_ms, 3),
+        "capture_unix_ms": round(capture_unix_ms, 3),
+        "bbox_xyxy": [round(float(v), 2) for v in xyxy],
+        "class_id": class_id,
+        "class_name": COCO_CLASSES[class_id] if 0 <= class_id < len(COCO_CLASSES) else str(class_id),
+        "score": round(score, 4),
+        "track_id": track_id,
+    }
 
 
 WORKER_HOPS_BEFORE_STAGES = ("batch_wait", "preprocess")
@@ -113,3 +143,24 @@ def drop_record(pending: PendingRoi, reason: str, where: str) -> dict[str, Any]:
     """The output line for an ROI that ended without a result (counted drop)."""
     return {**pending.base_record(), "status": "dropped", "reason": reason, "where": where}
 
+
+
+def tracked_record(
+    frame: Frame, xyxy: Sequence[float], class_id: int, score: float, track_id: int, identity: TrackIdentity | None
+) -> dict[str, Any]:
+    """The output line for a followed detection that was not sent (``status: "tracked"``; not an ROI).
+
+    It carries the track's last identity (``identity_id``/``similarity``/``identity_roi_id``: the ROI whose
+    result gave it), or nulls when no result for the track has arrived yet. ``roi_id`` is null: these lines are
+    outside the ``sent = results + drops`` account.
+    """
+    return {
+        "roi_id": None,
+        **detection_fields(
+            frame.camera, frame.seq, frame.stream_ts_ms, frame.capture_unix_ms, xyxy, class_id, score, track_id
+        ),
+        "status": "tracked",
+        "identity_id": None if identity is None else identity.identity_id,
+        "similarity": None if identity is None else round(identity.similarity, 4),
+        "identity_roi_id": None if identity is None else identity.roi_id,
+    }

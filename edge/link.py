@@ -100,6 +100,12 @@ class BrokerLink(threading.Thread):
             metrics.SEND_QUEUE.labels(self.edge).set(len(self._queue))
         self._wake()
 
+    def publish(self, record: dict) -> None:
+        """Queue a record that is not an ROI (a ``tracked`` line) for the sinks; it enters no accounting."""
+        with self._lock:
+            self._outbox.append(record)
+        self._wake()
+
     def drain(self, timeout_s: float, on_tick: Callable[[], None] | None = None) -> None:
         """Wait until every submitted ROI is answered (or ``timeout_s`` passes), then stop the thread.
 

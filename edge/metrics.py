@@ -52,3 +52,11 @@ FRAMES_CORRUPT = Counter(
     "Frames lost or unusable: pts_gap (frames missing, estimated from a PTS jump), pts_not_increasing, bad_image.",
     ["edge", "camera", "reason"],
 )
+ROIS_SUPPRESSED = Counter(
+    "vcascade_edge_rois_suppressed_total",
+    "Detections not sent by the ROI policy, by reason (class, size, score, tentative, sent_recently).",
+    ["edge", "camera", "reason"],
+)
+TRACKED_LINES = Counter(
+    "vcascade_edge_tracked_lines_total", "`tracked` output lines (followed detections not sent).", ["edge", "camera"]
+)

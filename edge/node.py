@@ -1,8 +1,10 @@
-"""The edge process: cameras -> detector -> crops -> broker link -> sinks.
+"""The edge process: cameras -> detector -> tracker -> ROI policy -> crops -> broker link -> sinks.
 
 Follow one ROI: a :class:`~edge.source.CameraReader` decodes a frame into the :class:`~edge.frames.FrameSlots`;
-:func:`run_edge`'s loop takes it, runs the detector (:meth:`EdgeNode.process`), crops and JPEG-encodes each
-kept detection (:mod:`edge.roi`) and submits it to the :class:`~edge.link.BrokerLink`, which sends it to a
+:func:`run_edge`'s loop takes it, runs the detector (:meth:`EdgeNode.process`), tracks the detections
+(:mod:`edge.tracking`), lets the ROI policy pick the ones worth sending (:mod:`edge.roi_policy`; the others
+get a ``tracked`` line with their track's cached identity, :mod:`edge.identity_cache`), crops and
+JPEG-encodes each (:mod:`edge.roi`) and submits it to the :class:`~edge.link.BrokerLink`, which sends it to a
 broker, receives the result, closes the latency account (:mod:`edge.account`) and writes the sinks.
 """
 
@@ -21,17 +23,21 @@ import numpy as np
 import zmq
 
 from edge import metrics
-from edge.account import PendingRoi
+from edge.account import PendingRoi, tracked_record
 from edge.detectors import Detector
 from edge.detectors import build_detector as open_detector
 from edge.frames import Frame, FrameSlots
+from edge.identity_cache import IdentityCache
 from edge.link import BrokerLink
 from edge.roi import encode_jpeg, select_crops
+from edge.roi_policy import FOLLOWED_REASONS, Decision, RoiPolicy
 from edge.sinks import open_sinks
 from edge.source import CameraReader
+from edge.tracking import CameraTracker
 from vcascade import wire
 from vcascade.components import StopFlag
-from vcascade.config import Deployment
+from vcascade.config import Deployment, RoiPolicyConfig
+from vcascade.detections import Detections
 from vcascade.models import ensure_detector_model
 from vcascade.telemetry import serve_metrics
 
@@ -40,22 +46,93 @@ log = logging.getLogger(__name__)
 REPORT_INTERVAL_S = 0.5
 
 
-class EdgeNode:
-    """Detection and ROI creation for the frames of one edge process (runs on the detector thread)."""
+class CameraTracking:
+    """The tracking state of one camera: its ByteTrack tracker and its ROI policy."""
 
-    def __init__(self, name: str, dep: Deployment, detector: Detector, link: BrokerLink) -> None:
+    def __init__(self, policy_cfg: RoiPolicyConfig, min_size_px: int) -> None:
+        self.tracker = CameraTracker(policy_cfg.tracker)
+        self.policy = RoiPolicy(policy_cfg, min_size_px)
+        self.emit_tracked = policy_cfg.emit_tracked
+
+
+class EdgeNode:
+    """Detection, tracking and ROI creation for the frames of one edge process (runs on the detector thread).
+
+    ``identities`` must be among the sinks ``link`` writes to, so that results reach the identity cache.
+    """
+
+    def __init__(
+        self, name: str, dep: Deployment, detector: Detector, link: BrokerLink, identities: IdentityCache
+    ) -> None:
         self.name, self.cfg, self.detector, self.link = name, dep.edges[name], detector, link
+        self.identities = identities
         self.run_id = uuid.uuid4().hex[:8]
         self._counter = 0
+        self._cameras = {
+            cam: CameraTracking(dep.roi_policy_of(cam), self.cfg.roi.min_size_px) for cam in dep.cameras_of(name)
+        }
 
     def process(self, frame: Frame) -> int:
-        """Detect on one frame and submit an ROI per kept detection. Returns the number of ROIs submitted."""
+        """Detect on one frame, then :meth:`handle_detections`. Returns the number of ROIs submitted."""
+        detections, detect_start_s, detect_end_s = self.detect(frame)
+        return self.handle_detections(frame, detections, detect_start_s, detect_end_s)
+
+    def detect(self, frame: Frame) -> tuple[Detections, float, float]:
+        """Run the detector on one frame. Returns (detections, start, end); times are ``perf_counter()`` s."""
         detect_start_s = time.perf_counter()
         detections = self.detector(frame.image)
-        detect_end_s = time.perf_counter()
+        return detections, detect_start_s, time.perf_counter()
+
+    def handle_detections(
+        self, frame: Frame, detections: Detections, detect_start_s: float, detect_end_s: float
+    ) -> int:
+        """Track one frame's detections, submit the ROIs the policy sends, write ``tracked`` lines for the rest.
+
+        Args:
+            frame: the frame the detections belong to.
+            detections: its detections, boxes in original-frame pixels.
+            detect_start_s, detect_end_s: ``perf_counter()`` seconds around its detection (latency account).
+
+        Returns:
+            The number of ROIs submitted.
+        """
         metrics.FRAMES_DETECTED.labels(self.name, frame.camera).inc()
         metrics.DETECTIONS.labels(self.name, frame.camera).inc(len(detections))
-        crops = select_crops(frame.image, detections, self.cfg.roi)
+        cam = self._cameras[frame.camera]
+        tracked = cam.tracker.update(detections, frame.stream_ts_ms)
+        alive = cam.tracker.alive_ids()
+        cam.policy.retain(alive)
+        self.identities.retain(frame.camera, alive)
+        decisions = cam.policy.decide(tracked, frame.stream_ts_ms)
+        for decision in decisions:
+            if not decision.send:
+                self._suppressed(frame, tracked, decision, cam.emit_tracked)
+        sent_decisions = [d for d in decisions if d.send]
+        sent = tracked[np.array([d.index for d in sent_decisions], dtype=np.int64)]
+        return self._submit(frame, sent, [d.reason for d in sent_decisions], detect_start_s, detect_end_s)
+
+    def _suppressed(self, frame: Frame, tracked: Detections, decision: Decision, emit_tracked: bool) -> None:
+        """Count a detection the policy did not send; write its ``tracked`` line when it is a followed one."""
+        metrics.ROIS_SUPPRESSED.labels(self.name, frame.camera, decision.reason).inc()
+        if not emit_tracked or decision.reason not in FOLLOWED_REASONS:
+            return
+        i = decision.index
+        track_id = int(tracked.track_id[i])
+        identity = self.identities.get(frame.camera, track_id) if track_id >= 0 else None
+        record = tracked_record(
+            frame, tracked.xyxy[i], int(tracked.class_id[i]), float(tracked.score[i]), track_id, identity
+        )
+        self.link.publish(record)
+        metrics.TRACKED_LINES.labels(self.name, frame.camera).inc()
+
+    def _submit(
+        self, frame: Frame, sent: Detections, reasons: list[str], detect_start_s: float, detect_end_s: float
+    ) -> int:
+        """Crop, encode and submit one ROI per row of ``sent`` (``reasons[i]``: why row i is sent).
+
+        Returns the number submitted.
+        """
+        crops = select_crops(frame.image, sent, self.cfg.roi)
         for crop in crops:
             payload = encode_jpeg(crop.pixels, self.cfg.roi.jpeg_quality)
             self._counter += 1
@@ -63,10 +140,13 @@ class EdgeNode:
             roi = wire.Roi(
                 roi_id=f"{self.name}-{self.run_id}-{self._counter}", camera=frame.camera, frame_seq=frame.seq,
                 stream_ts_ms=frame.stream_ts_ms, capture_unix_ms=frame.capture_unix_ms,
-                xyxy=tuple(float(v) for v in detections.xyxy[i]), crop_xyxy=crop.crop_xyxy,
-                class_id=int(detections.class_id[i]), score=float(detections.score[i]),
+                xyxy=tuple(float(v) for v in sent.xyxy[i]), crop_xyxy=crop.crop_xyxy,
+                class_id=int(sent.class_id[i]), score=float(sent.score[i]), track_id=int(sent.track_id[i]),
             )
-            pending = PendingRoi(roi, frame.capture_s, detect_start_s, detect_end_s, encoded_s=time.perf_counter())
+            pending = PendingRoi(
+                roi, frame.capture_s, detect_start_s, detect_end_s, encoded_s=time.perf_counter(),
+                send_reason=reasons[i],
+            )
             self.link.submit(pending, payload)
         return len(crops)
 
@@ -107,8 +187,9 @@ def run_edge(
     serve_metrics(cfg.metrics_port)
     ctx = zmq.Context()
     sinks = open_sinks(cfg.sinks, ctx)
-    link = BrokerLink(name, dep, ctx, sinks)
-    node = EdgeNode(name, dep, detector, link)
+    identities = IdentityCache(name)
+    link = BrokerLink(name, dep, ctx, [*sinks, identities])
+    node = EdgeNode(name, dep, detector, link, identities)
     slots, readers_stop = FrameSlots(), threading.Event()
     readers = [CameraReader(name, cam, cam_cfg, slots, readers_stop) for cam, cam_cfg in dep.cameras_of(name).items()]
     link.start()

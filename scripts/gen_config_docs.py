@@ -23,6 +23,8 @@ SECTIONS = [
     ("`edges.<name>`", config.EdgeConfig),
     ("`edges.<name>.detector`", config.DetectorConfig),
     ("`edges.<name>.roi`", config.RoiConfig),
+    ("`edges.<name>.roi.policy` (and `cameras.<name>.roi_policy`)", config.RoiPolicyConfig),
+    ("`edges.<name>.roi.policy.tracker`", config.TrackerConfig),
     ("`edges.<name>.sinks[]` with `type: jsonl`", config.JsonlSinkConfig),
     ("`edges.<name>.sinks[]` with `type: zmq_pub`", config.ZmqPubSinkConfig),
     ("`brokers.<name>`", config.BrokerConfig),

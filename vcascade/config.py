@@ -34,6 +34,45 @@ class _Base(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+# ---------------------------------------------------------------- tracking and ROI policy
+
+
+class TrackerConfig(_Base):
+    """ByteTrack settings (Roboflow ``trackers.ByteTrackTracker``; defaults from the ByteTrack reference code)."""
+
+    high_score: float = Field(
+        0.5, gt=0, le=1, description="Detections this sure are matched first; less sure ones only keep tracks alive."
+    )
+    new_track_score: float = Field(0.6, gt=0, le=1, description="A detection this sure may start a new track.")
+    min_iou: float = Field(0.1, gt=0, le=1, description="Box IoU below which a detection never matches a track.")
+    min_hits: int = Field(
+        2, ge=1, le=100, description="Frames a new track must be matched in before it gets an id (1 and 2 act alike)."
+    )
+    lost_track_s: float = Field(1.0, gt=0, le=600, description="Stream seconds a lost track is kept for re-matching.")
+
+
+class RoiPolicyConfig(_Base):
+    """Which detections become ROIs (the rules: edge/roi_policy.py; README, "Tracking and ROI policy")."""
+
+    mode: Literal["track", "every_detection"] = Field(
+        "track", description="`track`: send a track once, then on refresh or a better crop; `every_detection`: all."
+    )
+    refresh_s: float = Field(10.0, ge=0, description="Resend a track's crop after this many stream seconds (0: never).")
+    better_area_ratio: float = Field(
+        1.5, gt=1, description="Resend when the box area reaches this multiple of the last sent one (score not lower)."
+    )
+    better_score_margin: float = Field(
+        0.15, gt=0, le=1, description="Resend when the score beats the last sent one by this much (area not smaller)."
+    )
+    classes: list[str] | None = Field(None, min_length=1, description="COCO class names to send (None: all detected).")
+    min_score: float = Field(0.0, ge=0, le=1, description="Detections scoring lower are not sent.")
+    max_size_px: int | None = Field(None, ge=1, description="Detections wider or higher than this are not sent.")
+    emit_tracked: bool = Field(
+        True, description="Write a `tracked` line (with the track's last identity) for each detection not sent."
+    )
+    tracker: TrackerConfig = Field(TrackerConfig(), description="Tracker settings.")
+
+
 # ---------------------------------------------------------------- cameras
 
 
@@ -66,6 +105,7 @@ class CameraConfig(_Base):
         None, gt=0, le=1000,
         description="Hand at most this many frames per second of stream time (PTS) to the detector (None: every frame).",
     )
+    roi_policy: RoiPolicyConfig | None = Field(None, description="Overrides the edge's `roi.policy` for this camera.")
 
 
 # ---------------------------------------------------------------- edge
@@ -100,6 +140,7 @@ class RoiConfig(_Base):
     min_size_px: int = Field(16, ge=1, le=4096, description="Detections whose box is narrower or shorter are not sent.")
     jpeg_quality: int = Field(90, ge=1, le=100, description="JPEG quality of the encoded crop.")
     ttl_ms: float = Field(0.0, ge=0, description="Deadline: max ms an ROI may wait before compute (0: none).")
+    policy: RoiPolicyConfig = Field(RoiPolicyConfig(), description="Tracking and which detections are sent.")
 
 
 class JsonlSinkConfig(_Base):
@@ -254,6 +295,11 @@ class Deployment(_Base):
         """The cameras read by one edge, by name."""
         return {name: cam for name, cam in self.cameras.items() if cam.edge == edge}
 
+    def roi_policy_of(self, camera: str) -> RoiPolicyConfig:
+        """The ROI policy of one camera: its own ``roi_policy``, else its edge's ``roi.policy``."""
+        cam = self.cameras[camera]
+        return cam.roi_policy or self.edges[cam.edge].roi.policy
+
 
 class ConfigError(Exception):
     """The deployment file is unreadable or invalid. ``str()`` is the user-facing message, one problem a line.
@@ -356,6 +402,15 @@ def _check_references(dep: Deployment) -> list[str]:
             if broker not in dep.brokers:
                 problems.append(f"edges.{name}.brokers[{i}] = {broker!r}: expected one of {sorted(dep.brokers)}")
         problems.extend(_check_detector(f"edges.{name}.detector", edge.detector))
+        names = _inline_class_names(edge.detector)
+        for i, cls in enumerate(edge.roi.policy.classes or []):
+            if names is not None and cls not in names:
+                problems.append(f"edges.{name}.roi.policy.classes[{i}] = {cls!r}: expected one of the detector's class names")
+    for name, cam in dep.cameras.items():
+        names = _inline_class_names(dep.edges[cam.edge].detector) if cam.edge in dep.edges else None
+        for i, cls in enumerate(cam.roi_policy.classes if cam.roi_policy and cam.roi_policy.classes else []):
+            if names is not None and cls not in names:
+                problems.append(f"cameras.{name}.roi_policy.classes[{i}] = {cls!r}: expected one of the detector's class names")
     for name, worker in dep.workers.items():
         for i, broker in enumerate(worker.brokers):
             if broker not in dep.brokers:
@@ -376,6 +431,13 @@ def _check_references(dep: Deployment) -> list[str]:
     problems.extend(_check_ports(dep))
     problems.extend(_check_security(dep))
     return problems
+
+
+def _inline_class_names(det: DetectorConfig) -> list[str] | tuple[str, ...] | None:
+    """The detector's class names when the file gives them inline (or COCO by default); None for a names file."""
+    if det.class_names is None:
+        return COCO_CLASSES
+    return None if isinstance(det.class_names, str) else det.class_names
 
 
 def _check_detector(key: str, det: DetectorConfig) -> list[str]:

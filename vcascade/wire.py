@@ -55,6 +55,7 @@ class Roi(_Header, tag="roi"):
         ttl_ms: time the ROI may still wait before compute, ms, measured from when it is sent; a hop that
             holds it longer drops it as ``stale``. ``0`` means no deadline.
         attempt: 0 for the first send, incremented on each retry.
+        track_id: the edge tracker's id of the detection's track on its camera, ``-1`` when untracked.
     """
 
     roi_id: str
@@ -69,6 +70,7 @@ class Roi(_Header, tag="roi"):
     encoding: str = "jpeg"
     ttl_ms: float = 0.0
     attempt: int = 0
+    track_id: int = -1
 
 
 class Result(_Header, tag="result"):

@@ -2,7 +2,11 @@
 
 import pytest
 
-from edge.account import PendingRoi, close_account, drop_record, result_record
+import numpy as np
+
+from edge.account import PendingRoi, close_account, drop_record, result_record, tracked_record
+from edge.frames import Frame
+from edge.identity_cache import TrackIdentity
 from vcascade.wire import Result, Roi
 
 
@@ -38,3 +42,30 @@ def test_records_carry_detection_and_outcome():
     assert ok["status"] == "ok" and ok["class_name"] == "bicycle" and ok["identity_id"] == 7
     dropped = drop_record(_pending(), "timeout", "e")
     assert dropped["status"] == "dropped" and dropped["reason"] == "timeout" and "latency_ms" not in dropped
+
+
+def test_every_line_carries_the_track_id():
+    pending = _pending()
+    assert pending.base_record()["track_id"] == -1
+    tracked = PendingRoi(
+        Roi(roi_id="e-2", camera="cam", frame_seq=4, stream_ts_ms=160.0, capture_unix_ms=1.7e12,
+            xyxy=(1.0, 2.0, 30.0, 40.0), crop_xyxy=(0, 0, 34, 44), class_id=0, score=0.8, track_id=12),
+        capture_s=1.0, detect_start_s=1.0, detect_end_s=1.0, encoded_s=1.0, send_reason="first",
+    )
+    result = Result(roi_id="e-2", worker="w", identity_id=3, similarity=0.95, hops=[])
+    assert result_record(tracked, result, 1.1)["track_id"] == 12
+    assert result_record(tracked, result, 1.1)["send_reason"] == "first" and pending.base_record()["send_reason"] is None
+    assert drop_record(tracked, "stale", "b")["track_id"] == 12
+
+
+def test_tracked_line_carries_cached_identity_or_nulls():
+    frame = Frame("cam", 9, np.zeros((4, 4, 3), np.uint8), stream_ts_ms=360.0, capture_s=1.0, capture_unix_ms=1.7e12)
+    line = tracked_record(frame, np.array([1, 2, 3, 4], np.float32), 2, 0.7, 12, TrackIdentity(3, 0.95, "e-2", 160.0))
+    assert line["status"] == "tracked" and line["roi_id"] is None and line["track_id"] == 12
+    assert line["identity_id"] == 3 and line["similarity"] == 0.95 and line["identity_roi_id"] == "e-2"
+    assert line["class_name"] == "car" and line["frame_seq"] == 9 and line["bbox_xyxy"] == [1.0, 2.0, 3.0, 4.0]
+    unknown = tracked_record(frame, [1, 2, 3, 4], 2, 0.7, -1, None)
+    assert unknown["identity_id"] is None and unknown["similarity"] is None and unknown["track_id"] == -1
+    ok = result_record(_pending(), Result(roi_id="e-1", worker="w", hops=[]), 100.1)
+    shared = set(ok) & set(line)
+    assert {"camera", "frame_seq", "stream_ts_ms", "bbox_xyxy", "class_id", "score", "track_id"} <= shared

@@ -1,0 +1,156 @@
+"""Which tracked detections become ROIs, and why the others are not sent (pure logic, no I/O).
+
+Policy ``track`` (the default) sends each track's crop once, then again only when it is worth a new round
+trip to the center:
+
+* **first**: the track is confirmed (the tracker gave it an id) and was never sent;
+* **refresh**: ``refresh_s`` or more of stream time (PTS) passed since its last sent crop (``refresh_s: 0``
+  never refreshes);
+* **better**: a clearly better crop than the last one sent. With ``A``/``s`` the box area (px^2) and score of
+  the last sent crop, a detection of area ``a`` and score ``t`` is better when
+
+      larger:  a >= better_area_ratio * A  and  t >= s                      (closer or more of it in view)
+      surer:   t >= s + better_score_margin  and  a >= A                    (less occluded or blurred)
+
+  Requiring the other measure not to get worse keeps a growing but blurring box (or a sure but shrinking
+  one) from being resent on every frame.
+
+Policy ``every_detection`` sends every detection that passes the filters (the behaviour before tracking).
+
+Filters, in order, for both policies: ``classes`` (reason ``class``), box size (``size``: narrower or shorter
+than ``roi.min_size_px``, or wider or higher than ``max_size_px``) and ``min_score`` (``score``). Detections
+that pass them but are not sent are suppressed as ``tentative`` (no confirmed track yet; ByteTrack confirms a
+track on its second match at the earliest) or ``sent_recently`` (the track was sent and nothing calls for a
+new crop). Only those two kinds are *followed*: the edge writes a ``tracked`` line for them with the track's
+last identity (:data:`FOLLOWED_REASONS`); filtered detections are not objects of interest and get no line.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from vcascade.coco import COCO_CLASSES
+from vcascade.config import RoiPolicyConfig
+from vcascade.detections import Detections
+
+SENT_REASONS = ("first", "refresh", "better", "every_detection")
+"""Why a detection was sent."""
+
+SUPPRESS_REASONS = ("class", "size", "score", "tentative", "sent_recently")
+"""Why a detection was not sent (the ``reason`` label of ``vcascade_edge_rois_suppressed_total``)."""
+
+FOLLOWED_REASONS = frozenset({"tentative", "sent_recently"})
+"""Suppressed detections that are objects being followed, which get a ``tracked`` output line."""
+
+SCORE_EPS = 1e-6
+"""Tolerance on score comparisons: scores are float32 (0.8 + 0.15 must reach 0.95)."""
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The policy's verdict on one detection.
+
+    Attributes:
+        index: row of the detection in the frame's :class:`Detections`.
+        send: True when it becomes an ROI.
+        reason: one of :data:`SENT_REASONS` when sent, else one of :data:`SUPPRESS_REASONS`.
+    """
+
+    index: int
+    send: bool
+    reason: str
+
+
+@dataclass(frozen=True)
+class SentCrop:
+    """What the policy remembers of a track's last sent crop: stream time (ms), box area (px^2), score."""
+
+    stream_ts_ms: float
+    area_px2: float
+    score: float
+
+
+class RoiPolicy:
+    """ROI policy state of one camera: the last sent crop of each live track.
+
+    Not thread-safe: one instance per camera, used from the detector thread. State is bounded by the tracker:
+    call :meth:`retain` with the tracker's live ids each frame.
+    """
+
+    def __init__(self, cfg: RoiPolicyConfig, min_size_px: int) -> None:
+        """``min_size_px``: the edge's ``roi.min_size_px`` (boxes narrower or shorter are filtered as ``size``)."""
+        self.cfg = cfg
+        self.min_size_px = min_size_px
+        self._class_ids = None if cfg.classes is None else frozenset(COCO_CLASSES.index(c) for c in cfg.classes)
+        self._sent: dict[int, SentCrop] = {}
+
+    def decide(self, detections: Detections, stream_ts_ms: float) -> list[Decision]:
+        """One :class:`Decision` per detection row, in order; records the crops it decides to send.
+
+        Args:
+            detections: the frame's detections with ``track_id`` set (-1: no confirmed track).
+            stream_ts_ms: the frame's PTS, ms.
+        """
+        decisions = []
+        for i in range(len(detections)):
+            reason = self._filter(detections, i)
+            if reason is None:
+                reason = self._track_reason(detections, i, stream_ts_ms)
+            decisions.append(Decision(i, reason in SENT_REASONS, reason))
+        return decisions
+
+    def retain(self, alive_track_ids: set[int]) -> None:
+        """Forget the tracks the tracker no longer keeps."""
+        for track_id in [t for t in self._sent if t not in alive_track_ids]:
+            del self._sent[track_id]
+
+    @property
+    def tracks_remembered(self) -> int:
+        """Number of tracks with a remembered sent crop."""
+        return len(self._sent)
+
+    def _filter(self, detections: Detections, i: int) -> str | None:
+        """The filter that rejects row ``i`` (``class``, ``size``, ``score``), or None when it passes."""
+        if self._class_ids is not None and int(detections.class_id[i]) not in self._class_ids:
+            return "class"
+        x1, y1, x2, y2 = (float(v) for v in detections.xyxy[i])
+        w, h = x2 - x1, y2 - y1
+        if w < self.min_size_px or h < self.min_size_px:
+            return "size"
+        if self.cfg.max_size_px is not None and (w > self.cfg.max_size_px or h > self.cfg.max_size_px):
+            return "size"
+        if float(detections.score[i]) < self.cfg.min_score:
+            return "score"
+        return None
+
+    def _track_reason(self, detections: Detections, i: int, stream_ts_ms: float) -> str:
+        """Why row ``i`` (which passed the filters) is sent or suppressed; records it when sent."""
+        if self.cfg.mode == "every_detection":
+            return "every_detection"
+        track_id = int(detections.track_id[i])
+        if track_id < 0:
+            return "tentative"
+        x1, y1, x2, y2 = (float(v) for v in detections.xyxy[i])
+        crop = SentCrop(stream_ts_ms, (x2 - x1) * (y2 - y1), float(detections.score[i]))
+        reason = self._resend_reason(self._sent.get(track_id), crop)
+        if reason in SENT_REASONS:
+            self._sent[track_id] = crop
+        return reason
+
+    def _resend_reason(self, last: SentCrop | None, crop: SentCrop) -> str:
+        """``first``, ``refresh``, ``better`` or ``sent_recently`` for a confirmed track's new crop."""
+        if last is None:
+            return "first"
+        refresh_ms = self.cfg.refresh_s * 1000.0
+        if refresh_ms > 0 and crop.stream_ts_ms - last.stream_ts_ms >= refresh_ms:
+            return "refresh"
+        if is_better(crop, last, self.cfg.better_area_ratio, self.cfg.better_score_margin):
+            return "better"
+        return "sent_recently"
+
+
+def is_better(crop: SentCrop, last: SentCrop, area_ratio: float, score_margin: float) -> bool:
+    """Whether ``crop`` is clearly better than ``last`` (module docstring: *larger* or *surer*)."""
+    larger = crop.area_px2 >= area_ratio * last.area_px2 and crop.score >= last.score - SCORE_EPS
+    surer = crop.score >= last.score + score_margin - SCORE_EPS and crop.area_px2 >= last.area_px2
+    return larger or surer
