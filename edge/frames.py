@@ -108,17 +108,30 @@ class FrameSlots:
 
     def take(self, timeout_s: float) -> Frame | None:
         """The next frame, round-robin across cameras; None if none arrives within ``timeout_s``."""
+        frames = self.take_many(1, timeout_s)
+        return frames[0] if frames else None
+
+    def take_many(self, max_frames: int, timeout_s: float) -> list[Frame]:
+        """Up to ``max_frames`` frames for one batched detector run, at most one per camera, round-robin.
+
+        Waits up to ``timeout_s`` for the first frame, never for more: a batch holds what is ready now, so
+        batching adds no latency. Returns an empty list if nothing arrives in time (or all cameras closed).
+        """
         deadline = time.monotonic() + timeout_s
         with self._cond:
             while True:
+                frames = []
                 for _ in range(len(self._order)):
+                    if len(frames) == max_frames:
+                        break
                     camera = self._order[self._next % len(self._order)]
                     self._next += 1
                     if self._slots[camera]:
-                        frame = self._slots[camera].popleft()
-                        self._cond.notify_all()
-                        return frame
+                        frames.append(self._slots[camera].popleft())
+                if frames:
+                    self._cond.notify_all()
+                    return frames
                 remaining = deadline - time.monotonic()
                 if remaining <= 0 or (not self._open):
-                    return None
+                    return []
                 self._cond.wait(remaining)
