@@ -31,6 +31,7 @@ class PendingRoi:
     ``roi`` is the header as created (detection, camera, stream timestamp; ``ttl_ms`` is filled in at send
     time). Times are ``time.perf_counter()`` seconds on the edge; ``sent_s`` is set when it goes on the socket.
     ``send_reason`` is why the ROI policy sent it (``first``, ``refresh``, ``better``, ``every_detection``).
+    ``class_name`` is the detector's name for ``roi.class_id`` (None: the COCO name).
     """
 
     roi: Roi
@@ -40,6 +41,7 @@ class PendingRoi:
     encoded_s: float
     sent_s: float = 0.0
     send_reason: str = ""
+    class_name: str | None = None
 
     @property
     def roi_id(self) -> str:
@@ -56,7 +58,7 @@ class PendingRoi:
             "roi_id": roi.roi_id,
             **detection_fields(
                 roi.camera, roi.frame_seq, roi.stream_ts_ms, roi.capture_unix_ms, roi.xyxy, roi.class_id, roi.score,
-                roi.track_id,
+                roi.track_id, self.class_name,
             ),
             "send_reason": self.send_reason or None,
         }
@@ -71,12 +73,16 @@ def detection_fields(
     class_id: int,
     score: float,
     track_id: int,
+    class_name: str | None = None,
 ) -> dict[str, Any]:
     """The fields describing one detection in every output line (ROI result, drop, or ``tracked`` line).
 
     ``xyxy`` is the box in original-frame pixels; times are ms (PTS, and Unix epoch for ``capture_unix_ms``);
-    ``track_id`` is -1 for a detection without a confirmed track.
+    ``track_id`` is -1 for a detection without a confirmed track; ``class_name`` is the detector's name for
+    ``class_id`` (None: looked up among the 80 COCO names, the default class list).
     """
+    if class_name is None:
+        class_name = COCO_CLASSES[class_id] if 0 <= class_id < len(COCO_CLASSES) else str(class_id)
     return {
         "camera": camera,
         "frame_seq": frame_seq,
@@ -84,7 +90,7 @@ def detection_fields(
         "capture_unix_ms": round(capture_unix_ms, 3),
         "bbox_xyxy": [round(float(v), 2) for v in xyxy],
         "class_id": class_id,
-        "class_name": COCO_CLASSES[class_id] if 0 <= class_id < len(COCO_CLASSES) else str(class_id),
+        "class_name": class_name,
         "score": round(score, 4),
         "track_id": track_id,
     }
@@ -146,7 +152,13 @@ def drop_record(pending: PendingRoi, reason: str, where: str) -> dict[str, Any]:
 
 
 def tracked_record(
-    frame: Frame, xyxy: Sequence[float], class_id: int, score: float, track_id: int, identity: TrackIdentity | None
+    frame: Frame,
+    xyxy: Sequence[float],
+    class_id: int,
+    score: float,
+    track_id: int,
+    identity: TrackIdentity | None,
+    class_name: str | None = None,
 ) -> dict[str, Any]:
     """The output line for a followed detection that was not sent (``status: "tracked"``; not an ROI).
 
@@ -157,7 +169,8 @@ def tracked_record(
     return {
         "roi_id": None,
         **detection_fields(
-            frame.camera, frame.seq, frame.stream_ts_ms, frame.capture_unix_ms, xyxy, class_id, score, track_id
+            frame.camera, frame.seq, frame.stream_ts_ms, frame.capture_unix_ms, xyxy, class_id, score, track_id,
+            class_name,
         ),
         "status": "tracked",
         "identity_id": None if identity is None else identity.identity_id,

@@ -105,6 +105,10 @@ class EdgeNode:
             metrics.FRAMES_CORRUPT.labels(self.name, frame.camera, "bad_image").inc()
             return 0
 
+    def _class_name(self, class_id: int) -> str:
+        names = self.detector.class_names
+        return names[class_id] if 0 <= class_id < len(names) else str(class_id)
+
     def detect(self, frame: Frame) -> tuple[Detections, float, float]:
         """Run the detector on one frame. Returns (detections, start, end); times are ``perf_counter()`` s."""
         detect_start_s = time.perf_counter()
@@ -147,8 +151,9 @@ class EdgeNode:
         i = decision.index
         track_id = int(tracked.track_id[i])
         identity = self.identities.get(frame.camera, track_id) if track_id >= 0 else None
+        class_id = int(tracked.class_id[i])
         record = tracked_record(
-            frame, tracked.xyxy[i], int(tracked.class_id[i]), float(tracked.score[i]), track_id, identity
+            frame, tracked.xyxy[i], class_id, float(tracked.score[i]), track_id, identity, self._class_name(class_id)
         )
         self.link.publish(record)
         metrics.TRACKED_LINES.labels(self.name, frame.camera).inc()
@@ -173,7 +178,7 @@ class EdgeNode:
             )
             pending = PendingRoi(
                 roi, frame.capture_s, detect_start_s, detect_end_s, encoded_s=time.perf_counter(),
-                send_reason=reasons[i],
+                send_reason=reasons[i], class_name=self._class_name(roi.class_id),
             )
             self.link.submit(pending, payload)
         return len(crops)
