@@ -118,12 +118,24 @@ class BrokerConfig(_Base):
     backend_port: Port = Field(description="Port workers connect to.")
     queue_max: int = Field(10_000, ge=1, description="ROIs waiting for worker credit, at most (oldest dropped).")
     metrics_port: Port = Field(description="Port serving Prometheus /metrics for this process.")
+    max_attempts: int = Field(
+        2, ge=1, le=100,
+        description="Dispatches of one ROI at most: a dead worker's ROIs are re-dispatched until this many "
+        "attempts, then dropped as `worker_lost` (2 = one re-dispatch).",
+    )
 
     def endpoint(self, side: Literal["frontend", "backend"], *, bind: bool = False) -> str:
         """ZeroMQ tcp endpoint of one side, for connecting peers or (``bind=True``) for the broker itself."""
         port = self.frontend_port if side == "frontend" else self.backend_port
         host = (self.bind or self.host) if bind else self.host
         return f"tcp://{host}:{port}"
+
+
+class HeartbeatConfig(_Base):
+    """Liveness between brokers and their peers (Paranoid Pirate pattern, ZeroMQ Guide chapter 4)."""
+
+    interval_s: float = Field(1.0, gt=0, le=60, description="Seconds between heartbeats on every link, both ways.")
+    liveness: int = Field(3, ge=1, le=100, description="Intervals without any message after which a peer is dead.")
 
 
 # ---------------------------------------------------------------- center
@@ -183,6 +195,7 @@ class Deployment(_Base):
     brokers: dict[Name, BrokerConfig] = Field(min_length=1, description="Broker processes by name.")
     workers: dict[Name, WorkerConfig] = Field(min_length=1, description="Center worker processes by name.")
     recognizers: dict[Name, RecognizerConfig] = Field(min_length=1, description="Recognition models by name.")
+    heartbeat: HeartbeatConfig = Field(HeartbeatConfig(), description="Heartbeat interval and liveness of every broker link.")
 
     def cameras_of(self, edge: str) -> dict[str, CameraConfig]:
         """The cameras read by one edge, by name."""
