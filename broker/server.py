@@ -34,7 +34,7 @@ from broker.dispatch import Dispatcher, InFlight, Pending, WorkerLimit
 from broker.metrics import BrokerMetrics
 from broker.peers import EdgeTable
 from vcascade import wire
-from vcascade.config import Deployment
+from vcascade.config import Deployment, HeartbeatConfig
 from vcascade.sockets import make_socket
 from vcascade.components import StopFlag
 from vcascade.telemetry import serve_metrics
@@ -122,7 +122,7 @@ def run_broker(
         backend.bind(cfg.endpoint("backend", bind=True))
         log.info("broker %s: edges on %s, workers on %s", name, cfg.endpoint("frontend"), cfg.endpoint("backend"))
         dispatcher = Dispatcher(cfg.queue_max, max_attempts=cfg.max_attempts)
-        loop = _BrokerLoop(name, frontend, backend, dispatcher, window_s, beat.interval_s, report)
+        loop = _BrokerLoop(name, frontend, backend, dispatcher, window_s, beat, report)
         loop.serve(stop)
         loop.shutdown(drain_timeout_s)
     finally:
@@ -140,15 +140,15 @@ class _BrokerLoop:
         backend: zmq.Socket,
         dispatcher: Dispatcher,
         worker_timeout_s: float,
-        heartbeat_interval_s: float,
+        heartbeat: HeartbeatConfig,
         report: Callable[[dict], None] | None,
     ) -> None:
         self.name = name
         self.frontend, self.backend = frontend, backend
         self.dispatcher = dispatcher
         self.worker_timeout_s = worker_timeout_s
-        self.heartbeat_interval_s = heartbeat_interval_s
-        self.edges = EdgeTable(worker_timeout_s)
+        self.heartbeat_interval_s = heartbeat.interval_s
+        self.edges = EdgeTable(heartbeat.liveness * heartbeat.interval_s)
         self._heartbeat = wire.encode(wire.Heartbeat(sender=name))
         self._last_heartbeat_s = 0.0
         self.report = report
