@@ -19,12 +19,10 @@ as ``worker_lost``. Its answers that come late are counted (``late_result``) and
 
 from __future__ import annotations
 
-import collections
 import errno
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 
 import msgspec
@@ -32,6 +30,7 @@ import zmq
 
 from broker.dispatch import Dispatcher, InFlight, Pending, WorkerLimit
 from broker.metrics import BrokerMetrics
+from broker.books import Envelope, Stats, broker_hops, ms, remaining_ttl_ms, send_failure_reason
 from broker.peers import EdgeTable
 from vcascade import wire
 from vcascade.config import Deployment, HeartbeatConfig
@@ -59,27 +58,6 @@ REPORT_EVERY_S = 1.0
 
 MAX_CREDITS = 100_000
 """Largest credit count accepted in a Ready (``WorkerConfig.credits`` bound)."""
-
-
-
-@dataclass(slots=True)
-class _Envelope:
-    """What the broker keeps of a queued ROI: the edge's routing id and the frames to forward unchanged."""
-
-    edge: bytes
-    frames: list[zmq.Frame]  # [header, payload] exactly as received
-    roi: wire.Roi  # the decoded header (re-encoded with the remaining ttl_ms when it has a deadline)
-
-
-@dataclass
-class _Stats:
-    received: int = 0
-    forwarded: int = 0
-    results: int = 0
-    worker_drops: int = 0
-    malformed: int = 0
-    redispatched: int = 0
-    drops: collections.Counter[str] = field(default_factory=collections.Counter)
 
 
 def run_broker(
@@ -153,7 +131,7 @@ class _BrokerLoop:
         self._last_heartbeat_s = 0.0
         self.report = report
         self.metrics = BrokerMetrics(name)
-        self.stats = _Stats()
+        self.stats = Stats()
         self.worker_names: dict[bytes, str] = {}
         self.accepting = True
         self.poller = zmq.Poller()
@@ -234,7 +212,7 @@ class _BrokerLoop:
             return
         self.stats.received += 1
         self.metrics.received(header.camera)
-        item = Pending(header.roi_id, header.camera, now_s, header.ttl_ms, _Envelope(edge, frames[1:], header))
+        item = Pending(header.roi_id, header.camera, now_s, header.ttl_ms, Envelope(edge, frames[1:], header))
         if not self.accepting:
             self._drop_to_edge(item, "shutdown")
         elif header.roi_id in self.dispatcher:
@@ -286,23 +264,12 @@ class _BrokerLoop:
         flight = self._complete(result.roi_id, worker)
         if flight is None:
             return
-        hops = [*result.hops, *self._broker_hops(flight, result.hops, now_s)]
-        hops.append(("broker_return", _ms(time.perf_counter() - now_s)))
+        hops = [*result.hops, *broker_hops(flight, result.hops, now_s)]
+        hops.append(("broker_return", ms(time.perf_counter() - now_s)))
         answer = msgspec.structs.replace(result, hops=hops)
         if self._send_edge(flight.pending.data.edge, [wire.encode(answer)]):
             self.stats.results += 1
             self.metrics.results.inc()
-
-    @staticmethod
-    def _broker_hops(flight: InFlight, worker_hops: list[wire.Hop], now_s: float) -> list[wire.Hop]:
-        """("broker_queue", ms received→dispatched), ("transit_broker_worker", ms round trip minus worker time).
-
-        The transit hop is clamped at 0: worker hops are measured on the worker's clock and may round up.
-        """
-        queue_ms = _ms(flight.dispatched_s - flight.pending.received_s)
-        worker_ms = sum(ms for _, ms in worker_hops)
-        transit_ms = max(0.0, _ms(now_s - flight.dispatched_s) - worker_ms)
-        return [("broker_queue", queue_ms), ("transit_broker_worker", transit_ms)]
 
     def _on_worker_drop(self, worker: bytes, drop: wire.Drop, header_frame: zmq.Frame, now_s: float) -> None:
         flight = self._complete(drop.roi_id, worker)
@@ -333,15 +300,15 @@ class _BrokerLoop:
             self._send_worker(flight)
 
     def _send_worker(self, flight: InFlight) -> None:
-        envelope: _Envelope = flight.pending.data
+        envelope: Envelope = flight.pending.data
         frames = [flight.worker, *envelope.frames]
         if envelope.roi.ttl_ms > 0:  # pass the deadline on: what is left of it after the wait here
-            frames[1] = wire.encode(msgspec.structs.replace(envelope.roi, ttl_ms=_remaining_ms(flight)))
+            frames[1] = wire.encode(msgspec.structs.replace(envelope.roi, ttl_ms=remaining_ttl_ms(flight)))
         try:
             self.backend.send_multipart(frames, flags=zmq.NOBLOCK, copy=False)
         except zmq.ZMQError as exc:  # EHOSTUNREACH: disconnected; EAGAIN: its pipe is full, it is not reading
             log.warning("broker %s: worker %r unreachable (%s)", self.name, flight.worker, exc.strerror)
-            self.metrics.send_failed("backend", _send_failure(exc))
+            self.metrics.send_failed("backend", send_failure_reason(exc))
             flight.pending.attempts -= 1  # never delivered: not an attempt
             self._worker_lost(flight.worker, "unreachable")
             return
@@ -381,19 +348,20 @@ class _BrokerLoop:
     def _send_heartbeats(self, now_s: float) -> None:
         """One Heartbeat to every registered worker and every edge heard from within the liveness window."""
         for worker in list(self.worker_names):
-            try:
-                self.backend.send_multipart([worker, self._heartbeat], zmq.NOBLOCK)
-            except zmq.ZMQError as exc:
-                self.metrics.send_failed("backend", _send_failure(exc))
-                if exc.errno == errno.EHOSTUNREACH:
-                    self._worker_lost(worker, "unreachable")
+            if not self._send_heartbeat(self.backend, "backend", worker):
+                self._worker_lost(worker, "unreachable")
         for edge in self.edges.live(now_s):
-            try:
-                self.frontend.send_multipart([edge, self._heartbeat], zmq.NOBLOCK)
-            except zmq.ZMQError as exc:
-                self.metrics.send_failed("frontend", _send_failure(exc))
-                if exc.errno == errno.EHOSTUNREACH:
-                    self.edges.forget(edge)
+            if not self._send_heartbeat(self.frontend, "frontend", edge):
+                self.edges.forget(edge)
+
+    def _send_heartbeat(self, sock: zmq.Socket, side: str, peer: bytes) -> bool:
+        """Send one Heartbeat; False when the peer is gone (a full pipe is counted but not fatal)."""
+        try:
+            sock.send_multipart([peer, self._heartbeat], zmq.NOBLOCK)
+        except zmq.ZMQError as exc:
+            self.metrics.send_failed(side, send_failure_reason(exc))
+            return exc.errno != errno.EHOSTUNREACH
+        return True
 
     # ------------------------------------------------------------------ answers to edges, counting
 
@@ -407,7 +375,7 @@ class _BrokerLoop:
         try:
             self.frontend.send_multipart([edge, *frames], flags=zmq.NOBLOCK, copy=False)
         except zmq.ZMQError as exc:
-            self.metrics.send_failed("frontend", _send_failure(exc))
+            self.metrics.send_failed("frontend", send_failure_reason(exc))
             self._count_drop("edge_gone" if exc.errno == errno.EHOSTUNREACH else "edge_busy")
             return False
         return True
@@ -439,35 +407,9 @@ class _BrokerLoop:
     def _emit_report(self, final: bool) -> None:
         if self.report is None:
             return
-        s = self.stats
-        report = {
-            "component": "broker", "name": self.name, "final": final,
-            "received": s.received, "forwarded": s.forwarded, "results": s.results,
-            "worker_drops": s.worker_drops, "drops": dict(s.drops), "malformed": s.malformed,
-            "redispatched": s.redispatched,
-            "workers": self.dispatcher.workers, "queued": self.dispatcher.queued,
-            "in_flight": self.dispatcher.in_flight,
-        }  # fmt: skip
+        d = self.dispatcher
+        report = self.stats.report(self.name, final, workers=d.workers, queued=d.queued, in_flight=d.in_flight)
         try:
             self.report(report)
         except Exception:  # a failing observer must not take the broker down
             log.exception("broker %s: report callback failed", self.name)
-
-
-def _ms(seconds: float) -> float:
-    return seconds * 1000.0
-
-
-MIN_TTL_MS = 0.001
-"""Smallest ttl passed on: ``ttl_ms == 0`` means "no deadline" on the wire, so an ROI with a deadline keeps one."""
-
-
-def _remaining_ms(flight: InFlight) -> float:
-    """What is left of an ROI's deadline when it is dispatched, ms (the broker's queue wait taken off)."""
-    waited_ms = _ms(flight.dispatched_s - flight.pending.received_s)
-    return max(MIN_TTL_MS, flight.pending.ttl_ms - waited_ms)
-
-
-def _send_failure(exc: zmq.ZMQError) -> str:
-    """Metric reason of a refused send: ``unreachable`` (peer gone, ROUTER_MANDATORY) or ``hwm`` (pipe full)."""
-    return "unreachable" if exc.errno == errno.EHOSTUNREACH else "hwm" if exc.errno == errno.EAGAIN else "error"
