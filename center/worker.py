@@ -57,6 +57,9 @@ POLL_MS = 50
 """IO thread poll timeout, ms: bounds how late a stop or a periodic message can be."""
 MAX_RECV_PER_POLL = 1000
 """Messages read from one broker socket per poll, at most, so a flood cannot starve Ready and results."""
+MAX_RECONNECT_WAIT_S = 30.0
+"""Longest wait between two reconnects to a silent broker, s: the wait starts at the liveness window and doubles
+after each attempt (Paranoid Pirate's back-off, ZeroMQ Guide ch. 4), and is reset by any message."""
 DRAIN_TIMEOUT_S = 5.0
 """On stop, time allowed for the micro-batches in flight to finish, s."""
 
@@ -112,6 +115,7 @@ class _Worker:
         self.liveness_s = deployment.heartbeat.liveness * deployment.heartbeat.interval_s
         self.identity = f"{name}-{os.getpid()}"
         self.last_heard_s = [0.0] * len(self.endpoints)  # per broker socket, time.monotonic()
+        self.reconnect_wait_s = [self.liveness_s] * len(self.endpoints)  # per broker socket, back-off
         self.telemetry = WorkerTelemetry(name)
         self.spec = PreprocessSpec.from_config(recognizer)
         self.first_device = cfg.devices[0]
@@ -169,15 +173,18 @@ class _Worker:
     def _reconnect_silent(self, dealers: list[zmq.Socket], poller: zmq.Poller, now: float) -> None:
         """Replace the DEALER of every broker silent for the liveness window, then announce us on it."""
         for index, heard_s in enumerate(self.last_heard_s):
-            if now - heard_s <= self.liveness_s:
+            wait_s = self.reconnect_wait_s[index]
+            if now - heard_s <= wait_s:
                 continue
-            log.warning("worker %s: broker %s silent for %.1f s, reconnecting", self.name, self.endpoints[index],
-                        now - heard_s)
+            level = logging.WARNING if wait_s == self.liveness_s else logging.DEBUG  # once per outage
+            log.log(level, "worker %s: broker %s silent for %.1f s, reconnecting", self.name,
+                    self.endpoints[index], now - heard_s)  # fmt: skip
+            self.reconnect_wait_s[index] = min(MAX_RECONNECT_WAIT_S, 2 * wait_s)
             poller.unregister(dealers[index])
             dealers[index].close()  # LINGER bounds what is still queued for the dead link
             dealers[index] = self._connect(zmq.Context.instance(), self.endpoints[index])
             poller.register(dealers[index], zmq.POLLIN)
-            self.last_heard_s[index] = now  # a full window before the next attempt
+            self.last_heard_s[index] = now  # the next attempt after the (doubled) wait
             self.telemetry.reconnected()
             self._send(dealers[index], wire.encode(wire.Ready(worker=self.name, credits=self.cfg.credits)))
 
@@ -224,6 +231,7 @@ class _Worker:
     def _on_message(self, broker: int, frames: list[bytes], accept: bool, sock: zmq.Socket) -> None:
         received = time.perf_counter()
         self.last_heard_s[broker] = time.monotonic()  # any message proves the broker alive
+        self.reconnect_wait_s[broker] = self.liveness_s
         try:
             _, header, payload = wire.split_message(frames, 0)
         except wire.MalformedMessage as exc:

@@ -67,7 +67,9 @@ class RoiConfig(_Base):
     padding_px: int = Field(4, ge=0, le=512, description="Pixels added on each side of the box before cropping.")
     min_size_px: int = Field(16, ge=1, le=4096, description="Detections whose box is narrower or shorter are not sent.")
     jpeg_quality: int = Field(90, ge=1, le=100, description="JPEG quality of the encoded crop.")
-    ttl_ms: float = Field(0.0, ge=0, description="Deadline: max ms an ROI may wait before compute (0: none).")
+    ttl_ms: float = Field(
+        0.0, ge=0, description="Deadline: max age of an ROI, ms from frame capture to start of compute (0: none)."
+    )
 
 
 class JsonlSinkConfig(_Base):
