@@ -10,11 +10,8 @@ answered with a ``Drop`` so the edge's books balance (DESIGN.md "Wire protocol",
 Bad input is counted in ``vcascade_broker_malformed_messages_total`` and dropped; nothing a peer sends can
 crash the loop.
 
-Liveness (Paranoid Pirate, ZeroMQ Guide ch. 4; ``Deployment.heartbeat``): any message proves a peer alive; the
-loop sends ``Heartbeat`` every ``interval_s`` to every registered worker and every edge heard from within
-``liveness * interval_s``; a worker silent that long, or unreachable (``ROUTER_MANDATORY``), is lost and its
-in-flight ROIs are re-queued for other workers up to ``BrokerConfig.max_attempts`` dispatches, then dropped
-as ``worker_lost``. Its answers that come late are counted (``late_result``) and never forwarded.
+Liveness (Paranoid Pirate; DESIGN.md "Load balancing and reliability"): heartbeats to workers and recent edges;
+a lost worker's ROIs are re-queued up to ``max_attempts`` dispatches, its late answers counted, never forwarded.
 """
 
 from __future__ import annotations
@@ -23,7 +20,6 @@ import errno
 import logging
 import time
 from collections.abc import Callable
-
 
 import msgspec
 import zmq
@@ -157,6 +153,7 @@ class _BrokerLoop:
         while self.dispatcher.in_flight and time.perf_counter() < deadline_s:
             self._poll_round(min(POLL_MS, max(1, int((deadline_s - time.perf_counter()) * 1000))))
             self._expire_workers(time.perf_counter())
+            self._beat_if_due(time.perf_counter())  # a gone worker is noticed at once, not after the drain
         for flight in self.dispatcher.drain_in_flight():
             self._drop_to_edge(flight.pending, "shutdown")
         self._update_gauges()
@@ -186,9 +183,7 @@ class _BrokerLoop:
         self._expire_workers(now_s)
         for item in self.dispatcher.stale(now_s):
             self._drop_to_edge(item, "stale")
-        if now_s - self._last_heartbeat_s >= self.heartbeat_interval_s:
-            self._last_heartbeat_s = now_s
-            self._send_heartbeats(now_s)
+        self._beat_if_due(now_s)
         if now_s - self._last_report_s >= REPORT_EVERY_S:
             self._last_report_s = now_s
             self._update_gauges()
@@ -236,11 +231,9 @@ class _BrokerLoop:
             self._on_result(worker, header, now_s)
         elif isinstance(header, wire.Drop):
             self._on_worker_drop(worker, header, frames[1], now_s)
-        elif isinstance(header, wire.Heartbeat):
-            pass
         elif isinstance(header, wire.Bye):
             self._worker_lost(worker, "bye")
-        else:
+        elif not isinstance(header, wire.Heartbeat):  # a Heartbeat needs nothing more than worker_seen
             self._malformed("backend", "wrong_kind")
 
     def _on_ready(self, worker: bytes, ready: wire.Ready, now_s: float) -> None:
@@ -345,8 +338,12 @@ class _BrokerLoop:
         for item in overflow:
             self._drop_to_edge(item, "queue_full")
 
-    def _send_heartbeats(self, now_s: float) -> None:
-        """One Heartbeat to every registered worker and every edge heard from within the liveness window."""
+    def _beat_if_due(self, now_s: float) -> None:
+        """Every ``interval_s``: one Heartbeat to every registered worker and every edge heard from within the
+        liveness window; a peer found gone on the way is forgotten (a worker's ROIs re-queued)."""
+        if now_s - self._last_heartbeat_s < self.heartbeat_interval_s:
+            return
+        self._last_heartbeat_s = now_s
         for worker in list(self.worker_names):
             if not self._send_heartbeat(self.backend, "backend", worker):
                 self._worker_lost(worker, "unreachable")
