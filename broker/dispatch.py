@@ -116,7 +116,8 @@ class Dispatcher:
 
     def __init__(self, queue_max: int, max_workers: int = MAX_WORKERS, max_attempts: int = 2) -> None:
         if queue_max < 1 or max_workers < 1 or max_attempts < 1:
-            raise ValueError(f"queue_max={queue_max}, max_workers={max_workers}, max_attempts={max_attempts} must be >= 1")
+            bounds = f"queue_max={queue_max}, max_workers={max_workers}, max_attempts={max_attempts}"
+            raise ValueError(f"{bounds}: each must be >= 1")
         self.queue_max = queue_max
         self.max_workers = max_workers
         self.max_attempts = max_attempts

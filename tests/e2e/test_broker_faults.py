@@ -114,7 +114,8 @@ def cluster(tmp_path, free_port):
     def make(workers: dict[str, dict]) -> Cluster:
         data = yaml.safe_load((REPO / "configs" / "demo.yaml").read_text())
         data["edges"]["edge-1"].update(metrics_port=free_port(), sinks=[])
-        data["brokers"]["broker-1"].update(frontend_port=free_port(), backend_port=free_port(), metrics_port=free_port())
+        ports = {"frontend_port": free_port(), "backend_port": free_port(), "metrics_port": free_port()}
+        data["brokers"]["broker-1"].update(ports)
         base = data["workers"].pop("worker-1")
         for name, overrides in workers.items():
             data["workers"][name] = {**base, "metrics_port": free_port(), **overrides}
@@ -150,7 +151,7 @@ class Edge:
     def collect(self, timeout_s: float) -> None:
         """Read answers for up to ``timeout_s`` (returns early once every ROI sent has one)."""
         deadline = time.monotonic() + timeout_s
-        while len(self.answers) < len(self.sent_s) and self.sock.poll(max(0, int((deadline - time.monotonic()) * 1000))):
+        while len(self.answers) < len(self.sent_s) and self.sock.poll(_ms_left(deadline)):
             while self.sock.poll(0):
                 header = wire.split_message(self.sock.recv_multipart(), 0)[1]
                 if isinstance(header, (wire.Result, wire.Drop)):
@@ -267,3 +268,8 @@ def _paced(edge: Edge, prefix: str, camera: str, n: int, interval_s: float = 0.2
     while not all(f"{prefix}{i}" in edge.answers for i in range(n)):
         assert time.monotonic() < deadline, f"{prefix}: answers missing"
         edge.collect(0.5)
+
+
+def _ms_left(deadline: float) -> int:
+    """Milliseconds until ``deadline`` (time.monotonic() seconds), at least 0."""
+    return max(0, int((deadline - time.monotonic()) * 1000))
