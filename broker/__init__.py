@@ -2,6 +2,8 @@
 
 * :mod:`broker.dispatch` — the pure policy (:class:`Dispatcher`), no sockets, no clock.
 * :mod:`broker.server` — the ZeroMQ ROUTER/ROUTER loop (:func:`run_broker`).
+* :mod:`broker.peers` — the bounded table of recently heard edges (heartbeat targets).
+* :mod:`broker.books` — what is kept per ROI and counted per run; deadline and hop arithmetic.
 * :mod:`broker.metrics` — ``vcascade_broker_*`` Prometheus metrics.
 """
 

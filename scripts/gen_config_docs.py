@@ -33,6 +33,7 @@ SECTIONS = [
     ("`workers.<name>`", config.WorkerConfig),
     ("`security`", config.SecurityConfig),
     ("`security.curve`", config.CurveConfig),
+    ("`heartbeat`", config.HeartbeatConfig),
 ]
 
 

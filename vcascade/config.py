@@ -139,7 +139,9 @@ class RoiConfig(_Base):
     padding_px: int = Field(4, ge=0, le=512, description="Pixels added on each side of the box before cropping.")
     min_size_px: int = Field(16, ge=1, le=4096, description="Detections whose box is narrower or shorter are not sent.")
     jpeg_quality: int = Field(90, ge=1, le=100, description="JPEG quality of the encoded crop.")
-    ttl_ms: float = Field(0.0, ge=0, description="Deadline: max ms an ROI may wait before compute (0: none).")
+    ttl_ms: float = Field(
+        0.0, ge=0, description="Deadline: max age of an ROI, ms from frame capture to start of compute (0: none)."
+    )
     policy: RoiPolicyConfig = Field(RoiPolicyConfig(), description="Tracking and which detections are sent.")
 
 
@@ -191,12 +193,24 @@ class BrokerConfig(_Base):
     backend_port: Port = Field(description="Port workers connect to.")
     queue_max: int = Field(10_000, ge=1, description="ROIs waiting for worker credit, at most (oldest dropped).")
     metrics_port: Port = Field(description="Port serving Prometheus /metrics for this process.")
+    max_attempts: int = Field(
+        2, ge=1, le=100,
+        description="Dispatches of one ROI at most: a dead worker's ROIs are re-dispatched until this many "
+        "attempts, then dropped as `worker_lost` (2 = one re-dispatch).",
+    )
 
     def endpoint(self, side: Literal["frontend", "backend"], *, bind: bool = False) -> str:
         """ZeroMQ tcp endpoint of one side, for connecting peers or (``bind=True``) for the broker itself."""
         port = self.frontend_port if side == "frontend" else self.backend_port
         host = (self.bind or self.host) if bind else self.host
         return f"tcp://{host}:{port}"
+
+
+class HeartbeatConfig(_Base):
+    """Liveness between brokers and their peers (Paranoid Pirate pattern, ZeroMQ Guide chapter 4)."""
+
+    interval_s: float = Field(1.0, gt=0, le=60, description="Seconds between heartbeats on every link, both ways.")
+    liveness: int = Field(3, ge=1, le=100, description="Intervals without any message after which a peer is dead.")
 
 
 # ---------------------------------------------------------------- center
@@ -290,6 +304,7 @@ class Deployment(_Base):
     workers: dict[Name, WorkerConfig] = Field(min_length=1, description="Center worker processes by name.")
     recognizers: dict[Name, RecognizerConfig] = Field(min_length=1, description="Recognition models by name.")
     security: SecurityConfig = Field(SecurityConfig(), description="Transport security (CurveZMQ).")
+    heartbeat: HeartbeatConfig = Field(HeartbeatConfig(), description="Heartbeat interval and liveness of every broker link.")
 
     def cameras_of(self, edge: str) -> dict[str, CameraConfig]:
         """The cameras read by one edge, by name."""

@@ -1,0 +1,62 @@
+"""The pure helpers around the broker loop: the bounded edge table and the per-ROI arithmetic."""
+
+from __future__ import annotations
+
+import errno
+
+import pytest
+import zmq
+
+from broker.books import MIN_TTL_MS, broker_hops, remaining_ttl_ms, send_failure_reason
+from broker.dispatch import InFlight, Pending
+from broker.peers import EdgeTable
+
+
+def test_edges_are_live_within_the_window_and_forgotten_after():
+    table = EdgeTable(window_s=3.0)
+    table.seen(b"e1", 0.0)
+    table.seen(b"e2", 1.0)
+    assert table.live(3.0) == [b"e1", b"e2"]  # exactly at the window is still live
+    assert table.live(3.5) == [b"e2"] and len(table) == 1
+    table.seen(b"e1", 3.6)  # heard again: live again
+    assert table.live(4.0) == [b"e2", b"e1"]
+    table.forget(b"e2")
+    table.forget(b"never")
+    assert table.live(4.0) == [b"e1"]
+
+
+def test_edge_table_is_bounded_least_recently_heard_first():
+    table = EdgeTable(window_s=10.0, max_edges=3)
+    assert [table.seen(f"e{i}".encode(), float(i)) for i in range(3)] == [0, 0, 0]
+    table.seen(b"e0", 3.0)  # e0 refreshed: e1 is now the least recently heard
+    assert table.seen(b"e3", 4.0) == 1
+    assert sorted(table.live(4.0)) == [b"e0", b"e2", b"e3"]
+
+
+def test_edge_table_bounds_rejected():
+    with pytest.raises(ValueError):
+        EdgeTable(window_s=0)
+    with pytest.raises(ValueError):
+        EdgeTable(window_s=1, max_edges=0)
+
+
+def _flight(received_s: float, dispatched_s: float, ttl_ms: float) -> InFlight:
+    return InFlight(Pending("r", "cam", received_s, ttl_ms), worker=b"w", dispatched_s=dispatched_s)
+
+
+def test_remaining_ttl_takes_the_queue_wait_off_and_never_reaches_zero():
+    assert remaining_ttl_ms(_flight(10.0, 10.25, ttl_ms=1000.0)) == pytest.approx(750.0)
+    assert remaining_ttl_ms(_flight(10.0, 11.0, ttl_ms=1000.0)) == MIN_TTL_MS  # 0 would mean "no deadline"
+
+
+def test_broker_hops_split_queue_wait_and_transit():
+    hops = broker_hops(_flight(1.0, 1.5, 0.0), [("stage0", 100.0), ("head", 50.0)], now_s=1.7)
+    assert [name for name, _ in hops] == ["broker_queue", "transit_broker_worker"]
+    assert hops[0][1] == pytest.approx(500.0) and hops[1][1] == pytest.approx(50.0)
+    assert broker_hops(_flight(1.0, 1.5, 0.0), [("stage0", 300.0)], now_s=1.7)[1][1] == 0.0  # clamped
+
+
+def test_send_failure_reasons():
+    assert send_failure_reason(zmq.ZMQError(errno.EHOSTUNREACH)) == "unreachable"
+    assert send_failure_reason(zmq.Again()) == "hwm"
+    assert send_failure_reason(zmq.ZMQError(errno.EINVAL)) == "error"
