@@ -30,6 +30,7 @@ from broker.books import Envelope, Stats, broker_hops, ms, remaining_ttl_ms, sen
 from broker.peers import EdgeTable
 from vcascade import wire
 from vcascade.config import Deployment, HeartbeatConfig
+from vcascade.security import secure_server, start_authenticator, watch_auth_failures
 from vcascade.sockets import make_socket
 from vcascade.components import StopFlag
 from vcascade.telemetry import serve_metrics
@@ -87,8 +88,13 @@ def run_broker(
     cfg = deployment.brokers[name]
     serve_metrics(cfg.metrics_port)
     ctx = zmq.Context.instance()  # the process's one context, shared with anything else in the process
+    auth = start_authenticator(ctx, deployment.security)  # CurveZMQ: admits the authorized clients' keys
     frontend = make_socket(ctx, zmq.ROUTER, router_handover=True)
     backend = make_socket(ctx, zmq.ROUTER, router_handover=True)
+    for sock in (frontend, backend):
+        secure_server(sock, deployment.security, name)  # no-op when curve is disabled
+        if deployment.security.curve.enabled:
+            watch_auth_failures(sock, "broker", name)  # refused handshakes never reach the loop: count them here
     beat = deployment.heartbeat
     window_s = beat.liveness * beat.interval_s if worker_timeout_s is None else worker_timeout_s
     try:
@@ -102,6 +108,8 @@ def run_broker(
     finally:
         frontend.close()
         backend.close()
+        if auth is not None:
+            auth.stop()
 
 
 class _BrokerLoop:

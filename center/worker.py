@@ -45,6 +45,7 @@ from center.recognizer import load_stages
 from center.stages import StageEngine
 from vcascade import wire
 from vcascade.config import Deployment
+from vcascade.security import secure_client, watch_auth_failures
 from vcascade.sockets import make_socket
 from vcascade.components import StopFlag
 from vcascade.telemetry import serve_metrics
@@ -111,6 +112,8 @@ class _Worker:
         self.name = name
         self.cfg = cfg
         self.endpoints = [deployment.brokers[b].endpoint("backend") for b in cfg.brokers]
+        self.broker_names = list(cfg.brokers)
+        self.security = deployment.security
         self.ready_interval_s = deployment.heartbeat.interval_s
         self.liveness_s = deployment.heartbeat.liveness * deployment.heartbeat.interval_s
         self.identity = f"{name}-{os.getpid()}"
@@ -135,7 +138,7 @@ class _Worker:
         """IO loop until ``stop``, then drain, say Bye and close."""
         ctx = zmq.Context.instance()  # the process's one context
         self.outbox = Outbox(ctx)
-        dealers = [self._connect(ctx, endpoint) for endpoint in self.endpoints]
+        dealers = [self._connect(ctx, index) for index in range(len(self.endpoints))]
         poller = zmq.Poller()
         for sock in [*dealers, self.outbox.pull]:
             poller.register(sock, zmq.POLLIN)
@@ -151,9 +154,13 @@ class _Worker:
             self._close(dealers)
             report(self.telemetry.snapshot(final=True))
 
-    def _connect(self, ctx: zmq.Context, endpoint: str) -> zmq.Socket:
+    def _connect(self, ctx: zmq.Context, index: int) -> zmq.Socket:
+        """A DEALER to broker ``index`` (CurveZMQ client pinned to that broker's key when curve is enabled)."""
         sock = make_socket(ctx, zmq.DEALER, identity=self.identity)
-        sock.connect(endpoint)
+        secure_client(sock, self.security, self.name, self.broker_names[index])
+        if self.security.curve.enabled:
+            watch_auth_failures(sock, "worker", self.name)
+        sock.connect(self.endpoints[index])
         return sock
 
     def _serve(self, stop: StopFlag, dealers: list[zmq.Socket], poller: zmq.Poller, report) -> None:
@@ -182,7 +189,7 @@ class _Worker:
             self.reconnect_wait_s[index] = min(MAX_RECONNECT_WAIT_S, 2 * wait_s)
             poller.unregister(dealers[index])
             dealers[index].close()  # LINGER bounds what is still queued for the dead link
-            dealers[index] = self._connect(zmq.Context.instance(), self.endpoints[index])
+            dealers[index] = self._connect(zmq.Context.instance(), index)
             poller.register(dealers[index], zmq.POLLIN)
             self.last_heard_s[index] = now  # the next attempt after the (doubled) wait
             self.telemetry.reconnected()

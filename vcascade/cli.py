@@ -152,6 +152,7 @@ def _run(args: argparse.Namespace) -> int:
 
 def _one(args: argparse.Namespace) -> int:
     from vcascade.models import ModelUnavailable
+    from vcascade.security import SecurityError
 
     load_config(args.config)  # config errors exit 2 before anything starts
     setup_logging(args.log_level, f"{args.kind}:{args.name}")
@@ -166,7 +167,7 @@ def _one(args: argparse.Namespace) -> int:
 
     try:
         run_component(args.kind, str(args.config), args.name, stop, report, getattr(args, "model_dir", None))
-    except (ModelUnavailable, KeyError) as exc:
+    except (ModelUnavailable, KeyError, SecurityError) as exc:
         print(f"vcascade: {exc}", file=sys.stderr)
         return EXIT_FAILURE
     print(json.dumps(final, indent=2, default=str))
