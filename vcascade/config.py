@@ -100,7 +100,12 @@ class EdgeConfig(_Base):
     overflow: Literal["block", "drop_oldest"] = Field(
         "block", description="Full send queue: block the detector (files), or drop the oldest ROI (live)."
     )
-    roi_timeout_s: float = Field(30.0, gt=0, description="An ROI unanswered for this long is dropped as `timeout`.")
+    roi_timeout_s: float = Field(
+        30.0, gt=0, description="An ROI unanswered for this long is re-sent (see `max_attempts`), then dropped as `timeout`."
+    )
+    max_attempts: int = Field(
+        2, ge=1, le=10, description="Sends of one ROI at most, first included (retries on timeout or a lost broker)."
+    )
     drain_timeout_s: float = Field(60.0, ge=0, description="At shutdown, wait this long for in-flight results.")
     opencv_threads: int = Field(1, ge=0, le=256, description="cv2.setNumThreads for this process (0: OpenCV default).")
     metrics_port: Port = Field(description="Port serving Prometheus /metrics for this process.")
@@ -124,6 +129,13 @@ class BrokerConfig(_Base):
         port = self.frontend_port if side == "frontend" else self.backend_port
         host = (self.bind or self.host) if bind else self.host
         return f"tcp://{host}:{port}"
+
+
+class HeartbeatConfig(_Base):
+    """Liveness between brokers and their peers (Paranoid Pirate pattern, ZeroMQ Guide chapter 4)."""
+
+    interval_s: float = Field(1.0, gt=0, le=60, description="Seconds between heartbeats on every link, both ways.")
+    liveness: int = Field(3, ge=1, le=100, description="Intervals without any message after which a peer is dead.")
 
 
 # ---------------------------------------------------------------- center
@@ -183,6 +195,7 @@ class Deployment(_Base):
     brokers: dict[Name, BrokerConfig] = Field(min_length=1, description="Broker processes by name.")
     workers: dict[Name, WorkerConfig] = Field(min_length=1, description="Center worker processes by name.")
     recognizers: dict[Name, RecognizerConfig] = Field(min_length=1, description="Recognition models by name.")
+    heartbeat: HeartbeatConfig = Field(HeartbeatConfig(), description="Heartbeat interval and liveness of every broker link.")
 
     def cameras_of(self, edge: str) -> dict[str, CameraConfig]:
         """The cameras read by one edge, by name."""
