@@ -26,7 +26,8 @@ class PendingRoi:
     """What the edge keeps about an ROI from creation to its result or drop.
 
     ``roi`` is the header as created (detection, camera, stream timestamp; ``ttl_ms`` is filled in at send
-    time). Times are ``time.perf_counter()`` seconds on the edge; ``sent_s`` is set when it goes on the socket.
+    time; the link replaces it with ``attempt + 1`` before a retry). Times are ``time.perf_counter()`` seconds
+    on the edge; ``sent_s`` is set each time it goes on a socket (the last send is the one answered).
     """
 
     roi: Roi
@@ -57,6 +58,7 @@ class PendingRoi:
             "class_id": roi.class_id,
             "class_name": COCO_CLASSES[roi.class_id] if 0 <= roi.class_id < len(COCO_CLASSES) else str(roi.class_id),
             "score": round(roi.score, 4),
+            "attempt": roi.attempt,
         }
 
 

@@ -28,3 +28,17 @@ HOP_SECONDS = Histogram(
     ["edge", "camera", "hop"],
     buckets=LATENCY_BUCKETS_S,
 )
+BROKER_UP = Gauge(
+    "vcascade_edge_broker_up", "1 while the broker is alive (heard within the liveness window).", ["edge", "broker"]
+)
+BROKER_ROIS_SENT = Counter(
+    "vcascade_edge_broker_rois_sent_total", "ROI sends to each broker, retries and probes included.", ["edge", "broker"]
+)
+RETRIES = Counter(
+    "vcascade_edge_roi_retries_total", "ROIs scheduled for another send, by cause.", ["edge", "reason"]
+)
+DUPLICATE_ANSWERS = Counter(
+    "vcascade_edge_duplicate_answers_total",
+    "Results or drops for ROIs already ended (late or duplicate answers; never written to the sinks).",
+    ["edge"],
+)
