@@ -18,9 +18,14 @@ Policy (DESIGN.md "Load balancing and reliability"):
   aside when dispatching and :meth:`Dispatcher.stale` sweeps every queue.
 * **Liveness**: a worker not seen for ``timeout_s`` is expired; its in-flight ROIs are handed back to the
   caller so every ROI is answered exactly once.
+* **Re-dispatch, bounded**: the caller hands a lost worker's ROIs to :meth:`Dispatcher.requeue`; each goes
+  back to the *head* of its camera queue (it is older than anything queued behind it) until it has been
+  dispatched ``max_attempts`` times, after which it is returned to the caller to be dropped (``worker_lost``).
+  An answer from a worker the ROI was taken from is *late* (:meth:`Dispatcher.was_taken_from`): only the
+  current holder's answer completes an ROI, so exactly one answer per ROI leaves the broker.
 
 Memory is bounded: queued ROIs by ``queue_max``, in-flight ROIs by the sum of credits, workers by
-``max_workers``.
+``max_workers``, remembered re-dispatches by ``TAKEN_MEMORY``.
 """
 
 from __future__ import annotations
@@ -33,6 +38,9 @@ from typing import Any
 MAX_WORKERS = 1024
 """Default bound on registered workers (a rogue peer sending Ready from many identities cannot grow memory)."""
 
+TAKEN_MEMORY = 65_536
+"""Re-dispatched ROI ids remembered (oldest forgotten first) to tell a late answer from an unknown one."""
+
 
 @dataclass(slots=True)
 class Pending:
@@ -44,6 +52,7 @@ class Pending:
         received_s: time the broker received it, seconds on the caller's monotonic clock.
         ttl_ms: deadline, ms it may wait in the queue; ``0`` means none (``wire.Roi.ttl_ms``).
         data: opaque payload for the caller (routing identity and frames); never inspected here.
+        attempts: times it was dispatched to a worker so far (0 while never dispatched).
     """
 
     roi_id: str
@@ -51,6 +60,7 @@ class Pending:
     received_s: float
     ttl_ms: float = 0.0
     data: Any = None
+    attempts: int = 0
 
     def is_stale(self, now_s: float) -> bool:
         """True when the ROI has a deadline and waited longer than ``ttl_ms`` by ``now_s`` (seconds)."""
@@ -65,11 +75,13 @@ class InFlight:
         pending: the queued ROI as it was enqueued.
         worker: key of the worker holding it.
         dispatched_s: time it was assigned, seconds on the caller's clock.
+        seq: its enqueue order (keeps a re-queued ROI in order with its camera queue).
     """
 
     pending: Pending
     worker: Hashable
     dispatched_s: float
+    seq: int = 0
 
 
 @dataclass(slots=True)
@@ -96,16 +108,19 @@ class Dispatcher:
     Args:
         queue_max: ROIs that may wait at most (all cameras together), >= 1.
         max_workers: workers that may be registered at once, >= 1.
+        max_attempts: dispatches of one ROI at most (``BrokerConfig.max_attempts``), >= 1.
 
     Raises:
         ValueError: a bound below 1.
     """
 
-    def __init__(self, queue_max: int, max_workers: int = MAX_WORKERS) -> None:
-        if queue_max < 1 or max_workers < 1:
-            raise ValueError(f"queue_max={queue_max} and max_workers={max_workers} must be >= 1")
+    def __init__(self, queue_max: int, max_workers: int = MAX_WORKERS, max_attempts: int = 2) -> None:
+        if queue_max < 1 or max_workers < 1 or max_attempts < 1:
+            raise ValueError(f"queue_max={queue_max}, max_workers={max_workers}, max_attempts={max_attempts} must be >= 1")
         self.queue_max = queue_max
         self.max_workers = max_workers
+        self.max_attempts = max_attempts
+        self._taken: OrderedDict[str, frozenset[Hashable]] = OrderedDict()  # roi_id -> workers it was taken from
         self._queues: OrderedDict[str, deque[tuple[int, Pending]]] = OrderedDict()  # camera -> (seq, ROI)
         self._queued_ids: set[str] = set()
         self._seq = 0
@@ -145,10 +160,48 @@ class Dispatcher:
         self._seq += 1
         self._queues.setdefault(item.camera, deque()).append((self._seq, item))
         self._queued_ids.add(item.roi_id)
+        return self._trim()
+
+    def _trim(self) -> list[Pending]:
+        """Drop the oldest ROI of the longest camera queue until at most ``queue_max`` wait."""
         dropped = []
         while len(self._queued_ids) > self.queue_max:
             dropped.append(self._pop_head(self._longest_camera()))
         return dropped
+
+    def requeue(self, flights: list[InFlight]) -> tuple[list[Pending], list[Pending]]:
+        """Put a lost worker's ROIs back at the head of their camera queues, for another worker.
+
+        Each keeps its enqueue order, so a camera queue stays oldest first. Call it with the flights returned
+        by :meth:`worker_gone` or :meth:`expire_workers`; the worker they came from is remembered for
+        :meth:`was_taken_from`.
+
+        Returns:
+            ``(given_up, dropped)``: ROIs already dispatched ``max_attempts`` times (not re-queued; drop them
+            as ``worker_lost``), and ROIs dropped to keep ``queue_max`` (oldest of the longest queue, possibly
+            re-queued ones; drop them as ``queue_full``).
+        """
+        given_up, by_camera = [], {}
+        for flight in flights:
+            self._remember_taken(flight.pending.roi_id, flight.worker)
+            if flight.pending.attempts >= self.max_attempts:
+                given_up.append(flight.pending)
+            else:
+                by_camera.setdefault(flight.pending.camera, []).append((flight.seq, flight.pending))
+        for camera, entries in by_camera.items():
+            queue = self._queues.setdefault(camera, deque())
+            self._queues[camera] = deque(sorted([*entries, *queue], key=lambda entry: entry[0]))
+            self._queued_ids.update(item.roi_id for _, item in entries)
+        return given_up, self._trim()
+
+    def _remember_taken(self, roi_id: str, worker: Hashable) -> None:
+        self._taken[roi_id] = self._taken.pop(roi_id, frozenset()) | {worker}
+        while len(self._taken) > TAKEN_MEMORY:
+            self._taken.popitem(last=False)
+
+    def was_taken_from(self, roi_id: str, worker: Hashable) -> bool:
+        """True when ``worker`` held ``roi_id`` before it was re-queued: an answer from it now is late."""
+        return worker in self._taken.get(roi_id, ())
 
     def _longest_camera(self) -> str:
         """Camera with the most queued ROIs; ties: the one whose head ROI was enqueued first."""
@@ -268,13 +321,14 @@ class Dispatcher:
             return None, stale
         while self._queues:
             camera = next(iter(self._queues))
+            seq = self._queues[camera][0][0]
             item = self._pop_head(camera)
             if camera in self._queues:
                 self._queues.move_to_end(camera)
             if item.is_stale(now_s):
                 stale.append(item)
                 continue
-            return self._assign(item, worker, now_s), stale
+            return self._assign(item, worker, now_s, seq), stale
         return None, stale
 
     def _pick_worker(self) -> Hashable | None:
@@ -287,12 +341,13 @@ class Dispatcher:
                     best, best_key = worker, key
         return best
 
-    def _assign(self, item: Pending, worker: Hashable, now_s: float) -> InFlight:
+    def _assign(self, item: Pending, worker: Hashable, now_s: float, seq: int) -> InFlight:
         self._dispatches += 1
         state = self._workers[worker]
         state.last_used = self._dispatches
         state.in_flight.add(item.roi_id)
-        flight = InFlight(pending=item, worker=worker, dispatched_s=now_s)
+        item.attempts += 1
+        flight = InFlight(pending=item, worker=worker, dispatched_s=now_s, seq=seq)
         self._in_flight[item.roi_id] = flight
         return flight
 

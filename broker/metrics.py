@@ -6,9 +6,18 @@ Declared once per process in the default registry (served by :func:`vcascade.tel
 
 from __future__ import annotations
 
+import re
+
 from prometheus_client import Counter, Gauge, Histogram
 
+from vcascade.config import NAME_PATTERN
 from vcascade.telemetry import LATENCY_BUCKETS_S
+
+MAX_CAMERA_LABELS = 256
+"""Distinct ``camera`` label values per broker at most; later cameras (and names that are not valid config
+names, which a peer could send) are counted under :data:`OTHER_CAMERA`, so peers cannot grow the series."""
+OTHER_CAMERA = "other"
+_CAMERA_NAME = re.compile(NAME_PATTERN)
 
 ROIS_RECEIVED = Counter(
     "vcascade_broker_rois_received_total", "ROIs received from edges (well-formed).", ["broker", "camera"]
@@ -25,6 +34,18 @@ MALFORMED = Counter(
     "Messages dropped as undecodable or out of protocol, by socket side (frontend/backend) and reason.",
     ["broker", "side", "reason"],
 )
+REDISPATCHED = Counter(
+    "vcascade_broker_rois_redispatched_total",
+    "ROIs taken back from a lost worker and queued again for another one (bounded by max_attempts).",
+    ["broker"],
+)
+SEND_FAILURES = Counter(
+    "vcascade_broker_send_failures_total",
+    "Messages ZeroMQ refused to queue, by socket side and reason (unreachable: peer gone; hwm: its pipe full). "
+    "ROIs and answers among them are also counted in vcascade_broker_drops_total.",
+    ["broker", "side", "reason"],
+)
+EDGES = Gauge("vcascade_broker_edges", "Edges heard from within the heartbeat liveness window.", ["broker"])
 QUEUE_DEPTH = Gauge("vcascade_broker_queue_depth", "ROIs waiting for worker credit.", ["broker"])
 IN_FLIGHT = Gauge("vcascade_broker_in_flight", "ROIs held by workers, not yet answered.", ["broker"])
 WORKERS = Gauge("vcascade_broker_workers", "Registered (live) workers.", ["broker"])
@@ -54,10 +75,27 @@ class BrokerMetrics:
         self.in_flight = IN_FLIGHT.labels(broker=broker)
         self.workers = WORKERS.labels(broker=broker)
         self.queue_seconds = QUEUE_SECONDS.labels(broker=broker)
+        self.redispatched = REDISPATCHED.labels(broker=broker)
+        self.edges = EDGES.labels(broker=broker)
+        self._cameras: set[str] = set()
 
     def received(self, camera: str) -> None:
-        """Count one well-formed ROI from ``camera``."""
-        ROIS_RECEIVED.labels(broker=self.broker, camera=camera).inc()
+        """Count one well-formed ROI from ``camera`` (label bounded, see :data:`MAX_CAMERA_LABELS`)."""
+        ROIS_RECEIVED.labels(broker=self.broker, camera=self.camera_label(camera)).inc()
+
+    def camera_label(self, camera: str) -> str:
+        """``camera`` itself while fewer than ``MAX_CAMERA_LABELS`` were used and it is a valid name, else
+        ``other``."""
+        if camera in self._cameras:
+            return camera
+        if len(self._cameras) >= MAX_CAMERA_LABELS or not _CAMERA_NAME.fullmatch(camera):
+            return OTHER_CAMERA
+        self._cameras.add(camera)
+        return camera
+
+    def send_failed(self, side: str, reason: str) -> None:
+        """Count one message not queued on ``side`` (``frontend``/``backend``) for ``reason``."""
+        SEND_FAILURES.labels(broker=self.broker, side=side, reason=reason).inc()
 
     def dropped(self, reason: str, n: int = 1) -> None:
         """Count ``n`` broker drops with ``reason`` (snake_case)."""

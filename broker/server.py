@@ -1,12 +1,20 @@
 """The broker process: a ZeroMQ ROUTER for edges (frontend), a ROUTER for workers (backend), and the loop between.
 
-Edges send ``[Roi][jpeg]``; the broker queues them per camera and forwards ``[Roi][jpeg]`` frames *as received*
-(zero copy) to a worker with free credit, chosen by :class:`broker.dispatch.Dispatcher`. Workers send ``Ready``
+Edges send ``[Roi][jpeg]``; the broker queues them per camera and forwards the payload frame *as received*
+(zero copy) to a worker with free credit, chosen by :class:`broker.dispatch.Dispatcher`; the header is forwarded
+as received too, or re-encoded with the remaining ``ttl_ms`` when the ROI has a deadline (the time it waited
+here is taken off, so the worker's deadline is the edge's deadline, not a fresh one). Workers send ``Ready``
 (registration, credits and heartbeat), ``Result``/``Drop`` per ROI, and ``Bye``. Results go back to the edge that
 sent the ROI with three broker hops appended to the latency account; every ROI the broker gives up on is
 answered with a ``Drop`` so the edge's books balance (DESIGN.md "Wire protocol", "Load balancing").
 Bad input is counted in ``vcascade_broker_malformed_messages_total`` and dropped; nothing a peer sends can
 crash the loop.
+
+Liveness (Paranoid Pirate, ZeroMQ Guide ch. 4; ``Deployment.heartbeat``): any message proves a peer alive; the
+loop sends ``Heartbeat`` every ``interval_s`` to every registered worker and every edge heard from within
+``liveness * interval_s``; a worker silent that long, or unreachable (``ROUTER_MANDATORY``), is lost and its
+in-flight ROIs are re-queued for other workers up to ``BrokerConfig.max_attempts`` dispatches, then dropped
+as ``worker_lost``. Its answers that come late are counted (``late_result``) and never forwarded.
 """
 
 from __future__ import annotations
@@ -24,8 +32,9 @@ import zmq
 
 from broker.dispatch import Dispatcher, InFlight, Pending, WorkerLimit
 from broker.metrics import BrokerMetrics
+from broker.peers import EdgeTable
 from vcascade import wire
-from vcascade.config import Deployment
+from vcascade.config import Deployment, HeartbeatConfig
 from vcascade.sockets import make_socket
 from vcascade.components import StopFlag
 from vcascade.telemetry import serve_metrics
@@ -33,7 +42,8 @@ from vcascade.telemetry import serve_metrics
 log = logging.getLogger(__name__)
 
 WORKER_TIMEOUT_S = 3.0
-"""A worker silent this long is lost: three missed 1-s Ready heartbeats (Paranoid Pirate, ZeroMQ Guide ch. 4)."""
+"""Default liveness window, s: ``HeartbeatConfig`` defaults (3 missed 1-s heartbeats; Paranoid Pirate, ZeroMQ
+Guide ch. 4). The broker uses ``liveness * interval_s`` of the deployment unless told otherwise."""
 
 DRAIN_TIMEOUT_S = 2.0
 """At shutdown, how long in-flight ROIs may still come back before they are answered with Drop ``shutdown``."""
@@ -58,6 +68,7 @@ class _Envelope:
 
     edge: bytes
     frames: list[zmq.Frame]  # [header, payload] exactly as received
+    roi: wire.Roi  # the decoded header (re-encoded with the remaining ttl_ms when it has a deadline)
 
 
 @dataclass
@@ -67,6 +78,7 @@ class _Stats:
     results: int = 0
     worker_drops: int = 0
     malformed: int = 0
+    redispatched: int = 0
     drops: collections.Counter[str] = field(default_factory=collections.Counter)
 
 
@@ -76,7 +88,7 @@ def run_broker(
     stop: StopFlag,
     report: Callable[[dict], None] | None = None,
     *,
-    worker_timeout_s: float = WORKER_TIMEOUT_S,
+    worker_timeout_s: float | None = None,
     drain_timeout_s: float = DRAIN_TIMEOUT_S,
 ) -> None:
     """Run broker ``name`` of the deployment until ``stop`` is set, then drain and return.
@@ -88,8 +100,9 @@ def run_broker(
             ``drain_timeout_s`` for in-flight results, answers the rest with Drop ``shutdown`` and returns.
         report: called about once a second, and once at the end with ``final=True``, with a dict
             ``{"component": "broker", "name", "final", "received", "forwarded", "results", "worker_drops",
-            "drops": {reason: n}, "malformed", "workers", "queued", "in_flight"}``.
-        worker_timeout_s: a worker silent for longer is declared lost, seconds.
+            "drops": {reason: n}, "malformed", "redispatched", "workers", "queued", "in_flight"}``.
+        worker_timeout_s: a worker silent for longer is declared lost, seconds (default: the deployment's
+            ``heartbeat.liveness * heartbeat.interval_s``).
         drain_timeout_s: shutdown wait for in-flight results, seconds.
 
     Raises:
@@ -100,12 +113,16 @@ def run_broker(
     cfg = deployment.brokers[name]
     serve_metrics(cfg.metrics_port)
     ctx = zmq.Context.instance()  # the process's one context, shared with anything else in the process
-    frontend, backend = make_socket(ctx, zmq.ROUTER), make_socket(ctx, zmq.ROUTER)
+    frontend = make_socket(ctx, zmq.ROUTER, router_handover=True)
+    backend = make_socket(ctx, zmq.ROUTER, router_handover=True)
+    beat = deployment.heartbeat
+    window_s = beat.liveness * beat.interval_s if worker_timeout_s is None else worker_timeout_s
     try:
         frontend.bind(cfg.endpoint("frontend", bind=True))
         backend.bind(cfg.endpoint("backend", bind=True))
         log.info("broker %s: edges on %s, workers on %s", name, cfg.endpoint("frontend"), cfg.endpoint("backend"))
-        loop = _BrokerLoop(name, frontend, backend, Dispatcher(cfg.queue_max), worker_timeout_s, report)
+        dispatcher = Dispatcher(cfg.queue_max, max_attempts=cfg.max_attempts)
+        loop = _BrokerLoop(name, frontend, backend, dispatcher, window_s, beat, report)
         loop.serve(stop)
         loop.shutdown(drain_timeout_s)
     finally:
@@ -123,12 +140,17 @@ class _BrokerLoop:
         backend: zmq.Socket,
         dispatcher: Dispatcher,
         worker_timeout_s: float,
+        heartbeat: HeartbeatConfig,
         report: Callable[[dict], None] | None,
     ) -> None:
         self.name = name
         self.frontend, self.backend = frontend, backend
         self.dispatcher = dispatcher
         self.worker_timeout_s = worker_timeout_s
+        self.heartbeat_interval_s = heartbeat.interval_s
+        self.edges = EdgeTable(heartbeat.liveness * heartbeat.interval_s)
+        self._heartbeat = wire.encode(wire.Heartbeat(sender=name))
+        self._last_heartbeat_s = 0.0
         self.report = report
         self.metrics = BrokerMetrics(name)
         self.stats = _Stats()
@@ -186,6 +208,9 @@ class _BrokerLoop:
         self._expire_workers(now_s)
         for item in self.dispatcher.stale(now_s):
             self._drop_to_edge(item, "stale")
+        if now_s - self._last_heartbeat_s >= self.heartbeat_interval_s:
+            self._last_heartbeat_s = now_s
+            self._send_heartbeats(now_s)
         if now_s - self._last_report_s >= REPORT_EVERY_S:
             self._last_report_s = now_s
             self._update_gauges()
@@ -195,16 +220,21 @@ class _BrokerLoop:
 
     def _on_frontend(self, frames: list[zmq.Frame]) -> None:
         header = self._decode(frames, "frontend")
-        if header is None or isinstance(header, (wire.Heartbeat, wire.Bye)):
-            return  # edge liveness needs no action here: every ROI is answered or dropped anyway
+        if header is None:
+            return
+        edge, now_s = frames[0].bytes, time.perf_counter()
+        if isinstance(header, wire.Bye):
+            self.edges.forget(edge)  # its ROIs are still answered: answers route by the id they carry
+            return
+        self.edges.seen(edge, now_s)  # any message proves the edge alive
+        if isinstance(header, wire.Heartbeat):
+            return
         if not isinstance(header, wire.Roi):
             self._malformed("frontend", "wrong_kind")
             return
-        now_s = time.perf_counter()
-        edge = frames[0].bytes
         self.stats.received += 1
         self.metrics.received(header.camera)
-        item = Pending(header.roi_id, header.camera, now_s, header.ttl_ms, _Envelope(edge, frames[1:]))
+        item = Pending(header.roi_id, header.camera, now_s, header.ttl_ms, _Envelope(edge, frames[1:], header))
         if not self.accepting:
             self._drop_to_edge(item, "shutdown")
         elif header.roi_id in self.dispatcher:
@@ -221,6 +251,7 @@ class _BrokerLoop:
         if header is None:
             return
         worker, now_s = frames[0].bytes, time.perf_counter()
+        self.dispatcher.worker_seen(worker, now_s)  # any message proves a registered worker alive
         if isinstance(header, wire.Ready):
             self._on_ready(worker, header, now_s)
         elif isinstance(header, wire.Result):
@@ -228,7 +259,7 @@ class _BrokerLoop:
         elif isinstance(header, wire.Drop):
             self._on_worker_drop(worker, header, frames[1], now_s)
         elif isinstance(header, wire.Heartbeat):
-            self.dispatcher.worker_seen(worker, now_s)
+            pass
         elif isinstance(header, wire.Bye):
             self._worker_lost(worker, "bye")
         else:
@@ -252,10 +283,8 @@ class _BrokerLoop:
         self.metrics.set_credits(ready.worker, ready.credits)
 
     def _on_result(self, worker: bytes, result: wire.Result, now_s: float) -> None:
-        self.dispatcher.worker_seen(worker, now_s)
-        flight = self.dispatcher.complete(result.roi_id, worker)
+        flight = self._complete(result.roi_id, worker)
         if flight is None:
-            self._count_drop("unknown_roi")
             return
         hops = [*result.hops, *self._broker_hops(flight, result.hops, now_s)]
         hops.append(("broker_return", _ms(time.perf_counter() - now_s)))
@@ -276,13 +305,19 @@ class _BrokerLoop:
         return [("broker_queue", queue_ms), ("transit_broker_worker", transit_ms)]
 
     def _on_worker_drop(self, worker: bytes, drop: wire.Drop, header_frame: zmq.Frame, now_s: float) -> None:
-        self.dispatcher.worker_seen(worker, now_s)
-        flight = self.dispatcher.complete(drop.roi_id, worker)
+        flight = self._complete(drop.roi_id, worker)
         if flight is None:
-            self._count_drop("unknown_roi")
             return
         if self._send_edge(flight.pending.data.edge, [header_frame]):  # forwarded unchanged
             self.stats.worker_drops += 1
+
+    def _complete(self, roi_id: str, worker: bytes) -> InFlight | None:
+        """The in-flight record an answer completes; None (counted) for a late, duplicate or unknown answer."""
+        flight = self.dispatcher.complete(roi_id, worker)
+        if flight is None:
+            late = self.dispatcher.was_taken_from(roi_id, worker)
+            self._count_drop("late_result" if late else "unknown_roi")
+        return flight
 
     # ------------------------------------------------------------------ dispatch and workers
 
@@ -299,10 +334,15 @@ class _BrokerLoop:
 
     def _send_worker(self, flight: InFlight) -> None:
         envelope: _Envelope = flight.pending.data
+        frames = [flight.worker, *envelope.frames]
+        if envelope.roi.ttl_ms > 0:  # pass the deadline on: what is left of it after the wait here
+            frames[1] = wire.encode(msgspec.structs.replace(envelope.roi, ttl_ms=_remaining_ms(flight)))
         try:
-            self.backend.send_multipart([flight.worker, *envelope.frames], flags=zmq.NOBLOCK, copy=False)
+            self.backend.send_multipart(frames, flags=zmq.NOBLOCK, copy=False)
         except zmq.ZMQError as exc:  # EHOSTUNREACH: disconnected; EAGAIN: its pipe is full, it is not reading
             log.warning("broker %s: worker %r unreachable (%s)", self.name, flight.worker, exc.strerror)
+            self.metrics.send_failed("backend", _send_failure(exc))
+            flight.pending.attempts -= 1  # never delivered: not an attempt
             self._worker_lost(flight.worker, "unreachable")
             return
         self.stats.forwarded += 1
@@ -319,11 +359,41 @@ class _BrokerLoop:
         self._forget(worker, self.dispatcher.worker_gone(worker), why)
 
     def _forget(self, worker: bytes, flights: list[InFlight], why: str) -> None:
+        """A worker is gone: re-queue its ROIs (bounded attempts; none while shutting down), drop the rest."""
         name = self.worker_names.pop(worker, worker.decode(errors="replace"))
         self.metrics.forget_worker(name)
-        log.info("broker %s: worker %s lost (%s), %d ROIs in flight dropped", self.name, name, why, len(flights))
-        for flight in flights:
-            self._drop_to_edge(flight.pending, "worker_lost")
+        if self.accepting:
+            given_up, overflow = self.dispatcher.requeue(flights)
+        else:
+            given_up, overflow = [flight.pending for flight in flights], []
+        redispatched = len(flights) - len(given_up)
+        self.stats.redispatched += redispatched
+        self.metrics.redispatched.inc(redispatched)
+        log.info(
+            "broker %s: worker %s lost (%s): %d ROIs in flight, %d re-queued, %d dropped",
+            self.name, name, why, len(flights), redispatched, len(given_up),
+        )  # fmt: skip
+        for item in given_up:
+            self._drop_to_edge(item, "worker_lost")
+        for item in overflow:
+            self._drop_to_edge(item, "queue_full")
+
+    def _send_heartbeats(self, now_s: float) -> None:
+        """One Heartbeat to every registered worker and every edge heard from within the liveness window."""
+        for worker in list(self.worker_names):
+            try:
+                self.backend.send_multipart([worker, self._heartbeat], zmq.NOBLOCK)
+            except zmq.ZMQError as exc:
+                self.metrics.send_failed("backend", _send_failure(exc))
+                if exc.errno == errno.EHOSTUNREACH:
+                    self._worker_lost(worker, "unreachable")
+        for edge in self.edges.live(now_s):
+            try:
+                self.frontend.send_multipart([edge, self._heartbeat], zmq.NOBLOCK)
+            except zmq.ZMQError as exc:
+                self.metrics.send_failed("frontend", _send_failure(exc))
+                if exc.errno == errno.EHOSTUNREACH:
+                    self.edges.forget(edge)
 
     # ------------------------------------------------------------------ answers to edges, counting
 
@@ -337,6 +407,7 @@ class _BrokerLoop:
         try:
             self.frontend.send_multipart([edge, *frames], flags=zmq.NOBLOCK, copy=False)
         except zmq.ZMQError as exc:
+            self.metrics.send_failed("frontend", _send_failure(exc))
             self._count_drop("edge_gone" if exc.errno == errno.EHOSTUNREACH else "edge_busy")
             return False
         return True
@@ -363,6 +434,7 @@ class _BrokerLoop:
         self.metrics.queue_depth.set(self.dispatcher.queued)
         self.metrics.in_flight.set(self.dispatcher.in_flight)
         self.metrics.workers.set(self.dispatcher.workers)
+        self.metrics.edges.set(len(self.edges))
 
     def _emit_report(self, final: bool) -> None:
         if self.report is None:
@@ -372,6 +444,7 @@ class _BrokerLoop:
             "component": "broker", "name": self.name, "final": final,
             "received": s.received, "forwarded": s.forwarded, "results": s.results,
             "worker_drops": s.worker_drops, "drops": dict(s.drops), "malformed": s.malformed,
+            "redispatched": s.redispatched,
             "workers": self.dispatcher.workers, "queued": self.dispatcher.queued,
             "in_flight": self.dispatcher.in_flight,
         }  # fmt: skip
@@ -383,3 +456,18 @@ class _BrokerLoop:
 
 def _ms(seconds: float) -> float:
     return seconds * 1000.0
+
+
+MIN_TTL_MS = 0.001
+"""Smallest ttl passed on: ``ttl_ms == 0`` means "no deadline" on the wire, so an ROI with a deadline keeps one."""
+
+
+def _remaining_ms(flight: InFlight) -> float:
+    """What is left of an ROI's deadline when it is dispatched, ms (the broker's queue wait taken off)."""
+    waited_ms = _ms(flight.dispatched_s - flight.pending.received_s)
+    return max(MIN_TTL_MS, flight.pending.ttl_ms - waited_ms)
+
+
+def _send_failure(exc: zmq.ZMQError) -> str:
+    """Metric reason of a refused send: ``unreachable`` (peer gone, ROUTER_MANDATORY) or ``hwm`` (pipe full)."""
+    return "unreachable" if exc.errno == errno.EHOSTUNREACH else "hwm" if exc.errno == errno.EAGAIN else "error"

@@ -38,7 +38,12 @@ QUEUE_DEPTH = Gauge(
     ["worker", "queue"],
 )
 SEND_FAILURES = Counter(
-    "vcascade_worker_send_failures_total", "Headers not sent: a broker socket at its high-water mark.", ["worker"]
+    "vcascade_worker_send_failures_total", "Headers not sent, by reason (hwm: a broker socket at its high-water mark).",
+    ["worker", "reason"],
+)
+RECONNECTS = Counter(
+    "vcascade_worker_reconnects_total",
+    "Broker sockets replaced after the broker was silent for the heartbeat liveness window.", ["worker"],
 )
 IN_FLIGHT = Gauge("vcascade_worker_in_flight", "ROIs received and not yet answered.", ["worker"])
 
@@ -57,6 +62,8 @@ class WorkerTelemetry:
         self._batched_rois = 0
         self._stage_sum_s: _Tally[str] = _Tally()
         self._stage_calls: _Tally[str] = _Tally()
+        self._send_failures = 0
+        self._reconnects = 0
         IN_FLIGHT.labels(worker).set(0)
 
     def roi_received(self) -> None:
@@ -88,9 +95,17 @@ class WorkerTelemetry:
         with self._lock:
             self._malformed[reason] += 1
 
-    def send_failed(self) -> None:
-        """One header could not be queued on a broker socket (high-water mark reached)."""
-        SEND_FAILURES.labels(self.worker).inc()
+    def send_failed(self, reason: str) -> None:
+        """One header could not be queued on a broker socket, for ``reason`` (``hwm``: high-water mark)."""
+        SEND_FAILURES.labels(self.worker, reason).inc()
+        with self._lock:
+            self._send_failures += 1
+
+    def reconnected(self) -> None:
+        """One broker socket was replaced after a silent liveness window."""
+        RECONNECTS.labels(self.worker).inc()
+        with self._lock:
+            self._reconnects += 1
 
     def batch_computed(self, size: int) -> None:
         """A micro-batch of ``size`` ROIs entered the stages."""
@@ -123,6 +138,8 @@ class WorkerTelemetry:
                 "results": self._results,
                 "drops": dict(self._drops),
                 "malformed": dict(self._malformed),
+                "send_failures": self._send_failures,
+                "reconnects": self._reconnects,
                 "batches": self._batches,
                 "mean_batch": self._batched_rois / self._batches if self._batches else 0.0,
                 "stage_ms": {

@@ -2,15 +2,24 @@
 
 Threads (see DESIGN.md, "Stage engine"):
 
-* IO thread (the caller of :func:`run_worker`): owns every ZeroMQ socket. Receives ROIs from the brokers'
-  backends (one DEALER per broker), sends ``Ready`` (credits; doubles as the worker's heartbeat) every
-  second, forwards the results the other threads hand it through :class:`center.outbox.Outbox`.
+* IO thread (the caller of :func:`run_worker`): owns every ZeroMQ socket and never computes. Receives ROIs
+  from the brokers' backends (one DEALER per broker), sends ``Ready`` (credits; doubles as the worker's
+  heartbeat) every ``heartbeat.interval_s``, forwards the results the other threads hand it through
+  :class:`center.outbox.Outbox`. A broker silent for ``heartbeat.liveness * interval_s`` (it heartbeats every
+  interval) gets a fresh DEALER with the same identity and a new ``Ready`` (Paranoid Pirate reconnect, ZeroMQ
+  Guide ch. 4); work in progress is kept and answered through the new socket.
 * batcher thread: micro-batches on "full or timeout", drops stale ROIs, decodes and normalises crops.
 * one thread per stage, then the head thread (:class:`center.stages.StageEngine`).
 
 Every ROI received is answered exactly once, with a ``Result`` or a ``Drop(reason)``, through the socket it
-came from. Reasons: ``stale``, ``decode_error``, ``preprocess_error``, ``stage_error``, ``head_error``,
-``overload`` (batcher inbox full: the broker sent beyond our credits), ``shutdown`` (arrived while draining).
+came from (or its replacement). Reasons: ``stale``, ``decode_error``, ``preprocess_error``, ``stage_error``,
+``head_error``, ``overload`` (batcher inbox full: the broker sent beyond our credits), ``shutdown`` (arrived
+while draining). An answer ZeroMQ refuses to queue (the broker's pipe at its high-water mark) is counted in
+``vcascade_worker_send_failures_total``; the broker then re-dispatches that ROI when it declares us lost.
+
+Deadline: an ROI whose ``ttl_ms`` (what the broker passes on: the edge's deadline less the time already spent
+in the broker's queue) elapsed between its receipt by the IO thread and the close of its micro-batch is
+dropped as ``stale`` before any decode or compute.
 """
 
 from __future__ import annotations
@@ -42,8 +51,6 @@ from vcascade.telemetry import serve_metrics
 
 log = logging.getLogger(__name__)
 
-READY_INTERVAL_S = 1.0
-"""Period of ``Ready`` messages (credits + heartbeat) to every broker, s."""
 REPORT_INTERVAL_S = 1.0
 """Period of the ``report`` snapshot, s."""
 POLL_MS = 50
@@ -101,6 +108,10 @@ class _Worker:
         self.name = name
         self.cfg = cfg
         self.endpoints = [deployment.brokers[b].endpoint("backend") for b in cfg.brokers]
+        self.ready_interval_s = deployment.heartbeat.interval_s
+        self.liveness_s = deployment.heartbeat.liveness * deployment.heartbeat.interval_s
+        self.identity = f"{name}-{os.getpid()}"
+        self.last_heard_s = [0.0] * len(self.endpoints)  # per broker socket, time.monotonic()
         self.telemetry = WorkerTelemetry(name)
         self.spec = PreprocessSpec.from_config(recognizer)
         self.first_device = cfg.devices[0]
@@ -120,13 +131,11 @@ class _Worker:
         """IO loop until ``stop``, then drain, say Bye and close."""
         ctx = zmq.Context.instance()  # the process's one context
         self.outbox = Outbox(ctx)
-        identity = f"{self.name}-{os.getpid()}"
-        dealers = [make_socket(ctx, zmq.DEALER, identity=identity) for _ in self.endpoints]
-        for sock, endpoint in zip(dealers, self.endpoints):
-            sock.connect(endpoint)
+        dealers = [self._connect(ctx, endpoint) for endpoint in self.endpoints]
         poller = zmq.Poller()
         for sock in [*dealers, self.outbox.pull]:
             poller.register(sock, zmq.POLLIN)
+        self.last_heard_s = [time.monotonic()] * len(dealers)
         batcher_thread = threading.Thread(target=self._batcher_loop, name="batcher", daemon=True)
         self.engine.start()
         batcher_thread.start()
@@ -138,18 +147,39 @@ class _Worker:
             self._close(dealers)
             report(self.telemetry.snapshot(final=True))
 
+    def _connect(self, ctx: zmq.Context, endpoint: str) -> zmq.Socket:
+        sock = make_socket(ctx, zmq.DEALER, identity=self.identity)
+        sock.connect(endpoint)
+        return sock
+
     def _serve(self, stop: StopFlag, dealers: list[zmq.Socket], poller: zmq.Poller, report) -> None:
         next_ready = next_report = 0.0
         while not stop.is_set():
             self._poll_once(dealers, poller, accept=True)
             now = time.monotonic()
+            self._reconnect_silent(dealers, poller, now)
             if now >= next_ready:
                 self._send_all(dealers, wire.Ready(worker=self.name, credits=self.cfg.credits))
-                next_ready = now + READY_INTERVAL_S
+                next_ready = now + self.ready_interval_s
             if now >= next_report:
                 report(self.telemetry.snapshot(final=False))
                 next_report = now + REPORT_INTERVAL_S
             self.telemetry.queue_depths({"batcher": self.inbox.qsize(), **self.engine.queue_depths()})
+
+    def _reconnect_silent(self, dealers: list[zmq.Socket], poller: zmq.Poller, now: float) -> None:
+        """Replace the DEALER of every broker silent for the liveness window, then announce us on it."""
+        for index, heard_s in enumerate(self.last_heard_s):
+            if now - heard_s <= self.liveness_s:
+                continue
+            log.warning("worker %s: broker %s silent for %.1f s, reconnecting", self.name, self.endpoints[index],
+                        now - heard_s)
+            poller.unregister(dealers[index])
+            dealers[index].close()  # LINGER bounds what is still queued for the dead link
+            dealers[index] = self._connect(zmq.Context.instance(), self.endpoints[index])
+            poller.register(dealers[index], zmq.POLLIN)
+            self.last_heard_s[index] = now  # a full window before the next attempt
+            self.telemetry.reconnected()
+            self._send(dealers[index], wire.encode(wire.Ready(worker=self.name, credits=self.cfg.credits)))
 
     def _drain(self, dealers: list[zmq.Socket], poller: zmq.Poller, batcher_thread: threading.Thread) -> None:
         """Finish the work in flight while still forwarding results; ROIs arriving now are dropped (shutdown)."""
@@ -193,13 +223,14 @@ class _Worker:
 
     def _on_message(self, broker: int, frames: list[bytes], accept: bool, sock: zmq.Socket) -> None:
         received = time.perf_counter()
+        self.last_heard_s[broker] = time.monotonic()  # any message proves the broker alive
         try:
             _, header, payload = wire.split_message(frames, 0)
         except wire.MalformedMessage as exc:
             self.telemetry.malformed(exc.reason)
             return
         if isinstance(header, wire.Heartbeat):
-            return  # broker liveness; ZeroMQ reconnects by itself
+            return  # liveness only: recorded above
         if not isinstance(header, wire.Roi):
             self.telemetry.malformed("unexpected_kind")
             return
@@ -226,7 +257,7 @@ class _Worker:
         try:
             sock.send(frame, zmq.NOBLOCK)
         except zmq.Again:  # high-water mark reached: the broker is gone or far behind
-            self.telemetry.send_failed()
+            self.telemetry.send_failed("hwm")
 
     # ------------------------------------------------------------------ batcher thread
 

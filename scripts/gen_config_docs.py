@@ -30,6 +30,7 @@ SECTIONS = [
     ("`recognizers.<name>` with `type: torch`", config.TorchRecognizerConfig),
     ("`recognizers.<name>.head` with `type: embedding`", config.EmbeddingHeadConfig),
     ("`workers.<name>`", config.WorkerConfig),
+    ("`heartbeat`", config.HeartbeatConfig),
 ]
 
 

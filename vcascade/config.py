@@ -123,6 +123,11 @@ class BrokerConfig(_Base):
     backend_port: Port = Field(description="Port workers connect to.")
     queue_max: int = Field(10_000, ge=1, description="ROIs waiting for worker credit, at most (oldest dropped).")
     metrics_port: Port = Field(description="Port serving Prometheus /metrics for this process.")
+    max_attempts: int = Field(
+        2, ge=1, le=100,
+        description="Dispatches of one ROI at most: a dead worker's ROIs are re-dispatched until this many "
+        "attempts, then dropped as `worker_lost` (2 = one re-dispatch).",
+    )
 
     def endpoint(self, side: Literal["frontend", "backend"], *, bind: bool = False) -> str:
         """ZeroMQ tcp endpoint of one side, for connecting peers or (``bind=True``) for the broker itself."""

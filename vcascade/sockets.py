@@ -21,13 +21,18 @@ HWM = 10_000
 """Send/receive high-water mark, messages per peer."""
 
 
-def make_socket(ctx: zmq.Context, kind: int, identity: str | None = None) -> zmq.Socket:
+def make_socket(
+    ctx: zmq.Context, kind: int, identity: str | None = None, *, router_handover: bool = False
+) -> zmq.Socket:
     """Create a socket with vcascade's standard options.
 
     Args:
         ctx: the process's single ``zmq.Context``.
         kind: ``zmq.ROUTER``, ``zmq.DEALER``, ``zmq.PUB``, ...
         identity: routing id for DEALER sockets (the peer name, so brokers can log it).
+        router_handover: ROUTER only: a new connection with an identity already connected takes that identity
+            over (``ZMQ_ROUTER_HANDOVER``), so a peer that reconnects after a silent link (Paranoid Pirate)
+            is reachable at once instead of being refused until the old connection times out.
     """
     sock = ctx.socket(kind)
     sock.setsockopt(zmq.LINGER, LINGER_MS)
@@ -36,6 +41,8 @@ def make_socket(ctx: zmq.Context, kind: int, identity: str | None = None) -> zmq
     sock.setsockopt(zmq.RCVHWM, HWM)
     if kind == zmq.ROUTER:
         sock.setsockopt(zmq.ROUTER_MANDATORY, 1)
+        if router_handover:
+            sock.setsockopt(zmq.ROUTER_HANDOVER, 1)
     if identity is not None:
         sock.setsockopt(zmq.IDENTITY, identity.encode())
     return sock

@@ -58,15 +58,18 @@ class BrokerHandle:
         self.thread.join(timeout_s)
 
 
-def make_deployment(name: str, ports: list[int], queue_max: int) -> Deployment:
+def make_deployment(
+    name: str, ports: list[int], queue_max: int, max_attempts: int = 2, heartbeat_s: float = 1.0
+) -> Deployment:
     """The demo deployment with one broker ``name`` on the given (frontend, backend, metrics) ports."""
     raw = yaml.safe_load(DEMO.read_text())
     raw["brokers"] = {
         name: {
             "host": "127.0.0.1", "frontend_port": ports[0], "backend_port": ports[1],
-            "metrics_port": ports[2], "queue_max": queue_max,
+            "metrics_port": ports[2], "queue_max": queue_max, "max_attempts": max_attempts,
         }
     }  # fmt: skip
+    raw["heartbeat"] = {"interval_s": heartbeat_s, "liveness": 3}
     for section in ("edges", "workers"):
         for component in raw[section].values():
             component["brokers"] = [name]
@@ -75,12 +78,14 @@ def make_deployment(name: str, ports: list[int], queue_max: int) -> Deployment:
 
 @pytest.fixture
 def start_broker(free_port):
-    """``start_broker(queue_max=..., worker_timeout_s=..., drain_timeout_s=...) -> BrokerHandle``; stopped after."""
+    """``start_broker(queue_max=..., max_attempts=..., heartbeat_s=..., worker_timeout_s=..., drain_timeout_s=...)
+    -> BrokerHandle``; stopped after."""
     handles: list[BrokerHandle] = []
 
-    def start(queue_max: int = 1000, **kwargs) -> BrokerHandle:
+    def start(queue_max: int = 1000, max_attempts: int = 2, heartbeat_s: float = 1.0, **kwargs) -> BrokerHandle:
         name = f"broker-t{next(_names)}"
-        deployment = make_deployment(name, [free_port(), free_port(), free_port()], queue_max)
+        ports = [free_port(), free_port(), free_port()]
+        deployment = make_deployment(name, ports, queue_max, max_attempts, heartbeat_s)
         stop = threading.Event()
         reports: list[dict] = []
         thread = threading.Thread(

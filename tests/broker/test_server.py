@@ -30,13 +30,18 @@ def send_roi(edge: zmq.Socket, roi_id: str, camera: str = "cam-1", ttl_ms: float
     return payload
 
 
-def recv(sock: zmq.Socket, timeout_s: float = 5.0) -> tuple[wire.Message, list[bytes]] | None:
-    """One message from a DEALER: (decoded header, payload frames), or None after ``timeout_s``."""
-    if not sock.poll(int(timeout_s * 1000)):
-        return None
-    frames = sock.recv_multipart()
-    _, header, payload = wire.split_message(frames, n_routing=0)
-    return header, payload
+def recv(sock: zmq.Socket, timeout_s: float = 5.0, heartbeats: bool = False) -> tuple[wire.Message, list[bytes]] | None:
+    """One message from a DEALER: (decoded header, payload frames), or None after ``timeout_s``.
+
+    Broker heartbeats are skipped unless ``heartbeats`` is True.
+    """
+    deadline = time.monotonic() + timeout_s
+    while sock.poll(max(0, int((deadline - time.monotonic()) * 1000))):
+        frames = sock.recv_multipart()
+        _, header, payload = wire.split_message(frames, n_routing=0)
+        if heartbeats or not isinstance(header, wire.Heartbeat):
+            return header, payload
+    return None
 
 
 def recv_n(sock: zmq.Socket, n: int, timeout_s: float = 5.0) -> list[wire.Message]:
@@ -88,7 +93,7 @@ def test_rois_reach_the_worker_and_results_reach_the_right_edge(start_broker):
 
 
 def test_worker_never_holds_more_than_its_credits(start_broker):
-    b = start_broker()
+    b = start_broker(worker_timeout_s=60)  # this test worker answers slowly and sends no heartbeats
     worker = b.worker("w1", credits=2)
     edge = b.edge("e1")
     for i in range(5):
@@ -169,41 +174,53 @@ def test_worker_drop_is_forwarded_unchanged(start_broker):
     assert roi.roi_id == "r1"
 
 
-def test_silent_worker_is_lost_and_its_rois_are_dropped(start_broker):
-    b = start_broker(worker_timeout_s=0.5)
-    edge, worker = b.edge("e1"), b.worker("w1", credits=3)
+def test_silent_worker_rois_are_redispatched_once_then_dropped(start_broker):
+    b = start_broker(worker_timeout_s=0.5)  # max_attempts 2 (default): one re-dispatch
+    edge, w1 = b.edge("e1"), b.worker("w1", credits=3)
     for i in range(3):
         send_roi(edge, f"r{i}")
-    assert len(recv_n(worker, 3)) == 3  # then silence
+    assert [r.roi_id for r in recv_n(w1, 3)] == ["r0", "r1", "r2"]  # then silence: lost, ROIs re-queued
+    assert recv(edge, timeout_s=1.0) is None
+    w2 = b.worker("w2", credits=3)
+    assert [r.roi_id for r in recv_n(w2, 3)] == ["r0", "r1", "r2"]  # oldest first; then w2 is silent too
     drops = recv_n(edge, 3)
     assert sorted(d.roi_id for d in drops) == ["r0", "r1", "r2"]
     assert all(isinstance(d, wire.Drop) and d.reason == "worker_lost" and d.where == b.name for d in drops)
     assert b.sample("vcascade_broker_drops_total", reason="worker_lost") == 3
+    assert b.sample("vcascade_broker_rois_redispatched_total") == 3
     assert b.sample("vcascade_broker_worker_credits", worker="w1") == 0.0  # series removed
+    answer(w1, make_roi("r0"))  # the first holder answers late: counted, not forwarded
     deadline = time.monotonic() + 5  # the periodic (not final) report shows it within about a second
-    while not any(r["drops"].get("worker_lost") == 3 for r in b.reports) and time.monotonic() < deadline:
+    while not any(r["drops"].get("late_result") == 1 for r in b.reports) and time.monotonic() < deadline:
         time.sleep(0.05)
-    report = next(r for r in b.reports if r["drops"].get("worker_lost") == 3)
+    report = next(r for r in b.reports if r["drops"].get("late_result") == 1)
     assert report["final"] is False and report["workers"] == 0 and report["in_flight"] == 0
-    assert (report["received"], report["forwarded"], report["results"]) == (3, 3, 0)
+    assert (report["received"], report["forwarded"], report["results"]) == (3, 6, 0)
+    assert report["redispatched"] == 3 and report["drops"]["worker_lost"] == 3
+    assert recv(edge, timeout_s=0.3) is None
 
 
-def test_worker_bye_drops_its_rois_at_once_and_a_new_worker_takes_over(start_broker):
+def test_worker_bye_requeues_its_rois_at_the_head_and_a_new_worker_takes_over(start_broker):
     b = start_broker()
     edge, w1 = b.edge("e1"), b.worker("w1", credits=1)
     send_roi(edge, "r0")
     send_roi(edge, "r1")
     assert recv(w1)[0].roi_id == "r0"
     w1.send(wire.encode(wire.Bye(sender="w1")))
-    drop = recv(edge)[0]
-    assert (drop.roi_id, drop.reason) == ("r0", "worker_lost")
+    assert recv(edge, timeout_s=0.5) is None  # nothing given up: r0 waits for another worker
     w2 = b.worker("w2", credits=1)
     roi, _ = recv(w2)
-    assert roi.roi_id == "r1"
-    answer(w1, roi)  # a foreign answer from the departed worker is not accepted
+    assert roi.roi_id == "r0"  # re-dispatched ROIs are the oldest: head of the camera queue
+    answer(w1, roi)  # an answer from the departed worker is late: counted, not forwarded
     assert recv(edge, timeout_s=0.3) is None
     answer(w2, roi)
+    assert recv(edge)[0].roi_id == "r0"
+    roi, _ = recv(w2)
+    assert roi.roi_id == "r1"
+    answer(w2, roi)
     assert recv(edge)[0].roi_id == "r1"
+    assert b.sample("vcascade_broker_drops_total", reason="late_result") == 1
+    assert b.sample("vcascade_broker_rois_redispatched_total") == 1
 
 
 def test_queue_full_drops_the_oldest(start_broker):

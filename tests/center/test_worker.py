@@ -146,3 +146,58 @@ def test_stop_drains_micro_batches_in_flight_before_bye(broker, crops):
     answers = order[:-1]
     assert all(isinstance(a, wire.Result) for a in answers), answers
     assert sorted(a.roi_id for a in answers) == sorted(roi_ids)
+
+
+def test_silent_broker_gets_a_fresh_socket_and_a_new_ready(demo_raw, free_port):
+    """Paranoid Pirate: heartbeats keep one connection; silence past the liveness window makes the worker
+    close its DEALER, connect a new one with the same identity and announce itself again."""
+    raw = copy.deepcopy(demo_raw)
+    raw["heartbeat"] = {"interval_s": 0.2, "liveness": 3}  # dead after 0.6 s of silence
+    deployment = _deployment(raw, free_port)
+    ctx = zmq.Context.instance()
+    router = make_socket(ctx, zmq.ROUTER, router_handover=True)
+    router.bind(deployment.brokers["broker-1"].endpoint("backend", bind=True))
+    monitor = router.get_monitor_socket(zmq.EVENT_ACCEPTED)
+    stop = threading.Event()
+    thread = threading.Thread(target=run_worker, args=(deployment, "worker-1", stop, None), daemon=True)
+    thread.start()
+    try:
+        identity = _wait_ready(router)
+        heartbeat = wire.encode(wire.Heartbeat(sender="broker-1"))
+        readies = 0
+        end = time.monotonic() + 2.0  # ten liveness windows with heartbeats: no reconnect
+        while time.monotonic() < end:
+            router.send_multipart([identity, heartbeat])
+            while router.poll(100):
+                _, header = wire.split_message(router.recv_multipart(), 1)[:2]
+                readies += isinstance(header, wire.Ready)
+        assert readies >= 5  # one per interval
+        assert _accepted(monitor, 0.1) == 1
+        reconnects = lambda: REGISTRY.get_sample_value("vcascade_worker_reconnects_total", {"worker": "worker-1"})
+        before = reconnects() or 0.0
+        time.sleep(1.5)  # silence: at least one reconnect (0.6 s window, then a full window per attempt)
+        assert _accepted(monitor, 1.0) >= 1
+        assert reconnects() >= before + 1
+        got_identity, header = _recv_header(router, 5)
+        while not (isinstance(header, wire.Ready) and got_identity == identity):  # same identity, new socket
+            got_identity, header = _recv_header(router, 5)  # (what was left in the old pipe may come first,
+            # under the generated id ZeroMQ gives a handed-over connection)
+    finally:
+        stop.set()
+        thread.join(timeout=15)
+        router.disable_monitor()
+        monitor.close()
+        router.close()
+    assert not thread.is_alive()
+
+
+def _accepted(monitor: zmq.Socket, timeout_s: float) -> int:
+    """Connections the monitored ROUTER accepted since the last call (waits ``timeout_s`` for the first)."""
+    from zmq.utils.monitor import recv_monitor_message
+
+    count = 0
+    while monitor.poll(int(timeout_s * 1000)):
+        event = recv_monitor_message(monitor)
+        count += event["event"] == zmq.EVENT_ACCEPTED
+        timeout_s = 0.05
+    return count
