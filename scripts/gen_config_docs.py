@@ -26,7 +26,6 @@ SECTIONS = [
     ("`edges.<name>.sinks[]` with `type: jsonl`", config.JsonlSinkConfig),
     ("`edges.<name>.sinks[]` with `type: zmq_pub`", config.ZmqPubSinkConfig),
     ("`brokers.<name>`", config.BrokerConfig),
-    ("`heartbeat`", config.HeartbeatConfig),
     ("`recognizers.<name>` with `type: torch`", config.TorchRecognizerConfig),
     ("`recognizers.<name>.head` with `type: embedding`", config.EmbeddingHeadConfig),
     ("`workers.<name>`", config.WorkerConfig),
