@@ -189,7 +189,7 @@ class BrokerLink(threading.Thread):
                 name = self.cfg.brokers[index]
                 metrics.BROKER_UP.labels(self.edge, name).set(0)
                 lost = [roi_id for roi_id, f in self._in_flight.items() if f.broker == index]
-                log.warning("edge %s: broker %s silent, declared dead (%d ROIs in flight there)", self.edge, name, len(lost))
+                log.warning("edge %s: broker %s silent, declared dead (%d ROIs in flight)", self.edge, name, len(lost))
                 for roi_id in lost:
                     self._retry_or_drop(self._in_flight.pop(roi_id), "broker_lost")
             self._set_in_flight_gauge()

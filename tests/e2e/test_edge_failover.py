@@ -142,8 +142,13 @@ def test_kill_and_restart_a_broker_mid_stream(tmp_path, free_port, cluster_facto
         cluster.start("broker", name)
     cluster.start("worker", "worker-1")
     cluster.start("edge", "edge-1")
-    sent_to = lambda b: cluster.metric("vcascade_edge_broker_rois_sent_total", broker=b)  # noqa: E731
-    up = lambda b: cluster.metric("vcascade_edge_broker_up", broker=b)  # noqa: E731
+
+    def sent_to(broker: str) -> float:
+        return cluster.metric("vcascade_edge_broker_rois_sent_total", broker=broker)
+
+    def up(broker: str) -> float:
+        return cluster.metric("vcascade_edge_broker_up", broker=broker)
+
     cluster.wait_for(
         lambda: sent_to("broker-1") >= 5 and sent_to("broker-2") >= 5
         and cluster.metric("vcascade_edge_results_total", camera="street-1") >= 10,
@@ -182,8 +187,10 @@ def test_no_broker_at_start_queues_bounded_then_flows(tmp_path, free_port, clust
     cluster = cluster_factory(_write_config(tmp_path, free_port, n_brokers=1))
     cluster.start("worker", "worker-1")
     cluster.start("edge", "edge-1")
-    no_broker = lambda: cluster.metric("vcascade_edge_roi_drops_total", camera="street-1", reason="no_broker")  # noqa: E731
-    cluster.wait_for(lambda: no_broker() >= 5, "oldest ROIs dropped while no broker is up")
+    drops = "vcascade_edge_roi_drops_total"
+    cluster.wait_for(
+        lambda: cluster.metric(drops, camera="street-1", reason="no_broker") >= 5, "oldest ROIs dropped, no broker up"
+    )
     assert cluster.metric("vcascade_edge_send_queue_depth") <= 8  # bounded by send_queue_max
 
     cluster.start("broker", "broker-1")
