@@ -8,7 +8,7 @@ result or as a drop with a reason, both written to the sinks and counted per cam
 Reliability (DESIGN.md, "The edge's retries and failover"): the link sends a ``Heartbeat`` to every broker
 each ``heartbeat.interval_s`` and tracks each broker's liveness (:mod:`edge.link_state`). An ROI goes to the
 live broker with the fewest ROIs in flight. An ROI unanswered for ``roi_timeout_s``, or in flight to a broker
-declared dead, is sent again (``attempt + 1``, to another live broker when there is one) up to
+declared dead (silent, or its connection closed: :mod:`edge.link_sockets`), is sent again (``attempt + 1``, to another live broker when there is one) up to
 ``max_attempts`` sends, then dropped (``timeout`` / ``broker_lost``). The first answer per ``roi_id`` ends
 the ROI; later ones are counted as duplicates and never written. While no broker is alive the send queue
 drops its oldest ROI (``no_broker``) instead of blocking the detector.
@@ -29,17 +29,13 @@ import zmq
 
 from edge import metrics
 from edge.account import PendingRoi, drop_record, result_record
+from edge.link_sockets import broker_socket, close_broker_socket, disconnected
 from edge.link_state import LATENCY_SAMPLES, BrokerTable, CameraTally, Flight, may_retry
 from edge.sinks import Sink
 from vcascade import wire
 from vcascade.config import Deployment
-from vcascade.sockets import make_socket
 
 log = logging.getLogger(__name__)
-
-RECONNECT_IVL_MS, RECONNECT_IVL_MAX_MS = 100, 1000
-"""ZeroMQ reconnect back-off to a broker that went away: 0.1 s doubling up to 1 s, so that a restarted broker
-is reached within about a second without hammering a dead address."""
 
 POLL_MS = 50
 """Longest the link thread sleeps between checks of heartbeats, liveness and timeouts, ms."""
@@ -65,10 +61,13 @@ class BrokerLink(threading.Thread):
         self._wake_w.setblocking(False)
         self._outbox: deque[dict] = deque()  # finished records, written to the sinks by the link thread only
         self._sockets: list[zmq.Socket] = []
+        self._monitors: list[zmq.Socket] = []
         self._identities: list[str] = []
         for name in self.cfg.brokers:
             identity = f"{edge}-{os.getpid()}-{name}"
-            self._sockets.append(_broker_socket(ctx, identity, dep.brokers[name].endpoint("frontend")))
+            sock, monitor = broker_socket(ctx, identity, dep.brokers[name].endpoint("frontend"))
+            self._sockets.append(sock)
+            self._monitors.append(monitor)
             self._identities.append(identity)
             metrics.BROKER_UP.labels(edge, name).set(0)
 
@@ -150,7 +149,7 @@ class BrokerLink(threading.Thread):
 
     def run(self) -> None:
         poller = zmq.Poller()
-        for sock in self._sockets:
+        for sock in (*self._sockets, *self._monitors):
             poller.register(sock, zmq.POLLIN)
         poller.register(self._wake_r, zmq.POLLIN)
         try:
@@ -161,6 +160,9 @@ class BrokerLink(threading.Thread):
                 for index, sock in enumerate(self._sockets):
                     if sock in events:
                         self._receive(index, sock)
+                    if self._monitors[index] in events and disconnected(self._monitors[index]):
+                        with self._lock:
+                            self._lose_broker(index, "disconnected")
                 now_s = time.perf_counter()
                 self._keep_alive(now_s)
                 self._expire(now_s)
@@ -186,13 +188,22 @@ class BrokerLink(threading.Thread):
                     pass
         with self._lock:
             for index in self._brokers.expire(now_s):
-                name = self.cfg.brokers[index]
-                metrics.BROKER_UP.labels(self.edge, name).set(0)
-                lost = [roi_id for roi_id, f in self._in_flight.items() if f.broker == index]
-                log.warning("edge %s: broker %s silent, declared dead (%d ROIs in flight)", self.edge, name, len(lost))
-                for roi_id in lost:
-                    self._retry_or_drop(self._in_flight.pop(roi_id), "broker_lost")
-            self._set_in_flight_gauge()
+                self._lose_broker(index, "silent")
+
+    def _lose_broker(self, index: int, why: str) -> None:
+        """Broker ``index`` is dead (``silent`` past the liveness window, or ``disconnected``): retry what it
+        held through another broker now, or drop it as ``broker_lost`` when out of attempts. Caller holds the lock.
+        """
+        name = self.cfg.brokers[index]
+        was_alive = self._brokers.lost(index)
+        metrics.BROKER_UP.labels(self.edge, name).set(0)
+        lost = [roi_id for roi_id, f in self._in_flight.items() if f.broker == index]
+        if was_alive or lost:
+            log.warning("edge %s: broker %s lost (%s), %d ROIs in flight there", self.edge, name, why, len(lost))
+        for roi_id in lost:
+            self._retry_or_drop(self._in_flight.pop(roi_id), "broker_lost")
+        self._set_in_flight_gauge()
+        self._lock.notify_all()
 
     def _send_ready(self) -> None:
         """Send retries, then queued ROIs, while the in-flight window has room and a broker can take them."""
@@ -367,23 +378,8 @@ class BrokerLink(threading.Thread):
             self._retries.clear()
             self._in_flight.clear()
         self._flush_outbox()
-        for sock in self._sockets:
-            sock.close()
+        for sock, monitor in zip(self._sockets, self._monitors):
+            close_broker_socket(sock, monitor)
         self._wake_r.close()
         self._wake_w.close()
 
-
-def _broker_socket(ctx: zmq.Context, identity: str, endpoint: str) -> zmq.Socket:
-    """A DEALER connected to one broker's frontend.
-
-    ``ZMQ_IMMEDIATE`` makes a send fail at once (``zmq.Again``) while the broker is not connected, instead of
-    queueing the ROI into a pipe to a peer that may never come back; messages already in a pipe when the
-    broker dies are lost with the connection, so they time out (or their broker is declared dead) and are
-    retried. Reconnection is ZeroMQ's own, with :data:`RECONNECT_IVL_MS` back-off.
-    """
-    sock = make_socket(ctx, zmq.DEALER, identity=identity)
-    sock.setsockopt(zmq.IMMEDIATE, 1)
-    sock.setsockopt(zmq.RECONNECT_IVL, RECONNECT_IVL_MS)
-    sock.setsockopt(zmq.RECONNECT_IVL_MAX, RECONNECT_IVL_MAX_MS)
-    sock.connect(endpoint)
-    return sock

@@ -112,6 +112,12 @@ class BrokerTable:
                 dead.append(i)
         return dead
 
+    def lost(self, index: int) -> bool:
+        """Mark broker ``index`` dead at once (its connection closed). Returns True if it was alive."""
+        state = self.states[index]
+        was_alive, state.alive = state.alive, False
+        return was_alive
+
     def heartbeat_due(self, now_s: float) -> bool:
         """True once per ``interval_s`` (and at the first call): time to send a Heartbeat to every broker."""
         if self._last_heartbeat_s is not None and now_s - self._last_heartbeat_s < self.interval_s:

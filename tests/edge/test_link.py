@@ -67,10 +67,10 @@ class Peer:
 def ctx():
     context = zmq.Context()
     yield context
-    context.term()
+    context.destroy(linger=0)
 
 
-def _deployment(ports: list[int], free_port, **edge_overrides) -> Deployment:
+def _deployment(ports: list[int], free_port, liveness: int = LIVENESS, **edge_overrides) -> Deployment:
     data = yaml.safe_load((REPO / "configs" / "demo.yaml").read_text())
     del data["cameras"]["street-2"]
     names = [f"b{i}" for i in range(len(ports))]
@@ -80,7 +80,7 @@ def _deployment(ports: list[int], free_port, **edge_overrides) -> Deployment:
     }
     data["workers"]["worker-1"]["brokers"] = names
     data["edges"][EDGE].update(brokers=names, sinks=[], **edge_overrides)
-    data["heartbeat"] = {"interval_s": INTERVAL_S, "liveness": LIVENESS}
+    data["heartbeat"] = {"interval_s": INTERVAL_S, "liveness": liveness}
     return Deployment.model_validate(data)
 
 
@@ -110,11 +110,11 @@ def _metric(name: str, **labels) -> float:
 def make_link(ctx, free_port, tmp_path):
     links = []
 
-    def make(n_peers: int, bound: bool = True, **edge_overrides):
+    def make(n_peers: int, bound: bool = True, liveness: int = LIVENESS, **edge_overrides):
         ports = [free_port() for _ in range(n_peers)]
         peers = [Peer(ctx, port, f"b{i}") for i, port in enumerate(ports)] if bound else ports
         sink = JsonlSink(JsonlSinkConfig(type="jsonl", path=str(tmp_path / "out.jsonl")), ctx)
-        link = BrokerLink(EDGE, _deployment(ports, free_port, **edge_overrides), ctx, [sink])
+        link = BrokerLink(EDGE, _deployment(ports, free_port, liveness, **edge_overrides), ctx, [sink])
         link.start()
         links.append((link, sink, peers))
         return link, peers
@@ -195,6 +195,25 @@ def test_rois_of_a_dead_broker_are_retried_at_once_through_a_live_one(make_link,
     lines = _lines(tmp_path)
     assert sorted(line["roi_id"] for line in lines) == sorted(f"{EDGE}-t-{n}" for n in range(4))
     assert all(line["status"] == "ok" for line in lines)
+
+
+def test_a_closed_connection_retries_at_once_without_waiting_for_silence(make_link, tmp_path, caplog):
+    link, peers = make_link(2, liveness=100, roi_timeout_s=600.0)  # silence alone would take 10 s to notice
+    _until(lambda: all(s["up"] for s in link.broker_states().values()), peers)
+    for n in range(4):
+        link.submit(_roi(n), b"jpeg")
+    _until(lambda: sum(len(p.rois) for p in peers) == 4, peers)
+    victim, survivor = sorted(peers, key=lambda p: -len(p.rois))
+    on_victim = {roi.roi_id for _, roi in victim.rois}
+    with caplog.at_level("WARNING", logger="edge.link"):
+        victim.sock.close()  # its process is gone: the kernel closes the TCP connection
+        _until(lambda: {roi.roi_id for _, roi in survivor.rois} >= on_victim, [survivor])
+    assert f"broker {victim.name} lost (disconnected)" in caplog.text  # not by the 10-s silence
+    assert not link.broker_states()[victim.name]["up"]
+    for identity, roi in survivor.rois:
+        survivor.answer(roi, identity)
+    link.drain(10.0)
+    assert sorted(line["status"] for line in _lines(tmp_path)) == ["ok"] * 4
 
 
 def test_a_drop_answer_ends_the_roi_without_retry(make_link, tmp_path):
