@@ -8,9 +8,10 @@ result or as a drop with a reason, both written to the sinks and counted per cam
 Reliability (DESIGN.md, "The edge's retries and failover"): the link sends a ``Heartbeat`` to every broker
 each ``heartbeat.interval_s`` and tracks each broker's liveness (:mod:`edge.link_state`). An ROI goes to the
 live broker with the fewest ROIs in flight. An ROI unanswered for ``roi_timeout_s``, or in flight to a broker
-declared dead (silent, or its connection closed: :mod:`edge.link_sockets`), is sent again (``attempt + 1``, to another live broker when there is one) up to
-``max_attempts`` sends, then dropped (``timeout`` / ``broker_lost``). The first answer per ``roi_id`` ends
-the ROI; later ones are counted as duplicates and never written. While no broker is alive the send queue
+declared dead (silent, or its connection closed: :mod:`edge.link_sockets`), is sent again (``attempt + 1``,
+to another live broker when there is one) up to ``max_attempts`` sends, then dropped (``timeout`` /
+``broker_lost``). The first answer per ``roi_id`` ends the ROI; later ones are counted as duplicates and
+never written. While no broker is alive the send queue
 drops its oldest ROI (``no_broker``) instead of blocking the detector.
 """
 
