@@ -29,7 +29,8 @@ class PendingRoi:
     """What the edge keeps about an ROI from creation to its result or drop.
 
     ``roi`` is the header as created (detection, camera, stream timestamp; ``ttl_ms`` is filled in at send
-    time). Times are ``time.perf_counter()`` seconds on the edge; ``sent_s`` is set when it goes on the socket.
+    time; the link replaces it with ``attempt + 1`` before a retry). Times are ``time.perf_counter()`` seconds
+    on the edge; ``sent_s`` is set each time it goes on a socket (the last send is the one answered).
     ``send_reason`` is why the ROI policy sent it (``first``, ``refresh``, ``better``, ``every_detection``).
     ``class_name`` is the detector's name for ``roi.class_id`` (None: the COCO name).
     """
@@ -61,6 +62,7 @@ class PendingRoi:
                 roi.track_id, self.class_name,
             ),
             "send_reason": self.send_reason or None,
+            "attempt": roi.attempt,
         }
 
 

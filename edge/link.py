@@ -1,9 +1,18 @@
-"""The edge's link to its brokers: send queue, in-flight window, answers, timeouts, sinks, accounting.
+"""The edge's link to its brokers: send queue, in-flight window, liveness, retries, answers, sinks, accounting.
 
 One thread (:class:`BrokerLink`) owns every socket of the edge. The detector thread hands it ROIs with
 :meth:`BrokerLink.submit`; a socketpair wakes the link thread at once. Each ROI ends exactly once: as a
 result or as a drop with a reason, both written to the sinks and counted per camera, so that
 ``sent = results + drops`` holds per camera at any quiet moment and at the end.
+
+Reliability (DESIGN.md, "The edge's retries and failover"): the link sends a ``Heartbeat`` to every broker
+each ``heartbeat.interval_s`` and tracks each broker's liveness (:mod:`edge.link_state`). An ROI goes to the
+live broker with the fewest ROIs in flight. An ROI unanswered for ``roi_timeout_s``, or in flight to a broker
+declared dead (silent, or its connection closed: :mod:`edge.link_sockets`), is sent again (``attempt + 1``,
+to another live broker when there is one) up to ``max_attempts`` sends, then dropped (``timeout`` /
+``broker_lost``). The first answer per ``roi_id`` ends the ROI; later ones are counted as duplicates and
+never written. While no broker is alive the send queue
+drops its oldest ROI (``no_broker``) instead of blocking the detector.
 """
 
 from __future__ import annotations
@@ -15,40 +24,26 @@ import threading
 import time
 from collections import OrderedDict, deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 import msgspec
 import zmq
 
 from edge import metrics
 from edge.account import PendingRoi, drop_record, result_record
+from edge.link_sockets import broker_socket, close_broker_socket, disconnected
+from edge.link_state import LATENCY_SAMPLES, BrokerTable, CameraTally, Flight, may_retry
 from edge.sinks import Sink
 from vcascade import wire
-from vcascade.config import Deployment, EdgeConfig
-from vcascade.sockets import make_socket
+from vcascade.config import Deployment
 
 log = logging.getLogger(__name__)
 
-LATENCY_SAMPLES = 20_000
-"""End-to-end latencies kept per camera for the run summary's percentiles (a sliding window)."""
-
-
-@dataclass
-class CameraTally:
-    """Per-camera accounting: every ROI sent ends in ``results`` or in ``drops[reason]``."""
-
-    sent: int = 0
-    results: int = 0
-    drops: dict[str, int] = field(default_factory=dict)
-    end_to_end_ms: deque = field(default_factory=lambda: deque(maxlen=LATENCY_SAMPLES))
-
-    @property
-    def dropped(self) -> int:
-        return sum(self.drops.values())
+POLL_MS = 50
+"""Longest the link thread sleeps between checks of heartbeats, liveness and timeouts, ms."""
 
 
 class BrokerLink(threading.Thread):
-    """Sends ROIs to the brokers and turns every answer, drop or timeout into one output record."""
+    """Sends ROIs to live brokers and turns every answer, drop, timeout or lost broker into one output record."""
 
     def __init__(self, edge: str, dep: Deployment, ctx: zmq.Context, sinks: list[Sink]) -> None:
         super().__init__(name="broker-link", daemon=True)
@@ -56,20 +51,28 @@ class BrokerLink(threading.Thread):
         self.tally: dict[str, CameraTally] = {cam: CameraTally() for cam in dep.cameras_of(edge)}
         self._sinks = sinks
         self._lock = threading.Condition()
-        self._queue: deque[tuple[PendingRoi, bytes]] = deque()
-        self._in_flight: OrderedDict[str, PendingRoi] = OrderedDict()
+        self._queue: deque[tuple[PendingRoi, bytes]] = deque()  # new ROIs waiting for the window
+        self._retries: OrderedDict[str, Flight] = OrderedDict()  # ROIs to send again, before new ones
+        self._in_flight: OrderedDict[str, Flight] = OrderedDict()  # in send order
+        self._brokers = BrokerTable(self.cfg.brokers, dep.heartbeat.interval_s, dep.heartbeat.liveness)
         self._closing = False
         self._stopped = threading.Event()
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_r.setblocking(False)
         self._wake_w.setblocking(False)
         self._outbox: deque[dict] = deque()  # finished records, written to the sinks by the link thread only
-        self._sockets = []
+        self._sockets: list[zmq.Socket] = []
+        self._monitors: list[zmq.Socket] = []
+        self._identities: list[str] = []
         for name in self.cfg.brokers:
-            sock = make_socket(ctx, zmq.DEALER, identity=f"{edge}-{os.getpid()}-{name}")
-            sock.connect(dep.brokers[name].endpoint("frontend"))
+            identity = f"{edge}-{os.getpid()}-{name}"
+            sock, monitor = broker_socket(
+                ctx, identity, dep.brokers[name].endpoint("frontend"), dep.security, edge, name
+            )
             self._sockets.append(sock)
-        self._next_broker = 0
+            self._monitors.append(monitor)
+            self._identities.append(identity)
+            metrics.BROKER_UP.labels(edge, name).set(0)
 
     def tally_copy(self) -> dict[str, CameraTally]:
         """A consistent copy of the per-camera accounting, safe to read from any thread."""
@@ -79,21 +82,39 @@ class BrokerLink(threading.Thread):
                 for cam, t in self.tally.items()
             }
 
+    def broker_states(self) -> dict[str, dict]:
+        """Per broker: ``{"up": bool, "in_flight": int, "sent": int, "silent_s": float | None}``, any thread.
+
+        ``sent`` counts sends to that broker (retries and probes included); ``silent_s`` is the time since its
+        last message, seconds (None before the first).
+        """
+        now_s = time.perf_counter()
+        with self._lock:
+            return {
+                s.name: {
+                    "up": s.alive, "in_flight": s.in_flight, "sent": s.sent,
+                    "silent_s": None if s.last_heard_s is None else round(now_s - s.last_heard_s, 3),
+                }
+                for s in self._brokers.states
+            }  # fmt: skip
+
     # ------------------------------------------------------------ detector thread side
 
     def submit(self, pending: PendingRoi, payload: bytes) -> None:
         """Queue an ROI for sending. Counts it as sent for its camera.
 
-        With ``overflow: block`` this waits while the send queue is full; with ``drop_oldest`` the oldest
-        queued ROI is dropped (reason ``queue_full``) to make room.
+        A full send queue drops its oldest ROI (reason ``queue_full``) with ``overflow: drop_oldest``, and
+        always while no broker is alive (reason ``no_broker``: the detector never waits on a dead center);
+        otherwise (``overflow: block``) this waits for room.
         """
         with self._lock:
             self.tally[pending.camera].sent += 1
             metrics.ROIS_SENT.labels(self.edge, pending.camera).inc()
             while len(self._queue) >= self.cfg.send_queue_max and not self._closing:
-                if self.cfg.overflow == "drop_oldest":
-                    oldest, _ = self._queue.popleft()
-                    self._finish_drop(oldest, "queue_full", self.edge)
+                if not self._brokers.any_alive:
+                    self._finish_drop(self._queue.popleft()[0], "no_broker", self.edge)
+                elif self.cfg.overflow == "drop_oldest":
+                    self._finish_drop(self._queue.popleft()[0], "queue_full", self.edge)
                 else:
                     self._lock.wait(0.1)
             self._queue.append((pending, payload))
@@ -109,8 +130,8 @@ class BrokerLink(threading.Thread):
     def drain(self, timeout_s: float, on_tick: Callable[[], None] | None = None) -> None:
         """Wait until every submitted ROI is answered (or ``timeout_s`` passes), then stop the thread.
 
-        ROIs still queued or in flight at the deadline are dropped with reason ``shutdown``.
-        ``on_tick`` is called about every 0.5 s while waiting (progress reports).
+        ROIs still queued, waiting for a retry or in flight at the deadline are dropped with reason
+        ``shutdown``. ``on_tick`` is called about every 0.5 s while waiting (progress reports).
         """
         deadline = time.monotonic() + timeout_s
         with self._lock:
@@ -118,7 +139,7 @@ class BrokerLink(threading.Thread):
             self._lock.notify_all()
         while time.monotonic() < deadline:
             with self._lock:
-                if not (self._queue or self._in_flight):
+                if not (self._queue or self._retries or self._in_flight):
                     break
                 self._lock.wait(0.5)
             if on_tick:
@@ -137,19 +158,24 @@ class BrokerLink(threading.Thread):
 
     def run(self) -> None:
         poller = zmq.Poller()
-        for sock in self._sockets:
+        for sock in (*self._sockets, *self._monitors):
             poller.register(sock, zmq.POLLIN)
         poller.register(self._wake_r, zmq.POLLIN)
         try:
             while not self._stopped.is_set():
-                events = dict(poller.poll(timeout=50))
+                events = dict(poller.poll(timeout=POLL_MS))
                 if self._wake_r.fileno() in events:
                     self._drain_wakeups()
-                for sock in self._sockets:
+                for index, sock in enumerate(self._sockets):
                     if sock in events:
-                        self._receive(sock)
+                        self._receive(index, sock)
+                    if self._monitors[index] in events and disconnected(self._monitors[index], self.edge):
+                        with self._lock:
+                            self._lose_broker(index, "disconnected")
+                now_s = time.perf_counter()
+                self._keep_alive(now_s)
+                self._expire(now_s)
                 self._send_ready()
-                self._expire(time.perf_counter())
                 self._flush_outbox()
         finally:
             self._shutdown()
@@ -161,93 +187,175 @@ class BrokerLink(threading.Thread):
         except BlockingIOError:
             pass
 
-    def _send_ready(self) -> None:
-        """Send queued ROIs while the in-flight window has room, round-robin across brokers."""
-        while True:
-            with self._lock:
-                if not self._queue or len(self._in_flight) >= self.cfg.max_in_flight:
-                    return
-                pending, payload = self._queue.popleft()
-                metrics.SEND_QUEUE.labels(self.edge).set(len(self._queue))
-                self._lock.notify_all()
-            self._send(pending, payload)
-
-    def _send(self, pending: PendingRoi, payload: bytes) -> None:
-        now = time.perf_counter()
-        ttl_ms = 0.0
-        if self.cfg.roi.ttl_ms > 0:
-            ttl_ms = self.cfg.roi.ttl_ms - (now - pending.capture_s) * 1000.0
-            if ttl_ms <= 0:
-                with self._lock:
-                    self._finish_drop(pending, "stale", self.edge)
-                return
-        header = msgspec.structs.replace(pending.roi, ttl_ms=ttl_ms) if ttl_ms else pending.roi
-        sock = self._sockets[self._next_broker]
-        self._next_broker = (self._next_broker + 1) % len(self._sockets)
-        pending.sent_s = time.perf_counter()
+    def _keep_alive(self, now_s: float) -> None:
+        """Heartbeat every broker when due; declare silent brokers dead and retry what they held."""
+        if self._brokers.heartbeat_due(now_s):
+            for identity, sock in zip(self._identities, self._sockets):
+                try:  # ZMQ_IMMEDIATE: refused at once while the broker is not connected, never queued
+                    sock.send(wire.encode(wire.Heartbeat(sender=identity)), zmq.NOBLOCK)
+                except zmq.Again:
+                    pass
         with self._lock:
-            self._in_flight[pending.roi_id] = pending
-            metrics.IN_FLIGHT.labels(self.edge).set(len(self._in_flight))
-        sock.send_multipart([wire.encode(header), payload], copy=False)
+            for index in self._brokers.expire(now_s):
+                self._lose_broker(index, "silent")
 
-    def _receive(self, sock: zmq.Socket) -> None:
+    def _lose_broker(self, index: int, why: str) -> None:
+        """Broker ``index`` is dead (``silent`` past the liveness window, or ``disconnected``): retry what it
+        held through another broker now, or drop it as ``broker_lost`` when out of attempts. Caller holds the lock.
+        """
+        name = self.cfg.brokers[index]
+        was_alive = self._brokers.lost(index)
+        metrics.BROKER_UP.labels(self.edge, name).set(0)
+        lost = [roi_id for roi_id, f in self._in_flight.items() if f.broker == index]
+        if was_alive or lost:
+            log.warning("edge %s: broker %s lost (%s), %d ROIs in flight there", self.edge, name, why, len(lost))
+        for roi_id in lost:
+            self._retry_or_drop(self._in_flight.pop(roi_id), "broker_lost")
+        self._set_in_flight_gauge()
+        self._lock.notify_all()
+
+    def _send_ready(self) -> None:
+        """Send retries, then queued ROIs, while the in-flight window has room and a broker can take them."""
+        refused: set[int] = set()  # brokers whose socket refused a message this round (not connected)
+        with self._lock:
+            while len(self._in_flight) < self.cfg.max_in_flight:
+                item = self._peek()
+                if item is None:
+                    break
+                pending, payload, avoid = item
+                ttl_ms = self._ttl_left_ms(pending)
+                if ttl_ms is not None and ttl_ms <= 0:
+                    self._take(pending.roi_id)
+                    self._finish_drop(pending, "stale", self.edge)
+                    continue
+                target = self._brokers.choose(avoid, refused)
+                if target is None:
+                    target = self._brokers.probe_target(refused)
+                if target is None:
+                    break
+                if self._send(pending, payload, target, ttl_ms or 0.0):
+                    self._take(pending.roi_id)
+                else:
+                    refused.add(target)
+            metrics.SEND_QUEUE.labels(self.edge).set(len(self._queue))
+            self._set_in_flight_gauge()
+            self._lock.notify_all()
+
+    def _peek(self) -> tuple[PendingRoi, bytes, int | None] | None:
+        """The next ROI to send (a retry first) with the broker it should avoid; None when nothing waits."""
+        if self._retries:
+            flight = next(iter(self._retries.values()))
+            return flight.pending, flight.payload, flight.broker
+        if self._queue:
+            pending, payload = self._queue[0]
+            return pending, payload, None
+        return None
+
+    def _take(self, roi_id: str) -> None:
+        """Remove the ROI :meth:`_peek` returned from the retry table or the queue."""
+        if self._retries.pop(roi_id, None) is None:
+            self._queue.popleft()
+
+    def _ttl_left_ms(self, pending: PendingRoi) -> float | None:
+        """Time the ROI may still wait before compute, ms (``roi.ttl_ms`` minus its age); None: no deadline."""
+        if self.cfg.roi.ttl_ms <= 0:
+            return None
+        return self.cfg.roi.ttl_ms - (time.perf_counter() - pending.capture_s) * 1000.0
+
+    def _send(self, pending: PendingRoi, payload: bytes, broker: int, ttl_ms: float) -> bool:
+        """Put one ROI on broker ``broker``'s socket and record it in flight. Caller holds the lock.
+
+        Returns False when the socket refused it (ZMQ_IMMEDIATE: no connection to that broker right now).
+        """
+        header = msgspec.structs.replace(pending.roi, ttl_ms=ttl_ms) if ttl_ms else pending.roi
+        try:
+            self._sockets[broker].send_multipart([wire.encode(header), payload], flags=zmq.NOBLOCK, copy=False)
+        except zmq.Again:
+            return False
+        pending.sent_s = time.perf_counter()
+        self._in_flight[pending.roi_id] = Flight(pending, payload, broker)
+        self._brokers.sent(broker)
+        metrics.BROKER_ROIS_SENT.labels(self.edge, self.cfg.brokers[broker]).inc()
+        return True
+
+    def _receive(self, index: int, sock: zmq.Socket) -> None:
+        """Take every waiting message from broker ``index``; any message proves the broker alive."""
         while True:
             try:
                 frames = sock.recv_multipart(zmq.NOBLOCK)
             except zmq.Again:
                 return
             received_s = time.perf_counter()
+            self._heard(index, received_s)
             try:
                 _, header, _ = wire.split_message(frames, 0)
             except wire.MalformedMessage as exc:
                 metrics.MALFORMED.labels(self.edge, exc.reason).inc()
                 continue
-            if isinstance(header, wire.Result):
-                self._on_result(header, received_s)
-            elif isinstance(header, wire.Drop):
-                self._on_drop(header)
-            else:
+            if isinstance(header, (wire.Result, wire.Drop)):
+                self._on_answer(header, received_s)
+            elif not isinstance(header, wire.Heartbeat):
                 metrics.MALFORMED.labels(self.edge, "wrong_kind").inc()
 
-    def _on_result(self, result: wire.Result, received_s: float) -> None:
+    def _heard(self, index: int, now_s: float) -> None:
         with self._lock:
-            pending = self._pop(result.roi_id)
-            if pending is None:
+            revived = self._brokers.heard(index, now_s)
+            if revived:
+                self._lock.notify_all()  # a detector blocked on a full queue re-checks the overflow rule
+        if revived:
+            name = self.cfg.brokers[index]
+            metrics.BROKER_UP.labels(self.edge, name).set(1)
+            log.info("edge %s: broker %s alive", self.edge, name)
+
+    def _on_answer(self, answer: wire.Result | wire.Drop, received_s: float) -> None:
+        """The first answer for an ROI ends it; answers for ROIs already ended are counted and ignored."""
+        with self._lock:
+            flight = self._in_flight.pop(answer.roi_id, None)
+            if flight is not None:
+                self._brokers.settled(flight.broker)
+            else:  # a late answer to an ROI waiting for its retry still ends it
+                flight = self._retries.pop(answer.roi_id, None)
+            if flight is None:
+                metrics.DUPLICATE_ANSWERS.labels(self.edge).inc()
                 return
-            record = result_record(pending, result, received_s)
-            tally = self.tally[pending.camera]
+            self._set_in_flight_gauge()
+            if isinstance(answer, wire.Drop):
+                self._finish_drop(flight.pending, answer.reason, answer.where)
+                return
+            record = result_record(flight.pending, answer, received_s)
+            tally = self.tally[flight.pending.camera]
             tally.results += 1
             tally.end_to_end_ms.append(record["latency_ms"]["end_to_end"])
             self._outbox.append(record)
             self._lock.notify_all()
-        metrics.RESULTS.labels(self.edge, pending.camera).inc()
+        metrics.RESULTS.labels(self.edge, flight.pending.camera).inc()
         for hop, ms in record["latency_ms"].items():
-            metrics.HOP_SECONDS.labels(self.edge, pending.camera, hop).observe(ms / 1000.0)
-
-    def _on_drop(self, drop: wire.Drop) -> None:
-        with self._lock:
-            pending = self._pop(drop.roi_id)
-            if pending is not None:
-                self._finish_drop(pending, drop.reason, drop.where)
-
-    def _pop(self, roi_id: str) -> PendingRoi | None:
-        """Remove an ROI from the in-flight table; a reply for an unknown id is late or duplicate."""
-        pending = self._in_flight.pop(roi_id, None)
-        if pending is None:
-            metrics.DUPLICATES.labels(self.edge).inc()
-        metrics.IN_FLIGHT.labels(self.edge).set(len(self._in_flight))
-        return pending
+            metrics.HOP_SECONDS.labels(self.edge, flight.pending.camera, hop).observe(ms / 1000.0)
 
     def _expire(self, now_s: float) -> None:
-        """Drop ROIs unanswered for ``roi_timeout_s`` (the in-flight table is in send order)."""
+        """Retry (or drop as ``timeout``) ROIs unanswered for ``roi_timeout_s`` (the table is in send order)."""
         with self._lock:
             while self._in_flight:
-                roi_id, pending = next(iter(self._in_flight.items()))
-                if now_s - pending.sent_s < self.cfg.roi_timeout_s:
-                    return
-                del self._in_flight[roi_id]
-                metrics.IN_FLIGHT.labels(self.edge).set(len(self._in_flight))
-                self._finish_drop(pending, "timeout", self.edge)
+                flight = next(iter(self._in_flight.values()))
+                if now_s - flight.pending.sent_s < self.cfg.roi_timeout_s:
+                    break
+                del self._in_flight[flight.pending.roi_id]
+                self._retry_or_drop(flight, "timeout")
+            self._set_in_flight_gauge()
+
+    def _retry_or_drop(self, flight: Flight, reason: str) -> None:
+        """An ROI taken off the in-flight table without an answer: schedule its next attempt, or drop it.
+
+        Caller holds the lock. The retry keeps its payload and avoids ``flight.broker`` when it can.
+        """
+        self._brokers.settled(flight.broker)
+        roi = flight.pending.roi
+        if not may_retry(roi.attempt, self.cfg.max_attempts):
+            self._finish_drop(flight.pending, reason, self.edge)
+            return
+        flight.pending.roi = msgspec.structs.replace(roi, attempt=roi.attempt + 1)
+        self._retries[roi.roi_id] = flight
+        metrics.RETRIES.labels(self.edge, reason).inc()
 
     def _finish_drop(self, pending: PendingRoi, reason: str, where: str) -> None:
         """Count a drop and queue its record for the sinks. Caller holds the lock."""
@@ -256,6 +364,9 @@ class BrokerLink(threading.Thread):
         metrics.DROPS.labels(self.edge, pending.camera, reason).inc()
         self._outbox.append(drop_record(pending, reason, where))
         self._lock.notify_all()
+
+    def _set_in_flight_gauge(self) -> None:
+        metrics.IN_FLIGHT.labels(self.edge).set(len(self._in_flight))
 
     def _flush_outbox(self) -> None:
         """Write finished records to every sink (link thread only: sinks are not thread-safe)."""
@@ -269,14 +380,15 @@ class BrokerLink(threading.Thread):
 
     def _shutdown(self) -> None:
         with self._lock:
-            for pending, _ in self._queue:
+            flights = (*self._retries.values(), *self._in_flight.values())
+            for pending in [p for p, _ in self._queue] + [f.pending for f in flights]:
                 self._finish_drop(pending, "shutdown", self.edge)
             self._queue.clear()
-            for pending in self._in_flight.values():
-                self._finish_drop(pending, "shutdown", self.edge)
+            self._retries.clear()
             self._in_flight.clear()
         self._flush_outbox()
-        for sock in self._sockets:
-            sock.close()
+        for sock, monitor in zip(self._sockets, self._monitors):
+            close_broker_socket(sock, monitor)
         self._wake_r.close()
         self._wake_w.close()
+

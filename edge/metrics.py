@@ -15,9 +15,6 @@ DETECTIONS = Counter("vcascade_edge_detections_total", "Detections kept after NM
 ROIS_SENT = Counter("vcascade_edge_rois_sent_total", "ROIs created and handed to the sender.", ["edge", "camera"])
 RESULTS = Counter("vcascade_edge_results_total", "Results received and written to the sinks.", ["edge", "camera"])
 DROPS = Counter("vcascade_edge_roi_drops_total", "ROIs that ended without a result, by reason.", ["edge", "camera", "reason"])
-DUPLICATES = Counter(
-    "vcascade_edge_late_replies_total", "Replies for ROIs already answered or dropped (suppressed).", ["edge"]
-)
 MALFORMED = Counter("vcascade_edge_malformed_messages_total", "Undecodable messages dropped.", ["edge", "reason"])
 CAMERA_UP = Gauge("vcascade_edge_camera_up", "1 while the camera is streaming, 0 otherwise.", ["edge", "camera"])
 SEND_QUEUE = Gauge("vcascade_edge_send_queue_depth", "ROIs waiting for the in-flight window.", ["edge"])
@@ -59,4 +56,18 @@ ROIS_SUPPRESSED = Counter(
 )
 TRACKED_LINES = Counter(
     "vcascade_edge_tracked_lines_total", "`tracked` output lines (followed detections not sent).", ["edge", "camera"]
+)
+BROKER_UP = Gauge(
+    "vcascade_edge_broker_up", "1 while the broker is alive (heard within the liveness window).", ["edge", "broker"]
+)
+BROKER_ROIS_SENT = Counter(
+    "vcascade_edge_broker_rois_sent_total", "ROI sends to each broker, retries and probes included.", ["edge", "broker"]
+)
+RETRIES = Counter(
+    "vcascade_edge_roi_retries_total", "ROIs scheduled for another send, by cause.", ["edge", "reason"]
+)
+DUPLICATE_ANSWERS = Counter(
+    "vcascade_edge_duplicate_answers_total",
+    "Results or drops for ROIs already ended (late or duplicate answers; never written to the sinks).",
+    ["edge"],
 )

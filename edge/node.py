@@ -256,7 +256,8 @@ def run_edge(
 
 
 def snapshot(name: str, link: BrokerLink, readers: list[CameraReader], started_s: float, final: bool) -> dict[str, Any]:
-    """Progress and accounting of one edge: per camera frames, sent, results, drops, end-to-end p50/p99 (ms)."""
+    """Progress and accounting of one edge: per camera frames, sent, results, drops, end-to-end p50/p99 (ms);
+    per broker ``up``, ``in_flight``, ``sent`` and ``silent_s`` (:meth:`BrokerLink.broker_states`)."""
     cameras = {}
     tallies = link.tally_copy()
     for reader in readers:
@@ -278,4 +279,5 @@ def snapshot(name: str, link: BrokerLink, readers: list[CameraReader], started_s
     return {
         "component": "edge", "name": name, "final": final,
         "elapsed_s": time.perf_counter() - started_s, "cameras": cameras,
+        "brokers": link.broker_states(),
     }

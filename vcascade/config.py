@@ -175,7 +175,12 @@ class EdgeConfig(_Base):
     overflow: Literal["block", "drop_oldest"] = Field(
         "block", description="Full send queue: block the detector (files), or drop the oldest ROI (live)."
     )
-    roi_timeout_s: float = Field(30.0, gt=0, description="An ROI unanswered for this long is dropped as `timeout`.")
+    roi_timeout_s: float = Field(
+        30.0, gt=0, description="An ROI unanswered for this long is re-sent (see `max_attempts`), then dropped as `timeout`."
+    )
+    max_attempts: int = Field(
+        2, ge=1, le=10, description="Sends of one ROI at most, first included (retries on timeout or a lost broker)."
+    )
     drain_timeout_s: float = Field(60.0, ge=0, description="At shutdown, wait this long for in-flight results.")
     opencv_threads: int = Field(1, ge=0, le=256, description="cv2.setNumThreads for this process (0: OpenCV default).")
     metrics_port: Port = Field(description="Port serving Prometheus /metrics for this process.")

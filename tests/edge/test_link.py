@@ -1,0 +1,247 @@
+"""BrokerLink over real ZeroMQ sockets: heartbeats, liveness, retries, failover, dedupe, the no-broker queue.
+
+The broker side here is a ROUTER socket driven by the test, speaking the agreed protocol (heartbeats back to
+every edge heard from, answers by roi_id), so that each rule can be exercised on its own, including answers a
+real broker would never send twice. The full processes are in tests/e2e/test_edge_failover.py.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+import zmq
+from prometheus_client import REGISTRY
+
+from edge.account import PendingRoi
+from edge.link import BrokerLink
+from edge.sinks import JsonlSink
+from vcascade import wire
+from vcascade.config import Deployment, JsonlSinkConfig
+
+REPO = Path(__file__).resolve().parents[2]
+INTERVAL_S = 0.1
+LIVENESS = 3
+EDGE = "edge-1"
+
+
+class Peer:
+    """A broker frontend played by the test: records ROIs, heartbeats every edge it heard from."""
+
+    def __init__(self, ctx: zmq.Context, port: int, name: str) -> None:
+        self.sock = ctx.socket(zmq.ROUTER)
+        self.sock.setsockopt(zmq.LINGER, 0)
+        self.sock.bind(f"tcp://127.0.0.1:{port}")
+        self.name, self.edges, self.rois, self.heartbeats = name, set(), [], 0
+        self.beating, self._last_beat_s = True, 0.0
+
+    def pump(self) -> None:
+        while True:
+            try:
+                identity, *frames = self.sock.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                break
+            self.edges.add(identity)
+            header = wire.decode(frames[0])
+            if isinstance(header, wire.Roi):
+                self.rois.append((identity, header))
+            elif isinstance(header, wire.Heartbeat):
+                self.heartbeats += 1
+        now_s = time.perf_counter()
+        if self.beating and now_s - self._last_beat_s >= INTERVAL_S:
+            self._last_beat_s = now_s
+            for identity in self.edges:
+                self.sock.send_multipart([identity, wire.encode(wire.Heartbeat(sender=self.name))])
+
+    def answer(self, roi: wire.Roi, identity: bytes, drop: str | None = None) -> None:
+        msg = wire.Drop(roi_id=roi.roi_id, reason=drop, where=self.name) if drop else wire.Result(
+            roi_id=roi.roi_id, worker="w", identity_id=1, similarity=1.0
+        )
+        self.sock.send_multipart([identity, wire.encode(msg)])
+
+
+@pytest.fixture
+def ctx():
+    context = zmq.Context()
+    yield context
+    context.destroy(linger=0)
+
+
+def _deployment(ports: list[int], free_port, liveness: int = LIVENESS, **edge_overrides) -> Deployment:
+    data = yaml.safe_load((REPO / "configs" / "demo.yaml").read_text())
+    del data["cameras"]["street-2"]
+    names = [f"b{i}" for i in range(len(ports))]
+    data["brokers"] = {
+        name: {"frontend_port": port, "backend_port": free_port(), "metrics_port": free_port()}
+        for name, port in zip(names, ports)
+    }
+    data["workers"]["worker-1"]["brokers"] = names
+    data["edges"][EDGE].update(brokers=names, sinks=[], **edge_overrides)
+    data["heartbeat"] = {"interval_s": INTERVAL_S, "liveness": liveness}
+    return Deployment.model_validate(data)
+
+
+def _roi(n: int) -> PendingRoi:
+    roi = wire.Roi(
+        roi_id=f"{EDGE}-t-{n}", camera="street-1", frame_seq=n, stream_ts_ms=40.0 * n, capture_unix_ms=1.7e12,
+        xyxy=(1.0, 2.0, 30.0, 40.0), crop_xyxy=(0, 0, 34, 44), class_id=0, score=0.9,
+    )
+    now_s = time.perf_counter()
+    return PendingRoi(roi, now_s, now_s, now_s, now_s)
+
+
+def _until(condition, peers, timeout_s=20.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "condition not reached"
+        for peer in peers:
+            peer.pump()
+        time.sleep(0.01)
+
+
+def _metric(name: str, **labels) -> float:
+    return REGISTRY.get_sample_value(name, {"edge": EDGE, **labels}) or 0.0
+
+
+@pytest.fixture
+def make_link(ctx, free_port, tmp_path):
+    links = []
+
+    def make(n_peers: int, bound: bool = True, liveness: int = LIVENESS, **edge_overrides):
+        ports = [free_port() for _ in range(n_peers)]
+        peers = [Peer(ctx, port, f"b{i}") for i, port in enumerate(ports)] if bound else ports
+        sink = JsonlSink(JsonlSinkConfig(type="jsonl", path=str(tmp_path / "out.jsonl")), ctx)
+        link = BrokerLink(EDGE, _deployment(ports, free_port, liveness, **edge_overrides), ctx, [sink])
+        link.start()
+        links.append((link, sink, peers))
+        return link, peers
+
+    yield make
+    for link, sink, peers in links:
+        if link.is_alive():
+            link.drain(0.0)
+        sink.close()
+        for peer in peers:
+            if isinstance(peer, Peer):
+                peer.sock.close()
+
+
+def _lines(tmp_path) -> list[dict]:
+    path = tmp_path / "out.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def test_heartbeat_makes_a_broker_alive_and_silence_kills_it(make_link):
+    link, (peer,) = make_link(1)
+    _until(lambda: peer.heartbeats >= 1 and link.broker_states()["b0"]["up"], [peer])
+    assert _metric("vcascade_edge_broker_up", broker="b0") == 1.0
+    _until(lambda: peer.heartbeats >= 3, [peer])  # the edge keeps beating every interval
+    peer.beating = False
+    deadline = time.monotonic() + 20.0
+    while link.broker_states()["b0"]["up"]:  # silent for liveness * interval -> dead
+        assert time.monotonic() < deadline
+        peer.pump()
+        time.sleep(0.01)
+    assert _metric("vcascade_edge_broker_up", broker="b0") == 0.0
+    peer.beating = True
+    _until(lambda: link.broker_states()["b0"]["up"], [peer])
+
+
+def test_timeout_retries_through_the_other_broker_and_first_answer_wins(make_link, tmp_path):
+    link, peers = make_link(2, roi_timeout_s=0.5, max_attempts=2)
+    _until(lambda: all(s["up"] for s in link.broker_states().values()), peers)
+    duplicates_before = _metric("vcascade_edge_duplicate_answers_total")
+    link.submit(_roi(1), b"jpeg")
+    _until(lambda: sum(len(p.rois) for p in peers) == 2, peers)  # first send unanswered, then the retry
+    first, second = sorted(peers, key=lambda p: p.rois[0][1].attempt)
+    assert first is not second and first.rois[0][1].attempt == 0 and second.rois[0][1].attempt == 1
+    second.answer(second.rois[0][1], second.rois[0][0])
+    first.answer(first.rois[0][1], first.rois[0][0])  # late: already answered
+    _until(lambda: _metric("vcascade_edge_duplicate_answers_total") > duplicates_before, peers)
+    link.drain(10.0)
+    lines = _lines(tmp_path)
+    assert len(lines) == 1 and lines[0]["status"] == "ok" and lines[0]["attempt"] == 1
+    tally = link.tally_copy()["street-1"]
+    assert (tally.sent, tally.results, tally.dropped) == (1, 1, 0)
+
+
+def test_retries_are_bounded_then_dropped_as_timeout(make_link, tmp_path):
+    link, peers = make_link(2, roi_timeout_s=0.3, max_attempts=2)
+    _until(lambda: all(s["up"] for s in link.broker_states().values()), peers)
+    link.submit(_roi(1), b"jpeg")
+    _until(lambda: link.tally_copy()["street-1"].drops.get("timeout") == 1, peers)
+    assert sum(len(p.rois) for p in peers) == 2  # max_attempts sends, no more
+    link.drain(5.0)
+    assert [line["reason"] for line in _lines(tmp_path)] == ["timeout"]
+
+
+def test_rois_of_a_dead_broker_are_retried_at_once_through_a_live_one(make_link, tmp_path):
+    link, peers = make_link(2, roi_timeout_s=60.0)
+    _until(lambda: all(s["up"] for s in link.broker_states().values()), peers)
+    for n in range(4):
+        link.submit(_roi(n), b"jpeg")
+    _until(lambda: sum(len(p.rois) for p in peers) == 4, peers)
+    victim, survivor = sorted(peers, key=lambda p: -len(p.rois))
+    on_victim = {roi.roi_id for _, roi in victim.rois}
+    victim.beating = False  # it stops talking: declared dead after the liveness window, far before 60 s
+    _until(lambda: {roi.roi_id for _, roi in survivor.rois} >= on_victim, [victim, survivor])
+    assert not link.broker_states()[victim.name]["up"]
+    for identity, roi in survivor.rois:
+        survivor.answer(roi, identity)
+    link.drain(10.0)
+    lines = _lines(tmp_path)
+    assert sorted(line["roi_id"] for line in lines) == sorted(f"{EDGE}-t-{n}" for n in range(4))
+    assert all(line["status"] == "ok" for line in lines)
+
+
+def test_a_closed_connection_retries_at_once_without_waiting_for_silence(make_link, tmp_path, caplog):
+    link, peers = make_link(2, liveness=100, roi_timeout_s=600.0)  # silence alone would take 10 s to notice
+    _until(lambda: all(s["up"] for s in link.broker_states().values()), peers)
+    for n in range(4):
+        link.submit(_roi(n), b"jpeg")
+    _until(lambda: sum(len(p.rois) for p in peers) == 4, peers)
+    victim, survivor = sorted(peers, key=lambda p: -len(p.rois))
+    on_victim = {roi.roi_id for _, roi in victim.rois}
+    with caplog.at_level("WARNING", logger="edge.link"):
+        victim.sock.close()  # its process is gone: the kernel closes the TCP connection
+        _until(lambda: {roi.roi_id for _, roi in survivor.rois} >= on_victim, [survivor])
+    assert f"broker {victim.name} lost (disconnected)" in caplog.text  # not by the 10-s silence
+    assert not link.broker_states()[victim.name]["up"]
+    for identity, roi in survivor.rois:
+        survivor.answer(roi, identity)
+    link.drain(10.0)
+    assert sorted(line["status"] for line in _lines(tmp_path)) == ["ok"] * 4
+
+
+def test_a_drop_answer_ends_the_roi_without_retry(make_link, tmp_path):
+    link, (peer,) = make_link(1)
+    _until(lambda: link.broker_states()["b0"]["up"], [peer])
+    link.submit(_roi(1), b"jpeg")
+    _until(lambda: len(peer.rois) == 1, [peer])
+    peer.answer(peer.rois[0][1], peer.rois[0][0], drop="stale")
+    link.drain(10.0)
+    outcomes = [(line["status"], line["reason"], line["where"]) for line in _lines(tmp_path)]
+    assert outcomes == [("dropped", "stale", "b0")]
+
+
+def test_without_any_live_broker_the_queue_drops_oldest_then_flows_when_one_comes(make_link, ctx, tmp_path):
+    link, (port,) = make_link(1, bound=False, send_queue_max=3, overflow="block")  # nothing listens on port
+    started = time.monotonic()
+    for n in range(8):
+        link.submit(_roi(n), b"jpeg")  # never blocks, although overflow is "block"
+    assert time.monotonic() - started < 10.0
+    assert link.tally_copy()["street-1"].drops == {"no_broker": 5}
+    late = Peer(ctx, port, "b0")  # the broker comes up: ZeroMQ reconnects, heartbeats revive it
+    try:
+        _until(lambda: len(late.rois) == 3, [late])
+        for identity, roi in late.rois:
+            late.answer(roi, identity)
+        link.drain(10.0)
+    finally:
+        late.sock.close()
+    lines = _lines(tmp_path)
+    assert [line["roi_id"] for line in lines if line["status"] == "ok"] == [f"{EDGE}-t-{n}" for n in (5, 6, 7)]
+    assert sum(line.get("reason") == "no_broker" for line in lines) == 5
