@@ -55,7 +55,9 @@ def test_whole_cascade_over_curve(tmp_path, free_port, models_dir):
     summary = tmp_path / "summary.json"
     run = _vcascade("run", str(config), "--model-dir", str(models_dir), "--summary-json", str(summary), cwd=tmp_path)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-    cameras = json.loads(summary.read_text())["cameras"]
+    processes = json.loads(summary.read_text())["processes"]
+    (edge,) = [p for p in processes if p["component"] == "edge"]
+    cameras = edge["cameras"]
     assert sum(c["results"] for c in cameras.values()) > 0, cameras
     for name, c in cameras.items():
         assert c["sent"] == c["results"] + sum(c["drops"].values()), (name, c)
@@ -75,7 +77,7 @@ def test_a_client_with_an_unknown_key_gets_nothing_through_a_curve_broker(tmp_pa
     generate_keys(tmp_path / "keys", ["broker-1", "edge-1", "worker-1"])
     generate_keys(tmp_path / "rogue", ["intruder"])  # a valid keypair, not among the broker's authorized keys
     broker = subprocess.Popen(
-        [sys.executable, "-m", "vcascade.cli", "broker", str(config), "--name", "broker-1"],
+        [sys.executable, "-m", "vcascade.cli", "broker", "--config", str(config), "--name", "broker-1"],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp_path,
     )
     ctx = zmq.Context()
@@ -100,12 +102,12 @@ def test_a_client_with_an_unknown_key_gets_nothing_through_a_curve_broker(tmp_pa
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and _metric_total(metrics_port, "vcascade_broker_auth_failures_total") < 1:
             time.sleep(0.2)
-        assert _metric_total(metrics_port, "vcascade_broker_auth_failures_total") >= 1
+        assert _metric_total(metrics_port, "vcascade_broker_auth_failures_total") >= 1, broker.poll()
         assert _metric_total(metrics_port, "vcascade_broker_rois_received_total") == 0  # nothing reached the loop
         assert not rogue.poll(1000), "the rogue client got an answer"
         rogue.close()
     finally:
-        ctx.term()
+        ctx.destroy(linger=0)
         broker.terminate()
         out, _ = broker.communicate(timeout=30)
     assert broker.returncode == 0, out[-3000:]
