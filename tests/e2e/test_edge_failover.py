@@ -40,6 +40,7 @@ def _write_config(tmp_path: Path, free_port, n_brokers: int, **edge_overrides) -
     }
     data["heartbeat"] = {"interval_s": 0.5, "liveness": 4}
     edge = data["edges"]["edge-1"]
+    edge["roi"].setdefault("policy", {})["mode"] = "every_detection"  # an ROI per detection: a steady stream
     edge.update(
         brokers=names, sinks=[{"type": "jsonl", "path": str(tmp_path / "results.jsonl")}], metrics_port=free_port(),
         max_in_flight=8, send_queue_max=8, roi_timeout_s=30.0, max_attempts=2, drain_timeout_s=30.0,
