@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from edge.detectors.base import OnnxDetector
 from edge.detectors.letterbox import Placement, letterbox_centered
 
 
@@ -26,3 +27,16 @@ def ultralytics_preprocess(frame: np.ndarray, size: int) -> tuple[np.ndarray, Pl
     tensor = canvas[:, :, ::-1].transpose(2, 0, 1).astype(np.float32)
     tensor /= np.float32(255)
     return tensor, placement
+
+
+class UltralyticsDetector(OnnxDetector):
+    """Base of the Ultralytics families (YOLOv5, YOLOv8, YOLO11): their preprocessing and ``max_det``.
+
+    Subclasses set ``layout`` and implement ``decode``.
+    """
+
+    max_detections = 300  # Ultralytics / YOLOv5 non_max_suppression max_det
+
+    def preprocess(self, frame: np.ndarray) -> tuple[np.ndarray, Placement]:
+        """Ultralytics preprocessing: centred letterbox, pad 114, RGB, 0..1 -> (3, S, S) float32."""
+        return ultralytics_preprocess(frame, self.input_size)

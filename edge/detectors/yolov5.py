@@ -10,11 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from edge.detectors.base import OnnxDetector
 from edge.detectors.contract import OutputLayout
-from edge.detectors.letterbox import Placement
 from edge.detectors.nms import xywh_to_xyxy
-from edge.detectors.ultralytics import ultralytics_preprocess
+from edge.detectors.ultralytics import UltralyticsDetector
 
 LAYOUT = OutputLayout("yolov5", "[B, N, 5+C]", values_axis=2, extra=5)
 
@@ -37,18 +35,13 @@ def decode_yolov5(raw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return xywh_to_xyxy(raw[:, :4]), raw[:, 4:5] * raw[:, 5:]
 
 
-class Yolov5Detector(OnnxDetector):
+class Yolov5Detector(UltralyticsDetector):
     """A YOLOv5 ONNX model (fixed or dynamic batch, float32 or float16 input).
 
     Takes the arguments of :class:`~edge.detectors.base.OnnxDetector` (``input_size`` default 640).
     """
 
     layout = LAYOUT
-    max_detections = 300  # YOLOv5 non_max_suppression max_det
-
-    def preprocess(self, frame: np.ndarray) -> tuple[np.ndarray, Placement]:
-        """Ultralytics preprocessing: centred letterbox, pad 114, RGB, 0..1 -> (3, S, S) float32."""
-        return ultralytics_preprocess(frame, self.input_size)
 
     def decode(self, raw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(N, 5+C) raw -> (N, 4) canvas-px xyxy and (N, C) objectness x class scores."""

@@ -11,11 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from edge.detectors.base import OnnxDetector
 from edge.detectors.contract import OutputLayout
-from edge.detectors.letterbox import Placement
 from edge.detectors.nms import xywh_to_xyxy
-from edge.detectors.ultralytics import ultralytics_preprocess
+from edge.detectors.ultralytics import UltralyticsDetector
 
 LAYOUT = OutputLayout("yolov8", "[B, 4+C, N]", values_axis=1, extra=4)
 
@@ -38,18 +36,13 @@ def decode_yolov8(raw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return xywh_to_xyxy(rows[:, :4]), np.ascontiguousarray(rows[:, 4:])
 
 
-class Yolov8Detector(OnnxDetector):
+class Yolov8Detector(UltralyticsDetector):
     """A YOLOv8 or YOLO11 ONNX model (fixed or dynamic batch, float32 or float16 input).
 
     Takes the arguments of :class:`~edge.detectors.base.OnnxDetector` (``input_size`` default 640).
     """
 
     layout = LAYOUT
-    max_detections = 300  # Ultralytics non_max_suppression max_det
-
-    def preprocess(self, frame: np.ndarray) -> tuple[np.ndarray, Placement]:
-        """Ultralytics preprocessing: centred letterbox, pad 114, RGB, 0..1 -> (3, S, S) float32."""
-        return ultralytics_preprocess(frame, self.input_size)
 
     def decode(self, raw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(4+C, N) raw -> (N, 4) canvas-px xyxy and (N, C) class scores."""

@@ -179,3 +179,24 @@ def consumer() -> Iterator[Callable[..., Consumer]]:
 def short_video(tmp_path_factory) -> Path:
     """A 1 s, 10 fps (10 frames, PTS 0, 100, ... 900 ms), 160x120 H.264 MP4."""
     return make_video(tmp_path_factory.mktemp("videos") / "short.mp4", 1, rate=10)
+
+
+def _read_all(url: Path | str, timeout_s: float = 30.0, **cfg):
+    """Run one CameraReader to its end; returns (reader, frames)."""
+    slots, stop = FrameSlots(), threading.Event()
+    reader = CameraReader("edge", "cam", CameraConfig(url=str(url), edge="e", **cfg), slots, stop)
+    reader.start()
+    frames, deadline = [], time.monotonic() + timeout_s
+    while not slots.finished() and time.monotonic() < deadline:
+        frame = slots.take(0.2)
+        if frame is not None:
+            frames.append(frame)
+    stop.set()
+    reader.join(timeout=15)
+    return reader, frames
+
+
+@pytest.fixture(name="read_all")
+def read_all_fixture() -> Callable[..., tuple[CameraReader, list[Frame]]]:
+    """``read_all(url, timeout_s=30, **camera_config)``: run one CameraReader to its end -> (reader, frames)."""
+    return _read_all

@@ -40,27 +40,12 @@ def x264(path: Path, seconds: float = 2.0, size: str = "160x120", rate: int = 10
     return path
 
 
-def read_all(url: Path | str, timeout_s: float = 30.0, **cfg):
-    """Run one CameraReader to its end; returns (reader, frames)."""
-    slots, stop = FrameSlots(), threading.Event()
-    reader = CameraReader("edge", "cam", CameraConfig(url=str(url), edge="e", **cfg), slots, stop)
-    reader.start()
-    frames, deadline = [], time.monotonic() + timeout_s
-    while not slots.finished() and time.monotonic() < deadline:
-        frame = slots.take(0.2)
-        if frame is not None:
-            frames.append(frame)
-    stop.set()
-    reader.join(timeout=15)
-    return reader, frames
-
-
 @pytest.fixture(scope="module")
 def videos(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("inputs")
 
 
-def test_variable_frame_rate_timestamps_are_the_stream_pts(videos):
+def test_variable_frame_rate_timestamps_are_the_stream_pts(read_all, videos):
     path = videos / "vfr.mp4"
     ffmpeg("-f", "lavfi", "-i", "testsrc2=size=160x120:rate=10", "-t", "3",
            "-vf", "settb=1/1000,setpts='if(lt(N,10),N*100,1000+(N-10)*300)'", "-fps_mode", "passthrough",
@@ -73,7 +58,7 @@ def test_variable_frame_rate_timestamps_are_the_stream_pts(videos):
     assert reader.corrupt_frames == 0  # a 3x slower frame rate is not mistaken for lost frames
 
 
-def test_rotation_metadata_gives_upright_frames(videos):
+def test_rotation_metadata_gives_upright_frames(read_all, videos):
     rotated = videos / "rotated.mp4"
     ffmpeg("-i", str(x264(videos / "plain.mp4", 1.0, "160x120")), "-c", "copy", "-metadata:s:v", "rotate=90",
            str(rotated))
@@ -86,7 +71,7 @@ def test_rotation_metadata_gives_upright_frames(videos):
     assert np.abs(frames[0].image.astype(int) - expected.astype(int)).mean() < 3.0
 
 
-def test_gray_and_odd_sized_frames_become_bgr_and_go_through_the_detector(videos, yolox_path):
+def test_gray_and_odd_sized_frames_become_bgr_and_go_through_the_detector(read_all, videos, yolox_path):
     path = videos / "gray_odd.mkv"
     ffmpeg("-f", "lavfi", "-i", "testsrc2=size=160x96:rate=10", "-t", "0.5", "-vf", "scale=161:97", "-pix_fmt", "gray", "-c:v", "ffv1",
            str(path))
@@ -101,7 +86,7 @@ def test_gray_and_odd_sized_frames_become_bgr_and_go_through_the_detector(videos
     assert (detections.xyxy[:, [0, 2]] <= 161).all() and (detections.xyxy[:, [1, 3]] <= 97).all()
 
 
-def test_alpha_video_and_raw_arrays_are_normalised_to_bgr(videos):
+def test_alpha_video_and_raw_arrays_are_normalised_to_bgr(read_all, videos):
     path = videos / "alpha.mov"
     ffmpeg("-f", "lavfi", "-i", "testsrc2=size=64x48:rate=10", "-t", "0.3", "-vf", "format=argb", "-c:v", "qtrle",
            str(path))
@@ -114,7 +99,7 @@ def test_alpha_video_and_raw_arrays_are_normalised_to_bgr(videos):
     assert normalize_image(np.zeros((0, 4, 3), np.uint8)) is None and normalize_image(None) is None
 
 
-def test_frames_lost_from_a_damaged_stream_are_counted(videos):
+def test_frames_lost_from_a_damaged_stream_are_counted(read_all, videos):
     ts = videos / "whole.ts"
     ffmpeg("-i", str(x264(videos / "for_ts.mp4", 4.0)), "-c", "copy", "-f", "mpegts", str(ts))
     data = ts.read_bytes()
@@ -127,7 +112,7 @@ def test_frames_lost_from_a_damaged_stream_are_counted(videos):
     assert [f.stream_ts_ms for f in frames] == sorted(f.stream_ts_ms for f in frames)
 
 
-def test_truncated_file_is_reported_as_stopped_early_not_as_an_end(videos):
+def test_truncated_file_is_reported_as_stopped_early_not_as_an_end(read_all, videos):
     whole = videos / "faststart.mp4"
     ffmpeg("-i", str(x264(videos / "src.mp4", 6.0)), "-c", "copy", "-movflags", "+faststart", str(whole))
     truncated = videos / "truncated.mp4"
@@ -140,7 +125,7 @@ def test_truncated_file_is_reported_as_stopped_early_not_as_an_end(videos):
     assert reader.machine.reason == "end_of_file" and reader.error is None and len(frames) == 60
 
 
-def test_garbage_in_the_middle_of_a_file_is_not_a_normal_end(videos):
+def test_garbage_in_the_middle_of_a_file_is_not_a_normal_end(read_all, videos):
     damaged = videos / "damaged.mp4"
     shutil.copy(x264(videos / "src2.mp4", 6.0), damaged)
     with damaged.open("r+b") as f:

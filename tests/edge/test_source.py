@@ -18,22 +18,8 @@ from vcascade.config import CameraConfig
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _read_all(cfg: CameraConfig, timeout_s: float = 30.0):
-    slots, stop = FrameSlots(), threading.Event()
-    reader = CameraReader("edge", "cam", cfg, slots, stop)
-    reader.start()
-    frames, deadline = [], time.monotonic() + timeout_s
-    while not slots.finished() and time.monotonic() < deadline:
-        frame = slots.take(0.2)
-        if frame is not None:
-            frames.append(frame)
-    stop.set()
-    reader.join(timeout=15)
-    return reader, frames
-
-
-def test_file_every_frame_with_stream_timestamps(bikes_path):
-    reader, frames = _read_all(CameraConfig(url=str(bikes_path), edge="e", max_frames=30))
+def test_file_every_frame_with_stream_timestamps(read_all, bikes_path):
+    reader, frames = read_all(bikes_path, max_frames=30)
     assert reader.state == "ended" and reader.error is None
     assert [f.seq for f in frames] == list(range(30))
     assert [f.stream_ts_ms for f in frames[:3]] == [0.0, 40.0, 80.0]  # 25 fps file: PTS 40 ms apart
@@ -41,8 +27,8 @@ def test_file_every_frame_with_stream_timestamps(bikes_path):
     assert all(b.capture_s >= a.capture_s for a, b in zip(frames, frames[1:]))
 
 
-def test_whole_file_reaches_its_end(bikes_path):
-    reader, frames = _read_all(CameraConfig(url=str(bikes_path), edge="e"))
+def test_whole_file_reaches_its_end(read_all, bikes_path):
+    reader, frames = read_all(bikes_path)
     assert reader.state == "ended" and len(frames) == 250
 
 
@@ -50,18 +36,18 @@ def test_whole_file_reaches_its_end(bikes_path):
     ("content", "expected"),
     [(None, "no such file"), (b"", "file is empty"), (b"this is not a video" * 100, "cannot open")],
 )
-def test_bad_files_fail_that_camera_with_a_clear_error(tmp_path, content, expected):
+def test_bad_files_fail_that_camera_with_a_clear_error(read_all, tmp_path, content, expected):
     path = tmp_path / "cam.mp4"
     if content is not None:
         path.write_bytes(content)
     with pytest.raises(SourceError, match=expected):
         open_capture(CameraConfig(url=str(path), edge="e"))
-    reader, frames = _read_all(CameraConfig(url=str(path), edge="e"))
+    reader, frames = read_all(path)
     assert reader.state == "failed" and expected in reader.error and frames == []
 
 
-def test_missing_package_resource_is_a_camera_error():
-    reader, _ = _read_all(CameraConfig(url="package://no-such-dist/video.mp4", edge="e"))
+def test_missing_package_resource_is_a_camera_error(read_all):
+    reader, _ = read_all("package://no-such-dist/video.mp4")
     assert reader.state == "failed" and "not installed" in reader.error
 
 
