@@ -32,7 +32,7 @@ from edge.link import BrokerLink
 from edge.roi import encode_jpeg, select_crops
 from edge.roi_policy import FOLLOWED_REASONS, Decision, RoiPolicy
 from edge.sinks import open_sinks
-from edge.source import CameraReader
+from edge.source import STOP_JOIN_S, CameraReader
 from edge.tracking import CameraTracker
 from vcascade import wire
 from vcascade.components import StopFlag
@@ -246,6 +246,8 @@ def run_edge(
             link.drain(cfg.drain_timeout_s, on_tick=lambda: report(snapshot(name, link, readers, started_s, False)))
         else:
             link.drain(cfg.drain_timeout_s)
+        for reader in readers:  # a capture thread still inside FFmpeg at interpreter exit aborts the process
+            reader.join(timeout=STOP_JOIN_S + 1.0)
         for sink in sinks:
             sink.close()
         ctx.term()

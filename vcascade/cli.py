@@ -151,6 +151,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _one(args: argparse.Namespace) -> int:
+    from vcascade.launcher import exit_now
     from vcascade.models import ModelUnavailable
     from vcascade.security import SecurityError
 
@@ -171,6 +172,7 @@ def _one(args: argparse.Namespace) -> int:
         print(f"vcascade: {exc}", file=sys.stderr)
         return EXIT_FAILURE
     print(json.dumps(final, indent=2, default=str))
+    exit_now(0)  # no interpreter finalisation: see its docstring
     return 0
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import multiprocessing as mp
+import os
 import queue
 import signal
 import sys
@@ -40,12 +41,30 @@ def _child(kind: str, config_path: str, name: str, model_dir: str | None, stop: 
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the launcher coordinates Ctrl-C
     setup_logging(log_level, f"{kind}:{name}")
+    code = 0
     try:
         run_component(kind, config_path, name, stop, status.put, model_dir)
     except Exception as exc:
         logging.getLogger(kind).exception("%s %s failed", kind, name)
         status.put({"component": kind, "name": name, "final": True, "error": f"{type(exc).__name__}: {exc}"})
-        sys.exit(1)
+        code = 1
+    exit_now(code, status)
+
+
+def exit_now(code: int, status: Any = None) -> None:
+    """End a component process without interpreter finalisation, after flushing what it wrote.
+
+    A camera read the watchdog abandoned may still be blocked inside FFmpeg in a daemon thread; at normal
+    interpreter exit such a thread is unwound through OpenCV's C++ frames, which aborts the process
+    ("FATAL: exception not rethrown", exit code -6). Everything the component owns is closed by then.
+    """
+    if status is not None:  # the multiprocessing queue's feeder thread must deliver the final report first
+        status.close()
+        status.join_thread()
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 class Launcher:
