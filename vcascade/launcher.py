@@ -16,6 +16,7 @@ import os
 import queue
 import signal
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -52,12 +53,15 @@ def _child(kind: str, config_path: str, name: str, model_dir: str | None, stop: 
 
 
 def exit_now(code: int, status: Any = None) -> None:
-    """End a component process without interpreter finalisation, after flushing what it wrote.
+    """End a component process with ``code``; skip interpreter finalisation if a camera read still hangs.
 
     A camera read the watchdog abandoned may still be blocked inside FFmpeg in a daemon thread; at normal
     interpreter exit such a thread is unwound through OpenCV's C++ frames, which aborts the process
-    ("FATAL: exception not rethrown", exit code -6). Everything the component owns is closed by then.
+    ("FATAL: exception not rethrown", exit code -6). Only then the process leaves with ``os._exit`` after
+    flushing what it wrote (everything it owns is closed by then); otherwise it exits normally.
     """
+    if not any(t.name.startswith("capture-") and t.is_alive() for t in threading.enumerate()):
+        sys.exit(code)
     if status is not None:  # the multiprocessing queue's feeder thread must deliver the final report first
         status.close()
         status.join_thread()
