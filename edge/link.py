@@ -268,11 +268,13 @@ class BrokerLink(threading.Thread):
         Returns False when the socket refused it (ZMQ_IMMEDIATE: no connection to that broker right now).
         """
         header = msgspec.structs.replace(pending.roi, ttl_ms=ttl_ms) if ttl_ms else pending.roi
+        frame = wire.encode(header)
+        sent_s = time.perf_counter()  # before the send: the answer may arrive before a later clock read
         try:
-            self._sockets[broker].send_multipart([wire.encode(header), payload], flags=zmq.NOBLOCK, copy=False)
+            self._sockets[broker].send_multipart([frame, payload], flags=zmq.NOBLOCK, copy=False)
         except zmq.Again:
             return False
-        pending.sent_s = time.perf_counter()
+        pending.sent_s = sent_s
         self._in_flight[pending.roi_id] = Flight(pending, payload, broker)
         self._brokers.sent(broker)
         metrics.BROKER_ROIS_SENT.labels(self.edge, self.cfg.brokers[broker]).inc()
