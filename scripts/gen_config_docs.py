@@ -58,7 +58,7 @@ def _strip_annotated(text: str) -> str:
 
 def _type_name(annotation) -> str:
     text = annotation.__name__ if isinstance(annotation, type) else _strip_annotated(str(annotation))
-    text = text.replace("typing.", "").replace("vcascade.config.", "")
+    text = text.replace("typing.", "").replace("vcascade.config.", "").replace("vcascade.schema.", "")
     return re.sub(r"Union\[(\w+)\]", r"\1", text).replace("|", "\\|")
 
 
@@ -66,7 +66,7 @@ def render() -> str:
     out = [
         "# Configuration reference",
         "",
-        "Generated from `vcascade/config.py` by `python scripts/gen_config_docs.py`; do not edit by hand.",
+        "Generated from `vcascade/schema.py` by `python scripts/gen_config_docs.py`; do not edit by hand.",
         "Every mapping rejects unknown keys. Strings may use `${VAR}` or `${VAR:-default}` (environment).",
         "Names (keys of `cameras`, `edges`, ...) match `" + config.NAME_PATTERN + "`.",
         "",
