@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import weakref
 from dataclasses import replace
 
 import cv2
@@ -43,6 +44,9 @@ WATCH_INTERVAL_S = 0.05
 FILE_SLOT_DEPTH = 4
 """Frames an ``every_frame`` camera may decode ahead of the detector: absorbs scheduling jitter between the
 reader and detector threads (memory: 4 frames per file camera, e.g. 25 MB at 1080p)."""
+_SESSIONS: weakref.WeakSet[CaptureSession] = weakref.WeakSet()
+"""Every capture session of this process, including abandoned ones (see :func:`capture_threads_alive`)."""
+
 STOP_JOIN_S = 2.0
 """How long a stopping reader waits for its session thread before leaving it behind, s."""
 
@@ -222,6 +226,7 @@ class CaptureSession(threading.Thread):
     def __init__(self, reader: CameraReader) -> None:
         super().__init__(name=f"capture-{reader.camera}", daemon=True)
         self.reader, self.cfg = reader, reader.cfg
+        _SESSIONS.add(self)
         self.cancel = threading.Event()
         self.phase, self.phase_since_s = "opening", time.perf_counter()
         self.opened = False
@@ -318,6 +323,14 @@ class CaptureSession(threading.Thread):
 
     def _lost(self, reason: str, detail: str) -> Outcome:
         return ("stalled" if self.reader.live else "failed"), reason, detail
+
+
+def capture_threads_alive() -> bool:
+    """True while a capture session thread of this process still runs, e.g. a read abandoned by the watchdog
+    that is still blocked inside FFmpeg. Such a thread must not be unwound by interpreter finalisation (it
+    aborts the process: OpenCV's C++ frames swallow the forced unwind); see :func:`vcascade.launcher.exit_now`.
+    """
+    return any(session.is_alive() for session in list(_SESSIONS))
 
 
 def resolve_or_same(url: str) -> str:

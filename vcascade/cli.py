@@ -172,7 +172,7 @@ def _one(args: argparse.Namespace) -> int:
         print(f"vcascade: {exc}", file=sys.stderr)
         return EXIT_FAILURE
     print(json.dumps(final, indent=2, default=str))
-    exit_now(0)  # no interpreter finalisation: see its docstring
+    exit_now(args.kind, 0)  # normal exit unless a camera read still hangs: see its docstring
     return 0
 
 

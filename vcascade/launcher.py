@@ -16,7 +16,6 @@ import os
 import queue
 import signal
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -49,18 +48,19 @@ def _child(kind: str, config_path: str, name: str, model_dir: str | None, stop: 
         logging.getLogger(kind).exception("%s %s failed", kind, name)
         status.put({"component": kind, "name": name, "final": True, "error": f"{type(exc).__name__}: {exc}"})
         code = 1
-    exit_now(code, status)
+    exit_now(kind, code, status)
 
 
-def exit_now(code: int, status: Any = None) -> None:
+def exit_now(kind: str, code: int, status: Any = None) -> None:
     """End a component process with ``code``; skip interpreter finalisation if a camera read still hangs.
 
-    A camera read the watchdog abandoned may still be blocked inside FFmpeg in a daemon thread; at normal
-    interpreter exit such a thread is unwound through OpenCV's C++ frames, which aborts the process
-    ("FATAL: exception not rethrown", exit code -6). Only then the process leaves with ``os._exit`` after
-    flushing what it wrote (everything it owns is closed by then); otherwise it exits normally.
+    A camera read the watchdog abandoned may still be blocked inside FFmpeg in a daemon thread
+    (:func:`edge.source.capture_threads_alive`); at normal interpreter exit such a thread is unwound through
+    OpenCV's C++ frames, which aborts the process ("FATAL: exception not rethrown", exit code -6). Only then
+    the process leaves with ``os._exit`` after flushing what it wrote (everything it owns is closed by then);
+    otherwise it exits normally.
     """
-    if not any(t.name.startswith("capture-") and t.is_alive() for t in threading.enumerate()):
+    if kind != "edge" or not _capture_threads_alive():
         sys.exit(code)
     if status is not None:  # the multiprocessing queue's feeder thread must deliver the final report first
         status.close()
@@ -69,6 +69,12 @@ def exit_now(code: int, status: Any = None) -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
+
+
+def _capture_threads_alive() -> bool:
+    from edge.source import capture_threads_alive  # edge processes only: brokers and workers never load cv2
+
+    return capture_threads_alive()
 
 
 class Launcher:
