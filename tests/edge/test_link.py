@@ -178,14 +178,19 @@ def test_retries_are_bounded_then_dropped_as_timeout(make_link, tmp_path):
     assert [line["reason"] for line in _lines(tmp_path)] == ["timeout"]
 
 
-def test_rois_of_a_dead_broker_are_retried_at_once_through_a_live_one(make_link, tmp_path):
-    link, peers = make_link(2, roi_timeout_s=60.0)
+def _spread_four_rois(link, peers):
+    """Once both brokers are up, send 4 ROIs; returns (broker holding most, the other, ids it holds)."""
     _until(lambda: all(s["up"] for s in link.broker_states().values()), peers)
     for n in range(4):
         link.submit(_roi(n), b"jpeg")
     _until(lambda: sum(len(p.rois) for p in peers) == 4, peers)
     victim, survivor = sorted(peers, key=lambda p: -len(p.rois))
-    on_victim = {roi.roi_id for _, roi in victim.rois}
+    return victim, survivor, {roi.roi_id for _, roi in victim.rois}
+
+
+def test_rois_of_a_dead_broker_are_retried_at_once_through_a_live_one(make_link, tmp_path):
+    link, peers = make_link(2, roi_timeout_s=60.0)
+    victim, survivor, on_victim = _spread_four_rois(link, peers)
     victim.beating = False  # it stops talking: declared dead after the liveness window, far before 60 s
     _until(lambda: {roi.roi_id for _, roi in survivor.rois} >= on_victim, [victim, survivor])
     assert not link.broker_states()[victim.name]["up"]
@@ -199,12 +204,7 @@ def test_rois_of_a_dead_broker_are_retried_at_once_through_a_live_one(make_link,
 
 def test_a_closed_connection_retries_at_once_without_waiting_for_silence(make_link, tmp_path, caplog):
     link, peers = make_link(2, liveness=100, roi_timeout_s=600.0)  # silence alone would take 10 s to notice
-    _until(lambda: all(s["up"] for s in link.broker_states().values()), peers)
-    for n in range(4):
-        link.submit(_roi(n), b"jpeg")
-    _until(lambda: sum(len(p.rois) for p in peers) == 4, peers)
-    victim, survivor = sorted(peers, key=lambda p: -len(p.rois))
-    on_victim = {roi.roi_id for _, roi in victim.rois}
+    victim, survivor, on_victim = _spread_four_rois(link, peers)
     with caplog.at_level("WARNING", logger="edge.link"):
         victim.sock.close()  # its process is gone: the kernel closes the TCP connection
         _until(lambda: {roi.roi_id for _, roi in survivor.rois} >= on_victim, [survivor])
