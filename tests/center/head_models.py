@@ -74,6 +74,21 @@ class PrototypeClassifier(nn.Module):
         return self.fc(self.backbone(x).reshape(len(x), -1))
 
 
+def embed_crops(recognizer_cfg, crops: dict[str, bytes]) -> dict[str, np.ndarray]:
+    """Real (1280,) float32 MobileNetV2 embeddings of JPEG crops, by crop name (unsplit model, CPU)."""
+    from center.heads import head_input
+    from center.preprocess import PreprocessSpec, decode_jpeg, stack_batch, to_input
+    from center.recognizer import build_model
+
+    model = build_model(recognizer_cfg)
+    spec = PreprocessSpec.from_config(recognizer_cfg)
+    names = sorted(crops)
+    batch = torch.from_numpy(stack_batch([to_input(decode_jpeg(crops[name]), spec) for name in names]))
+    with torch.inference_mode():
+        out = head_input(model(batch), len(names), 2)
+    return dict(zip(names, out))
+
+
 def prototype_state(embedder_state: dict, prototypes: np.ndarray, scale: float = 10.0) -> dict:
     """State dict of :class:`PrototypeClassifier`: the embedder's weights, fc rows = ``scale`` x unit prototypes.
 

@@ -8,8 +8,7 @@ import pytest
 import torch
 
 from center.heads import ClassifierHead, Labels, build_head, head_input, softmax
-from center.preprocess import PreprocessSpec, decode_jpeg, stack_batch, to_input
-from center.recognizer import build_model
+from tests.center.head_models import embed_crops
 from vcascade.config import ClassifierHeadConfig
 
 CLASSES = ["bike", "car", "roof"]
@@ -18,13 +17,7 @@ CLASSES = ["bike", "car", "roof"]
 @pytest.fixture(scope="module")
 def features(demo_recognizer, crops) -> dict[str, np.ndarray]:
     """Real 1280-d MobileNetV2 embeddings of the conftest crops, by crop name."""
-    model = build_model(demo_recognizer)
-    spec = PreprocessSpec.from_config(demo_recognizer)
-    names = sorted(crops)
-    batch = torch.from_numpy(stack_batch([to_input(decode_jpeg(crops[name]), spec) for name in names]))
-    with torch.inference_mode():
-        out = head_input(model(batch), len(names), 2)
-    return dict(zip(names, out))
+    return embed_crops(demo_recognizer, crops)
 
 
 def _prototype_logits(features: dict[str, np.ndarray], queries: list[str], scale: float = 10.0) -> np.ndarray:
