@@ -83,7 +83,9 @@ def verify_ppocr_rec(path: str | os.PathLike[str]) -> None:
         )
 
 
-def find_wheel(project: str, filename: str, index_url: str = PYPI_SIMPLE_URL, timeout_s: float = 60.0) -> tuple[str, str]:
+def find_wheel(
+    project: str, filename: str, index_url: str = PYPI_SIMPLE_URL, timeout_s: float = 60.0
+) -> tuple[str, str]:
     """The download URL and SHA-256 of one file of a project, from a PEP 691 JSON Simple API index.
 
     Returns:

@@ -240,7 +240,8 @@ class TextHeadConfig(_Base):
         "`character` metadata), a UTF-8 text file with one character a line, or a list.",
     )
     min_score: float = Field(
-        0.0, ge=0, le=1, description="Texts whose score (mean max-probability of the kept steps) is lower are sent as ''."
+        0.0, ge=0, le=1,
+        description="Texts whose score (mean max-probability of the kept steps, 0..1) is lower are sent as ''.",
     )
 
 

@@ -16,11 +16,12 @@ import zmq
 
 from center.heads import read_model_charset
 from center.worker import run_worker
-from edge.account import head_fields
+from edge.account import head_fields, result_record
 from tests.center.conftest import jpeg
 from tests.center.head_models import OCR_HW, PPOCR_MEAN_STD, embed_crops, prototype_state, render_text
 from tests.center.test_classifier_head import CLASSES
 from tests.center.test_worker import _deployment, _recv_header, _roi, _wait_ready
+from tests.edge.test_account import _pending
 from vcascade import wire
 from vcascade.sockets import make_socket
 
@@ -113,5 +114,10 @@ def test_classifier_head_end_to_end(demo_raw, free_port, crops, classifier_weigh
     assert line["labels"] == answers["b"].labels and set(line) == {"labels", "label_scores"}
 
 
-def test_edge_result_line_leaves_out_unset_head_fields():
-    assert head_fields(wire.Result(roi_id="r", worker="w", identity_id=3, similarity=0.9)) == {}
+def test_edge_result_line_carries_set_head_fields_only():
+    embedding = result_record(_pending(), wire.Result(roi_id="e-1", worker="w", identity_id=3, similarity=0.9), 100.1)
+    assert not {"labels", "label_scores", "text", "text_score"} & set(embedding)
+    text = result_record(_pending(), wire.Result(roi_id="e-1", worker="w", text="AB 12", text_score=0.97123), 100.1)
+    assert (text["text"], text["text_score"], text["identity_id"]) == ("AB 12", 0.9712, -1)
+    labels = wire.Result(roi_id="e-1", worker="w", labels=["car", "bus"], label_scores=[0.61234, 0.2])
+    assert result_record(_pending(), labels, 100.1)["label_scores"] == [0.6123, 0.2]
