@@ -8,11 +8,19 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+import yaml
 from pydantic import ValidationError
 
 from center.heads import HEADS, ClassifierHead, EmbeddingHead, Labels, Text, TextHead, build_head, l2_normalise
 from vcascade import wire
-from vcascade.config import ClassifierHeadConfig, Deployment, EmbeddingHeadConfig, TextHeadConfig
+from vcascade.config import (
+    ClassifierHeadConfig,
+    ConfigError,
+    Deployment,
+    EmbeddingHeadConfig,
+    TextHeadConfig,
+    load_config,
+)
 
 
 def _basis(dim: int, *indices: int) -> np.ndarray:
@@ -132,3 +140,15 @@ def test_head_config_is_chosen_by_type_and_embedding_stays_the_default(demo_raw)
     recognizer["head"] = {"type": "classifier", "labels": ["a"], "match_threshold": 0.5}
     with pytest.raises(ValidationError, match="match_threshold"):  # extra keys of another head type: refused
         Deployment.model_validate(raw)
+
+
+def test_charset_model_on_a_recognizer_without_onnx_model_is_a_config_error(demo_raw, tmp_path):
+    raw = copy.deepcopy(demo_raw)
+    raw["recognizers"]["mobilenetv2-embedder"]["head"] = {"type": "text", "charset": "model"}
+    path = tmp_path / "deploy.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    with pytest.raises(ConfigError, match=r"recognizers.mobilenetv2-embedder.head.charset = 'model': a torch"):
+        load_config(path)
+    raw["recognizers"]["mobilenetv2-embedder"]["head"]["charset"] = ["a", "b"]
+    path.write_text(yaml.safe_dump(raw))
+    assert load_config(path).recognizers["mobilenetv2-embedder"].head.charset == ["a", "b"]
