@@ -89,7 +89,7 @@ def ctc_greedy_decode(scores: np.ndarray, classes: list[str]) -> list[Text]:
         when every step is blank).
     """
     best = scores.argmax(axis=2)  # (n, T) class per step
-    best_prob = scores.max(axis=2)  # (n, T) its probability
+    best_prob = np.take_along_axis(scores, best[:, :, None], axis=2)[:, :, 0]  # (n, T) its probability
     keep = np.ones_like(best, dtype=bool)
     keep[:, 1:] = best[:, 1:] != best[:, :-1]  # collapse repeats: keep the first step of each run
     keep &= best != 0  # drop blanks
