@@ -51,16 +51,23 @@ class HeadContext:
 
 
 def head_context(recognizer_cfg: Any) -> HeadContext:
-    """The :class:`HeadContext` of a recognizer config: its ONNX ``model`` (``package://`` URIs resolved) when it
-    has one, read with ``getattr`` so that recognizer types without a ``model`` field work too.
+    """The :class:`HeadContext` of a recognizer config: its ONNX ``model`` when it has one (read with ``getattr``,
+    so recognizer types without a ``model`` field work too). A ``package://`` URI is resolved; a path that is not
+    a file is looked up as a file name in the model folders (:func:`vcascade.models.find_model`: the
+    ``$VCASCADE_MODEL_DIR`` and the user cache, where ``scripts/fetch_models.py --text`` puts it).
 
     Raises:
         vcascade.resources.ResourceNotFound: a ``package://`` model URI that does not resolve.
     """
+    from vcascade.models import find_model
     from vcascade.resources import resolve
 
     model = getattr(recognizer_cfg, "model", None)
-    return HeadContext(model_path=resolve(str(model)) if model else None)
+    if not model:
+        return HeadContext()
+    path = resolve(str(model))
+    found = None if Path(path).is_file() else find_model(path, None)
+    return HeadContext(model_path=str(found or path))
 
 
 def head_input(outputs: Any, n_rows: int, input_ndim: int) -> np.ndarray:

@@ -4,11 +4,21 @@ PP-OCRv6 rec model reading rendered text."""
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
-from center.heads import HeadContext, Text, TextHead, build_head, ctc_classes, ctc_greedy_decode, read_model_charset
+from center.heads import (
+    HeadContext,
+    Text,
+    TextHead,
+    build_head,
+    ctc_classes,
+    ctc_greedy_decode,
+    head_context,
+    read_model_charset,
+)
 from center.preprocess import PreprocessSpec, stack_batch, to_input
 from tests.center.head_models import OCR_HW, PPOCR_MEAN_STD, ort_session, render_text
 from vcascade.config import TextHeadConfig
@@ -121,3 +131,11 @@ def test_ppocr_reads_rendered_text(ppocr_path):
     texts = head(scores)
     assert [t.text for t in texts] == lines
     assert all(t.score > 0.9 for t in texts), texts
+
+
+def test_head_context_finds_the_recognizer_model_by_name_in_the_model_dir(ppocr_path, monkeypatch, tmp_path):
+    monkeypatch.setenv("VCASCADE_MODEL_DIR", str(Path(ppocr_path).parent))
+    named = head_context(SimpleNamespace(type="onnx", model="PP-OCRv6_rec_small.onnx"))
+    assert named.model_path == ppocr_path
+    assert head_context(SimpleNamespace(type="onnx", model=ppocr_path)).model_path == ppocr_path
+    assert head_context(SimpleNamespace(type="torch")) == HeadContext()  # no `model` field
