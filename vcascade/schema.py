@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$"
 Name = Annotated[str, Field(pattern=NAME_PATTERN)]
@@ -245,7 +245,20 @@ class TextHeadConfig(_Base):
     )
 
 
-HeadConfig = Annotated[Union[EmbeddingHeadConfig, ClassifierHeadConfig, TextHeadConfig], Field(discriminator="type")]
+def _head_type(value: Any) -> str:
+    """The head's ``type`` (``embedding`` when omitted, as before other head types existed)."""
+    return value.get("type", "embedding") if isinstance(value, dict) else getattr(value, "type", "embedding")
+
+
+HeadConfig = Annotated[
+    Union[
+        Annotated[EmbeddingHeadConfig, Tag("embedding")],
+        Annotated[ClassifierHeadConfig, Tag("classifier")],
+        Annotated[TextHeadConfig, Tag("text")],
+    ],
+    Discriminator(_head_type),
+]
+"""A recognizer's head, chosen by its ``type`` key."""
 
 
 class TorchRecognizerConfig(_Base):

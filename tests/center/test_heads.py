@@ -134,6 +134,10 @@ def test_head_config_is_chosen_by_type_and_embedding_stays_the_default(demo_raw)
     recognizer = raw["recognizers"]["mobilenetv2-embedder"]
     del recognizer["head"]
     assert isinstance(Deployment.model_validate(raw).recognizers["mobilenetv2-embedder"].head, EmbeddingHeadConfig)
+    recognizer["head"] = {"match_threshold": 0.5}  # no `type`: an embedding head, as before other types existed
+    assert Deployment.model_validate(raw).recognizers["mobilenetv2-embedder"].head == EmbeddingHeadConfig(
+        match_threshold=0.5
+    )
     recognizer["head"] = {"type": "text", "min_score": 0.3}
     head = Deployment.model_validate(raw).recognizers["mobilenetv2-embedder"].head
     assert isinstance(head, TextHeadConfig) and head.charset == "model"
