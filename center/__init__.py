@@ -1,7 +1,7 @@
 """Center worker: micro-batching, pipeline stages on devices, recognition heads (see DESIGN.md)."""
 
 from center.batcher import STOP, MicroBatcher, Prepared, preprocess_items, split_stale
-from center.heads import EmbeddingHead, Match, l2_normalise
+from center.heads import ClassifierHead, EmbeddingHead, HeadContext, Match, TextHead, build_head, l2_normalise
 from center.metrics import WorkerTelemetry
 from center.microbatch import MicroBatch, RoiItem
 from center.outbox import Outbox
@@ -15,4 +15,5 @@ __all__ = [
     "PreprocessSpec", "RoiItem", "StageEngine", "TorchStage", "WorkerTelemetry", "build_model", "decode_jpeg",
     "l2_normalise", "load_stages", "preprocess_items", "run_chained", "run_worker", "split_model", "split_stale",
     "stack_batch", "to_device", "to_input",
+    "ClassifierHead", "HeadContext", "TextHead", "build_head",
 ]

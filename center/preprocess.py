@@ -6,6 +6,7 @@ pinned memory when the device is a GPU, so the host-to-device copy can overlap w
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import cv2
@@ -26,17 +27,21 @@ class PreprocessSpec:
         channel_order: ``"rgb"`` (convert the decoded BGR crop) or ``"bgr"`` (keep it).
         mean: per-channel mean on 0..1 pixels, in the network's channel order.
         std: per-channel standard deviation on 0..1 pixels, in the network's channel order.
+        resize: ``"stretch"`` (resize to ``input_hw``, aspect ratio not kept) or ``"keep_ratio_pad"`` (text
+            recognition: see :func:`resize_keep_ratio_pad`).
     """
 
     input_hw: tuple[int, int]
     channel_order: str
     mean: tuple[float, float, float]
     std: tuple[float, float, float]
+    resize: str = "stretch"
 
     @classmethod
     def from_config(cls, cfg) -> "PreprocessSpec":
-        """Build from a ``TorchRecognizerConfig`` (fields of the same names)."""
-        return cls(tuple(cfg.input_hw), cfg.channel_order, tuple(cfg.mean), tuple(cfg.std))
+        """Build from a recognizer config (fields of the same names; ``resize`` defaults to ``stretch``)."""
+        resize = getattr(cfg, "resize", "stretch")
+        return cls(tuple(cfg.input_hw), cfg.channel_order, tuple(cfg.mean), tuple(cfg.std), resize)
 
 
 def decode_jpeg(payload: bytes) -> np.ndarray:
@@ -64,11 +69,19 @@ def to_input(image_bgr: np.ndarray, spec: PreprocessSpec) -> np.ndarray:
 
     Args:
         image_bgr: (h, w, 3) uint8 BGR image.
-        spec: target size, channel order and normalisation.
+        spec: target size, channel order, normalisation and resize mode.
 
     Returns:
-        (3, H, W) float32 array, ``(pixel / 255 - mean) / std`` per channel, channels in ``spec.channel_order``.
+        (3, H, W) float32 array, ``(pixel / 255 - mean) / std`` per channel, channels in ``spec.channel_order``
+        (``keep_ratio_pad``: the columns right of the resized crop are 0).
+
+    Raises:
+        ValueError: unknown ``spec.resize``.
     """
+    if spec.resize == "keep_ratio_pad":
+        return resize_keep_ratio_pad(image_bgr, spec)
+    if spec.resize != "stretch":
+        raise ValueError(f"unknown resize mode {spec.resize!r}; known: stretch, keep_ratio_pad")
     height, width = spec.input_hw
     image = cv2.resize(image_bgr, (width, height), interpolation=cv2.INTER_LINEAR)  # cv2 takes (w, h)
     if spec.channel_order == "rgb":
@@ -77,6 +90,34 @@ def to_input(image_bgr: np.ndarray, spec: PreprocessSpec) -> np.ndarray:
     x -= np.asarray(spec.mean, dtype=np.float32)
     x /= np.asarray(spec.std, dtype=np.float32)
     return np.ascontiguousarray(x.transpose(2, 0, 1))
+
+
+def resize_keep_ratio_pad(image_bgr: np.ndarray, spec: PreprocessSpec) -> np.ndarray:
+    """Text-line preprocessing: resize to height H keeping the aspect ratio, normalise, right-pad with 0.
+
+    PaddleOCR's ``resize_norm_img`` for recognition (tools/infer/predict_rec.py; rapidocr's ``TextRecognizer``
+    does the same): width ``min(W, ceil(H * w / h))``, linear interpolation, ``(pixel / 255 - mean) / std``
+    (0.5 / 0.5 for PP-OCR), then zeros to width W. A crop wider than H:W is squeezed to W.
+
+    Args:
+        image_bgr: (h, w, 3) uint8 BGR image, h, w >= 1.
+        spec: ``input_hw`` = (H, W), channel order, mean and std.
+
+    Returns:
+        (3, H, W) float32 array.
+    """
+    height, width = spec.input_hw
+    h, w = image_bgr.shape[:2]
+    resized_w = max(1, min(width, math.ceil(height * w / h)))
+    image = cv2.resize(image_bgr, (resized_w, height), interpolation=cv2.INTER_LINEAR)  # cv2 takes (w, h)
+    if spec.channel_order == "rgb":
+        image = cv2.cvtColor(image, cv2.COLOR_BGR2RGB)
+    x = image.astype(np.float32) * np.float32(1.0 / 255.0)
+    x -= np.asarray(spec.mean, dtype=np.float32)
+    x /= np.asarray(spec.std, dtype=np.float32)
+    out = np.zeros((3, height, width), dtype=np.float32)
+    out[:, :, :resized_w] = x.transpose(2, 0, 1)
+    return out
 
 
 def stack_batch(inputs: list[np.ndarray]) -> np.ndarray:

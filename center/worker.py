@@ -1,4 +1,4 @@
-"""The center worker process: broker sockets, micro-batcher, pipeline stages, embedding head.
+"""The center worker process: broker sockets, micro-batcher, pipeline stages, recognition head.
 
 Threads (see DESIGN.md, "Stage engine"):
 
@@ -36,7 +36,7 @@ import torch
 import zmq
 
 from center.batcher import STOP, MicroBatcher, preprocess_items, split_stale
-from center.heads import EmbeddingHead
+from center.heads import build_head, head_context, head_input
 from center.metrics import WorkerTelemetry
 from center.microbatch import MicroBatch, RoiItem
 from center.outbox import Outbox
@@ -122,7 +122,7 @@ class _Worker:
         self.telemetry = WorkerTelemetry(name)
         self.spec = PreprocessSpec.from_config(recognizer)
         self.first_device = cfg.devices[0]
-        self.head = EmbeddingHead(recognizer.head.match_threshold, recognizer.head.max_identities)
+        self.head = build_head(recognizer.head, head_context(recognizer))
         stages = load_stages(recognizer, cfg.devices)
         self.engine = StageEngine(
             stages, cfg.stage_queue, self._emit_results, self._fail_batch, self.telemetry.stage_computed
@@ -306,16 +306,12 @@ class _Worker:
     # ------------------------------------------------------------------ stage / head threads
 
     def _emit_results(self, batch: MicroBatch) -> None:
-        """Engine sink (head thread): embeddings -> identities -> one Result per ROI."""
-        embeddings = batch.data[0].detach().to("cpu").float().reshape(len(batch.items), -1).numpy()
-        matches = self.head(embeddings)
+        """Engine sink (head thread): last stage's output -> the configured head -> one Result per ROI."""
+        outputs = self.head(head_input(batch.data[0], len(batch.items), self.head.input_ndim))
         t_done = time.perf_counter()
-        for row, (item, match) in enumerate(zip(batch.items, matches)):
+        for row, (item, output) in enumerate(zip(batch.items, outputs)):
             hops = batch.hops(row, t_done)
-            result = wire.Result(
-                roi_id=item.roi.roi_id, worker=self.name, identity_id=match.identity_id,
-                similarity=match.similarity, enrolled=match.enrolled, hops=hops,
-            )
+            result = wire.Result(roi_id=item.roi.roi_id, worker=self.name, hops=hops, **output.result_fields())
             self.outbox.send(item.broker, wire.encode(result))
             self.telemetry.result_sent(hops)
 

@@ -143,8 +143,21 @@ def result_record(pending: PendingRoi, result: Result, received_s: float) -> dic
         "similarity": round(result.similarity, 4),
         "enrolled": result.enrolled,
         "worker": result.worker,
+        **head_fields(result),
         "latency_ms": close_account(pending, result, received_s),
     }
+
+
+def head_fields(result: Result) -> dict[str, Any]:
+    """The classifier's ``labels``/``label_scores`` and the text head's ``text``/``text_score``, when set."""
+    fields: dict[str, Any] = {}
+    if result.labels:
+        fields["labels"] = list(result.labels)
+        fields["label_scores"] = [round(score, 4) for score in result.label_scores]
+    if result.text or result.text_score:
+        fields["text"] = result.text
+        fields["text_score"] = round(result.text_score, 4)
+    return fields
 
 
 def drop_record(pending: PendingRoi, reason: str, where: str) -> dict[str, Any]:

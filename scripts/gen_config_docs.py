@@ -30,6 +30,8 @@ SECTIONS = [
     ("`brokers.<name>`", config.BrokerConfig),
     ("`recognizers.<name>` with `type: torch`", config.TorchRecognizerConfig),
     ("`recognizers.<name>.head` with `type: embedding`", config.EmbeddingHeadConfig),
+    ("`recognizers.<name>.head` with `type: classifier`", config.ClassifierHeadConfig),
+    ("`recognizers.<name>.head` with `type: text`", config.TextHeadConfig),
     ("`workers.<name>`", config.WorkerConfig),
     ("`security`", config.SecurityConfig),
     ("`security.curve`", config.CurveConfig),

@@ -24,11 +24,13 @@ from vcascade.coco import COCO_CLASSES
 from vcascade.schema import (  # noqa: F401  (re-exported: the schema is part of this module's API)
     BrokerConfig,
     CameraConfig,
+    ClassifierHeadConfig,
     CurveConfig,
     Deployment,
     DetectorConfig,
     EdgeConfig,
     EmbeddingHeadConfig,
+    HeadConfig,
     HeartbeatConfig,
     JsonlSinkConfig,
     Name,
@@ -39,6 +41,7 @@ from vcascade.schema import (  # noqa: F401  (re-exported: the schema is part of
     RoiPolicyConfig,
     SecurityConfig,
     SinkConfig,
+    TextHeadConfig,
     TorchRecognizerConfig,
     TrackerConfig,
     WorkerConfig,
@@ -175,6 +178,19 @@ def _check_references(dep: Deployment) -> list[str]:
                 problems.append(f"workers.{name}.devices[{i}] = {device!r}: expected `cpu` or `cuda:N`")
     problems.extend(_check_ports(dep))
     problems.extend(_check_security(dep))
+    problems.extend(_check_heads(dep))
+    return problems
+
+
+def _check_heads(dep: Deployment) -> list[str]:
+    """Head settings that depend on their recognizer: ``charset: model`` reads the recognizer's ONNX ``model``."""
+    problems = []
+    for name, rec in dep.recognizers.items():
+        if rec.head.type == "text" and rec.head.charset == "model" and getattr(rec, "model", None) is None:
+            problems.append(
+                f"recognizers.{name}.head.charset = 'model': a {rec.type} recognizer has no ONNX `model` to read "
+                "the characters from; give a character file or a list"
+            )
     return problems
 
 

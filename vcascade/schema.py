@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$"
 Name = Annotated[str, Field(pattern=NAME_PATTERN)]
@@ -218,6 +218,49 @@ class EmbeddingHeadConfig(_Base):
     max_identities: int = Field(10_000, ge=1, description="Gallery capacity; the least recently seen identity is evicted.")
 
 
+class ClassifierHeadConfig(_Base):
+    """Class scores per ROI (logits or probabilities) to the top-k labels with their scores, best first."""
+
+    type: Literal["classifier"] = Field(description="Head kind (registry key).")
+    labels: list[str] | str = Field(
+        description="Class names in model output order: a list, or a UTF-8 text file with one name a line; "
+        "their number must equal the model's output classes."
+    )
+    top_k: int = Field(1, ge=1, le=1000, description="Labels reported per ROI, best first.")
+    softmax: bool = Field(False, description="Apply a softmax first (true when the model outputs logits).")
+
+
+class TextHeadConfig(_Base):
+    """CTC text recognition (PaddleOCR PP-OCR rec models): greedy decoding of per-time-step character scores."""
+
+    type: Literal["text"] = Field(description="Head kind (registry key).")
+    charset: Literal["model"] | str | list[str] = Field(
+        "model",
+        description="Characters in class order (class 0 = blank not included): `model` (the ONNX model's "
+        "`character` metadata), a UTF-8 text file with one character a line, or a list.",
+    )
+    min_score: float = Field(
+        0.0, ge=0, le=1,
+        description="Texts whose score (mean max-probability of the kept steps, 0..1) is lower are sent as ''.",
+    )
+
+
+def _head_type(value: Any) -> str:
+    """The head's ``type`` (``embedding`` when omitted, as before other head types existed)."""
+    return value.get("type", "embedding") if isinstance(value, dict) else getattr(value, "type", "embedding")
+
+
+HeadConfig = Annotated[
+    Union[
+        Annotated[EmbeddingHeadConfig, Tag("embedding")],
+        Annotated[ClassifierHeadConfig, Tag("classifier")],
+        Annotated[TextHeadConfig, Tag("text")],
+    ],
+    Discriminator(_head_type),
+]
+"""A recognizer's head, chosen by its ``type`` key."""
+
+
 class TorchRecognizerConfig(_Base):
     """A torch ``nn.Module`` built by a factory, loaded with weights, split into pipeline stages."""
 
@@ -230,7 +273,7 @@ class TorchRecognizerConfig(_Base):
     mean: tuple[float, float, float] = Field((0.485, 0.456, 0.406), description="Per-channel mean on 0..1 pixels.")
     std: tuple[float, float, float] = Field((0.229, 0.224, 0.225), description="Per-channel std on 0..1 pixels.")
     split_points: list[str] = Field(default_factory=list, description="Submodule names where a new stage begins.")
-    head: EmbeddingHeadConfig = Field(EmbeddingHeadConfig(), description="Turns the last stage's output into a result.")
+    head: HeadConfig = Field(EmbeddingHeadConfig(), description="Turns the last stage's output into a result.")
 
 
 RecognizerConfig = Annotated[Union[TorchRecognizerConfig], Field(discriminator="type")]

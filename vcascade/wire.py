@@ -83,6 +83,12 @@ class Result(_Header, tag="result"):
         similarity: cosine similarity to the matched identity, -1..1 (1.0 for a newly enrolled identity).
         enrolled: True when the embedding enrolled a new identity instead of matching one.
         hops: latency account appended by the worker and the broker, in order, durations in ms.
+        labels: classifier head: the top-k class names, best first; empty for other heads.
+        label_scores: classifier head: their scores (probabilities when the head applies a softmax), 0..1,
+            same length and order as ``labels``.
+        text: text head: the decoded text ('' for other heads, no text, or a score under the head's
+            ``min_score``).
+        text_score: text head: mean max-probability of the decoded characters' time steps, 0..1 (0.0 otherwise).
     """
 
     roi_id: str
@@ -91,6 +97,10 @@ class Result(_Header, tag="result"):
     similarity: float = 0.0
     enrolled: bool = False
     hops: list[Hop] = msgspec.field(default_factory=list)
+    labels: list[str] = msgspec.field(default_factory=list)
+    label_scores: list[float] = msgspec.field(default_factory=list)
+    text: str = ""
+    text_score: float = 0.0
 
 
 class Drop(_Header, tag="drop"):

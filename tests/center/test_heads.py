@@ -1,11 +1,26 @@
-"""EmbeddingHead on synthetic vectors: normalisation, enrol, match, running mean, eviction."""
+"""EmbeddingHead on synthetic vectors: normalisation, enrol, match, running mean, eviction; the head registry
+and the Result fields each head fills."""
 
 from __future__ import annotations
 
+import copy
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
+import yaml
+from pydantic import ValidationError
 
-from center.heads import EmbeddingHead, l2_normalise
+from center.heads import HEADS, ClassifierHead, EmbeddingHead, Labels, Text, TextHead, build_head, l2_normalise
+from vcascade import wire
+from vcascade.config import (
+    ClassifierHeadConfig,
+    ConfigError,
+    Deployment,
+    EmbeddingHeadConfig,
+    TextHeadConfig,
+    load_config,
+)
 
 
 def _basis(dim: int, *indices: int) -> np.ndarray:
@@ -83,3 +98,61 @@ def test_wrong_shapes_raise():
         head(np.ones((1, 5), np.float32))
     with pytest.raises(ValueError):
         EmbeddingHead(0.8, 0)
+
+
+# ---------------------------------------------------------------- registry
+
+
+def test_registry_builds_each_head_type_from_its_config():
+    embedding = build_head(EmbeddingHeadConfig(match_threshold=0.5, max_identities=3))
+    assert isinstance(embedding, EmbeddingHead) and embedding.match_threshold == 0.5 and embedding.max_identities == 3
+    assert isinstance(build_head(ClassifierHeadConfig(type="classifier", labels=["a"])), ClassifierHead)
+    assert isinstance(build_head(TextHeadConfig(type="text", charset=["a"])), TextHead)
+    assert set(HEADS) == {"embedding", "classifier", "text"}
+    assert [EmbeddingHead.input_ndim, ClassifierHead.input_ndim, TextHead.input_ndim] == [2, 2, 3]
+
+
+def test_unknown_head_type_names_the_known_ones():
+    with pytest.raises(KeyError, match="known: \\['classifier', 'embedding', 'text'\\]"):
+        build_head(SimpleNamespace(type="segmenter"))
+
+
+def test_each_head_output_fills_its_own_result_fields():
+    (match,) = EmbeddingHead(0.8, 4)(_basis(3, 1))
+    fields = match.result_fields()
+    assert fields == {"identity_id": 0, "similarity": 1.0, "enrolled": True}
+    result = wire.decode(wire.encode(wire.Result(roi_id="r", worker="w", **fields)))
+    assert (result.identity_id, result.labels, result.text) == (0, [], "")
+    labelled = wire.Result(roi_id="r", worker="w", **Labels(("car", "bus"), (0.75, 0.25)).result_fields())
+    assert wire.decode(wire.encode(labelled)).label_scores == [0.75, 0.25]
+    texted = wire.decode(wire.encode(wire.Result(roi_id="r", worker="w", **Text("AB 12", 0.97).result_fields())))
+    assert (texted.text, texted.text_score, texted.identity_id) == ("AB 12", 0.97, -1)
+
+
+def test_head_config_is_chosen_by_type_and_embedding_stays_the_default(demo_raw):
+    raw = copy.deepcopy(demo_raw)
+    recognizer = raw["recognizers"]["mobilenetv2-embedder"]
+    del recognizer["head"]
+    assert isinstance(Deployment.model_validate(raw).recognizers["mobilenetv2-embedder"].head, EmbeddingHeadConfig)
+    recognizer["head"] = {"match_threshold": 0.5}  # no `type`: an embedding head, as before other types existed
+    assert Deployment.model_validate(raw).recognizers["mobilenetv2-embedder"].head == EmbeddingHeadConfig(
+        match_threshold=0.5
+    )
+    recognizer["head"] = {"type": "text", "min_score": 0.3}
+    head = Deployment.model_validate(raw).recognizers["mobilenetv2-embedder"].head
+    assert isinstance(head, TextHeadConfig) and head.charset == "model"
+    recognizer["head"] = {"type": "classifier", "labels": ["a"], "match_threshold": 0.5}
+    with pytest.raises(ValidationError, match="match_threshold"):  # extra keys of another head type: refused
+        Deployment.model_validate(raw)
+
+
+def test_charset_model_on_a_recognizer_without_onnx_model_is_a_config_error(demo_raw, tmp_path):
+    raw = copy.deepcopy(demo_raw)
+    raw["recognizers"]["mobilenetv2-embedder"]["head"] = {"type": "text", "charset": "model"}
+    path = tmp_path / "deploy.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    with pytest.raises(ConfigError, match=r"recognizers.mobilenetv2-embedder.head.charset = 'model': a torch"):
+        load_config(path)
+    raw["recognizers"]["mobilenetv2-embedder"]["head"]["charset"] = ["a", "b"]
+    path.write_text(yaml.safe_dump(raw))
+    assert load_config(path).recognizers["mobilenetv2-embedder"].head.charset == ["a", "b"]

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import math
+from types import SimpleNamespace
+
 import cv2
 import numpy as np
 import pytest
@@ -58,3 +61,56 @@ def test_to_device_cpu_shares_memory_with_the_array():
     tensor = to_device(array, "cpu")
     assert tensor.device == torch.device("cpu")
     assert tensor.data_ptr() == array.ctypes.data
+
+
+# ---------------------------------------------------------------- keep_ratio_pad (text recognition)
+
+PPOCR = PreprocessSpec((48, 320), "bgr", (0.5, 0.5, 0.5), (0.5, 0.5, 0.5), "keep_ratio_pad")
+
+
+def _paddle_resize_norm_img(img: np.ndarray, image_shape=(3, 48, 320)) -> np.ndarray:
+    """PaddleOCR's reference (tools/infer/predict_rec.py, TextRecognizer.resize_norm_img), transcribed."""
+    img_c, img_h, img_w = image_shape
+    h, w = img.shape[:2]
+    ratio = w / float(h)
+    resized_w = img_w if math.ceil(img_h * ratio) > img_w else int(math.ceil(img_h * ratio))
+    resized = cv2.resize(img, (resized_w, img_h)).astype("float32")
+    resized = resized.transpose((2, 0, 1)) / 255
+    resized -= 0.5
+    resized /= 0.5
+    padding = np.zeros((img_c, img_h, img_w), dtype=np.float32)
+    padding[:, :, 0:resized_w] = resized
+    return padding
+
+
+def test_keep_ratio_pad_keeps_aspect_and_pads_right_with_zero():
+    x = to_input(np.full((20, 50, 3), 255, np.uint8), PPOCR)  # width ceil(48 * 50 / 20) = 120
+    assert x.shape == (3, 48, 320) and x.dtype == np.float32
+    np.testing.assert_allclose(x[:, :, :120], 1.0)  # (255 / 255 - 0.5) / 0.5
+    assert not x[:, :, 120:].any()
+
+
+def test_keep_ratio_pad_squeezes_crops_wider_than_the_input():
+    x = to_input(np.zeros((10, 1000, 3), np.uint8), PPOCR)
+    np.testing.assert_allclose(x, -1.0)  # no padding column: black everywhere
+
+
+def test_keep_ratio_pad_equals_paddleocr_resize_norm_img_on_a_real_crop(crops):
+    image = decode_jpeg(crops["car"])  # 75 x 105 px: width ceil(48 * 105 / 75) = 68
+    np.testing.assert_allclose(to_input(image, PPOCR), _paddle_resize_norm_img(image), atol=1e-6)
+
+
+def test_keep_ratio_pad_rgb_order():
+    image = np.zeros((48, 48, 3), np.uint8)
+    image[..., 2] = 255  # red in BGR
+    x = to_input(image, PreprocessSpec((48, 96), "rgb", (0.0,) * 3, (1.0,) * 3, "keep_ratio_pad"))
+    np.testing.assert_allclose(x[0, :, :48], 1.0)
+    assert not x[1:].any() and not x[:, :, 48:].any()
+
+
+def test_resize_comes_from_the_config_when_it_has_the_field():
+    base = dict(input_hw=(48, 320), channel_order="bgr", mean=(0.5,) * 3, std=(0.5,) * 3)
+    assert PreprocessSpec.from_config(SimpleNamespace(**base)).resize == "stretch"
+    assert PreprocessSpec.from_config(SimpleNamespace(**base, resize="keep_ratio_pad")) == PPOCR
+    with pytest.raises(ValueError, match="unknown resize mode"):
+        to_input(np.zeros((4, 4, 3), np.uint8), PreprocessSpec.from_config(SimpleNamespace(**base, resize="crop")))

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import functools
+import hashlib
 import http.server
+import json
 import logging
 import os
 import shutil
 import subprocess
 import sys
 import threading
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -22,6 +25,15 @@ from vcascade.models import (
     find_model,
     model_search_dirs,
     verify_yolox,
+)
+from vcascade.ocr_models import (
+    PPOCR_REC_MODEL,
+    RAPIDOCR_WHEEL,
+    RAPIDOCR_WHEEL_MEMBER,
+    download_from_wheel,
+    ensure_text_model,
+    find_wheel,
+    verify_ppocr_rec,
 )
 
 REPO = Path(__file__).resolve().parents[2]
@@ -190,3 +202,77 @@ def test_fetch_script_exits_1_with_the_helpful_message(served, tmp_path):
     done = _fetch_script("--model-dir", str(tmp_path / "m"), "--url", f"{served}/nope.onnx", xdg=tmp_path / "xdg")
     assert done.returncode == 1
     assert "HTTP 404" in done.stderr and "--model-dir" in done.stderr and "Traceback" not in done.stderr
+
+
+# ---------------------------------------------------------------- PP-OCR text model from the rapidocr wheel
+
+
+def _wheel(path: Path, members: dict[str, Path | bytes]) -> str:
+    """Write a wheel (zip, stored) with ``members`` at their paths; returns its SHA-256 hex."""
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as archive:
+        for name, content in members.items():
+            if isinstance(content, Path):
+                archive.write(content, name)
+            else:
+                archive.writestr(name, content)
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.fixture
+def wheel_index(served, tmp_path, models_dir) -> tuple[str, str]:
+    """(index URL, wheel SHA-256): a PEP 691 page for rapidocr on the local server, listing a wheel built here
+    with the real PP-OCRv6_rec_small.onnx at its place in the rapidocr wheel; plus ``bad.whl``, the YOLOX model
+    at that place."""
+    www = tmp_path / "www"
+    (www / "files").mkdir()
+    sha256 = _wheel(www / "files" / RAPIDOCR_WHEEL, {
+        "rapidocr/__init__.py": b"", RAPIDOCR_WHEEL_MEMBER: models_dir / PPOCR_REC_MODEL,
+    })
+    _wheel(www / "files" / "bad.whl", {RAPIDOCR_WHEEL_MEMBER: models_dir / NAME})
+    page = www / "simple" / "rapidocr"
+    page.mkdir(parents=True)
+    files = [{"filename": RAPIDOCR_WHEEL, "url": f"../../files/{RAPIDOCR_WHEEL}", "hashes": {"sha256": sha256}}]
+    (page / "index.html").write_text(json.dumps({"meta": {"api-version": "1.0"}, "name": "rapidocr", "files": files}))
+    return f"{served}/simple", sha256
+
+
+def test_text_model_is_extracted_from_the_listed_wheel_and_verified(wheel_index, tmp_path, isolated_env, models_dir):
+    index_url, _ = wheel_index
+    model_dir = tmp_path / "m"
+    path = ensure_text_model(model_dir, index_url=index_url, sha256=None)  # the index's hash
+    assert path == model_dir / PPOCR_REC_MODEL
+    assert path.read_bytes() == (models_dir / PPOCR_REC_MODEL).read_bytes()
+    assert os.listdir(model_dir) == [PPOCR_REC_MODEL]  # no wheel or partial file left
+    assert ensure_text_model(model_dir, index_url="http://127.0.0.1:9/unreachable") == path  # found: no fetch
+
+
+def test_text_model_wheel_with_another_hash_is_rejected(wheel_index, tmp_path, isolated_env):
+    index_url, _ = wheel_index
+    with pytest.raises(ModelUnavailable) as info:
+        ensure_text_model(tmp_path / "m", index_url=index_url)  # pinned hash of the real PyPI wheel
+    assert "SHA-256" in str(info.value) and "pip download rapidocr==3.10.0 --no-deps" in str(info.value)
+    assert os.listdir(tmp_path / "m") == []
+
+
+def test_text_model_of_the_wrong_kind_or_missing_is_rejected(wheel_index, served, tmp_path, isolated_env):
+    with pytest.raises(ModelUnavailable, match="not a PP-OCR recognition model"):
+        download_from_wheel(f"{served}/files/bad.whl", RAPIDOCR_WHEEL_MEMBER, tmp_path / "m" / PPOCR_REC_MODEL)
+    with pytest.raises(ModelUnavailable, match="no item named"):
+        download_from_wheel(f"{served}/files/{RAPIDOCR_WHEEL}", "rapidocr/models/nope.onnx", tmp_path / "m" / "x.onnx")
+    with pytest.raises(ModelUnavailable, match="lists no file"):
+        find_wheel("rapidocr", "rapidocr-0.0.1-py3-none-any.whl", wheel_index[0])
+    assert os.listdir(tmp_path / "m") == []
+
+
+def test_verify_ppocr_rec_accepts_the_real_model_and_rejects_yolox(models_dir):
+    verify_ppocr_rec(models_dir / PPOCR_REC_MODEL)
+    with pytest.raises(ModelUnavailable):
+        verify_ppocr_rec(models_dir / NAME)
+
+
+def test_fetch_script_text_prints_both_paths(wheel_index, served, tmp_path):
+    m = tmp_path / "m"
+    done = _fetch_script("--model-dir", str(m), "--url", f"{served}/{NAME}", "--text",
+                         "--wheel-url", f"{served}/files/{RAPIDOCR_WHEEL}", xdg=tmp_path / "xdg")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == [str(m / NAME), str(m / PPOCR_REC_MODEL)]

@@ -1,4 +1,4 @@
-"""Recognition heads: turn the last stage's output into per-ROI results.
+"""Embedding head (``type: embedding``): re-identification against a gallery of identities.
 
 :class:`EmbeddingHead` matches L2-normalised embeddings against an in-memory gallery of identities by cosine
 similarity (re-identification: the same object seen again, on this or another camera, keeps its id).
@@ -6,7 +6,7 @@ similarity (re-identification: the same object seen again, on this or another ca
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -20,6 +20,10 @@ class Match(NamedTuple):
     identity_id: int
     similarity: float
     enrolled: bool
+
+    def result_fields(self) -> dict[str, Any]:
+        """``identity_id``, ``similarity`` and ``enrolled`` of :class:`vcascade.wire.Result`."""
+        return {"identity_id": self.identity_id, "similarity": self.similarity, "enrolled": self.enrolled}
 
 
 def l2_normalise(x: np.ndarray) -> np.ndarray:
@@ -47,6 +51,9 @@ class EmbeddingHead:
     Raises:
         ValueError: ``max_identities < 1``.
     """
+
+    input_ndim = 2
+    """Takes (n, D) embeddings (see :class:`center.heads.base.Head`)."""
 
     def __init__(self, match_threshold: float, max_identities: int) -> None:
         if max_identities < 1:

@@ -1,0 +1,71 @@
+"""Recognition heads: turn the last pipeline stage's output into one result per ROI.
+
+Heads are built from the recognizer's ``head`` config through a registry keyed by its ``type``:
+
+* ``embedding`` (:class:`EmbeddingHead`): re-identification against a gallery (``identity_id``, ``similarity``,
+  ``enrolled``),
+* ``classifier`` (:class:`ClassifierHead`): top-k labels with scores (``labels``, ``label_scores``),
+* ``text`` (:class:`TextHead`): CTC greedy decoding of OCR output (``text``, ``text_score``).
+
+Each head's outputs fill their own :class:`vcascade.wire.Result` fields (``HeadOutput.result_fields``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from center.heads.base import Head, HeadContext, HeadOutput, head_context, head_input, read_list
+from center.heads.classifier import ClassifierHead, Labels, softmax
+from center.heads.embedding import EPS, EmbeddingHead, Match, l2_normalise
+from center.heads.text import TextHead, Text, ctc_classes, ctc_greedy_decode, read_model_charset
+
+HeadBuilder = Callable[[Any, HeadContext], Head]
+"""Builds a head from its config (one of the ``*HeadConfig`` models) and the recognizer's context."""
+
+
+def _embedding(cfg, context: HeadContext) -> EmbeddingHead:
+    return EmbeddingHead(cfg.match_threshold, cfg.max_identities)
+
+
+def _classifier(cfg, context: HeadContext) -> ClassifierHead:
+    return ClassifierHead(read_list(cfg.labels, "classifier labels"), cfg.top_k, cfg.softmax)
+
+
+def _text(cfg, context: HeadContext) -> TextHead:
+    if cfg.charset == "model":
+        if context.model_path is None:
+            raise ValueError("`charset: model` needs a recognizer with an ONNX `model` file; give a file or a list")
+        charset = read_model_charset(context.model_path)
+    else:
+        charset = read_list(cfg.charset, "text charset")
+    return TextHead(charset, cfg.min_score)
+
+
+HEADS: dict[str, HeadBuilder] = {"embedding": _embedding, "classifier": _classifier, "text": _text}
+"""Head builders by config ``type``."""
+
+
+def build_head(cfg, context: HeadContext | None = None) -> Head:
+    """Build the head a recognizer's ``head`` config describes.
+
+    Args:
+        cfg: an ``EmbeddingHeadConfig``, ``ClassifierHeadConfig`` or ``TextHeadConfig`` (its ``type`` selects
+            the builder in :data:`HEADS`).
+        context: what the head may need from its recognizer (default: no ONNX model).
+
+    Raises:
+        KeyError: unknown ``type``. FileNotFoundError: a labels or charset file is missing. ValueError: empty
+        labels or charset, ``charset: model`` without an ONNX model, or a model without a ``character`` property.
+    """
+    try:
+        builder = HEADS[cfg.type]
+    except KeyError:
+        raise KeyError(f"unknown head type {cfg.type!r}; known: {sorted(HEADS)}") from None
+    return builder(cfg, context or HeadContext())
+
+
+__all__ = [
+    "EPS", "HEADS", "ClassifierHead", "EmbeddingHead", "Head", "HeadBuilder", "HeadContext", "HeadOutput", "Labels",
+    "Match", "Text", "TextHead", "build_head", "ctc_classes", "ctc_greedy_decode", "head_context", "head_input",
+    "l2_normalise", "read_list", "read_model_charset", "softmax",
+]

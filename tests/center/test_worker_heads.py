@@ -1,0 +1,123 @@
+"""The worker with a text head (real PP-OCRv6 rec) and a classifier head (real MobileNetV2 + prototype layer),
+over real ZeroMQ sockets, the test playing the broker: results carry ``text``/``labels``, and the edge's result
+line shows them."""
+
+from __future__ import annotations
+
+import copy
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import zmq
+
+from center.heads import read_model_charset
+from center.worker import run_worker
+from edge.account import head_fields, result_record
+from tests.center.conftest import jpeg
+from tests.center.head_models import OCR_HW, PPOCR_MEAN_STD, embed_crops, prototype_state, render_text
+from tests.center.test_classifier_head import CLASSES
+from tests.center.test_worker import _deployment, _recv_header, _roi, _wait_ready
+from tests.edge.test_account import _pending
+from vcascade import wire
+from vcascade.sockets import make_socket
+
+LINES = ["VCASCADE 2026", "Hello World 42"]
+MODULE = "tests.center.head_models"
+
+
+def _serve(deployment, payloads: dict[str, bytes]) -> dict[str, wire.Message]:
+    """Start worker-1, send each ROI, collect one answer per ROI, stop the worker."""
+    router = make_socket(zmq.Context.instance(), zmq.ROUTER)
+    router.bind(deployment.brokers["broker-1"].endpoint("backend", bind=True))
+    stop = threading.Event()
+    thread = threading.Thread(target=run_worker, args=(deployment, "worker-1", stop, None), daemon=True)
+    thread.start()
+    answers: dict[str, wire.Message] = {}
+    try:
+        identity = _wait_ready(router)
+        for roi_id, payload in payloads.items():
+            router.send_multipart([identity, _roi(roi_id), payload])
+        deadline = time.monotonic() + 120
+        while len(answers) < len(payloads) and time.monotonic() < deadline:
+            _, header = _recv_header(router, deadline - time.monotonic())
+            if isinstance(header, (wire.Result, wire.Drop)):
+                answers[header.roi_id] = header
+    finally:
+        stop.set()
+        thread.join(timeout=30)
+        router.close()
+    assert not thread.is_alive()
+    return answers
+
+
+def _with_recognizer(demo_raw, free_port, recognizer: dict):
+    raw = copy.deepcopy(demo_raw)
+    raw["recognizers"] = {"rec": recognizer}
+    raw["workers"]["worker-1"].update(recognizer="rec", devices=["cpu"])
+    return _deployment(raw, free_port)
+
+
+def test_text_head_end_to_end(demo_raw, free_port, models_dir: Path, tmp_path):
+    model = str(models_dir / "PP-OCRv6_rec_small.onnx")
+    charset = tmp_path / "ppocr_chars.txt"
+    charset.write_text("\n".join(read_model_charset(model)) + "\n", encoding="utf-8")
+    weights = tmp_path / "none.pt"
+    torch.save({}, weights)  # the ONNX adapter has no torch parameters
+    deployment = _with_recognizer(demo_raw, free_port, {
+        "type": "torch", "factory": f"{MODULE}:OnnxModule", "factory_kwargs": {"path": model},
+        "weights": str(weights), "input_hw": list(OCR_HW), "channel_order": "bgr",
+        "mean": list(PPOCR_MEAN_STD), "std": list(PPOCR_MEAN_STD),
+        "head": {"type": "text", "charset": str(charset), "min_score": 0.5},
+    })
+    # 48 x 320 crops: the torch config has no `resize` key yet, so `stretch` applies; at the input's own size
+    # it equals keep_ratio_pad.
+    payloads = {f"t{i}": jpeg(render_text(line, width_px=OCR_HW[1])) for i, line in enumerate(LINES)}
+    answers = _serve(deployment, payloads)
+    for i, line in enumerate(LINES):
+        result = answers[f"t{i}"]
+        assert isinstance(result, wire.Result), result
+        assert result.text == line and result.text_score > 0.9, result
+        assert result.identity_id == -1 and result.labels == []
+        assert [name for name, _ in result.hops] == ["batch_wait", "preprocess", "stage0", "head"]
+        assert head_fields(result) == {"text": line, "text_score": round(result.text_score, 4)}
+
+
+@pytest.fixture
+def classifier_weights(demo_recognizer, crops, embedder_weights, tmp_path) -> Path:
+    """PrototypeClassifier state: the embedder + fc rows from the bike150, car and roof crops' embeddings."""
+    features = embed_crops(demo_recognizer, crops)
+    prototypes = np.stack([features["bike150"], features["car"], features["roof"]])
+    state = prototype_state(torch.load(embedder_weights, map_location="cpu", weights_only=True), prototypes)
+    path = tmp_path / "prototypes.pt"
+    torch.save(state, path)
+    return path
+
+
+def test_classifier_head_end_to_end(demo_raw, free_port, crops, classifier_weights):
+    imagenet = demo_raw["recognizers"]["mobilenetv2-embedder"]
+    deployment = _with_recognizer(demo_raw, free_port, {
+        "type": "torch", "factory": f"{MODULE}:PrototypeClassifier", "factory_kwargs": {"n_classes": 3},
+        "weights": str(classifier_weights), "input_hw": [224, 224], "channel_order": "rgb",
+        "mean": imagenet["mean"], "std": imagenet["std"],
+        "head": {"type": "classifier", "labels": CLASSES, "top_k": 2, "softmax": True},
+    })
+    answers = _serve(deployment, {"b": crops["bike170"], "c": crops["car"], "r": crops["roof"]})
+    assert {k: answers[k].labels[0] for k in "bcr"} == {"b": "bike", "c": "car", "r": "roof"}
+    for result in answers.values():
+        assert len(result.labels) == len(result.label_scores) == 2 and result.text == ""
+        assert 1.0 >= result.label_scores[0] >= result.label_scores[1] >= 0.0
+    line = head_fields(answers["b"])
+    assert line["labels"] == answers["b"].labels and set(line) == {"labels", "label_scores"}
+
+
+def test_edge_result_line_carries_set_head_fields_only():
+    embedding = result_record(_pending(), wire.Result(roi_id="e-1", worker="w", identity_id=3, similarity=0.9), 100.1)
+    assert not {"labels", "label_scores", "text", "text_score"} & set(embedding)
+    text = result_record(_pending(), wire.Result(roi_id="e-1", worker="w", text="AB 12", text_score=0.97123), 100.1)
+    assert (text["text"], text["text_score"], text["identity_id"]) == ("AB 12", 0.9712, -1)
+    labels = wire.Result(roi_id="e-1", worker="w", labels=["car", "bus"], label_scores=[0.61234, 0.2])
+    assert result_record(_pending(), labels, 100.1)["label_scores"] == [0.6123, 0.2]
