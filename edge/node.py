@@ -14,6 +14,7 @@ import logging
 import threading
 import time
 import uuid
+from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -44,6 +45,8 @@ from vcascade.telemetry import serve_metrics
 log = logging.getLogger(__name__)
 
 REPORT_INTERVAL_S = 0.5
+FRAME_AGE_WINDOW = 2000
+"""Frames per camera over which the snapshot's frame age percentiles are computed."""
 
 
 class CameraTracking:
@@ -53,6 +56,21 @@ class CameraTracking:
         self.tracker = CameraTracker(policy_cfg.tracker)
         self.policy = RoiPolicy(policy_cfg, min_size_px)
         self.emit_tracked = policy_cfg.emit_tracked
+        self.detected = 0
+        self.frame_ages_ms: deque[float] = deque(maxlen=FRAME_AGE_WINDOW)
+
+    def frame_age_stats(self) -> dict[str, Any]:
+        """``detected`` (frames detected) and frame age p50/p99 in ms over the last ``FRAME_AGE_WINDOW`` frames.
+
+        Frame age: from the frame's capture (``Frame.capture_s``) to the start of its detection; what a live
+        camera's newest-frame slot keeps bounded.
+        """
+        ages = np.fromiter(self.frame_ages_ms, float)
+        return {
+            "detected": self.detected,
+            "frame_age_p50_ms": float(np.percentile(ages, 50)) if len(ages) else None,
+            "frame_age_p99_ms": float(np.percentile(ages, 99)) if len(ages) else None,
+        }
 
 
 class EdgeNode:
@@ -71,6 +89,12 @@ class EdgeNode:
         self._cameras = {
             cam: CameraTracking(dep.roi_policy_of(cam), self.cfg.roi.min_size_px) for cam in dep.cameras_of(name)
         }
+
+    def camera_stats(self, camera: str) -> dict[str, Any]:
+        """Frames detected and frame age percentiles of one camera (:meth:`CameraTracking.frame_age_stats`);
+        empty for a camera this node does not track."""
+        cam = self._cameras.get(camera)
+        return cam.frame_age_stats() if cam is not None else {}
 
     def process(self, frame: Frame) -> int:
         """Detect on one frame, then :meth:`handle_detections`. Returns the number of ROIs submitted."""
@@ -131,6 +155,8 @@ class EdgeNode:
         metrics.FRAMES_DETECTED.labels(self.name, frame.camera).inc()
         metrics.DETECTIONS.labels(self.name, frame.camera).inc(len(detections))
         cam = self._cameras[frame.camera]
+        cam.detected += 1
+        cam.frame_ages_ms.append((detect_start_s - frame.capture_s) * 1000.0)
         tracked = cam.tracker.update(detections, frame.stream_ts_ms)
         alive = cam.tracker.alive_ids()
         cam.policy.retain(alive)
@@ -239,11 +265,13 @@ def run_edge(
                 break
             if report and time.perf_counter() - last_report_s >= REPORT_INTERVAL_S:
                 last_report_s = time.perf_counter()
-                report(snapshot(name, link, readers, started_s, final=False))
+                report(snapshot(name, link, readers, started_s, final=False, node=node))
     finally:
         readers_stop.set()
         if report:
-            link.drain(cfg.drain_timeout_s, on_tick=lambda: report(snapshot(name, link, readers, started_s, False)))
+            link.drain(
+                cfg.drain_timeout_s, on_tick=lambda: report(snapshot(name, link, readers, started_s, False, node=node))
+            )
         else:
             link.drain(cfg.drain_timeout_s)
         for reader in readers:  # a capture thread still inside FFmpeg at interpreter exit aborts the process
@@ -251,15 +279,20 @@ def run_edge(
         for sink in sinks:
             sink.close()
         ctx.term()
-    final = snapshot(name, link, readers, started_s, final=True)
+    final = snapshot(name, link, readers, started_s, final=True, node=node)
     if report:
         report(final)
     return final
 
 
-def snapshot(name: str, link: BrokerLink, readers: list[CameraReader], started_s: float, final: bool) -> dict[str, Any]:
-    """Progress and accounting of one edge: per camera frames, sent, results, drops, end-to-end p50/p99 (ms);
-    per broker ``up``, ``in_flight``, ``sent`` and ``silent_s`` (:meth:`BrokerLink.broker_states`)."""
+def snapshot(
+    name: str, link: BrokerLink, readers: list[CameraReader], started_s: float, final: bool,
+    node: EdgeNode | None = None,
+) -> dict[str, Any]:
+    """Progress and accounting of one edge: per camera frames, skipped (newest-frame slot), sent, results, drops,
+    end-to-end p50/p99 (ms) and, given ``node``, frames detected and frame age p50/p99 (ms,
+    :meth:`CameraTracking.frame_age_stats`); per broker ``up``, ``in_flight``, ``sent`` and ``silent_s``
+    (:meth:`BrokerLink.broker_states`)."""
     cameras = {}
     tallies = link.tally_copy()
     for reader in readers:
@@ -277,7 +310,10 @@ def snapshot(name: str, link: BrokerLink, readers: list[CameraReader], started_s
             "drops": dict(tally.drops),
             "p50_ms": float(np.percentile(e2e, 50)) if len(e2e) else None,
             "p99_ms": float(np.percentile(e2e, 99)) if len(e2e) else None,
+            "skipped": reader.slots.skipped.get(reader.camera, 0),
         }
+        if node is not None:
+            cameras[reader.camera].update(node.camera_stats(reader.camera))
     return {
         "component": "edge", "name": name, "final": final,
         "elapsed_s": time.perf_counter() - started_s, "cameras": cameras,
