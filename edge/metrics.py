@@ -52,7 +52,7 @@ FRAMES_CORRUPT = Counter(
 )
 ROIS_SUPPRESSED = Counter(
     "vcascade_edge_rois_suppressed_total",
-    "Detections not sent by the ROI policy, by reason (class, size, score, tentative, sent_recently).",
+    "Detections not sent by the ROI policy, by reason (class, size, score, no_route, tentative, sent_recently).",
     ["edge", "camera", "reason"],
 )
 TRACKED_LINES = Counter(
