@@ -357,7 +357,7 @@ class Dispatcher:
         then registration order."""
         best, best_key = None, None
         for worker, state in self._workers.items():
-            if state.has_credit() and state.serves(recognizer):
+            if (not recognizer or state.recognizer == recognizer) and state.has_credit():  # inlined serves()
                 key = (state.load(), state.last_used)
                 if best_key is None or key < best_key:
                     best, best_key = worker, key
