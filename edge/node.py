@@ -168,7 +168,7 @@ class EdgeNode:
         recognizers: list[str] | None = None,
     ) -> int:
         """Crop, encode and submit one ROI per row of ``sent`` (``reasons[i]``: why row i is sent;
-        ``recognizers[i]``: the recognizer its ROI is for, None: any).
+        ``recognizers[i]``: the recognizer its ROI is for; None or ``""``: any).
 
         Returns the number submitted.
         """

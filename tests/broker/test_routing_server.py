@@ -44,11 +44,15 @@ def recv(sock: zmq.Socket, timeout_s: float = 5.0) -> wire.Message | None:
     return None
 
 
-def recv_all(sock: zmq.Socket, quiet_s: float = 0.5) -> list[wire.Message]:
-    """Every header until the socket is quiet for ``quiet_s``."""
+def recv_n(sock: zmq.Socket, n: int, quiet_s: float = 0.5) -> list[wire.Message]:
+    """Exactly ``n`` headers (each may take 10 s: the machine is shared), then none for ``quiet_s``."""
     out = []
-    while (got := recv(sock, quiet_s)) is not None:
+    for _ in range(n):
+        got = recv(sock, 10.0)
+        assert got is not None, f"got {len(out)} of {n}: {out}"
         out.append(got)
+    extra = recv(sock, quiet_s)
+    assert extra is None, f"unexpected {extra}"
     return out
 
 
@@ -74,12 +78,12 @@ def test_each_roi_reaches_only_a_worker_of_its_recognizer(start_broker):
         send_roi(edge, f"t{i}", "text")
         send_roi(edge, f"e{i}", "embed")
     for sock, name, prefix in ((text, "text-1", "t"), (embed, "embed-1", "e")):
-        got = recv_all(sock)
+        got = recv_n(sock, 4)
         assert sorted(r.roi_id for r in got) == [f"{prefix}{i}" for i in range(4)]
         assert all(r.recognizer == name.split("-")[0] for r in got)
         for r in got:
             answer(sock, r, name)
-    results = recv_all(edge)
+    results = recv_n(edge, 8)
     assert sorted((r.roi_id, r.worker) for r in results) == sorted(
         [(f"t{i}", "text-1") for i in range(4)] + [(f"e{i}", "embed-1") for i in range(4)]
     )
@@ -98,8 +102,8 @@ def test_rois_waiting_for_a_busy_recognizer_do_not_block_another(start_broker):
         send_roi(edge, f"t{i}", "text")
     for i in range(3):
         send_roi(edge, f"e{i}", "embed")
-    assert sorted(r.roi_id for r in recv_all(embed)) == ["e0", "e1", "e2"]  # while text-1 holds t0 unanswered
-    (held,) = recv_all(text)
+    assert sorted(r.roi_id for r in recv_n(embed, 3)) == ["e0", "e1", "e2"]  # while text-1 holds t0 unanswered
+    (held,) = recv_n(text, 1)
     assert held.roi_id == "t0"
     assert wait_for(lambda: b.sample("vcascade_broker_recognizer_queue_depth", recognizer="text") == 19)
     answer(text, held, "text-1")
@@ -130,7 +134,7 @@ def test_a_ready_with_another_recognizer_is_counted_and_ignored(start_broker):
     )
     send_roi(edge, "t0", "text", ttl_ms=300)
     send_roi(edge, "e0", "embed")
-    assert [r.roi_id for r in recv_all(sock)] == ["e0"]  # still an embed worker
+    assert [r.roi_id for r in recv_n(sock, 1)] == ["e0"]  # still an embed worker
     drop = recv(edge)
     assert isinstance(drop, wire.Drop) and (drop.roi_id, drop.reason) == ("t0", "no_worker")
 
@@ -142,14 +146,14 @@ def test_a_lost_workers_rois_go_to_another_worker_of_the_same_recognizer(start_b
     time.sleep(0.3)
     for i in range(3):
         send_roi(edge, f"e{i}", "embed")
-    assert [r.roi_id for r in recv_all(first)] == ["e0", "e1", "e2"]
+    assert [r.roi_id for r in recv_n(first, 3)] == ["e0", "e1", "e2"]
     first.send(wire.encode(wire.Bye(sender="embed-1")))
-    assert recv_all(other) == []  # the idle text worker never takes them
+    assert wait_for(lambda: b.sample("vcascade_broker_rois_redispatched_total") == 3)
+    assert recv_n(other, 0) == []  # the idle text worker never takes them
     second = worker(b, "embed-2", "embed", 5)
-    got = recv_all(second)
+    got = recv_n(second, 3)
     assert [r.roi_id for r in got] == ["e0", "e1", "e2"]
     assert all(r == make_roi(r.roi_id, "embed") for r in got)  # forwarded as the edge sent it
     for r in got:
         answer(second, r, "embed-2")
-    assert sorted((r.roi_id, r.worker) for r in recv_all(edge)) == [(f"e{i}", "embed-2") for i in range(3)]
-    assert b.sample("vcascade_broker_rois_redispatched_total") == 3
+    assert sorted((r.roi_id, r.worker) for r in recv_n(edge, 3)) == [(f"e{i}", "embed-2") for i in range(3)]
