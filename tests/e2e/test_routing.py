@@ -119,6 +119,8 @@ def test_rois_reach_only_workers_of_their_recognizer(tmp_path, free_port, models
         first = min(track, key=lambda line: (line["frame_seq"], line["roi_id"]))
         assert {line["recognizer"] for line in track} == {ROUTE_OF[first["class_name"]]}, track
     answered_by = {line["recognizer"] for line in results}
+    counts = {rec: sum(line["recognizer"] == rec for line in results) for rec in (PEOPLE, VEHICLES)}
+    print(f"routing e2e: {len(rois)} ROIs on {len(tracks)} tracks, results by recognizer {counts}")
     assert answered_by == {PEOPLE, VEHICLES}, f"both recognizers must answer on bikes.mp4: {answered_by}"
 
     sent = _by_label(_samples(edge_text, "vcascade_edge_recognizer_rois_sent_total"), "recognizer")
