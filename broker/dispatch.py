@@ -7,19 +7,26 @@ tested without sockets (the shape of Locust's ``dispatch.py``, see DESIGN.md "Co
 
 Policy (DESIGN.md "Load balancing and reliability"):
 
-* **Per-camera FIFO queues served round-robin**: each dispatch takes the head of the next camera's queue, so a
-  camera that floods the broker cannot starve a quiet one.
+* **Routing by recognizer** (the Majordomo pattern, ZeroMQ Guide ch. 4: requests name a service, the broker keeps
+  workers per service): an ROI names its recognizer (``wire.Roi.recognizer``) and goes only to a worker that
+  announced that recognizer; a worker's recognizer is fixed at registration. An ROI naming none (``""``) goes
+  to any worker; a worker naming none takes only such ROIs.
+* **Per-(recognizer, camera) FIFO queues served round-robin** (:mod:`broker.queues`): each dispatch takes the
+  head of the next queue that has a worker of its recognizer with free credit, so a camera that floods the
+  broker cannot starve a quiet one, and ROIs waiting for a busy (or absent) recognizer never block ROIs of
+  another (no head-of-line blocking).
 * **Bounded queue, drop-oldest from the longest queue**: when more than ``queue_max`` ROIs wait, the oldest
-  ROI of the *longest* camera queue is dropped (ties: the queue whose head is oldest). The flooding camera pays
-  for its own backlog, and with one camera this is plain drop-oldest.
-* **Credits**: a worker holds at most ``credits`` ROIs in flight (from its last ``Ready``). Among workers with
-  free credit the least loaded (``in_flight / credits``) wins; ties go to the least recently used worker.
+  ROI of the *longest* queue is dropped (ties: the queue whose head is oldest). The flooding camera (or the
+  recognizer without workers) pays for its own backlog, and with one queue this is plain drop-oldest.
+* **Credits**: a worker holds at most ``credits`` ROIs in flight (from its last ``Ready``). Among the workers
+  of the ROI's recognizer with free credit the least loaded (``in_flight / credits``) wins; ties go to the
+  least recently used worker.
 * **Deadlines**: an ROI with ``ttl_ms > 0`` that waited longer than ``ttl_ms`` is stale; stale heads are set
   aside when dispatching and :meth:`Dispatcher.stale` sweeps every queue.
 * **Liveness**: a worker not seen for ``timeout_s`` is expired; its in-flight ROIs are handed back to the
   caller so every ROI is answered exactly once.
 * **Re-dispatch, bounded**: the caller hands a lost worker's ROIs to :meth:`Dispatcher.requeue`; each goes
-  back to the *head* of its camera queue (it is older than anything queued behind it) until it has been
+  back to the *head* of its queue (it is older than anything queued behind it; same recognizer) until it has been
   dispatched ``max_attempts`` times, after which it is returned to the caller to be dropped (``worker_lost``).
   An answer from a worker the ROI was taken from is *late* (:meth:`Dispatcher.was_taken_from`): only the
   current holder's answer completes an ROI, so exactly one answer per ROI leaves the broker.
@@ -30,10 +37,12 @@ Memory is bounded: queued ROIs by ``queue_max``, in-flight ROIs by the sum of cr
 
 from __future__ import annotations
 
-from collections import OrderedDict, deque
+from collections import OrderedDict
 from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import Any
+
+from broker.queues import RoiQueues
 
 MAX_WORKERS = 1024
 """Default bound on registered workers (a rogue peer sending Ready from many identities cannot grow memory)."""
@@ -53,6 +62,7 @@ class Pending:
         ttl_ms: deadline, ms it may wait in the queue; ``0`` means none (``wire.Roi.ttl_ms``).
         data: opaque payload for the caller (routing identity and frames); never inspected here.
         attempts: times it was dispatched to a worker so far (0 while never dispatched).
+        recognizer: the recognizer it is for (``wire.Roi.recognizer``); ``""``: any worker.
     """
 
     roi_id: str
@@ -61,6 +71,7 @@ class Pending:
     ttl_ms: float = 0.0
     data: Any = None
     attempts: int = 0
+    recognizer: str = ""
 
     def is_stale(self, now_s: float) -> bool:
         """True when the ROI has a deadline and waited longer than ``ttl_ms`` by ``now_s`` (seconds)."""
@@ -88,6 +99,7 @@ class InFlight:
 class _Worker:
     credits: int
     last_seen_s: float
+    recognizer: str = ""
     last_used: int = 0  # dispatch counter value of its last assignment; 0 = never used (least recent)
     in_flight: set[str] = field(default_factory=set)
 
@@ -97,13 +109,22 @@ class _Worker:
     def has_credit(self) -> bool:
         return len(self.in_flight) < self.credits
 
+    def serves(self, recognizer: str) -> bool:
+        """An ROI for ``recognizer`` may go to this worker: the same recognizer, or an ROI for any."""
+        return not recognizer or recognizer == self.recognizer
+
 
 class WorkerLimit(RuntimeError):
     """A new worker would exceed ``max_workers``. Recovery: ignore its Ready and count it as bad input."""
 
 
+class RecognizerChanged(RuntimeError):
+    """A registered worker announced another recognizer than at registration. Recovery: ignore that Ready and
+    count it; the worker keeps its first recognizer (a worker process runs one model for its lifetime)."""
+
+
 class Dispatcher:
-    """Per-camera round-robin queues plus credit-based, least-loaded worker choice.
+    """Per-(recognizer, camera) round-robin queues plus credit-based, least-loaded worker choice per recognizer.
 
     Args:
         queue_max: ROIs that may wait at most (all cameras together), >= 1.
@@ -122,8 +143,7 @@ class Dispatcher:
         self.max_workers = max_workers
         self.max_attempts = max_attempts
         self._taken: OrderedDict[str, frozenset[Hashable]] = OrderedDict()  # roi_id -> workers it was taken from
-        self._queues: OrderedDict[str, deque[tuple[int, Pending]]] = OrderedDict()  # camera -> (seq, ROI)
-        self._queued_ids: set[str] = set()
+        self._queues = RoiQueues()
         self._seq = 0
         self._workers: dict[Hashable, _Worker] = {}
         self._in_flight: dict[str, InFlight] = {}
@@ -134,7 +154,7 @@ class Dispatcher:
     @property
     def queued(self) -> int:
         """Number of ROIs waiting for a worker."""
-        return len(self._queued_ids)
+        return len(self._queues)
 
     @property
     def in_flight(self) -> int:
@@ -143,13 +163,13 @@ class Dispatcher:
 
     def __contains__(self, roi_id: str) -> bool:
         """True when the ROI id is queued or in flight (a second copy would be a duplicate)."""
-        return roi_id in self._queued_ids or roi_id in self._in_flight
+        return roi_id in self._queues or roi_id in self._in_flight
 
     def enqueue(self, item: Pending) -> list[Pending]:
-        """Queue an ROI at the tail of its camera's queue.
+        """Queue an ROI at the tail of its (recognizer, camera) queue.
 
         Returns:
-            The ROIs dropped to keep at most ``queue_max`` queued (oldest of the longest camera queue),
+            The ROIs dropped to keep at most ``queue_max`` queued (oldest of the longest queue),
             oldest first; usually empty. May contain ``item`` itself only if it is the oldest of the longest
             queue, which happens when ``queue_max`` is 1 and its camera already had one waiting.
 
@@ -159,21 +179,20 @@ class Dispatcher:
         if item.roi_id in self:
             raise ValueError(f"duplicate roi_id {item.roi_id!r}")
         self._seq += 1
-        self._queues.setdefault(item.camera, deque()).append((self._seq, item))
-        self._queued_ids.add(item.roi_id)
+        self._queues.append(self._seq, item)
         return self._trim()
 
     def _trim(self) -> list[Pending]:
-        """Drop the oldest ROI of the longest camera queue until at most ``queue_max`` wait."""
+        """Drop the oldest ROI of the longest queue until at most ``queue_max`` wait."""
         dropped = []
-        while len(self._queued_ids) > self.queue_max:
-            dropped.append(self._pop_head(self._longest_camera()))
+        while len(self._queues) > self.queue_max:
+            dropped.append(self._queues.pop_head(self._queues.longest())[1])
         return dropped
 
     def requeue(self, flights: list[InFlight]) -> tuple[list[Pending], list[Pending]]:
-        """Put a lost worker's ROIs back at the head of their camera queues, for another worker.
+        """Put a lost worker's ROIs back at the head of their queues, for another worker of their recognizer.
 
-        Each keeps its enqueue order, so a camera queue stays oldest first. Call it with the flights returned
+        Each keeps its enqueue order, so a queue stays oldest first. Call it with the flights returned
         by :meth:`worker_gone` or :meth:`expire_workers`; the worker they came from is remembered for
         :meth:`was_taken_from`.
 
@@ -182,17 +201,14 @@ class Dispatcher:
             as ``worker_lost``), and ROIs dropped to keep ``queue_max`` (oldest of the longest queue, possibly
             re-queued ones; drop them as ``queue_full``).
         """
-        given_up, by_camera = [], {}
+        given_up, back = [], []
         for flight in flights:
             self._remember_taken(flight.pending.roi_id, flight.worker)
             if flight.pending.attempts >= self.max_attempts:
                 given_up.append(flight.pending)
             else:
-                by_camera.setdefault(flight.pending.camera, []).append((flight.seq, flight.pending))
-        for camera, entries in by_camera.items():
-            queue = self._queues.setdefault(camera, deque())
-            self._queues[camera] = deque(sorted([*entries, *queue], key=lambda entry: entry[0]))
-            self._queued_ids.update(item.roi_id for _, item in entries)
+                back.append((flight.seq, flight.pending))
+        self._queues.put_back(back)
         return given_up, self._trim()
 
     def _remember_taken(self, roi_id: str, worker: Hashable) -> None:
@@ -204,42 +220,17 @@ class Dispatcher:
         """True when ``worker`` held ``roi_id`` before it was re-queued: an answer from it now is late."""
         return worker in self._taken.get(roi_id, ())
 
-    def _longest_camera(self) -> str:
-        """Camera with the most queued ROIs; ties: the one whose head ROI was enqueued first."""
-        return max(self._queues, key=lambda cam: (len(self._queues[cam]), -self._queues[cam][0][0]))
-
-    def _pop_head(self, camera: str) -> Pending:
-        queue = self._queues[camera]
-        _, item = queue.popleft()
-        if not queue:
-            del self._queues[camera]
-        self._queued_ids.discard(item.roi_id)
-        return item
-
     def stale(self, now_s: float) -> list[Pending]:
         """Remove and return every queued ROI past its deadline at ``now_s`` (seconds). O(queued)."""
-        expired = []
-        for camera in list(self._queues):
-            keep: deque[tuple[int, Pending]] = deque()
-            for entry in self._queues[camera]:
-                if entry[1].is_stale(now_s):
-                    expired.append(entry[1])
-                else:
-                    keep.append(entry)
-            if keep:
-                self._queues[camera] = keep
-            else:
-                del self._queues[camera]
-        for item in expired:
-            self._queued_ids.discard(item.roi_id)
-        return expired
+        return self._queues.remove_if(lambda item: item.is_stale(now_s))
 
     def drain(self) -> list[Pending]:
         """Remove and return every queued ROI (shutdown), in enqueue order."""
-        entries = sorted((entry for queue in self._queues.values() for entry in queue), key=lambda e: e[0])
-        self._queues.clear()
-        self._queued_ids.clear()
-        return [item for _, item in entries]
+        return self._queues.drain()
+
+    def queued_by_recognizer(self) -> dict[str, int]:
+        """Queued ROIs per recognizer (``""``: ROIs for any worker); recognizers with none queued are absent."""
+        return self._queues.depth_by_recognizer()
 
     # ------------------------------------------------------------------ workers
 
@@ -258,11 +249,11 @@ class Dispatcher:
         state = self._workers.get(worker)
         return None if state is None else len(state.in_flight)
 
-    def worker_ready(self, worker: Hashable, credits: int, now_s: float) -> bool:
-        """Register a worker or update its credits; also marks it seen at ``now_s``.
+    def worker_ready(self, worker: Hashable, credits: int, now_s: float, recognizer: str = "") -> bool:
+        """Register a worker of ``recognizer`` or update its credits; also marks it seen at ``now_s``.
 
         Lowering credits below the current in-flight count keeps those ROIs; no new ROI goes to the worker
-        until it is below its credits again.
+        until it is below its credits again. ``recognizer`` ``""``: the worker takes only ROIs for any worker.
 
         Returns:
             True when the worker was not registered before.
@@ -270,17 +261,43 @@ class Dispatcher:
         Raises:
             ValueError: ``credits`` < 0.
             WorkerLimit: a new worker while ``max_workers`` are registered.
+            RecognizerChanged: a registered worker with another ``recognizer`` (nothing is updated).
         """
         if credits < 0:
             raise ValueError(f"credits={credits} must be >= 0")
         state = self._workers.get(worker)
         if state is not None:
+            if state.recognizer != recognizer:
+                raise RecognizerChanged(f"worker {worker!r} runs {state.recognizer!r}, announced {recognizer!r}")
             state.credits, state.last_seen_s = credits, now_s
             return False
         if len(self._workers) >= self.max_workers:
             raise WorkerLimit(f"{len(self._workers)} workers registered (max {self.max_workers})")
-        self._workers[worker] = _Worker(credits=credits, last_seen_s=now_s)
+        self._workers[worker] = _Worker(credits=credits, last_seen_s=now_s, recognizer=recognizer)
         return True
+
+    def recognizer(self, worker: Hashable) -> str | None:
+        """The recognizer the worker registered with, or None when it is not registered."""
+        state = self._workers.get(worker)
+        return None if state is None else state.recognizer
+
+    def workers_by_recognizer(self) -> dict[str, int]:
+        """Registered workers per announced recognizer (``""``: workers that announced none)."""
+        counts: dict[str, int] = {}
+        for state in self._workers.values():
+            counts[state.recognizer] = counts.get(state.recognizer, 0) + 1
+        return counts
+
+    def give_up_reason(self, item: Pending, reason: str) -> str:
+        """The drop reason of a queued ROI given up as ``stale`` or ``queue_full``: ``no_worker`` instead when it
+        is for a recognizer no registered worker runs (it waited in vain); any other reason is returned as is."""
+        if reason in ("stale", "queue_full") and item.recognizer and not self.has_worker(item.recognizer):
+            return "no_worker"
+        return reason
+
+    def has_worker(self, recognizer: str) -> bool:
+        """True when some registered worker (busy or not) takes ROIs for ``recognizer`` (``""``: any worker)."""
+        return any(state.serves(recognizer) for state in self._workers.values())
 
     def worker_seen(self, worker: Hashable, now_s: float) -> bool:
         """Mark a registered worker alive at ``now_s`` (any message from it). Returns False if unknown."""
@@ -309,34 +326,38 @@ class Dispatcher:
     # ------------------------------------------------------------------ dispatch
 
     def next_dispatch(self, now_s: float) -> tuple[InFlight | None, list[Pending]]:
-        """Assign the next ROI (round-robin over cameras) to the best worker with free credit.
+        """Assign the next ROI to the best worker of its recognizer with free credit, round-robin over the
+        (recognizer, camera) queues; queues whose recognizer has no worker with free credit are passed over.
 
         Stale ROIs met at the queue heads on the way are removed and returned, not dispatched.
 
         Returns:
-            ``(assignment or None, stale ROIs)``; None when no worker has credit or nothing non-stale waits.
+            ``(assignment or None, stale ROIs)``; None when no queued ROI has a worker with credit.
         """
-        worker = self._pick_worker()
         stale: list[Pending] = []
-        if worker is None:
-            return None, stale
-        while self._queues:
-            camera = next(iter(self._queues))
-            seq = self._queues[camera][0][0]
-            item = self._pop_head(camera)
-            if camera in self._queues:
-                self._queues.move_to_end(camera)
-            if item.is_stale(now_s):
-                stale.append(item)
+        blocked: set[str] = set()  # recognizers without a worker with free credit, in this call
+        for key in self._queues.keys():
+            recognizer = key[0]
+            worker = None if recognizer in blocked else self._pick_worker(recognizer)
+            if worker is None:
+                blocked.add(recognizer)
                 continue
-            return self._assign(item, worker, now_s, seq), stale
+            while True:
+                seq, item = self._queues.pop_head(key)
+                if not item.is_stale(now_s):
+                    self._queues.rotate(key)
+                    return self._assign(item, worker, now_s, seq), stale
+                stale.append(item)
+                if not self._queues.has_queue(key):
+                    break
         return None, stale
 
-    def _pick_worker(self) -> Hashable | None:
-        """Least loaded worker with free credit; ties: least recently used, then registration order."""
+    def _pick_worker(self, recognizer: str) -> Hashable | None:
+        """Least loaded worker of ``recognizer`` (``""``: any) with free credit; ties: least recently used,
+        then registration order."""
         best, best_key = None, None
         for worker, state in self._workers.items():
-            if state.has_credit():
+            if (not recognizer or state.recognizer == recognizer) and state.has_credit():  # inlined serves()
                 key = (state.load(), state.last_used)
                 if best_key is None or key < best_key:
                     best, best_key = worker, key

@@ -52,6 +52,25 @@ WORKERS = Gauge("vcascade_broker_workers", "Registered (live) workers.", ["broke
 WORKER_CREDITS = Gauge(
     "vcascade_broker_worker_credits", "Credits a worker announced in its last Ready.", ["broker", "worker"]
 )
+MAX_RECOGNIZER_LABELS = 64
+"""Distinct ``recognizer`` label values per broker at most (names come from peers); later ones count as
+:data:`OTHER_CAMERA` (``other``). ROIs and workers naming no recognizer are labelled :data:`ANY_RECOGNIZER`."""
+ANY_RECOGNIZER = "any"
+RECOGNIZER_QUEUE_DEPTH = Gauge(
+    "vcascade_broker_recognizer_queue_depth",
+    "ROIs waiting for a worker of their recognizer with free credit, by recognizer (`any`: ROIs for any worker).",
+    ["broker", "recognizer"],
+)
+RECOGNIZER_WORKERS = Gauge(
+    "vcascade_broker_recognizer_workers",
+    "Registered (live) workers by the recognizer they announced (`any`: workers that announced none).",
+    ["broker", "recognizer"],
+)
+RECOGNIZER_DISPATCHED = Counter(
+    "vcascade_broker_recognizer_rois_dispatched_total",
+    "ROIs forwarded to workers, by the recognizer they are for (`any`: ROIs for any worker).",
+    ["broker", "recognizer"],
+)
 QUEUE_SECONDS = Histogram(
     "vcascade_broker_queue_seconds",
     "Time an ROI waited in the broker queue before dispatch, seconds.",
@@ -78,6 +97,7 @@ class BrokerMetrics:
         self.redispatched = REDISPATCHED.labels(broker=broker)
         self.edges = EDGES.labels(broker=broker)
         self._cameras: set[str] = set()
+        self._recognizers: set[str] = set()
 
     def received(self, camera: str) -> None:
         """Count one well-formed ROI from ``camera`` (label bounded, see :data:`MAX_CAMERA_LABELS`)."""
@@ -115,3 +135,34 @@ class BrokerMetrics:
             WORKER_CREDITS.remove(self.broker, worker)
         except KeyError:
             pass
+
+    def recognizer_label(self, recognizer: str) -> str:
+        """``any`` for ``""``; the name itself while fewer than ``MAX_RECOGNIZER_LABELS`` were used, else
+        ``other``."""
+        if not recognizer:
+            return ANY_RECOGNIZER
+        if recognizer in self._recognizers:
+            return recognizer
+        if len(self._recognizers) >= MAX_RECOGNIZER_LABELS or not _CAMERA_NAME.fullmatch(recognizer):
+            return OTHER_CAMERA
+        self._recognizers.add(recognizer)
+        return recognizer
+
+    def dispatched_for(self, recognizer: str) -> None:
+        """Count one ROI forwarded to a worker of ``recognizer`` (``""``: any)."""
+        RECOGNIZER_DISPATCHED.labels(broker=self.broker, recognizer=self.recognizer_label(recognizer)).inc()
+
+    def set_recognizer_gauges(self, queued: dict[str, int], workers: dict[str, int]) -> None:
+        """Publish queued ROIs and registered workers per recognizer; a recognizer seen before and absent from
+        both dicts reads 0 (its series stay, bounded by ``MAX_RECOGNIZER_LABELS``)."""
+        depths: dict[str, int] = {}
+        counts: dict[str, int] = {}
+        for recognizer, n in queued.items():
+            label = self.recognizer_label(recognizer)
+            depths[label] = depths.get(label, 0) + n
+        for recognizer, n in workers.items():
+            label = self.recognizer_label(recognizer)
+            counts[label] = counts.get(label, 0) + n
+        for label in {ANY_RECOGNIZER, *self._recognizers, *depths, *counts}:
+            RECOGNIZER_QUEUE_DEPTH.labels(broker=self.broker, recognizer=label).set(depths.get(label, 0))
+            RECOGNIZER_WORKERS.labels(broker=self.broker, recognizer=label).set(counts.get(label, 0))

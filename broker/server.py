@@ -24,14 +24,14 @@ from collections.abc import Callable
 import msgspec
 import zmq
 
-from broker.dispatch import Dispatcher, InFlight, Pending, WorkerLimit
+from broker.dispatch import Dispatcher, InFlight, Pending, RecognizerChanged, WorkerLimit
 from broker.metrics import BrokerMetrics
+from broker.bind import broker_sockets
 from broker.books import Envelope, Stats, broker_hops, ms, remaining_ttl_ms, send_failure_reason
 from broker.peers import EdgeTable
 from vcascade import wire
 from vcascade.config import Deployment, HeartbeatConfig
-from vcascade.security import secure_server, start_authenticator, watch_auth_failures
-from vcascade.sockets import make_socket
+from vcascade.security import start_authenticator
 from vcascade.components import StopFlag
 from vcascade.telemetry import serve_metrics
 
@@ -89,12 +89,7 @@ def run_broker(
     serve_metrics(cfg.metrics_port)
     ctx = zmq.Context.instance()  # the process's one context, shared with anything else in the process
     auth = start_authenticator(ctx, deployment.security)  # CurveZMQ: admits the authorized clients' keys
-    frontend = make_socket(ctx, zmq.ROUTER, router_handover=True)
-    backend = make_socket(ctx, zmq.ROUTER, router_handover=True)
-    for sock in (frontend, backend):
-        secure_server(sock, deployment.security, name)  # no-op when curve is disabled
-        if deployment.security.curve.enabled:
-            watch_auth_failures(sock, "broker", name)  # refused handshakes never reach the loop: count them here
+    frontend, backend = broker_sockets(ctx, deployment, name)
     beat = deployment.heartbeat
     window_s = beat.liveness * beat.interval_s if worker_timeout_s is None else worker_timeout_s
     try:
@@ -215,7 +210,8 @@ class _BrokerLoop:
             return
         self.stats.received += 1
         self.metrics.received(header.camera)
-        item = Pending(header.roi_id, header.camera, now_s, header.ttl_ms, Envelope(edge, frames[1:], header))
+        envelope = Envelope(edge, frames[1:], header)
+        item = Pending(header.roi_id, header.camera, now_s, header.ttl_ms, envelope, recognizer=header.recognizer)
         if not self.accepting:
             self._drop_to_edge(item, "shutdown")
         elif header.roi_id in self.dispatcher:
@@ -249,12 +245,13 @@ class _BrokerLoop:
             self._malformed("backend", "bad_credits")
             return
         try:
-            is_new = self.dispatcher.worker_ready(worker, ready.credits, now_s)
-        except WorkerLimit:
-            self._malformed("backend", "worker_limit")
+            is_new = self.dispatcher.worker_ready(worker, ready.credits, now_s, ready.recognizer)
+        except (WorkerLimit, RecognizerChanged) as exc:
+            self._malformed("backend", "worker_limit" if isinstance(exc, WorkerLimit) else "recognizer_changed")
             return
         if is_new:
-            log.info("broker %s: worker %s joined with %d credits", self.name, ready.worker, ready.credits)
+            log.info("broker %s: worker %s (recognizer %r) joined with %d credits",
+                     self.name, ready.worker, ready.recognizer, ready.credits)  # fmt: skip
         old_name = self.worker_names.get(worker)
         if old_name is not None and old_name != ready.worker:
             self.metrics.forget_worker(old_name)
@@ -315,6 +312,7 @@ class _BrokerLoop:
             return
         self.stats.forwarded += 1
         self.metrics.dispatched.inc()
+        self.metrics.dispatched_for(flight.pending.recognizer)
         self.metrics.queue_seconds.observe(flight.dispatched_s - flight.pending.received_s)
 
     def _expire_workers(self, now_s: float) -> None:
@@ -371,7 +369,9 @@ class _BrokerLoop:
     # ------------------------------------------------------------------ answers to edges, counting
 
     def _drop_to_edge(self, item: Pending, reason: str) -> None:
-        """Give up on an ROI: count it under ``reason`` and tell its edge with a Drop."""
+        """Give up on an ROI: count it under ``reason`` and tell its edge with a Drop. An ROI that waited for a
+        recognizer no registered worker runs is dropped as ``no_worker`` instead of ``stale``/``queue_full``."""
+        reason = self.dispatcher.give_up_reason(item, reason)
         self._count_drop(reason)
         drop = wire.Drop(roi_id=item.roi_id, reason=reason, where=self.name)
         self._send_edge(item.data.edge, [wire.encode(drop)])
@@ -408,6 +408,8 @@ class _BrokerLoop:
         self.metrics.in_flight.set(self.dispatcher.in_flight)
         self.metrics.workers.set(self.dispatcher.workers)
         self.metrics.edges.set(len(self.edges))
+        d = self.dispatcher
+        self.metrics.set_recognizer_gauges(d.queued_by_recognizer(), d.workers_by_recognizer())
 
     def _emit_report(self, final: bool) -> None:
         if self.report is None:

@@ -163,6 +163,9 @@ class _Worker:
         sock.connect(self.endpoints[index])
         return sock
 
+    def _ready(self) -> wire.Ready:
+        return wire.Ready(worker=self.name, credits=self.cfg.credits, recognizer=self.cfg.recognizer)
+
     def _serve(self, stop: StopFlag, dealers: list[zmq.Socket], poller: zmq.Poller, report) -> None:
         next_ready = next_report = 0.0
         while not stop.is_set():
@@ -170,7 +173,7 @@ class _Worker:
             now = time.monotonic()
             self._reconnect_silent(dealers, poller, now)
             if now >= next_ready:
-                self._send_all(dealers, wire.Ready(worker=self.name, credits=self.cfg.credits))
+                self._send_all(dealers, self._ready())
                 next_ready = now + self.ready_interval_s
             if now >= next_report:
                 report(self.telemetry.snapshot(final=False))
@@ -193,7 +196,7 @@ class _Worker:
             poller.register(dealers[index], zmq.POLLIN)
             self.last_heard_s[index] = now  # the next attempt after the (doubled) wait
             self.telemetry.reconnected()
-            self._send(dealers[index], wire.encode(wire.Ready(worker=self.name, credits=self.cfg.credits)))
+            self._send(dealers[index], wire.encode(self._ready()))
 
     def _drain(self, dealers: list[zmq.Socket], poller: zmq.Poller, batcher_thread: threading.Thread) -> None:
         """Finish the work in flight while still forwarding results; ROIs arriving now are dropped (shutdown)."""

@@ -62,6 +62,7 @@ class PendingRoi:
                 roi.track_id, self.class_name,
             ),
             "send_reason": self.send_reason or None,
+            "recognizer": roi.recognizer or None,
             "attempt": roi.attempt,
         }
 

@@ -110,6 +110,7 @@ class BrokerLink(threading.Thread):
         with self._lock:
             self.tally[pending.camera].sent += 1
             metrics.ROIS_SENT.labels(self.edge, pending.camera).inc()
+            metrics.by_recognizer(metrics.RECOGNIZER_ROIS_SENT, self.edge, pending.roi).inc()
             while len(self._queue) >= self.cfg.send_queue_max and not self._closing:
                 if not self._brokers.any_alive:
                     self._finish_drop(self._queue.popleft()[0], "no_broker", self.edge)
@@ -331,6 +332,7 @@ class BrokerLink(threading.Thread):
             self._outbox.append(record)
             self._lock.notify_all()
         metrics.RESULTS.labels(self.edge, flight.pending.camera).inc()
+        metrics.by_recognizer(metrics.RECOGNIZER_RESULTS, self.edge, flight.pending.roi).inc()
         for hop, ms in record["latency_ms"].items():
             metrics.HOP_SECONDS.labels(self.edge, flight.pending.camera, hop).observe(ms / 1000.0)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from prometheus_client import Counter, Gauge, Histogram
 
 from vcascade.telemetry import LATENCY_BUCKETS_S
+from vcascade.wire import Roi
 
 FRAMES_DECODED = Counter("vcascade_edge_frames_decoded_total", "Frames decoded from the camera.", ["edge", "camera"])
 FRAMES_SKIPPED = Counter(
@@ -51,7 +52,7 @@ FRAMES_CORRUPT = Counter(
 )
 ROIS_SUPPRESSED = Counter(
     "vcascade_edge_rois_suppressed_total",
-    "Detections not sent by the ROI policy, by reason (class, size, score, tentative, sent_recently).",
+    "Detections not sent by the ROI policy, by reason (class, size, score, no_route, tentative, sent_recently).",
     ["edge", "camera", "reason"],
 )
 TRACKED_LINES = Counter(
@@ -71,3 +72,20 @@ DUPLICATE_ANSWERS = Counter(
     "Results or drops for ROIs already ended (late or duplicate answers; never written to the sinks).",
     ["edge"],
 )
+RECOGNIZER_ROIS_SENT = Counter(
+    "vcascade_edge_recognizer_rois_sent_total",
+    "ROIs created and handed to the sender, by the recognizer they are routed to (`any`: unrouted).",
+    ["edge", "camera", "recognizer"],
+)
+RECOGNIZER_RESULTS = Counter(
+    "vcascade_edge_recognizer_results_total",
+    "Results received and written to the sinks, by the recognizer that answered (`any`: unrouted).",
+    ["edge", "camera", "recognizer"],
+)
+
+
+
+def by_recognizer(counter: Counter, edge: str, roi: Roi) -> Counter:
+    """``counter`` (labels edge, camera, recognizer) for one ROI; an unrouted ROI (``recognizer == ""``) counts
+    as ``any``."""
+    return counter.labels(edge, roi.camera, roi.recognizer or "any")

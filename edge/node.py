@@ -32,6 +32,7 @@ from edge.identity_cache import IdentityCache
 from edge.link import BrokerLink
 from edge.roi import encode_jpeg, select_crops
 from edge.roi_policy import FOLLOWED_REASONS, Decision, RoiPolicy
+from edge.routing import ClassRouter
 from edge.sinks import open_sinks
 from edge.source import STOP_JOIN_S, CameraReader
 from edge.tracking import CameraTracker
@@ -52,9 +53,9 @@ FRAME_AGE_WINDOW = 2000
 class CameraTracking:
     """The tracking state of one camera: its ByteTrack tracker and its ROI policy."""
 
-    def __init__(self, policy_cfg: RoiPolicyConfig, min_size_px: int) -> None:
+    def __init__(self, policy_cfg: RoiPolicyConfig, min_size_px: int, router: ClassRouter | None = None) -> None:
         self.tracker = CameraTracker(policy_cfg.tracker)
-        self.policy = RoiPolicy(policy_cfg, min_size_px)
+        self.policy = RoiPolicy(policy_cfg, min_size_px, router)
         self.emit_tracked = policy_cfg.emit_tracked
         self.detected = 0
         self.frame_ages_ms: deque[float] = deque(maxlen=FRAME_AGE_WINDOW)
@@ -87,7 +88,10 @@ class EdgeNode:
         self.run_id = uuid.uuid4().hex[:8]
         self._counter = 0
         self._cameras = {
-            cam: CameraTracking(dep.roi_policy_of(cam), self.cfg.roi.min_size_px) for cam in dep.cameras_of(name)
+            cam: CameraTracking(
+                dep.roi_policy_of(cam), self.cfg.roi.min_size_px, ClassRouter.for_camera(dep, cam, detector.class_names)
+            )
+            for cam in dep.cameras_of(name)
         }
 
     def camera_stats(self, camera: str) -> dict[str, Any]:
@@ -167,7 +171,8 @@ class EdgeNode:
                 self._suppressed(frame, tracked, decision, cam.emit_tracked)
         sent_decisions = [d for d in decisions if d.send]
         sent = tracked[np.array([d.index for d in sent_decisions], dtype=np.int64)]
-        return self._submit(frame, sent, [d.reason for d in sent_decisions], detect_start_s, detect_end_s)
+        recognizers = [d.recognizer for d in sent_decisions]
+        return self._submit(frame, sent, [d.reason for d in sent_decisions], detect_start_s, detect_end_s, recognizers)
 
     def _suppressed(self, frame: Frame, tracked: Detections, decision: Decision, emit_tracked: bool) -> None:
         """Count a detection the policy did not send; write its ``tracked`` line when it is a followed one."""
@@ -185,9 +190,11 @@ class EdgeNode:
         metrics.TRACKED_LINES.labels(self.name, frame.camera).inc()
 
     def _submit(
-        self, frame: Frame, sent: Detections, reasons: list[str], detect_start_s: float, detect_end_s: float
+        self, frame: Frame, sent: Detections, reasons: list[str], detect_start_s: float, detect_end_s: float,
+        recognizers: list[str] | None = None,
     ) -> int:
-        """Crop, encode and submit one ROI per row of ``sent`` (``reasons[i]``: why row i is sent).
+        """Crop, encode and submit one ROI per row of ``sent`` (``reasons[i]``: why row i is sent;
+        ``recognizers[i]``: the recognizer its ROI is for; None or ``""``: any).
 
         Returns the number submitted.
         """
@@ -201,6 +208,7 @@ class EdgeNode:
                 stream_ts_ms=frame.stream_ts_ms, capture_unix_ms=frame.capture_unix_ms,
                 xyxy=tuple(float(v) for v in sent.xyxy[i]), crop_xyxy=crop.crop_xyxy,
                 class_id=int(sent.class_id[i]), score=float(sent.score[i]), track_id=int(sent.track_id[i]),
+                recognizer=recognizers[i] if recognizers else "",
             )
             pending = PendingRoi(
                 roi, frame.capture_s, detect_start_s, detect_end_s, encoded_s=time.perf_counter(),

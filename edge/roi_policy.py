@@ -18,7 +18,8 @@ trip to the center:
 Policy ``every_detection`` sends every detection that passes the filters (the behaviour before tracking).
 
 Filters, in order, for both policies: ``classes`` (reason ``class``), box size (``size``: narrower or shorter
-than ``roi.min_size_px``, or wider or higher than ``max_size_px``) and ``min_score`` (``score``). Detections
+than ``roi.min_size_px``, or wider or higher than ``max_size_px``), ``min_score`` (``score``) and, with a
+router, the camera's routes (``no_route``: no route takes the class, :mod:`edge.routing`). Detections
 that pass them but are not sent are suppressed as ``tentative`` (no confirmed track yet; ByteTrack confirms a
 track on its second match at the earliest) or ``sent_recently`` (the track was sent and nothing calls for a
 new crop). Only those two kinds are *followed*: the edge writes a ``tracked`` line for them with the track's
@@ -29,6 +30,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from edge.routing import ANY_RECOGNIZER, ClassRouter
 from vcascade.coco import COCO_CLASSES
 from vcascade.config import RoiPolicyConfig
 from vcascade.detections import Detections
@@ -36,7 +38,7 @@ from vcascade.detections import Detections
 SENT_REASONS = ("first", "refresh", "better", "every_detection")
 """Why a detection was sent."""
 
-SUPPRESS_REASONS = ("class", "size", "score", "tentative", "sent_recently")
+SUPPRESS_REASONS = ("class", "size", "score", "no_route", "tentative", "sent_recently")
 """Why a detection was not sent (the ``reason`` label of ``vcascade_edge_rois_suppressed_total``)."""
 
 FOLLOWED_REASONS = frozenset({"tentative", "sent_recently"})
@@ -54,11 +56,13 @@ class Decision:
         index: row of the detection in the frame's :class:`Detections`.
         send: True when it becomes an ROI.
         reason: one of :data:`SENT_REASONS` when sent, else one of :data:`SUPPRESS_REASONS`.
+        recognizer: the recognizer its ROI is for (:mod:`edge.routing`; ``""``: any), set once routed.
     """
 
     index: int
     send: bool
     reason: str
+    recognizer: str = ANY_RECOGNIZER
 
 
 @dataclass(frozen=True)
@@ -77,10 +81,12 @@ class RoiPolicy:
     call :meth:`retain` with the tracker's live ids each frame.
     """
 
-    def __init__(self, cfg: RoiPolicyConfig, min_size_px: int) -> None:
-        """``min_size_px``: the edge's ``roi.min_size_px`` (boxes narrower or shorter are filtered as ``size``)."""
+    def __init__(self, cfg: RoiPolicyConfig, min_size_px: int, router: ClassRouter | None = None) -> None:
+        """``min_size_px``: the edge's ``roi.min_size_px`` (boxes narrower or shorter are filtered as ``size``);
+        ``router``: the camera's routes (None: every ROI for any recognizer)."""
         self.cfg = cfg
         self.min_size_px = min_size_px
+        self.router = router
         self._class_ids = None if cfg.classes is None else frozenset(COCO_CLASSES.index(c) for c in cfg.classes)
         self._sent: dict[int, SentCrop] = {}
 
@@ -93,16 +99,21 @@ class RoiPolicy:
         """
         decisions = []
         for i in range(len(detections)):
-            reason = self._filter(detections, i)
+            reason, recognizer = self._filter(detections, i), ANY_RECOGNIZER
+            if reason is None and self.router is not None:
+                routed = self.router.route(int(detections.class_id[i]), int(detections.track_id[i]))
+                reason, recognizer = ("no_route", ANY_RECOGNIZER) if routed is None else (None, routed)
             if reason is None:
                 reason = self._track_reason(detections, i, stream_ts_ms)
-            decisions.append(Decision(i, reason in SENT_REASONS, reason))
+            decisions.append(Decision(i, reason in SENT_REASONS, reason, recognizer))
         return decisions
 
     def retain(self, alive_track_ids: set[int]) -> None:
         """Forget the tracks the tracker no longer keeps."""
         for track_id in [t for t in self._sent if t not in alive_track_ids]:
             del self._sent[track_id]
+        if self.router is not None:
+            self.router.retain(alive_track_ids)
 
     @property
     def tracks_remembered(self) -> int:

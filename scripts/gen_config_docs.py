@@ -25,6 +25,7 @@ SECTIONS = [
     ("`edges.<name>.roi`", config.RoiConfig),
     ("`edges.<name>.roi.policy` (and `cameras.<name>.roi_policy`)", config.RoiPolicyConfig),
     ("`edges.<name>.roi.policy.tracker`", config.TrackerConfig),
+    ("`edges.<name>.roi.routes[]` (and `cameras.<name>.routes[]`)", config.RouteConfig),
     ("`edges.<name>.sinks[]` with `type: jsonl`", config.JsonlSinkConfig),
     ("`edges.<name>.sinks[]` with `type: zmq_pub`", config.ZmqPubSinkConfig),
     ("`brokers.<name>`", config.BrokerConfig),

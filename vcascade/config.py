@@ -39,6 +39,7 @@ from vcascade.schema import (  # noqa: F401  (re-exported: the schema is part of
     RecognizerConfig,
     RoiConfig,
     RoiPolicyConfig,
+    RouteConfig,
     SecurityConfig,
     SinkConfig,
     TextHeadConfig,
@@ -176,6 +177,7 @@ def _check_references(dep: Deployment) -> list[str]:
         for i, device in enumerate(worker.devices):
             if not re.fullmatch(r"cpu|cuda(:\d+)?", device):
                 problems.append(f"workers.{name}.devices[{i}] = {device!r}: expected `cpu` or `cuda:N`")
+    problems.extend(_check_routing(dep))
     problems.extend(_check_ports(dep))
     problems.extend(_check_security(dep))
     problems.extend(_check_heads(dep))
@@ -191,6 +193,53 @@ def _check_heads(dep: Deployment) -> list[str]:
                 f"recognizers.{name}.head.charset = 'model': a {rec.type} recognizer has no ONNX `model` to read "
                 "the characters from; give a character file or a list"
             )
+    return problems
+
+
+def _check_routing(dep: Deployment) -> list[str]:
+    """Routes name recognizers some worker on the edge's brokers runs; several such recognizers need routes."""
+    problems = []
+    for name, edge in dep.edges.items():
+        served = dep.recognizers_served(name)
+        names = _inline_class_names(edge.detector)
+        if edge.roi.routes:
+            problems.extend(_check_routes(f"edges.{name}.roi.routes", edge.roi.routes, dep, served, names))
+        elif len(served) > 1 and any(cam.routes is None for cam in dep.cameras_of(name).values()):
+            problems.append(
+                f"edges.{name}.roi.routes: missing (required: workers on its brokers run several recognizers "
+                f"{served}; route each class to one, e.g. `- {{recognizer: {served[0]}, classes: [person]}}`)"
+            )
+    for name, cam in dep.cameras.items():
+        if cam.routes and cam.edge in dep.edges:
+            names = _inline_class_names(dep.edges[cam.edge].detector)
+            served = dep.recognizers_served(cam.edge)
+            problems.extend(_check_routes(f"cameras.{name}.routes", cam.routes, dep, served, names))
+    return problems
+
+
+def _check_routes(
+    key: str, routes: list[RouteConfig], dep: Deployment, served: list[str], names: list[str] | tuple[str, ...] | None
+) -> list[str]:
+    """One list of routes: known recognizers served to the edge, known classes, no route that can never match."""
+    problems, routed, catch_all = [], {}, None
+    for i, route in enumerate(routes):
+        if catch_all is not None:
+            problems.append(f"{key}[{i}]: never used (routes[{catch_all}] has no `classes` and takes every class)")
+        if route.recognizer not in dep.recognizers:
+            problems.append(f"{key}[{i}].recognizer = {route.recognizer!r}: expected one of {sorted(dep.recognizers)}")
+        elif route.recognizer not in served:
+            problems.append(
+                f"{key}[{i}].recognizer = {route.recognizer!r}: expected a recognizer run by a worker on the edge's "
+                f"brokers ({served or 'none'})"
+            )
+        if route.classes is None:
+            catch_all = i if catch_all is None else catch_all
+        for j, cls in enumerate(route.classes or []):
+            if names is not None and cls not in names:
+                problems.append(f"{key}[{i}].classes[{j}] = {cls!r}: expected one of the detector's class names")
+            elif cls in routed:
+                problems.append(f"{key}[{i}].classes[{j}] = {cls!r}: already routed by routes[{routed[cls]}]")
+            routed.setdefault(cls, i)
     return problems
 
 

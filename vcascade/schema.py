@@ -62,6 +62,15 @@ class RoiPolicyConfig(_Base):
     tracker: TrackerConfig = Field(TrackerConfig(), description="Tracker settings.")
 
 
+class RouteConfig(_Base):
+    """Sends detections of some classes to one recognizer (README, "Routing"; first matching route wins)."""
+
+    recognizer: Name = Field(description="Name of the recognizer (key under `recognizers`) these ROIs go to.")
+    classes: list[str] | None = Field(
+        None, min_length=1, description="Detector class names routed here (None: every class no earlier route took)."
+    )
+
+
 # ---------------------------------------------------------------- cameras
 
 
@@ -95,6 +104,9 @@ class CameraConfig(_Base):
         description="Hand at most this many frames per second of stream time (PTS) to the detector (None: every frame).",
     )
     roi_policy: RoiPolicyConfig | None = Field(None, description="Overrides the edge's `roi.policy` for this camera.")
+    routes: list[RouteConfig] | None = Field(
+        None, min_length=1, description="Overrides the edge's `roi.routes` for this camera."
+    )
 
 
 # ---------------------------------------------------------------- edge
@@ -132,6 +144,11 @@ class RoiConfig(_Base):
         0.0, ge=0, description="Deadline: max age of an ROI, ms from frame capture to start of compute (0: none)."
     )
     policy: RoiPolicyConfig = Field(RoiPolicyConfig(), description="Tracking and which detections are sent.")
+    routes: list[RouteConfig] | None = Field(
+        None, min_length=1,
+        description="Which recognizer each class goes to, first match wins; a class no route matches is not sent "
+        "(None: every ROI to the one recognizer the workers on this edge's brokers run).",
+    )
 
 
 class JsonlSinkConfig(_Base):
@@ -351,3 +368,18 @@ class Deployment(_Base):
         """The ROI policy of one camera: its own ``roi_policy``, else its edge's ``roi.policy``."""
         cam = self.cameras[camera]
         return cam.roi_policy or self.edges[cam.edge].roi.policy
+
+    def recognizers_served(self, edge: str) -> list[str]:
+        """Names of the recognizers run by workers on any of the edge's brokers, sorted."""
+        brokers = set(self.edges[edge].brokers)
+        return sorted({w.recognizer for w in self.workers.values() if brokers & set(w.brokers)})
+
+    def routes_of(self, camera: str) -> list[RouteConfig]:
+        """The routes of one camera: its own ``routes``, else its edge's ``roi.routes``, else one route of every
+        class to the single recognizer served to its edge (``[]`` when that is not one recognizer)."""
+        cam = self.cameras[camera]
+        routes = cam.routes or self.edges[cam.edge].roi.routes
+        if routes:
+            return list(routes)
+        served = self.recognizers_served(cam.edge)
+        return [RouteConfig(recognizer=served[0])] if len(served) == 1 else []

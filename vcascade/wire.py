@@ -56,6 +56,8 @@ class Roi(_Header, tag="roi"):
             holds it longer drops it as ``stale``. ``0`` means no deadline.
         attempt: 0 for the first send, incremented on each retry.
         track_id: the edge tracker's id of the detection's track on its camera, ``-1`` when untracked.
+        recognizer: name of the recognizer this ROI is for (``recognizers`` key); brokers dispatch it only to
+            workers announcing that recognizer. ``""``: any worker (messages from before routing).
     """
 
     roi_id: str
@@ -71,6 +73,7 @@ class Roi(_Header, tag="roi"):
     ttl_ms: float = 0.0
     attempt: int = 0
     track_id: int = -1
+    recognizer: str = ""
 
 
 class Result(_Header, tag="result"):
@@ -118,10 +121,15 @@ class Drop(_Header, tag="drop"):
 
 
 class Ready(_Header, tag="ready"):
-    """A worker announces itself and its credits: how many ROIs it can hold in flight at once."""
+    """A worker announces itself and its credits: how many ROIs it can hold in flight at once.
+
+    ``recognizer`` names the recognizer it runs (``recognizers`` key); ``""``: unnamed (before routing), such
+    a worker is given only ROIs without a recognizer.
+    """
 
     worker: str
     credits: int
+    recognizer: str = ""
 
 
 class Heartbeat(_Header, tag="heartbeat"):

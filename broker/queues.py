@@ -1,0 +1,122 @@
+"""The broker's ROI queues: one FIFO per (recognizer, camera), kept in round-robin order. Pure, no clock.
+
+:class:`broker.dispatch.Dispatcher` decides what to take from them; this module only keeps them ordered and
+bounded by their owner. Each entry is ``(seq, item)``: ``seq`` is the enqueue order over all queues, so a
+re-queued ROI goes back to its place and a queue always stays oldest first.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict, deque
+from collections.abc import Callable, Iterable
+from typing import Protocol
+
+QueueKey = tuple[str, str]
+"""``(recognizer, camera)``: ROIs of one camera for one recognizer (``""``: any recognizer)."""
+
+
+class Queued(Protocol):
+    """What the queues need of an item: its id, camera and recognizer (:class:`broker.dispatch.Pending`)."""
+
+    roi_id: str
+    camera: str
+    recognizer: str
+
+
+Entry = tuple[int, Queued]
+
+
+class RoiQueues:
+    """FIFO queues keyed by :data:`QueueKey`, iterated in round-robin order (a served queue goes last).
+
+    Not thread-safe; owned by one :class:`broker.dispatch.Dispatcher`.
+    """
+
+    def __init__(self) -> None:
+        self._queues: OrderedDict[QueueKey, deque[Entry]] = OrderedDict()
+        self._ids: set[str] = set()
+
+    def __len__(self) -> int:
+        """ROIs queued in all queues."""
+        return len(self._ids)
+
+    def __contains__(self, roi_id: str) -> bool:
+        """True when an ROI with this id is queued."""
+        return roi_id in self._ids
+
+    def __bool__(self) -> bool:
+        """True when some ROI is queued."""
+        return bool(self._ids)
+
+    def keys(self) -> list[QueueKey]:
+        """The non-empty queues in round-robin order (a snapshot: safe to modify the queues while iterating)."""
+        return list(self._queues)
+
+    def has_queue(self, key: QueueKey) -> bool:
+        """True when queue ``key`` holds an ROI."""
+        return key in self._queues
+
+    def append(self, seq: int, item: Queued) -> None:
+        """Queue ``item`` (enqueue order ``seq``) at the tail of its (recognizer, camera) queue."""
+        self._queues.setdefault((item.recognizer, item.camera), deque()).append((seq, item))
+        self._ids.add(item.roi_id)
+
+    def put_back(self, entries: Iterable[Entry]) -> None:
+        """Return entries taken from the queues (a lost worker's ROIs) to their places, by ``seq``."""
+        by_key: dict[QueueKey, list[Entry]] = {}
+        for seq, item in entries:
+            by_key.setdefault((item.recognizer, item.camera), []).append((seq, item))
+            self._ids.add(item.roi_id)
+        for key, back in by_key.items():
+            queue = self._queues.setdefault(key, deque())
+            self._queues[key] = deque(sorted([*back, *queue], key=lambda entry: entry[0]))
+
+    def pop_head(self, key: QueueKey) -> Entry:
+        """Remove and return the oldest entry of queue ``key`` (an empty queue is removed). Raises KeyError."""
+        queue = self._queues[key]
+        entry = queue.popleft()
+        if not queue:
+            del self._queues[key]
+        self._ids.discard(entry[1].roi_id)
+        return entry
+
+    def rotate(self, key: QueueKey) -> None:
+        """Move queue ``key`` (just served) to the end of the round-robin order, if it still has entries."""
+        if key in self._queues:
+            self._queues.move_to_end(key)
+
+    def longest(self) -> QueueKey:
+        """The queue with the most entries; ties: the one whose head is oldest. Raises ValueError when empty."""
+        return max(self._queues, key=lambda key: (len(self._queues[key]), -self._queues[key][0][0]))
+
+    def remove_if(self, doomed: Callable[[Queued], bool]) -> list[Queued]:
+        """Remove and return every queued item for which ``doomed(item)`` is true, queue by queue. O(queued)."""
+        removed = []
+        for key in list(self._queues):
+            keep: deque[Entry] = deque()
+            for entry in self._queues[key]:
+                if doomed(entry[1]):
+                    removed.append(entry[1])
+                else:
+                    keep.append(entry)
+            if keep:
+                self._queues[key] = keep
+            else:
+                del self._queues[key]
+        for item in removed:
+            self._ids.discard(item.roi_id)
+        return removed
+
+    def drain(self) -> list[Queued]:
+        """Remove and return every queued item, in enqueue order."""
+        entries = sorted((entry for queue in self._queues.values() for entry in queue), key=lambda e: e[0])
+        self._queues.clear()
+        self._ids.clear()
+        return [item for _, item in entries]
+
+    def depth_by_recognizer(self) -> dict[str, int]:
+        """Queued ROIs per recognizer (``""``: ROIs for any recognizer); recognizers with none are absent."""
+        depths: dict[str, int] = {}
+        for (recognizer, _), queue in self._queues.items():
+            depths[recognizer] = depths.get(recognizer, 0) + len(queue)
+        return depths
