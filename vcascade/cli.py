@@ -6,6 +6,9 @@
     vcascade keys generate DIR [--config FILE] [--name NAME ...] [--force]
                                                           CurveZMQ keypairs, one per component
     vcascade keys check --config FILE [--name NAME ...]   load the key files each component needs
+    vcascade prometheus-config FILE [--scrape-interval S] [--rule-file F ...] [-o OUT]
+                                                          Prometheus scrape config, one job per component kind
+    vcascade status FILE [--once] [--interval S]          live view of every component's metrics endpoint
 
 Exit codes: 0 success, 1 run-time failure (a process failed, an ROI unaccounted, a model unavailable),
 2 invalid configuration or usage (one message per problem, no traceback).
@@ -61,6 +64,10 @@ def _parser() -> argparse.ArgumentParser:
             _model_dir_option(one)
         one.set_defaults(handler=_one, kind=kind)
     _keys_parser(sub)
+    from vcascade import promconfig, status
+
+    promconfig.add_parser(sub)
+    status.add_parser(sub)
     return parser
 
 
