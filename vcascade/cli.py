@@ -24,8 +24,9 @@ import sys
 import threading
 from pathlib import Path
 
-from vcascade.components import COMPONENT_KINDS, run_component, setup_logging
+from vcascade.components import COMPONENT_KINDS, run_component
 from vcascade.config import ConfigError, Deployment, load_config
+from vcascade.logs import FORMAT_ENV, LOG_FORMATS, configure_logging
 
 EXIT_FAILURE, EXIT_CONFIG = 1, 2
 
@@ -53,6 +54,7 @@ def _parser() -> argparse.ArgumentParser:
     _model_dir_option(run)
     run.add_argument("--log-level", default="WARNING", help="log level of the child processes (default WARNING)")
     run.add_argument("--summary-json", type=Path, help="also write the run summary (per process, per camera) here")
+    _log_format_option(run)
     run.set_defaults(handler=_run)
 
     for kind in COMPONENT_KINDS:
@@ -60,6 +62,7 @@ def _parser() -> argparse.ArgumentParser:
         one.add_argument("--config", type=Path, required=True)
         one.add_argument("--name", required=True)
         one.add_argument("--log-level", default="INFO")
+        _log_format_option(one)
         if kind == "edge":
             _model_dir_option(one)
         one.set_defaults(handler=_one, kind=kind)
@@ -126,6 +129,11 @@ def _keys_check(args: argparse.Namespace) -> int:
     return EXIT_FAILURE if failed else 0
 
 
+def _log_format_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--log-format", choices=LOG_FORMATS, default=os.environ.get(FORMAT_ENV) or "text",
+                        help="log lines as text or one JSON object per line (default: $VCASCADE_LOG_FORMAT, text)")
+
+
 def _model_dir_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--model-dir",
@@ -149,7 +157,8 @@ def _run(args: argparse.Namespace) -> int:
     from vcascade.models import ModelUnavailable
 
     dep = load_config(args.file)
-    setup_logging("WARNING", "vcascade")
+    os.environ[FORMAT_ENV] = args.log_format  # the launcher's children inherit it
+    configure_logging("WARNING", "vcascade")
     try:
         return run_deployment(dep, args.file, args.model_dir, args.log_level, args.summary_json)
     except ModelUnavailable as exc:
@@ -163,7 +172,7 @@ def _one(args: argparse.Namespace) -> int:
     from vcascade.security import SecurityError
 
     load_config(args.config)  # config errors exit 2 before anything starts
-    setup_logging(args.log_level, f"{args.kind}:{args.name}")
+    configure_logging(args.log_level, args.kind, args.name, args.log_format)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
