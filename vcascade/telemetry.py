@@ -73,10 +73,9 @@ def serve_metrics(
         BUILD_INFO.labels(component, name, _version()).set(1)
     handler = type("MetricsHandler", (_Handler,), {"readiness": readiness})
     try:
-        server = ThreadingHTTPServer((host, port), handler)
+        server = _MetricsServer((host, port), handler)
     except OSError as exc:
         raise MetricsPortInUse(f"metrics port {port}: {exc.strerror}") from None
-    server.daemon_threads = True
     threading.Thread(target=server.serve_forever, name=f"metrics:{port}", daemon=True).start()
     log.info("metrics on http://%s:%d/metrics (health: /healthz, /readyz)", host, server.server_address[1])
     return server
@@ -89,6 +88,16 @@ def _version() -> str:
         return version("vcascade")
     except PackageNotFoundError:
         return "unknown"
+
+
+class _MetricsServer(ThreadingHTTPServer):
+    """Threaded HTTP server whose request errors (a scraper that timed out and closed its connection) are
+    logged at DEBUG instead of printing a traceback to stderr."""
+
+    daemon_threads = True
+
+    def handle_error(self, request, client_address) -> None:
+        log.debug("metrics request from %s failed", client_address[0], exc_info=True)
 
 
 class _Handler(BaseHTTPRequestHandler):
