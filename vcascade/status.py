@@ -46,7 +46,8 @@ class Scrape:
 
     def series(self, name: str, **match: str) -> dict[Labels, float]:
         """The samples of ``name`` whose labels include ``match``."""
-        return {k: v for k, v in self.samples.get(name, {}).items() if all(dict(k).get(a) == b for a, b in match.items())}
+        items = self.samples.get(name, {}).items()
+        return {k: v for k, v in items if all(dict(k).get(a) == b for a, b in match.items())}
 
     def total(self, name: str, **match: str) -> float:
         """Sum of the matching samples of ``name`` (0.0 when none)."""
@@ -183,9 +184,11 @@ def cameras_table(before: dict[str, Scrape], after: dict[str, Scrape]) -> Table:
         for cam in cameras:
             state = next((dict(k)["state"] for k, v in s.series("vcascade_edge_camera_state", camera=cam).items() if v),
                          "?")
-            drops = {dict(k)["reason"]: v for k, v in s.series("vcascade_edge_roi_drops_total", camera=cam).items() if v}
-            e2e = hop_quantiles([prev] if prev and not prev.error else [], [_only_camera(s, cam)],
-                                "vcascade_edge_hop_seconds").get("end_to_end", [None, None])
+            drop_series = s.series("vcascade_edge_roi_drops_total", camera=cam)
+            drops = {dict(k)["reason"]: v for k, v in drop_series.items() if v}
+            prev_cam = [_only_camera(prev, cam)] if prev and not prev.error else []
+            e2e = hop_quantiles(prev_cam, [_only_camera(s, cam)], "vcascade_edge_hop_seconds").get(
+                "end_to_end", [None, None])
             table.add_row(
                 name, cam, state,
                 _num(rate(prev, s, "vcascade_edge_frames_decoded_total", camera=cam)),

@@ -120,7 +120,8 @@ def test_generated_scrape_config_is_valid(tmp_path):
     parsed = yaml.safe_load(config.read_text())
     jobs = {job["job_name"]: job for job in parsed["scrape_configs"]}
     assert set(jobs) == {"vcascade-edge", "vcascade-broker", "vcascade-worker"}
-    assert jobs["vcascade-edge"]["static_configs"] == [{"targets": ["127.0.0.1:9101"], "labels": {"instance": "edge-1"}}]
+    edge_targets = [{"targets": ["127.0.0.1:9101"], "labels": {"instance": "edge-1"}}]
+    assert jobs["vcascade-edge"]["static_configs"] == edge_targets
     assert parsed["global"]["scrape_interval"] == "1s"
     proc = subprocess.run([PROMTOOL, "check", "config", str(config)], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stdout + proc.stderr
