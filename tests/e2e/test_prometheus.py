@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.parse
 import urllib.request
 from pathlib import Path
@@ -91,6 +92,13 @@ def _query(base: str, promql: str) -> list[dict]:
     return body["data"]["result"]
 
 
+def _readyz(port: int) -> int:
+    try:
+        return urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=10).status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+
+
 def _values(result: list[dict], key: str) -> dict[str, float]:
     return {r["metric"].get(key, ""): float(r["value"][1]) for r in result}
 
@@ -123,6 +131,9 @@ def test_prometheus_scrapes_every_component_and_finds_the_series(prometheus, mod
                 if value > 0:
                     seen[key] = value
             time.sleep(0.5)
+        ports = {name: cfg["metrics_port"] for section in ("edges", "brokers", "workers")
+                 for name, cfg in data[section].items()}  # fmt: skip
+        ready = {name: _readyz(port) for name, port in ports.items()}
         status = _vcascade("status", str(config), "--once", "--interval", "1", timeout=60)
         up = _values(query('up{job=~"vcascade-.*"}'), "instance")
         p99 = query('histogram_quantile(0.99, sum by (le) (vcascade_edge_hop_seconds_bucket{hop="end_to_end"}))')
@@ -134,6 +145,7 @@ def test_prometheus_scrapes_every_component_and_finds_the_series(prometheus, mod
         codes = {name: (proc.wait(timeout=60), proc.communicate()[1]) for name, proc in procs.items()}
     assert set(seen) == set(wanted), f"never found in Prometheus: {set(wanted) - set(seen)}"
     assert up == {"edge-1": 1.0, "broker-1": 1.0, "worker-1": 1.0}
+    assert ready == {"edge-1": 200, "broker-1": 200, "worker-1": 200}
     assert p99 and 0 < float(p99[0]["value"][1]) <= 60.0
     assert set(info) == {"edge", "broker", "worker"}
     alert_names = {r["name"] for g in rules["data"]["groups"] for r in g["rules"]}
@@ -141,5 +153,5 @@ def test_prometheus_scrapes_every_component_and_finds_the_series(prometheus, mod
     assert status.returncode == 0, status.stderr
     for text in ("street-1", "streaming", "worker-1", "ready"):
         assert text in status.stdout, status.stdout
-    assert "unreachable" not in status.stdout, status.stdout
+    assert "unreachable" not in status.stdout and "not ready" not in status.stdout, status.stdout
     assert all(code == 0 for code, _ in codes.values()), {n: e[-2000:] for n, (c, e) in codes.items() if c}
