@@ -5,10 +5,14 @@ from __future__ import annotations
 import io
 import json
 import logging
+import signal
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pytest
+import yaml
 
 from vcascade.logs import RateLimitFilter, configure_logging
 
@@ -102,3 +106,26 @@ def test_cli_refuses_an_unknown_log_format():
     proc = subprocess.run([sys.executable, "-m", "vcascade.cli", "broker", "--config", "x.yaml", "--name", "b",
                            "--log-format", "xml"], capture_output=True, text=True, timeout=60)  # fmt: skip
     assert proc.returncode == 2 and "--log-format" in proc.stderr
+
+
+def test_a_broker_process_logs_json_lines_naming_itself(tmp_path, free_port):
+    data = yaml.safe_load((Path(__file__).resolve().parents[2] / "configs" / "demo.yaml").read_text())
+    data["brokers"]["broker-1"].update(frontend_port=free_port(), backend_port=free_port(), metrics_port=free_port())
+    config = tmp_path / "deploy.yaml"
+    config.write_text(yaml.safe_dump(data))
+    err = tmp_path / "broker.err"
+    with err.open("w") as stderr:
+        command = [sys.executable, "-m", "vcascade.cli", "broker", "--config", str(config), "--name", "broker-1",
+                   "--log-format", "json"]  # fmt: skip
+        proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=stderr)
+    try:
+        deadline = time.monotonic() + 60
+        while "workers on" not in err.read_text() and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.1)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
+    lines = [json.loads(line) for line in err.read_text().splitlines()]
+    assert proc.returncode == 0 and lines
+    assert all(line["component"] == "broker" and line["name"] == "broker-1" for line in lines)
+    assert any("workers on" in line["msg"] for line in lines)
