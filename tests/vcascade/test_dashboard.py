@@ -125,3 +125,15 @@ def test_generated_scrape_config_is_valid(tmp_path):
     assert parsed["global"]["scrape_interval"] == "1s"
     proc = subprocess.run([PROMTOOL, "check", "config", str(config)], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_scrape_config_targets_and_intervals():
+    from vcascade.promconfig import metrics_targets, prometheus_config
+
+    dep = load_config(REPO / "configs" / "demo.yaml")
+    targets = {(t.kind, t.name): t.address for t in metrics_targets(dep)}
+    assert targets == {("broker", "broker-1"): "127.0.0.1:9102", ("worker", "worker-1"): "127.0.0.1:9103",
+                       ("edge", "edge-1"): "127.0.0.1:9101"}  # fmt: skip
+    config = prometheus_config(dep, 0.5)
+    assert config["global"] == {"scrape_interval": "500ms", "evaluation_interval": "500ms"}
+    assert "rule_files" not in config
