@@ -33,6 +33,7 @@ from vcascade import wire
 from vcascade.config import Deployment, HeartbeatConfig
 from vcascade.security import start_authenticator
 from vcascade.components import StopFlag
+from vcascade.health import READINESS
 from vcascade.telemetry import serve_metrics
 
 log = logging.getLogger(__name__)
@@ -86,7 +87,7 @@ def run_broker(
         zmq.ZMQError: a frontend/backend port cannot be bound.
     """
     cfg = deployment.brokers[name]
-    serve_metrics(cfg.metrics_port)
+    serve_metrics(cfg.metrics_port, component="broker", name=name)
     ctx = zmq.Context.instance()  # the process's one context, shared with anything else in the process
     auth = start_authenticator(ctx, deployment.security)  # CurveZMQ: admits the authorized clients' keys
     frontend, backend = broker_sockets(ctx, deployment, name)
@@ -97,10 +98,13 @@ def run_broker(
         backend.bind(cfg.endpoint("backend", bind=True))
         log.info("broker %s: edges on %s, workers on %s", name, cfg.endpoint("frontend"), cfg.endpoint("backend"))
         dispatcher = Dispatcher(cfg.queue_max, max_attempts=cfg.max_attempts)
+        READINESS.set(f"broker:{name}:bound", True)
+        READINESS.add_check(f"broker:{name}:workers", lambda: (dispatcher.workers > 0, "no worker registered"))
         loop = _BrokerLoop(name, frontend, backend, dispatcher, window_s, beat, report)
         loop.serve(stop)
         loop.shutdown(drain_timeout_s)
     finally:
+        READINESS.remove(f"broker:{name}:")
         frontend.close()
         backend.close()
         if auth is not None:

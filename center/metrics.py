@@ -46,6 +46,14 @@ RECONNECTS = Counter(
     "Broker sockets replaced after the broker was silent for the heartbeat liveness window.", ["worker"],
 )
 IN_FLIGHT = Gauge("vcascade_worker_in_flight", "ROIs received and not yet answered.", ["worker"])
+CREDITS = Gauge(
+    "vcascade_worker_credits", "Credits this worker announces to each broker (ROIs it may hold in flight).", ["worker"]
+)
+STAGE_BUSY = Counter(
+    "vcascade_worker_stage_busy_seconds_total",
+    "Seconds each stage spent computing; its rate is the stage's utilisation (0..1 per stage thread).",
+    ["worker", "stage"],
+)
 
 
 class WorkerTelemetry:
@@ -65,6 +73,10 @@ class WorkerTelemetry:
         self._send_failures = 0
         self._reconnects = 0
         IN_FLIGHT.labels(worker).set(0)
+
+    def set_credits(self, credits: int) -> None:
+        """Publish the credits this worker announces (``workers.<name>.credits``)."""
+        CREDITS.labels(self.worker).set(credits)
 
     def roi_received(self) -> None:
         """One ROI decoded from a broker socket."""
@@ -118,6 +130,7 @@ class WorkerTelemetry:
         """Stage ``index`` computed one micro-batch in ``seconds`` (compute only, no queue wait)."""
         stage = f"stage{index}"
         STAGE_SECONDS.labels(self.worker, stage).observe(seconds)
+        STAGE_BUSY.labels(self.worker, stage).inc(seconds)
         with self._lock:
             self._stage_sum_s[stage] += seconds
             self._stage_calls[stage] += 1

@@ -48,6 +48,7 @@ from vcascade.config import Deployment
 from vcascade.security import secure_client, watch_auth_failures
 from vcascade.sockets import make_socket
 from vcascade.components import StopFlag
+from vcascade.health import READINESS
 from vcascade.telemetry import serve_metrics
 
 log = logging.getLogger(__name__)
@@ -88,9 +89,15 @@ def run_worker(
     """
     cfg = deployment.workers[name]
     _set_threads(cfg.torch_threads)
-    serve_metrics(cfg.metrics_port)
+    serve_metrics(cfg.metrics_port, component="worker", name=name)
     worker = _Worker(deployment, name)
-    worker.run(stop, report or (lambda snapshot: None))
+    worker.telemetry.set_credits(cfg.credits)
+    READINESS.set(f"worker:{name}:stages", True)  # _Worker loaded them
+    READINESS.add_check(f"worker:{name}:brokers", worker.brokers_alive)
+    try:
+        worker.run(stop, report or (lambda snapshot: None))
+    finally:
+        READINESS.remove(f"worker:{name}:")
 
 
 def _set_threads(torch_threads: int) -> None:
@@ -119,6 +126,7 @@ class _Worker:
         self.identity = f"{name}-{os.getpid()}"
         self.last_heard_s = [0.0] * len(self.endpoints)  # per broker socket, time.monotonic()
         self.reconnect_wait_s = [self.liveness_s] * len(self.endpoints)  # per broker socket, back-off
+        self.heard_s: list[float | None] = [None] * len(self.endpoints)  # per broker, last message (readiness)
         self.telemetry = WorkerTelemetry(name)
         self.spec = PreprocessSpec.from_config(recognizer)
         self.first_device = cfg.devices[0]
@@ -131,6 +139,12 @@ class _Worker:
         self.inbox: queue.Queue = queue.Queue(maxsize=2 * cfg.credits)
         self.outbox: Outbox | None = None
         self._seq = 0
+
+    def brokers_alive(self) -> tuple[bool, str]:
+        """Readiness: at least one broker sent a message within the heartbeat liveness window (any thread)."""
+        now = time.monotonic()
+        alive = any(h is not None and now - h <= self.liveness_s for h in self.heard_s)
+        return alive, "" if alive else f"no broker heard within {self.liveness_s:g} s"
 
     # ------------------------------------------------------------------ IO thread
 
@@ -241,6 +255,7 @@ class _Worker:
     def _on_message(self, broker: int, frames: list[bytes], accept: bool, sock: zmq.Socket) -> None:
         received = time.perf_counter()
         self.last_heard_s[broker] = time.monotonic()  # any message proves the broker alive
+        self.heard_s[broker] = self.last_heard_s[broker]
         self.reconnect_wait_s[broker] = self.liveness_s
         try:
             _, header, payload = wire.split_message(frames, 0)

@@ -41,6 +41,7 @@ from vcascade.components import StopFlag
 from vcascade.config import Deployment, RoiPolicyConfig
 from vcascade.detections import Detections
 from vcascade.models import ensure_detector_model
+from vcascade.health import READINESS
 from vcascade.telemetry import serve_metrics
 
 log = logging.getLogger(__name__)
@@ -251,7 +252,7 @@ def run_edge(
     cfg = dep.edges[name]
     cv2.setNumThreads(cfg.opencv_threads)
     detector = build_detector(dep, name, model_dir)
-    serve_metrics(cfg.metrics_port)
+    serve_metrics(cfg.metrics_port, component="edge", name=name)
     ctx = zmq.Context()
     sinks = open_sinks(cfg.sinks, ctx)
     identities = IdentityCache(name)
@@ -259,6 +260,7 @@ def run_edge(
     node = EdgeNode(name, dep, detector, link, identities)
     slots, readers_stop = FrameSlots(), threading.Event()
     readers = [CameraReader(name, cam, cam_cfg, slots, readers_stop) for cam, cam_cfg in dep.cameras_of(name).items()]
+    _register_readiness(name, link, readers)
     link.start()
     for reader in readers:
         reader.start()
@@ -275,6 +277,7 @@ def run_edge(
                 last_report_s = time.perf_counter()
                 report(snapshot(name, link, readers, started_s, final=False, node=node))
     finally:
+        READINESS.remove(f"edge:{name}:")
         readers_stop.set()
         if report:
             link.drain(
@@ -291,6 +294,22 @@ def run_edge(
     if report:
         report(final)
     return final
+
+
+def _register_readiness(name: str, link: BrokerLink, readers: list[CameraReader]) -> None:
+    """``/readyz`` of this edge: at least one broker link alive, and at least one camera streaming or a file
+    camera not yet ended (:mod:`vcascade.health`)."""
+
+    def brokers() -> tuple[bool, str]:
+        up = any(state["up"] for state in link.broker_states().values())
+        return up, "" if up else "no broker alive"
+
+    def cameras() -> tuple[bool, str]:
+        ok = any(r.state == "streaming" or (not r.live and r.state not in ("ended", "failed")) for r in readers)
+        return ok, "" if ok else "no camera streaming: " + ", ".join(f"{r.camera}={r.state}" for r in readers)
+
+    READINESS.add_check(f"edge:{name}:brokers", brokers)
+    READINESS.add_check(f"edge:{name}:cameras", cameras)
 
 
 def snapshot(

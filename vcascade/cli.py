@@ -6,6 +6,9 @@
     vcascade keys generate DIR [--config FILE] [--name NAME ...] [--force]
                                                           CurveZMQ keypairs, one per component
     vcascade keys check --config FILE [--name NAME ...]   load the key files each component needs
+    vcascade prometheus-config FILE [--scrape-interval S] [--rule-file F ...] [-o OUT]
+                                                          Prometheus scrape config, one job per component kind
+    vcascade status FILE [--once] [--interval S]          live view of every component's metrics endpoint
 
 Exit codes: 0 success, 1 run-time failure (a process failed, an ROI unaccounted, a model unavailable),
 2 invalid configuration or usage (one message per problem, no traceback).
@@ -21,8 +24,9 @@ import sys
 import threading
 from pathlib import Path
 
-from vcascade.components import COMPONENT_KINDS, run_component, setup_logging
+from vcascade.components import COMPONENT_KINDS, run_component
 from vcascade.config import ConfigError, Deployment, load_config
+from vcascade.logs import FORMAT_ENV, LOG_FORMATS, configure_logging
 
 EXIT_FAILURE, EXIT_CONFIG = 1, 2
 
@@ -50,6 +54,7 @@ def _parser() -> argparse.ArgumentParser:
     _model_dir_option(run)
     run.add_argument("--log-level", default="WARNING", help="log level of the child processes (default WARNING)")
     run.add_argument("--summary-json", type=Path, help="also write the run summary (per process, per camera) here")
+    _log_format_option(run)
     run.set_defaults(handler=_run)
 
     for kind in COMPONENT_KINDS:
@@ -57,10 +62,15 @@ def _parser() -> argparse.ArgumentParser:
         one.add_argument("--config", type=Path, required=True)
         one.add_argument("--name", required=True)
         one.add_argument("--log-level", default="INFO")
+        _log_format_option(one)
         if kind == "edge":
             _model_dir_option(one)
         one.set_defaults(handler=_one, kind=kind)
     _keys_parser(sub)
+    from vcascade import promconfig, status
+
+    promconfig.add_parser(sub)
+    status.add_parser(sub)
     return parser
 
 
@@ -119,6 +129,11 @@ def _keys_check(args: argparse.Namespace) -> int:
     return EXIT_FAILURE if failed else 0
 
 
+def _log_format_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--log-format", choices=LOG_FORMATS, default=os.environ.get(FORMAT_ENV) or "text",
+                        help="log lines as text or one JSON object per line (default: $VCASCADE_LOG_FORMAT, text)")
+
+
 def _model_dir_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--model-dir",
@@ -142,7 +157,8 @@ def _run(args: argparse.Namespace) -> int:
     from vcascade.models import ModelUnavailable
 
     dep = load_config(args.file)
-    setup_logging("WARNING", "vcascade")
+    os.environ[FORMAT_ENV] = args.log_format  # the launcher's children inherit it
+    configure_logging("WARNING", "vcascade")
     try:
         return run_deployment(dep, args.file, args.model_dir, args.log_level, args.summary_json)
     except ModelUnavailable as exc:
@@ -156,7 +172,7 @@ def _one(args: argparse.Namespace) -> int:
     from vcascade.security import SecurityError
 
     load_config(args.config)  # config errors exit 2 before anything starts
-    setup_logging(args.log_level, f"{args.kind}:{args.name}")
+    configure_logging(args.log_level, args.kind, args.name, args.log_format)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())

@@ -37,10 +37,11 @@ STOP_TIMEOUT_S = 20.0
 
 def _child(kind: str, config_path: str, name: str, model_dir: str | None, stop: Any, status: Any, log_level: str) -> None:
     """Process entry point of one component (module-level so ``spawn`` can import it)."""
-    from vcascade.components import run_component, setup_logging
+    from vcascade.components import run_component
+    from vcascade.logs import configure_logging
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the launcher coordinates Ctrl-C
-    setup_logging(log_level, f"{kind}:{name}")
+    configure_logging(log_level, kind, name)  # format from $VCASCADE_LOG_FORMAT (set by the CLI)
     code = 0
     try:
         run_component(kind, config_path, name, stop, status.put, model_dir)

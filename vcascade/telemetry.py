@@ -1,15 +1,27 @@
-"""Prometheus metrics plumbing shared by every process, and the latency histogram layout.
+"""Prometheus metrics plumbing shared by every process, the health endpoints, and the histogram layouts.
 
-Each process serves its own registry on its own port (no multiprocess mode). Metric names follow
-``vcascade_<component>_<thing>_<unit>``: counters end in ``_total``, durations are ``_seconds`` histograms
-with :data:`LATENCY_BUCKETS_S`. Each component declares its metrics in its own ``metrics`` module.
+Each process serves its own registry on its own port (no multiprocess mode) with :func:`serve_metrics`:
+``/metrics`` (Prometheus text exposition), ``/healthz`` (200 while the process runs) and ``/readyz`` (200 when
+every check of :data:`vcascade.health.READINESS` passes, else 503 with a JSON body naming the failing checks).
+Metric names follow ``vcascade_<component>_<thing>_<unit>``: counters end in ``_total``, durations are
+``_seconds`` histograms with :data:`LATENCY_BUCKETS_S`. Each component declares its metrics in its own
+``metrics`` module; :mod:`vcascade.metric_names` lists them all. Process CPU and memory come from
+prometheus_client's default process collector (``process_cpu_seconds_total``,
+``process_resident_memory_bytes``, Linux only).
 """
 
 from __future__ import annotations
 
+import json
 import logging
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import urlsplit
 
-from prometheus_client import REGISTRY, start_http_server
+from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, Gauge, generate_latest
+
+from vcascade.health import READINESS, Readiness
+from vcascade.redact import redact_url
 
 log = logging.getLogger(__name__)
 
@@ -21,19 +33,98 @@ LATENCY_BUCKETS_S: tuple[float, ...] = (
 BATCH_BUCKETS: tuple[float, ...] = (1, 2, 4, 8, 16, 32, 64, 128, float("inf"))
 """Histogram buckets for micro-batch sizes (ROIs per batch)."""
 
+BUILD_INFO = Gauge(
+    "vcascade_build_info", "Always 1; labels name the component kind, its name and the vcascade version (for joins).",
+    ["component", "name", "version"],
+)
+
 
 class MetricsPortInUse(OSError):
     """The configured metrics port is taken. Recovery: change ``metrics_port`` in the config or stop the other process."""
 
 
-def serve_metrics(port: int, host: str = "0.0.0.0") -> None:
-    """Serve this process's default registry at ``http://host:port/metrics`` from a daemon thread.
+def safe_label(value: str) -> str:
+    """A label value without credentials: URLs have their user info replaced (:func:`vcascade.redact.redact_url`).
+
+    Component and camera names are config keys (no credentials); use this for anything derived from a URL.
+    """
+    return redact_url(value) if "://" in value else value
+
+
+def serve_metrics(
+    port: int, host: str = "0.0.0.0", *, component: str | None = None, name: str | None = None,
+    readiness: Readiness = READINESS,
+) -> ThreadingHTTPServer:
+    """Serve ``/metrics``, ``/healthz`` and ``/readyz`` at ``http://host:port`` from a daemon thread.
+
+    Args:
+        port: TCP port (0: any free port, see the returned server's ``server_address``).
+        host: address to bind.
+        component, name: when given, ``vcascade_build_info{component,name,version}`` is set to 1.
+        readiness: the checks behind ``/readyz`` (default: the process-wide ones).
+
+    Returns:
+        The running server (``shutdown()`` stops it; tests only, processes just exit).
 
     Raises:
         MetricsPortInUse: the port cannot be bound.
     """
+    if component and name:
+        BUILD_INFO.labels(component, name, _version()).set(1)
+    handler = type("MetricsHandler", (_Handler,), {"readiness": readiness})
     try:
-        start_http_server(port, addr=host, registry=REGISTRY)
+        server = _MetricsServer((host, port), handler)
     except OSError as exc:
         raise MetricsPortInUse(f"metrics port {port}: {exc.strerror}") from None
-    log.info("metrics on http://%s:%d/metrics", host, port)
+    threading.Thread(target=server.serve_forever, name=f"metrics:{port}", daemon=True).start()
+    log.info("metrics on http://%s:%d/metrics (health: /healthz, /readyz)", host, server.server_address[1])
+    return server
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("vcascade")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+class _MetricsServer(ThreadingHTTPServer):
+    """Threaded HTTP server whose request errors (a scraper that timed out and closed its connection) are
+    logged at DEBUG instead of printing a traceback to stderr."""
+
+    daemon_threads = True
+
+    def handle_error(self, request, client_address) -> None:
+        log.debug("metrics request from %s failed", client_address[0], exc_info=True)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    """GET /metrics, /healthz, /readyz; anything else 404. Never logs per request."""
+
+    readiness: Readiness = READINESS
+    server_version = "vcascade-metrics"
+
+    def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+        path = urlsplit(self.path).path.rstrip("/") or "/"
+        if path == "/metrics":
+            self._reply(200, CONTENT_TYPE_LATEST, generate_latest(REGISTRY))
+        elif path == "/healthz":
+            self._reply(200, "text/plain; charset=utf-8", b"ok\n")
+        elif path == "/readyz":
+            ready, failing = self.readiness.evaluate()
+            body = json.dumps({"ready": ready, "failing": failing}).encode() + b"\n"
+            self._reply(200 if ready else 503, "application/json", body)
+        else:
+            self._reply(404, "text/plain; charset=utf-8", b"not found: try /metrics, /healthz, /readyz\n")
+
+    def _reply(self, code: int, content_type: str, body: bytes) -> None:
+        self.send_response(code)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args) -> None:  # noqa: A002 (signature of http.server)
+        pass

@@ -1,0 +1,209 @@
+"""Every metric in vcascade/metric_names.py moves when its event happens (no metric that always reads 0).
+
+One deployment stages every event at once, with real processes, video and sockets:
+
+* ``pipeline`` — edge-1 runs bikes.mp4 through broker-1 and worker-1 (frames, detections, ROIs, results,
+  latency, credits, stage times, queues, camera states);
+* ``skipping`` — a 100 fps clip paced in real time (the newest-frame slot is overwritten) and a camera with
+  ``detect_fps``;
+* ``corrupt`` — a clip whose PTS jumps over 10 frames (``pts_gap``);
+* ``dead_camera`` — an RTSP camera on a closed port (reconnects with back-off);
+* ``no_worker`` — edge-2 sends to broker-2, which has no worker and drops its ROIs as ``stale``, and to
+  broker-3, a ROUTER in this test that answers every message with garbage (edge malformed, retries after
+  ``roi_timeout_s``);
+* ``malformed`` — the test sends garbage to broker-1's frontend and backend, and an ROI whose payload is not
+  a JPEG (the worker answers ``Drop(decode_error)``).
+
+Each process is fresh, so "before" is 0: a family moved when a scrape saw a non-zero sample of it. Metrics whose
+event is staged by another test name it (``covered:<file>``), and that file must assert on the metric. The
+edges also log at INFO in JSON: every line must parse and name its component, and there is no line per frame.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+import yaml
+import zmq
+from prometheus_client.parser import text_string_to_metric_families
+
+from vcascade import wire
+from vcascade.metric_names import METRICS, family_of
+from vcascade.sockets import make_socket
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(420)]
+
+REPO = Path(__file__).resolve().parents[2]
+DEADLINE_S = 300.0
+"""Generous: two edges and a worker load their models on a shared 2-core machine."""
+
+
+def _ffmpeg(src: Path, out: Path, *args: str) -> Path:
+    subprocess.run(["ffmpeg", "-v", "error", "-y", "-i", str(src), *args, "-c:v", "mpeg4", "-q:v", "4", str(out)],
+                   check=True, timeout=120)  # fmt: skip
+    return out
+
+
+def _deployment(tmp_path: Path, free_port, bikes_path: Path) -> tuple[Path, dict]:
+    gap = _ffmpeg(bikes_path, tmp_path / "gap.mp4", "-vf", "select='lt(n,60)*not(between(n,20,29))'",
+                  "-fps_mode", "passthrough")  # fmt: skip
+    fast = _ffmpeg(bikes_path, tmp_path / "fast.mp4", "-vf", "select='lt(n,80)',setpts=PTS/4", "-r", "100")
+    data = yaml.safe_load((REPO / "configs" / "demo.yaml").read_text())
+    bikes = str(bikes_path)
+    data["cameras"] = {
+        "cam-a": {"url": bikes, "edge": "edge-1", "max_frames": 60},
+        "cam-fast": {"url": str(fast), "edge": "edge-1", "realtime": True},
+        "cam-rate": {"url": bikes, "edge": "edge-1", "realtime": True, "detect_fps": 5, "max_frames": 50},
+        "cam-gap": {"url": str(gap), "edge": "edge-1"},
+        "cam-dead": {"url": f"rtsp://127.0.0.1:{free_port()}/dead", "edge": "edge-1", "backoff_initial_s": 0.2,
+                     "backoff_max_s": 2.0},
+        "cam-b": {"url": bikes, "edge": "edge-2", "max_frames": 60},
+    }  # fmt: skip
+    edge = data["edges"]["edge-1"]
+    edge.update(sinks=[{"type": "jsonl", "path": str(tmp_path / "edge-1.jsonl")}], metrics_port=free_port(),
+                drain_timeout_s=5.0, max_in_flight=2)  # fmt: skip
+    # max_in_flight 2: a small window, so the send queue fills (vcascade_edge_send_queue_depth)
+    edge2 = json.loads(json.dumps(edge))
+    edge2.update(brokers=["broker-2", "broker-3"], sinks=[{"type": "jsonl", "path": str(tmp_path / "edge-2.jsonl")}],
+                 metrics_port=free_port(), roi_timeout_s=2.0, max_attempts=2, overflow="drop_oldest")  # fmt: skip
+    edge2["roi"]["ttl_ms"] = 300
+    data["edges"]["edge-2"] = edge2
+    for name in ("broker-1", "broker-2", "broker-3"):
+        data["brokers"][name] = {"host": "127.0.0.1", "frontend_port": free_port(), "backend_port": free_port(),
+                                 "metrics_port": free_port()}  # fmt: skip
+    data["workers"]["worker-1"]["metrics_port"] = free_port()
+    path = tmp_path / "deploy.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path, data
+
+
+class Sampler(threading.Thread):
+    """Scrapes every component's /metrics every 0.25 s; remembers the families seen with a non-zero sample."""
+
+    def __init__(self, ports: dict[str, int]) -> None:
+        super().__init__(daemon=True)
+        self.ports, self.moved, self.stop = ports, {}, threading.Event()
+        self.started_s = time.monotonic()
+
+    def run(self) -> None:
+        while not self.stop.wait(0.25):
+            for component, port in self.ports.items():
+                try:
+                    body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2).read().decode()
+                except OSError:
+                    continue
+                for family in text_string_to_metric_families(body):
+                    for sample in family.samples:
+                        name = family_of(sample.name) or sample.name
+                        if name in METRICS and sample.value != 0 and not sample.name.endswith("_created"):
+                            self.moved.setdefault(name, (component, round(time.monotonic() - self.started_s, 1)))
+
+
+def _garbage_broker(ctx: zmq.Context, port: int, stop: threading.Event) -> threading.Thread:
+    """broker-3: a ROUTER answering every message with a frame that is not a vcascade header."""
+    sock = make_socket(ctx, zmq.ROUTER)
+    sock.bind(f"tcp://127.0.0.1:{port}")
+
+    def serve() -> None:
+        while not stop.is_set():
+            if sock.poll(100):
+                identity = sock.recv_multipart()[0]
+                sock.send_multipart([identity, b"\xc1 not msgpack"])
+        sock.close()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    return thread
+
+
+def _start(config: Path, kind: str, name: str, *extra: str) -> subprocess.Popen:
+    """A component process; stdout and stderr go to files beside the config (a full pipe would block it)."""
+    out, err = (open(config.parent / f"{name}.{ext}", "w") for ext in ("out", "err"))
+    with out, err:
+        return subprocess.Popen(
+            [sys.executable, "-m", "vcascade.cli", kind, "--config", str(config), "--name", name, *extra],
+            stdout=out, stderr=err, text=True,
+        )  # fmt: skip
+
+
+def _stderr(config: Path, name: str) -> str:
+    return (config.parent / f"{name}.err").read_text()
+
+
+def _send_malformed(ctx: zmq.Context, broker: dict) -> None:
+    """Garbage on broker-1's frontend and backend, and one ROI whose payload is not a JPEG."""
+    front = make_socket(ctx, zmq.DEALER)
+    front.connect(f"tcp://127.0.0.1:{broker['frontend_port']}")
+    back = make_socket(ctx, zmq.DEALER)
+    back.connect(f"tcp://127.0.0.1:{broker['backend_port']}")
+    front.send_multipart([b"\xc1 garbage"])
+    back.send_multipart([b"\xc1 garbage"])
+    roi = wire.Roi(roi_id="bad-jpeg-1", camera="cam-a", frame_seq=0, stream_ts_ms=0.0, capture_unix_ms=0.0,
+                   xyxy=(0.0, 0.0, 8.0, 8.0), crop_xyxy=(0, 0, 8, 8), class_id=0, score=0.9)  # fmt: skip
+    front.send_multipart([wire.encode(roi), b"not a jpeg"])
+    time.sleep(1.0)  # let them leave before LINGER cuts the sockets
+    front.close()
+    back.close()
+
+
+def test_every_metric_moves_when_its_event_happens(tmp_path, free_port, bikes_path, models_dir):
+    config, data = _deployment(tmp_path, free_port, bikes_path)
+    ports = {name: cfg["metrics_port"] for section in ("edges", "brokers", "workers")
+             for name, cfg in data[section].items() if name != "broker-3"}  # fmt: skip
+    staged = {name for name, spec in METRICS.items() if not spec.scenario.startswith(("covered:", "unstaged:"))}
+    ctx, stop_fake = zmq.Context(), threading.Event()
+    fake = _garbage_broker(ctx, data["brokers"]["broker-3"]["frontend_port"], stop_fake)
+    procs = {name: _start(config, "broker", name) for name in ("broker-1", "broker-2")}
+    procs["worker-1"] = _start(config, "worker", "worker-1")
+    for edge in ("edge-1", "edge-2"):
+        procs[edge] = _start(config, "edge", edge, "--model-dir", str(models_dir), "--log-level", "INFO",
+                             "--log-format", "json")  # fmt: skip
+    sampler = Sampler(ports)
+    sampler.start()
+    try:
+        deadline = time.monotonic() + DEADLINE_S
+        while "vcascade_worker_results_total" not in sampler.moved and time.monotonic() < deadline:
+            time.sleep(0.5)
+        _send_malformed(ctx, data["brokers"]["broker-1"])
+        while not staged <= set(sampler.moved) and time.monotonic() < deadline:
+            for name, proc in procs.items():
+                assert proc.poll() is None or name.startswith("edge"), f"{name}: {_stderr(config, name)[-3000:]}"
+            time.sleep(0.5)
+    finally:
+        sampler.stop.set()
+        for proc in procs.values():
+            if proc.poll() is None:
+                proc.terminate()
+        codes = {name: proc.wait(timeout=60) for name, proc in procs.items()}
+        stop_fake.set()
+        fake.join(timeout=5)
+        ctx.term()
+    print("first seen moving (component, s after start):", json.dumps(sampler.moved, indent=1))
+    assert not staged - set(sampler.moved), f"never moved: {sorted(staged - set(sampler.moved))}"
+    assert {n: _stderr(config, n)[-1500:] for n, code in codes.items() if code != 0} == {}
+    _check_edge_logs({name: _stderr(config, name) for name in procs if name.startswith("edge")})
+
+
+def _check_edge_logs(stderr: dict[str, str]) -> None:
+    """Our lines are JSON naming the component; INFO is per event, far fewer lines than the 250+ frames decoded."""
+    for name, text in stderr.items():
+        native = [line for line in text.splitlines() if line.strip() and not line.startswith("{")]
+        assert all(line.startswith("[") for line in native), native  # FFmpeg/OpenCV's own "[tcp @ ...]" lines
+        lines = [json.loads(line) for line in text.splitlines() if line.startswith("{")]
+        assert lines
+        assert all(line["component"] == "edge" and line["name"] == name for line in lines), text[-2000:]
+        info = [line["msg"] for line in lines if line["level"] == "INFO" and "cam-dead" not in line["msg"]]
+        assert len(info) < 40, info  # cam-dead logs each reconnect attempt: events, not frames
+
+
+@pytest.mark.parametrize("name", sorted(n for n, s in METRICS.items() if s.scenario.startswith("covered:")))
+def test_metrics_staged_elsewhere_are_asserted_there(name):
+    path = REPO / METRICS[name].scenario.removeprefix("covered:")
+    assert name in path.read_text(), f"{path} does not assert {name}"

@@ -1,0 +1,72 @@
+"""`vcascade status`: histogram percentiles like PromQL, rates, and a view of a real broker beside components
+that are not running (shown as unreachable, never a crash)."""
+
+from __future__ import annotations
+
+import io
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from rich.console import Console
+
+from broker.server import run_broker
+from vcascade.config import load_config
+from vcascade.promconfig import MetricsTarget
+from vcascade.status import Scrape, histogram_quantile, rate, run_status, scrape
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_histogram_quantile_interpolates_like_promql():
+    # 10 observations <= 0.1 s, 10 more in (0.1, 0.2], none above: cumulative counts by upper bound.
+    buckets = {0.1: 10.0, 0.2: 20.0, float("inf"): 20.0}
+    assert histogram_quantile(0.5, buckets) == pytest.approx(0.1)
+    assert histogram_quantile(0.25, buckets) == pytest.approx(0.05)
+    assert histogram_quantile(0.75, buckets) == pytest.approx(0.15)
+    assert histogram_quantile(0.99, {0.1: 0.0, 1.0: 0.0, float("inf"): 5.0}) == pytest.approx(1.0)  # in +Inf
+    assert histogram_quantile(0.5, {0.1: 0.0, float("inf"): 0.0}) is None
+
+
+def test_rate_is_the_counter_increase_per_second():
+    target = MetricsTarget("edge", "edge-1", "127.0.0.1", 1)
+    key = (("camera", "cam-a"), ("edge", "edge-1"))
+    before = Scrape(target, 10.0, {"vcascade_edge_frames_decoded_total": {key: 100.0}})
+    after = Scrape(target, 12.0, {"vcascade_edge_frames_decoded_total": {key: 150.0}})
+    assert rate(before, after, "vcascade_edge_frames_decoded_total", camera="cam-a") == pytest.approx(25.0)
+    assert rate(None, after, "vcascade_edge_frames_decoded_total") is None
+
+
+def test_unreachable_component_is_reported_not_raised(free_port):
+    result = scrape(MetricsTarget("worker", "worker-1", "127.0.0.1", free_port()), timeout_s=2)
+    assert result.error and not result.samples
+
+
+def test_status_shows_a_live_broker_and_unreachable_components(tmp_path, free_port):
+    data = yaml.safe_load((REPO / "configs" / "demo.yaml").read_text())
+    for section in ("edges", "workers"):
+        for cfg in data[section].values():
+            cfg["metrics_port"] = free_port()  # nothing listens there
+    data["brokers"]["broker-1"].update(frontend_port=free_port(), backend_port=free_port(), metrics_port=free_port())
+    config = tmp_path / "deploy.yaml"
+    config.write_text(yaml.safe_dump(data))
+    stop = threading.Event()
+    thread = threading.Thread(target=run_broker, args=(load_config(config), "broker-1", stop), daemon=True)
+    thread.start()
+    try:
+        port = data["brokers"]["broker-1"]["metrics_port"]
+        deadline = time.monotonic() + 30
+        while scrape(MetricsTarget("broker", "broker-1", "127.0.0.1", port)).error and time.monotonic() < deadline:
+            time.sleep(0.1)
+        out = io.StringIO()
+        assert run_status(config, once=True, interval_s=0.2, console=Console(file=out, width=200)) == 0
+    finally:
+        stop.set()
+        thread.join(timeout=30)
+    text = out.getvalue()
+    broker_line = next(line for line in text.splitlines() if "broker-1" in line and "not ready" in line)
+    assert "no worker registered" in broker_line
+    assert text.count("unreachable") == 2, text
+    assert "brokers" in text and "latency (ms)" in text
