@@ -282,19 +282,20 @@ class BrokerLink(threading.Thread):
         return True
 
     def _receive(self, index: int, sock: zmq.Socket) -> None:
-        """Take every waiting message from broker ``index``; any message proves the broker alive."""
+        """Take every waiting message from broker ``index``; any well-formed message proves the broker alive (a
+        peer that sends only garbage is not a broker, and must not be given ROIs)."""
         while True:
             try:
                 frames = sock.recv_multipart(zmq.NOBLOCK)
             except zmq.Again:
                 return
             received_s = time.perf_counter()
-            self._heard(index, received_s)
             try:
                 _, header, _ = wire.split_message(frames, 0)
             except wire.MalformedMessage as exc:
                 metrics.MALFORMED.labels(self.edge, exc.reason).inc()
                 continue
+            self._heard(index, received_s)
             if isinstance(header, (wire.Result, wire.Drop)):
                 self._on_answer(header, received_s)
             elif not isinstance(header, wire.Heartbeat):

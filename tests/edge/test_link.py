@@ -245,3 +245,20 @@ def test_without_any_live_broker_the_queue_drops_oldest_then_flows_when_one_come
     lines = _lines(tmp_path)
     assert [line["roi_id"] for line in lines if line["status"] == "ok"] == [f"{EDGE}-t-{n}" for n in (5, 6, 7)]
     assert sum(line.get("reason") == "no_broker" for line in lines) == 5
+
+
+def test_a_broker_sending_only_garbage_is_not_marked_alive(make_link):
+    """Regression: any message, even an undecodable one, used to mark its broker alive, so a peer answering
+    garbage on a broker's port was given ROIs that could only time out."""
+    link, (peer,) = make_link(1)
+    peer.beating = False
+    _until(lambda: peer.edges, [peer])  # the edge's own heartbeats reached it: we know its identity
+    before = _metric("vcascade_edge_malformed_messages_total", reason="not_msgpack")
+    for _ in range(10):
+        for identity in peer.edges:
+            peer.sock.send_multipart([identity, b"\xc1 not msgpack"])
+        time.sleep(INTERVAL_S)
+    _until(lambda: _metric("vcascade_edge_malformed_messages_total", reason="not_msgpack") >= before + 10, [peer])
+    assert not link.broker_states()["b0"]["up"]
+    peer.beating = True  # a real heartbeat then makes it alive
+    _until(lambda: link.broker_states()["b0"]["up"], [peer])
