@@ -11,7 +11,6 @@ broker, receives the result, closes the latency account (:mod:`edge.account`) an
 from __future__ import annotations
 
 import logging
-import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -24,6 +23,8 @@ import zmq
 
 from edge import metrics
 from edge.account import PendingRoi, tracked_record
+from edge.camera_set import CameraSet
+from edge.control import start_control
 from edge.detectors import Detector
 from edge.detectors import build_detector as open_detector
 from edge.frames import Frame, FrameSlots
@@ -32,7 +33,7 @@ from edge.link import BrokerLink
 from edge.roi import encode_jpeg, select_crops
 from edge.roi_policy import FOLLOWED_REASONS, Decision, RoiPolicy
 from edge.sinks import open_sinks
-from edge.source import STOP_JOIN_S, CameraReader
+from edge.source import CameraReader
 from edge.tracking import CameraTracker
 from vcascade import wire
 from vcascade.components import StopFlag
@@ -71,6 +72,16 @@ class EdgeNode:
         self._cameras = {
             cam: CameraTracking(dep.roi_policy_of(cam), self.cfg.roi.min_size_px) for cam in dep.cameras_of(name)
         }
+
+    def add_camera(self, camera: str, policy_cfg: RoiPolicyConfig) -> None:
+        """Start tracking a camera added at run time (detector thread), before its first frame."""
+        self._cameras[camera] = CameraTracking(policy_cfg, self.cfg.roi.min_size_px)
+        self.link.add_camera(camera)
+
+    def remove_camera(self, camera: str) -> None:
+        """Forget a removed camera's tracks and identities (detector thread), after its last frame."""
+        self._cameras.pop(camera, None)
+        self.identities.retain(camera, set())
 
     def process(self, frame: Frame) -> int:
         """Detect on one frame, then :meth:`handle_detections`. Returns the number of ROIs submitted."""
@@ -223,35 +234,42 @@ def run_edge(
     identities = IdentityCache(name)
     link = BrokerLink(name, dep, ctx, [*sinks, identities])
     node = EdgeNode(name, dep, detector, link, identities)
-    slots, readers_stop = FrameSlots(), threading.Event()
-    readers = [CameraReader(name, cam, cam_cfg, slots, readers_stop) for cam, cam_cfg in dep.cameras_of(name).items()]
+    slots = FrameSlots()
+    cameras = CameraSet(name, slots, node, cfg.roi.policy)
     link.start()
-    for reader in readers:
-        reader.start()
+    for cam, cam_cfg in dep.cameras_of(name).items():
+        cameras.start(cam, cam_cfg)
+    control = start_control(name, dep, ctx, cameras)  # None without control_port: the edge ends with its files
     started_s = last_report_s = time.perf_counter()
-    log.info("edge %s: %d cameras, run id %s", name, len(readers), node.run_id)
+    log.info("edge %s: %d cameras, run id %s", name, cameras.open_count(), node.run_id)
     try:
         while not stop.is_set():
+            if control is not None:
+                control.apply_pending()
             frames = slots.take_many(detector.frames_per_run, timeout_s=0.1)
             if frames:
                 node.process_batch(frames)
-            elif slots.finished():
+            elif slots.finished() and control is None:
                 break
+            elif slots.finished():
+                stop.wait(0.1)  # no camera now: wait for the control socket
             if report and time.perf_counter() - last_report_s >= REPORT_INTERVAL_S:
                 last_report_s = time.perf_counter()
-                report(snapshot(name, link, readers, started_s, final=False))
+                report(snapshot(name, link, cameras.readers(), started_s, final=False))
     finally:
-        readers_stop.set()
+        cameras.stop_all()
+        if control is not None:
+            control.close()
         if report:
-            link.drain(cfg.drain_timeout_s, on_tick=lambda: report(snapshot(name, link, readers, started_s, False)))
+            link.drain(cfg.drain_timeout_s,
+                       on_tick=lambda: report(snapshot(name, link, cameras.readers(), started_s, False)))
         else:
             link.drain(cfg.drain_timeout_s)
-        for reader in readers:  # a capture thread still inside FFmpeg at interpreter exit aborts the process
-            reader.join(timeout=STOP_JOIN_S + 1.0)
+        cameras.join_all()  # a capture thread still inside FFmpeg at interpreter exit aborts the process
         for sink in sinks:
             sink.close()
         ctx.term()
-    final = snapshot(name, link, readers, started_s, final=True)
+    final = snapshot(name, link, cameras.readers(), started_s, final=True)
     if report:
         report(final)
     return final
@@ -278,6 +296,8 @@ def snapshot(name: str, link: BrokerLink, readers: list[CameraReader], started_s
             "p50_ms": float(np.percentile(e2e, 50)) if len(e2e) else None,
             "p99_ms": float(np.percentile(e2e, 99)) if len(e2e) else None,
         }
+        if reader.removal is not None:  # removed at run time: ``closed`` once its books are final
+            cameras[reader.camera]["removal"] = reader.removal
     return {
         "component": "edge", "name": name, "final": final,
         "elapsed_s": time.perf_counter() - started_s, "cameras": cameras,

@@ -6,6 +6,8 @@
     vcascade keys generate DIR [--config FILE] [--name NAME ...] [--force]
                                                           CurveZMQ keypairs, one per component
     vcascade keys check --config FILE [--name NAME ...]   load the key files each component needs
+    vcascade camera add|remove|list --config FILE --edge NAME ...
+                                                          cameras of a running edge (vcascade/control_cli.py)
 
 Exit codes: 0 success, 1 run-time failure (a process failed, an ROI unaccounted, a model unavailable),
 2 invalid configuration or usage (one message per problem, no traceback).
@@ -23,6 +25,7 @@ from pathlib import Path
 
 from vcascade.components import COMPONENT_KINDS, run_component, setup_logging
 from vcascade.config import ConfigError, Deployment, load_config
+from vcascade.control_cli import add_camera_parser
 
 EXIT_FAILURE, EXIT_CONFIG = 1, 2
 
@@ -61,6 +64,7 @@ def _parser() -> argparse.ArgumentParser:
             _model_dir_option(one)
         one.set_defaults(handler=_one, kind=kind)
     _keys_parser(sub)
+    add_camera_parser(sub)
     return parser
 
 
