@@ -138,11 +138,10 @@ def _write_config(tmp_path: Path, h: Hosts) -> Path:
 
 def _start(ns: str, kind: str, name: str, config: Path, tmp_path: Path, *extra: str) -> subprocess.Popen:
     """``vcascade KIND --config FILE --name NAME`` inside namespace ``ns``; output to files (never a full pipe)."""
-    out = open(tmp_path / f"{name}.out", "w")  # noqa: SIM115 (closed with the process, see _stop)
-    err = open(tmp_path / f"{name}.err", "w")  # noqa: SIM115
     cmd = ["ip", "netns", "exec", ns, sys.executable, "-m", "vcascade.cli", kind,
            "--config", str(config), "--name", name, *extra]
-    return subprocess.Popen(cmd, stdout=out, stderr=err, text=True, cwd=tmp_path)
+    with open(tmp_path / f"{name}.out", "w") as out, open(tmp_path / f"{name}.err", "w") as err:
+        return subprocess.Popen(cmd, stdout=out, stderr=err, text=True, cwd=tmp_path)  # the child keeps its copies
 
 
 def _lines(path: Path) -> list[dict]:

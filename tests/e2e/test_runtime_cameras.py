@@ -60,11 +60,11 @@ def _write_config(tmp_path: Path, free_port) -> Path:
 
 
 def _start(kind: str, name: str, config: Path, tmp_path: Path, *extra: str) -> subprocess.Popen:
-    out, err = open(tmp_path / f"{name}.out", "w"), open(tmp_path / f"{name}.err", "w")  # noqa: SIM115
-    return subprocess.Popen(
-        [sys.executable, "-m", "vcascade.cli", kind, "--config", str(config), "--name", name, *extra],
-        stdout=out, stderr=err, text=True, cwd=tmp_path,
-    )
+    with open(tmp_path / f"{name}.out", "w") as out, open(tmp_path / f"{name}.err", "w") as err:
+        return subprocess.Popen(  # the child keeps its own copies of the two files
+            [sys.executable, "-m", "vcascade.cli", kind, "--config", str(config), "--name", name, *extra],
+            stdout=out, stderr=err, text=True, cwd=tmp_path,
+        )
 
 
 def _camera(config: Path, *args: str, timeout_s: float = 240) -> subprocess.CompletedProcess:
