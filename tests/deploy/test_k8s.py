@@ -60,7 +60,7 @@ def _deployment_file(objects: list[dict], tmp_path: Path) -> Deployment:
 def test_every_rendered_object_validates_against_the_kubernetes_schema(k8s_copy, variant):
     objects = _render(k8s_copy, variant)
     kinds = sorted({o["kind"] for o in objects})
-    assert kinds == ["ConfigMap", "Deployment", "HorizontalPodAutoscaler", "Secret", "Service"]
+    assert kinds == ["ConfigMap", "Deployment", "HorizontalPodAutoscaler", "NetworkPolicy", "Secret", "Service"]
     for obj in objects:
         kubernetes_validate.validate(obj, K8S_VERSION, strict=True)  # raises ValidationError with the path
 
@@ -95,10 +95,13 @@ def test_pods_run_the_components_of_their_deployment_file(k8s_copy, variant, tmp
         assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
         assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
         assert pod["spec"]["securityContext"]["runAsNonRoot"] is True
+        assert pod["spec"]["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
     edge = dep.edges["edge-1"]
     edge_ports = {p["name"]: p["containerPort"] for p in deployments["vcascade-edge-1"]["spec"]["template"]["spec"]["containers"][0]["ports"]}
     assert edge_ports["control"] == edge.control_port and edge.host == "vcascade-edge-1"
     broker = dep.brokers["broker-1"]
+    policy = _one(objects, "NetworkPolicy", "vcascade-broker")["spec"]["ingress"]
+    assert [rule["ports"][0]["port"] for rule in policy] == [broker.frontend_port, broker.backend_port, broker.metrics_port]
     service = _one(objects, "Service", broker.host)
     assert {p["name"]: p["port"] for p in service["spec"]["ports"]} == {
         "frontend": broker.frontend_port, "backend": broker.backend_port, "metrics": broker.metrics_port
