@@ -224,6 +224,7 @@ def run_edge(
     Raises:
         vcascade.models.ModelUnavailable: the detector model is missing and cannot be fetched.
         MetricsPortInUse: the metrics port is taken.
+        vcascade.security.SecurityError, zmq.ZMQError: the control socket's keys are missing or its port is taken.
     """
     cfg = dep.edges[name]
     cv2.setNumThreads(cfg.opencv_threads)
@@ -236,10 +237,10 @@ def run_edge(
     node = EdgeNode(name, dep, detector, link, identities)
     slots = FrameSlots()
     cameras = CameraSet(name, slots, node, cfg.roi.policy)
+    control = start_control(name, dep, ctx, cameras)  # None without control_port: the edge ends with its files
     link.start()
     for cam, cam_cfg in dep.cameras_of(name).items():
         cameras.start(cam, cam_cfg)
-    control = start_control(name, dep, ctx, cameras)  # None without control_port: the edge ends with its files
     started_s = last_report_s = time.perf_counter()
     log.info("edge %s: %d cameras, run id %s", name, cameras.open_count(), node.run_id)
     try:
