@@ -27,6 +27,7 @@ from __future__ import annotations
 import logging
 import os
 import queue
+import socket
 import threading
 import time
 from typing import Callable
@@ -123,7 +124,7 @@ class _Worker:
         self.security = deployment.security
         self.ready_interval_s = deployment.heartbeat.interval_s
         self.liveness_s = deployment.heartbeat.liveness * deployment.heartbeat.interval_s
-        self.identity = f"{name}-{os.getpid()}"
+        self.identity = f"{name}-{socket.gethostname()}-{os.getpid()}"  # replicas of one name (containers: pid 1)
         self.last_heard_s = [0.0] * len(self.endpoints)  # per broker socket, time.monotonic()
         self.reconnect_wait_s = [self.liveness_s] * len(self.endpoints)  # per broker socket, back-off
         self.heard_s: list[float | None] = [None] * len(self.endpoints)  # per broker, last message (readiness)

@@ -101,6 +101,26 @@ class FrameSlots:
             self._open.discard(camera)
             self._cond.notify_all()
 
+    def remove_camera(self, camera: str) -> int:
+        """Forget a camera removed at run time (its reader has finished). Returns its queued frames, discarded."""
+        with self._cond:
+            discarded = len(self._slots.pop(camera, ()))
+            self._policy.pop(camera, None)
+            self._open.discard(camera)
+            self.skipped.pop(camera, None)
+            if camera in self._order:
+                index = self._order.index(camera)
+                self._order.remove(camera)
+                if self._next > index:
+                    self._next -= 1  # keep the round-robin position of the other cameras
+            self._cond.notify_all()
+            return discarded
+
+    def queued(self, camera: str) -> int:
+        """Frames of ``camera`` waiting for the detector (0 for an unknown camera)."""
+        with self._cond:
+            return len(self._slots.get(camera, ()))
+
     def finished(self) -> bool:
         """True when every camera is closed and every queued frame has been taken."""
         with self._cond:

@@ -74,6 +74,11 @@ class BrokerLink(threading.Thread):
             self._identities.append(identity)
             metrics.BROKER_UP.labels(edge, name).set(0)
 
+    def add_camera(self, camera: str) -> None:
+        """Open the books of a camera added at run time (a camera added again continues its earlier books)."""
+        with self._lock:
+            self.tally.setdefault(camera, CameraTally())
+
     def tally_copy(self) -> dict[str, CameraTally]:
         """A consistent copy of the per-camera accounting, safe to read from any thread."""
         with self._lock:

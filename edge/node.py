@@ -11,7 +11,6 @@ broker, receives the result, closes the latency account (:mod:`edge.account`) an
 from __future__ import annotations
 
 import logging
-import threading
 import time
 import uuid
 from collections import deque
@@ -25,6 +24,8 @@ import zmq
 
 from edge import metrics
 from edge.account import PendingRoi, tracked_record
+from edge.camera_set import CameraSet
+from edge.control import start_control
 from edge.detectors import Detector
 from edge.detectors import build_detector as open_detector
 from edge.frames import Frame, FrameSlots
@@ -34,11 +35,11 @@ from edge.roi import encode_jpeg, select_crops
 from edge.roi_policy import FOLLOWED_REASONS, Decision, RoiPolicy
 from edge.routing import ClassRouter
 from edge.sinks import open_sinks
-from edge.source import STOP_JOIN_S, CameraReader
+from edge.source import CameraReader
 from edge.tracking import CameraTracker
 from vcascade import wire
 from vcascade.components import StopFlag
-from vcascade.config import Deployment, RoiPolicyConfig
+from vcascade.config import CameraConfig, Deployment, RoiPolicyConfig
 from vcascade.detections import Detections
 from vcascade.models import ensure_detector_model
 from vcascade.health import READINESS
@@ -85,6 +86,7 @@ class EdgeNode:
         self, name: str, dep: Deployment, detector: Detector, link: BrokerLink, identities: IdentityCache
     ) -> None:
         self.name, self.cfg, self.detector, self.link = name, dep.edges[name], detector, link
+        self._dep = dep
         self.identities = identities
         self.run_id = uuid.uuid4().hex[:8]
         self._counter = 0
@@ -100,6 +102,19 @@ class EdgeNode:
         empty for a camera this node does not track."""
         cam = self._cameras.get(camera)
         return cam.frame_age_stats() if cam is not None else {}
+
+    def add_camera(self, camera: str, cam_cfg: CameraConfig) -> None:
+        """Start tracking a camera added at run time (detector thread), before its first frame: its own ROI policy
+        or the edge's, and its own routes or the edge's (:meth:`Deployment.routes_for`)."""
+        policy = cam_cfg.roi_policy or self.cfg.roi.policy
+        router = ClassRouter(self._dep.routes_for(self.name, cam_cfg), self.detector.class_names)
+        self._cameras[camera] = CameraTracking(policy, self.cfg.roi.min_size_px, router)
+        self.link.add_camera(camera)
+
+    def remove_camera(self, camera: str) -> None:
+        """Forget a removed camera's tracks and identities (detector thread), after its last frame."""
+        self._cameras.pop(camera, None)
+        self.identities.retain(camera, set())
 
     def process(self, frame: Frame) -> int:
         """Detect on one frame, then :meth:`handle_detections`. Returns the number of ROIs submitted."""
@@ -248,6 +263,7 @@ def run_edge(
     Raises:
         vcascade.models.ModelUnavailable: the detector model is missing and cannot be fetched.
         MetricsPortInUse: the metrics port is taken.
+        vcascade.security.SecurityError, zmq.ZMQError: the control socket's keys are missing or its port is taken.
     """
     cfg = dep.edges[name]
     cv2.setNumThreads(cfg.opencv_threads)
@@ -258,45 +274,52 @@ def run_edge(
     identities = IdentityCache(name)
     link = BrokerLink(name, dep, ctx, [*sinks, identities])
     node = EdgeNode(name, dep, detector, link, identities)
-    slots, readers_stop = FrameSlots(), threading.Event()
-    readers = [CameraReader(name, cam, cam_cfg, slots, readers_stop) for cam, cam_cfg in dep.cameras_of(name).items()]
-    _register_readiness(name, link, readers)
+    slots = FrameSlots()
+    cameras = CameraSet(name, slots, node)
+    control = start_control(name, dep, ctx, cameras)  # None without control_port: the edge ends with its files
+    _register_readiness(name, link, cameras.readers)
     link.start()
-    for reader in readers:
-        reader.start()
+    for cam, cam_cfg in dep.cameras_of(name).items():
+        cameras.start(cam, cam_cfg)
     started_s = last_report_s = time.perf_counter()
-    log.info("edge %s: %d cameras, run id %s", name, len(readers), node.run_id)
+    log.info("edge %s: %d cameras, run id %s", name, cameras.open_count(), node.run_id)
     try:
         while not stop.is_set():
+            if control is not None:
+                control.apply_pending()
             frames = slots.take_many(detector.frames_per_run, timeout_s=0.1)
             if frames:
                 node.process_batch(frames)
-            elif slots.finished():
+            elif slots.finished() and control is None:
                 break
+            elif slots.finished():
+                stop.wait(0.1)  # no camera now: wait for the control socket
             if report and time.perf_counter() - last_report_s >= REPORT_INTERVAL_S:
                 last_report_s = time.perf_counter()
-                report(snapshot(name, link, readers, started_s, final=False, node=node))
+                report(snapshot(name, link, cameras.readers(), started_s, final=False, node=node))
     finally:
         READINESS.remove(f"edge:{name}:")
-        readers_stop.set()
+        cameras.stop_all()
+        if control is not None:
+            control.close()
         if report:
             link.drain(
-                cfg.drain_timeout_s, on_tick=lambda: report(snapshot(name, link, readers, started_s, False, node=node))
+                cfg.drain_timeout_s,
+                on_tick=lambda: report(snapshot(name, link, cameras.readers(), started_s, False, node=node)),
             )
         else:
             link.drain(cfg.drain_timeout_s)
-        for reader in readers:  # a capture thread still inside FFmpeg at interpreter exit aborts the process
-            reader.join(timeout=STOP_JOIN_S + 1.0)
+        cameras.join_all()  # a capture thread still inside FFmpeg at interpreter exit aborts the process
         for sink in sinks:
             sink.close()
         ctx.term()
-    final = snapshot(name, link, readers, started_s, final=True, node=node)
+    final = snapshot(name, link, cameras.readers(), started_s, final=True, node=node)
     if report:
         report(final)
     return final
 
 
-def _register_readiness(name: str, link: BrokerLink, readers: list[CameraReader]) -> None:
+def _register_readiness(name: str, link: BrokerLink, readers: Callable[[], list[CameraReader]]) -> None:
     """``/readyz`` of this edge: at least one broker link alive, and at least one camera streaming or a file
     camera not yet ended (:mod:`vcascade.health`)."""
 
@@ -305,8 +328,9 @@ def _register_readiness(name: str, link: BrokerLink, readers: list[CameraReader]
         return up, "" if up else "no broker alive"
 
     def cameras() -> tuple[bool, str]:
-        ok = any(r.state == "streaming" or (not r.live and r.state not in ("ended", "failed")) for r in readers)
-        return ok, "" if ok else "no camera streaming: " + ", ".join(f"{r.camera}={r.state}" for r in readers)
+        now = readers()
+        ok = any(r.state == "streaming" or (not r.live and r.state not in ("ended", "failed")) for r in now)
+        return ok, "" if ok else "no camera streaming: " + ", ".join(f"{r.camera}={r.state}" for r in now)
 
     READINESS.add_check(f"edge:{name}:brokers", brokers)
     READINESS.add_check(f"edge:{name}:cameras", cameras)
@@ -341,6 +365,8 @@ def snapshot(
         }
         if node is not None:
             cameras[reader.camera].update(node.camera_stats(reader.camera))
+        if reader.removal is not None:  # removed at run time: ``closed`` once its books are final
+            cameras[reader.camera]["removal"] = reader.removal
     return {
         "component": "edge", "name": name, "final": final,
         "elapsed_s": time.perf_counter() - started_s, "cameras": cameras,

@@ -75,6 +75,8 @@ class CameraReader(threading.Thread):
         rate_skipped: frames not handed over because of ``detect_fps``.
         corrupt_frames: frames counted lost or unusable (see :class:`edge.timing.PtsMonitor`).
         loops: times a ``loop: true`` file started again.
+        removal: None, or for a camera removed at run time ``removing`` (reader stopping, ROIs in flight) and
+            then ``closed`` (its books are final); set by :class:`edge.camera_set.CameraSet`.
     """
 
     def __init__(self, edge: str, name: str, cfg: CameraConfig, slots: FrameSlots, stop: threading.Event) -> None:
@@ -85,6 +87,7 @@ class CameraReader(threading.Thread):
         self.machine = CameraStateMachine(edge, name)
         self.error: str | None = None
         self.frames = self.reconnects = self.rate_skipped = self.corrupt_frames = self.loops = 0
+        self.removal: str | None = None
         self._blocked_done_s = 0.0
         self.session: CaptureSession | None = None
         self._backoff = Backoff(cfg.backoff_initial_s, cfg.backoff_max_s)

@@ -9,6 +9,8 @@
     vcascade prometheus-config FILE [--scrape-interval S] [--rule-file F ...] [-o OUT]
                                                           Prometheus scrape config, one job per component kind
     vcascade status FILE [--once] [--interval S]          live view of every component's metrics endpoint
+    vcascade camera add|remove|list --config FILE --edge NAME ...
+                                                          cameras of a running edge (vcascade/control_cli.py)
 
 Exit codes: 0 success, 1 run-time failure (a process failed, an ROI unaccounted, a model unavailable),
 2 invalid configuration or usage (one message per problem, no traceback).
@@ -27,6 +29,7 @@ from pathlib import Path
 from vcascade.components import COMPONENT_KINDS, run_component
 from vcascade.config import ConfigError, Deployment, load_config
 from vcascade.logs import FORMAT_ENV, LOG_FORMATS, configure_logging
+from vcascade.control_cli import add_camera_parser
 
 EXIT_FAILURE, EXIT_CONFIG = 1, 2
 
@@ -71,6 +74,7 @@ def _parser() -> argparse.ArgumentParser:
 
     promconfig.add_parser(sub)
     status.add_parser(sub)
+    add_camera_parser(sub)
     return parser
 
 

@@ -280,6 +280,8 @@ def _check_ports(dep: Deployment) -> list[str]:
     bound: list[tuple[str, int]] = []
     for name, edge in dep.edges.items():
         bound.append((f"edges.{name}.metrics_port", edge.metrics_port))
+        if edge.control_port is not None:
+            bound.append((f"edges.{name}.control_port", edge.control_port))
     for name, broker in dep.brokers.items():
         bound.append((f"brokers.{name}.metrics_port", broker.metrics_port))
         bound.append((f"brokers.{name}.frontend_port", broker.frontend_port))
@@ -307,6 +309,14 @@ def _check_security(dep: Deployment) -> list[str]:
             problems.append(
                 f"brokers.{name}.{key} = {address!r}: expected a loopback address while security.curve.enabled is "
                 "false (enable CurveZMQ, or set security.allow_plaintext_remote: true on a trusted network)"
+            )
+    for name, edge in dep.edges.items():
+        address = edge.bind or edge.host
+        if edge.control_port is not None and not _is_loopback(address):
+            key = "bind" if edge.bind else "host"
+            problems.append(
+                f"edges.{name}.{key} = {address!r}: expected a loopback address for the control socket while "
+                "security.curve.enabled is false (enable CurveZMQ, or set security.allow_plaintext_remote: true)"
             )
     return problems
 

