@@ -32,6 +32,7 @@ import time
 from typing import Callable
 
 import cv2
+import numpy as np
 import torch
 import zmq
 
@@ -40,8 +41,8 @@ from center.heads import EmbeddingHead
 from center.metrics import WorkerTelemetry
 from center.microbatch import MicroBatch, RoiItem
 from center.outbox import Outbox
-from center.preprocess import PreprocessSpec, to_device
-from center.recognizer import load_stages
+from center.preprocess import PreprocessSpec
+from center.runtimes import as_numpy, load_recognizer_stages, stage_input
 from center.stages import StageEngine
 from vcascade import wire
 from vcascade.config import Deployment
@@ -123,7 +124,8 @@ class _Worker:
         self.spec = PreprocessSpec.from_config(recognizer)
         self.first_device = cfg.devices[0]
         self.head = EmbeddingHead(recognizer.head.match_threshold, recognizer.head.max_identities)
-        stages = load_stages(recognizer, cfg.devices)
+        self.recognizer = recognizer
+        stages = load_recognizer_stages(recognizer, cfg.devices)
         self.engine = StageEngine(
             stages, cfg.stage_queue, self._emit_results, self._fail_batch, self.telemetry.stage_computed
         )
@@ -290,7 +292,7 @@ class _Worker:
         self._drop_items(stale, "stale")
         try:
             prepared = preprocess_items(fresh, self.spec)
-            tensor = to_device(prepared.batch, self.first_device) if prepared.items else None
+            tensor = stage_input(self.recognizer, prepared.batch, self.first_device) if prepared.items else None
         except Exception:  # noqa: BLE001 - a bad micro-batch must not stop the batcher
             log.exception("worker %s: preprocess failed", self.name)
             self._drop_items(fresh, "preprocess_error")
@@ -307,7 +309,7 @@ class _Worker:
 
     def _emit_results(self, batch: MicroBatch) -> None:
         """Engine sink (head thread): embeddings -> identities -> one Result per ROI."""
-        embeddings = batch.data[0].detach().to("cpu").float().reshape(len(batch.items), -1).numpy()
+        embeddings = as_numpy(batch.data[0]).astype(np.float32, copy=False).reshape(len(batch.items), -1)
         matches = self.head(embeddings)
         t_done = time.perf_counter()
         for row, (item, match) in enumerate(zip(batch.items, matches)):

@@ -29,6 +29,7 @@ SECTIONS = [
     ("`edges.<name>.sinks[]` with `type: zmq_pub`", config.ZmqPubSinkConfig),
     ("`brokers.<name>`", config.BrokerConfig),
     ("`recognizers.<name>` with `type: torch`", config.TorchRecognizerConfig),
+    ("`recognizers.<name>` with `type: onnx`", config.OnnxRecognizerConfig),
     ("`recognizers.<name>.head` with `type: embedding`", config.EmbeddingHeadConfig),
     ("`workers.<name>`", config.WorkerConfig),
     ("`security`", config.SecurityConfig),
