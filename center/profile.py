@@ -18,6 +18,7 @@ Nothing is cached on disk.
 
 from __future__ import annotations
 
+import difflib
 import json
 import statistics
 import tempfile
@@ -69,10 +70,13 @@ class ModelProfile:
             ValueError: a name where no segment begins (lists a few valid names).
         """
         index = {s.begins_at: i for i, s in enumerate(self.segments) if s.begins_at is not None}
-        unknown = [name for name in split_points if name not in index]
-        if unknown:
-            names = list(index)
-            raise ValueError(f"split point {unknown[0]!r} is not a profiled unit boundary; valid: {names[:5]} ... ({len(names)})")
+        for name in split_points:
+            if name not in index:
+                near = difflib.get_close_matches(name, list(index), n=5) or list(index)[:5]
+                raise ValueError(
+                    f"split point {name!r} is not a place where this model can be split; {len(index)} valid "
+                    f"split points, e.g. {', '.join(near)}"
+                )
         return [index[name] for name in split_points]
 
     def split_points_of(self, cuts: Sequence[int]) -> list[str]:

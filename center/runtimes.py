@@ -43,13 +43,13 @@ class Runtime:
 
     Attributes:
         load_model: ``(cfg, model_dir) -> model`` (an ``nn.Module`` or an ``onnx.ModelProto``).
-        profile: ``(model, sample) -> ModelProfile``; ``sample`` is (N, 3, H, W) float32 numpy.
+        profile: ``(model, cfg, sample) -> ModelProfile``; ``sample`` is (N, 3, H, W) float32 numpy.
         build: ``(model, cfg, split_points, devices) -> stages``.
         takes_torch: the first stage wants a torch tensor on its device (else a numpy array).
     """
 
     load_model: Callable[[Any, str | None], Any]
-    profile: Callable[[Any, np.ndarray], ModelProfile]
+    profile: Callable[[Any, Any, np.ndarray], ModelProfile]
     build: Callable[[Any, Any, Sequence[str], Sequence[str]], list[Stage]]
     takes_torch: bool
 
@@ -80,13 +80,13 @@ def _onnx_build(model, cfg: OnnxRecognizerConfig, split_points, devices) -> list
 RUNTIMES: dict[str, Runtime] = {
     "torch": Runtime(
         load_model=lambda cfg, model_dir: build_model(cfg),
-        profile=lambda model, sample: profile_torch(model, torch.from_numpy(sample)),
+        profile=lambda model, cfg, sample: profile_torch(model, torch.from_numpy(sample)),
         build=_torch_build,
         takes_torch=True,
     ),
     "onnx": Runtime(
         load_model=lambda cfg, model_dir: load_onnx(resolve_onnx_model(cfg.model, model_dir)),
-        profile=lambda model, sample: profile_onnx(model, sample),
+        profile=lambda model, cfg, sample: profile_onnx(model, sample, intra_op_threads=cfg.intra_op_threads),
         build=_onnx_build,
         takes_torch=False,
     ),
@@ -140,7 +140,7 @@ def load_recognizer_stages(
     split_points = rec_cfg.split_points
     if split_points == "auto":
         sample = default_sample(rec_cfg) if sample_batch is None else sample_batch
-        profile = runtime.profile(model, sample)
+        profile = runtime.profile(model, rec_cfg, sample)
         plan = auto_plan(profile, len(devices))
         split_points = profile.split_points_of(plan.cuts)
         log.info("auto split points %s: predicted stage ms %s (ratio %.2f)", split_points,

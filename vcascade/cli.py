@@ -6,6 +6,8 @@
     vcascade keys generate DIR [--config FILE] [--name NAME ...] [--force]
                                                           CurveZMQ keypairs, one per component
     vcascade keys check --config FILE [--name NAME ...]   load the key files each component needs
+    vcascade plan FILE [--worker NAME] [--batch N] [--model-dir DIR]
+                                                          profile recognizers, show their stage split
 
 Exit codes: 0 success, 1 run-time failure (a process failed, an ROI unaccounted, a model unavailable),
 2 invalid configuration or usage (one message per problem, no traceback).
@@ -61,6 +63,9 @@ def _parser() -> argparse.ArgumentParser:
             _model_dir_option(one)
         one.set_defaults(handler=_one, kind=kind)
     _keys_parser(sub)
+    from vcascade.plan import add_plan_parser
+
+    add_plan_parser(sub)
     return parser
 
 
