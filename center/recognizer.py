@@ -100,10 +100,28 @@ def split_model(model: nn.Module, split_points: Sequence[str], example: torch.Te
         return [model]
     from torch.distributed.pipelining import SplitPoint, pipeline
 
-    with warnings.catch_warnings():  # torch 2.13's own pipelining code trips a deprecation of its pytree API
-        warnings.filterwarnings("ignore", message=".*LeafSpec.*", category=FutureWarning)
-        pipe = pipeline(model, mb_args=(example,), split_spec={name: SplitPoint.BEGINNING for name in split_points})
+    modules = dict(model.named_modules())
+    saved = {name: modules[name].__dict__.get("forward") for name in split_points if name in modules}
+    try:
+        with warnings.catch_warnings():  # torch 2.13's own pipelining code trips a deprecation of its pytree API
+            warnings.filterwarnings("ignore", message=".*LeafSpec.*", category=FutureWarning)
+            pipe = pipeline(model, mb_args=(example,), split_spec={name: SplitPoint.BEGINNING for name in split_points})
+    finally:
+        _restore_forwards(modules, saved)
     return [pipe.get_stage_module(i).eval() for i in range(pipe.num_stages)]
+
+
+def _restore_forwards(modules: dict[str, nn.Module], saved: dict[str, object]) -> None:
+    """Undo ``pipeline()``'s in-place patch of each split-point module's ``forward`` (torch 2.13's
+    ``annotate_split_points`` leaves it, marked "TODO: make this implementation out-of-place"): without this,
+    a model split twice keeps its earlier split points, or recurses when a point is split at again."""
+    for name, forward in saved.items():
+        module = modules[name]
+        module.__dict__.pop("_orig_forward", None)
+        if forward is None:
+            module.__dict__.pop("forward", None)
+        else:
+            module.__dict__["forward"] = forward
 
 
 def as_activations(output) -> Activations:
