@@ -21,6 +21,7 @@ from typing import Any
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from vcascade.config import Deployment, load_config
 
@@ -92,20 +93,25 @@ def stage_rows(wp: WorkerPlan, plan) -> list[tuple[str, str, str, str, int, floa
 def render(console: Console, wp: WorkerPlan) -> None:
     """Print the worker's table(s): the split in use, and the auto choice beside explicit split points."""
     mode = "explicit" if wp.explicit else "auto"
-    batch = wp.profile.batch
-    console.print(_table(wp, wp.plan, f"{wp.worker}: {wp.recognizer} ({wp.runtime}), {mode} split points "
-                                      f"{list(wp.split_points)}, micro-batch {batch}"))  # fmt: skip
+    _header(console, f"{wp.worker}: {wp.recognizer} ({wp.runtime}), {mode} split points {list(wp.split_points)}, "
+                     f"micro-batch {wp.profile.batch}")  # fmt: skip
+    console.print(_table(wp, wp.plan))
     if wp.explicit:
-        console.print(_table(wp, wp.auto_plan, f"{wp.worker}: auto would choose {list(wp.auto_points)}"))
+        _header(console, f"{wp.worker}: auto would choose {list(wp.auto_points)}")
+        console.print(_table(wp, wp.auto_plan))
 
 
-def _table(wp: WorkerPlan, plan, title: str) -> Table:
-    table = Table(title=title, caption=f"balance ratio (slowest / mean stage): {plan.ratio:.2f}")
+def _header(console: Console, text: str) -> None:
+    console.print(text, style="bold", markup=False, highlight=False, soft_wrap=True)
+
+
+def _table(wp: WorkerPlan, plan) -> Table:
+    table = Table(caption=f"balance ratio (slowest / mean stage): {plan.ratio:.2f}")
     for name, justify in [("stage", "right"), ("device", "left"), ("first layer", "left"), ("last layer", "left"),
                           ("layers", "right"), ("predicted ms", "right"), ("share", "right")]:  # fmt: skip
         table.add_column(name, justify=justify)
     for stage, device, first, last, count, ms, share in stage_rows(wp, plan):
-        table.add_row(stage, device, first, last, str(count), f"{ms:.1f}", f"{share:.0f}%")
+        table.add_row(stage, Text(device), Text(first), Text(last), str(count), f"{ms:.1f}", f"{share:.0f}%")
     return table
 
 
