@@ -79,6 +79,26 @@ class ModelProfile:
                 )
         return [index[name] for name in split_points]
 
+    def calibrated(self, cuts: Sequence[int], measured_ms: Sequence[float]) -> "ModelProfile":
+        """This profile with each stage's segments scaled so the stages of ``cuts`` sum to ``measured_ms``.
+
+        Used once the stages exist: ``measured_ms[k]`` is stage k's measured time (ms per micro-batch), which
+        also holds what per-unit timing misses (ONNX Runtime's fusions at the ALL level, hand-over between
+        stages). A stage predicted at 0 ms keeps its costs.
+
+        Raises:
+            ValueError: ``len(measured_ms) != len(cuts) + 1``.
+        """
+        if len(measured_ms) != len(cuts) + 1:
+            raise ValueError(f"{len(cuts) + 1} stages but {len(measured_ms)} measured times")
+        bounds = [0, *cuts, len(self.segments)]
+        scaled = []
+        for (a, b), measured in zip(zip(bounds, bounds[1:]), measured_ms):
+            predicted = sum(s.cost_ms for s in self.segments[a:b])
+            factor = measured / predicted if predicted > 0 else 1.0
+            scaled.extend(Segment(s.begins_at, s.layers, s.cost_ms * factor) for s in self.segments[a:b])
+        return ModelProfile(tuple(scaled), self.batch)
+
     def split_points_of(self, cuts: Sequence[int]) -> list[str]:
         """The split-point names of segment indices (the inverse of :meth:`cuts_of`)."""
         return [self.segments[i].begins_at for i in cuts]

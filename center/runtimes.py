@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import logging
 import os
+import statistics
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -117,13 +119,67 @@ def explicit_plan(profile: ModelProfile, split_points: Sequence[str]) -> Plan:
     return plan_for_cuts(profile.costs_ms, profile.cuts_of(split_points))
 
 
+@dataclass(frozen=True)
+class AutoSplit:
+    """What ``split_points: auto`` chose.
+
+    Attributes:
+        split_points: the chosen split-point names (K-1).
+        plan: their predicted per-stage ms on the calibrated profile.
+        profile: the profile, calibrated with the first stages' measured times (:meth:`ModelProfile.calibrated`).
+        stages: the stages built at ``split_points``, on the given devices.
+    """
+
+    split_points: tuple[str, ...]
+    plan: Plan
+    profile: ModelProfile
+    stages: list
+
+
+def auto_split(runtime: Runtime, model: Any, rec_cfg: RecognizerConfig, devices: Sequence[str],
+               sample: np.ndarray) -> AutoSplit:  # fmt: skip
+    """Profile, balance, build; then time the built stages on ``sample``, rescale the profile per stage to those
+    times and balance again, rebuilding once if the choice moves (per-unit times miss cross-unit effects such
+    as ONNX Runtime's fusions; measured stage times do not).
+
+    Raises:
+        ValueError: fewer cut points than ``len(devices) - 1``; RuntimeError: an unavailable device.
+    """
+    profile = runtime.profile(model, rec_cfg, sample)
+    plan = auto_plan(profile, len(devices))
+    stages = runtime.build(model, rec_cfg, profile.split_points_of(plan.cuts), devices)
+    if len(devices) > 1:
+        first_input = stage_input(rec_cfg, sample, devices[0])
+        profile = profile.calibrated(plan.cuts, measure_stages(stages, first_input))
+        calibrated = auto_plan(profile, len(devices))
+        if calibrated.cuts != plan.cuts:
+            stages = runtime.build(model, rec_cfg, profile.split_points_of(calibrated.cuts), devices)
+        plan = calibrated
+    return AutoSplit(tuple(profile.split_points_of(plan.cuts)), plan, profile, stages)
+
+
+def measure_stages(stages: Sequence[Stage], x: Any, runs: int = 3) -> list[float]:
+    """Median time of each stage on the activations the previous one produced from ``x``, ms (one warm-up)."""
+    activations, times_ms = (x,), []
+    for stage in stages:
+        stage(activations)
+        samples = []
+        for _ in range(runs):
+            start = time.perf_counter()
+            output = stage(activations)
+            samples.append((time.perf_counter() - start) * 1e3)
+        times_ms.append(statistics.median(samples))
+        activations = output
+    return times_ms
+
+
 def load_recognizer_stages(
     rec_cfg: RecognizerConfig,
     devices: Sequence[str],
     sample_batch: np.ndarray | None = None,
     model_dir: str | os.PathLike[str] | None = None,
 ) -> list[Stage]:
-    """Load, split (profiling first when ``split_points`` is ``auto``) and place the recognizer, one stage per device.
+    """Load, split (``split_points: auto``: see :func:`auto_split`) and place the recognizer, one stage per device.
 
     Args:
         rec_cfg: a recognizer config (torch or onnx).
@@ -137,15 +193,13 @@ def load_recognizer_stages(
     """
     runtime = runtime_of(rec_cfg)
     model = runtime.load_model(rec_cfg, model_dir)
-    split_points = rec_cfg.split_points
-    if split_points == "auto":
-        sample = default_sample(rec_cfg) if sample_batch is None else sample_batch
-        profile = runtime.profile(model, rec_cfg, sample)
-        plan = auto_plan(profile, len(devices))
-        split_points = profile.split_points_of(plan.cuts)
-        log.info("auto split points %s: predicted stage ms %s (ratio %.2f)", split_points,
-                 [round(ms, 1) for ms in plan.stage_ms], plan.ratio)  # fmt: skip
-    return runtime.build(model, rec_cfg, split_points, devices)
+    if rec_cfg.split_points != "auto":
+        return runtime.build(model, rec_cfg, rec_cfg.split_points, devices)
+    sample = default_sample(rec_cfg) if sample_batch is None else sample_batch
+    chosen = auto_split(runtime, model, rec_cfg, devices, sample)
+    log.info("auto split points %s: predicted stage ms %s (ratio %.2f)", list(chosen.split_points),
+             [round(ms, 1) for ms in chosen.plan.stage_ms], chosen.plan.ratio)  # fmt: skip
+    return chosen.stages
 
 
 def stage_input(rec_cfg: RecognizerConfig, batch: np.ndarray, device: str) -> torch.Tensor | np.ndarray:

@@ -1,8 +1,9 @@
 """``vcascade plan FILE [--worker NAME] [--batch N] [--model-dir DIR]``: show how each worker's recognizer is split.
 
 For each worker (or the one named) the recognizer is loaded and profiled on a sample micro-batch (random
-normal input at the recognizer's ``input_hw``, ``--batch`` items, default the worker's ``max_batch``) with
-:mod:`center.profile`; then one rich table per worker gives each stage's device, its layers (first..last and
+normal input at the recognizer's ``input_hw``, ``--batch`` items, default the worker's ``max_batch``) exactly
+as a worker with ``split_points: auto`` does at start-up (:func:`center.runtimes.auto_split`: profile, balance,
+build the stages on the worker's devices, time them, recalibrate, balance again); then one rich table per worker gives each stage's device, its layers (first..last and
 count), its predicted ms per micro-batch and share of the total, and the balance ratio (slowest / mean stage).
 Explicit split points are shown as configured, with what ``auto`` would choose beside them; ``auto`` shows the
 balanced choice the worker makes at start-up (:func:`center.balance.balance`). Nothing is written to disk.
@@ -62,20 +63,23 @@ def plan_worker(dep: Deployment, worker: str, batch: int | None = None, model_di
     """
     import torch
 
-    from center.runtimes import auto_plan, default_sample, explicit_plan, runtime_of
+    from center.runtimes import auto_split, default_sample, explicit_plan, runtime_of
 
     cfg = dep.workers[worker]
     rec = dep.recognizers[cfg.recognizer]
     torch.set_num_threads(cfg.torch_threads)
     runtime = runtime_of(rec)
     model = runtime.load_model(rec, model_dir)
-    profile = runtime.profile(model, rec, default_sample(rec, batch or cfg.max_batch))
-    best = auto_plan(profile, len(cfg.devices))
-    best_points = tuple(profile.split_points_of(best.cuts))
+    if rec.split_points != "auto":
+        runtime.build(model, rec, rec.split_points, cfg.devices)  # the worker's own check of its split points
+    best = auto_split(runtime, model, rec, cfg.devices, default_sample(rec, batch or cfg.max_batch))
     explicit = rec.split_points != "auto"
-    points = tuple(rec.split_points) if explicit else best_points
-    plan = explicit_plan(profile, points) if explicit else best
-    return WorkerPlan(worker, cfg.recognizer, rec.type, tuple(cfg.devices), explicit, points, plan, best_points, best, profile)
+    points = tuple(rec.split_points) if explicit else best.split_points
+    plan = explicit_plan(best.profile, points) if explicit else best.plan
+    return WorkerPlan(
+        worker, cfg.recognizer, rec.type, tuple(cfg.devices), explicit, points, plan,
+        best.split_points, best.plan, best.profile,
+    )
 
 
 def stage_rows(wp: WorkerPlan, plan) -> list[tuple[str, str, str, str, int, float, float]]:

@@ -80,3 +80,16 @@ def test_runs_must_be_positive(ocr, embedder_model):
         profile_onnx(ocr, np.zeros((1, 3, 48, 320), np.float32), runs=0)
     with pytest.raises(ValueError):
         profile_torch(embedder_model, torch.zeros(1, 3, 224, 224), runs=0)
+
+
+def test_calibration_scales_each_stage_to_its_measured_time(ocr_profile):
+    from center.balance import plan_for_cuts
+
+    cuts = [40, 80]
+    calibrated = ocr_profile.calibrated(cuts, [10.0, 20.0, 30.0])
+    assert plan_for_cuts(calibrated.costs_ms, cuts).stage_ms == pytest.approx((10.0, 20.0, 30.0))
+    assert [s.layers for s in calibrated.segments] == [s.layers for s in ocr_profile.segments]
+    ratios = [c / o for c, o in zip(calibrated.costs_ms[:40], ocr_profile.costs_ms[:40]) if o > 0]
+    assert max(ratios) == pytest.approx(min(ratios))  # one factor per stage: shares inside a stage are kept
+    with pytest.raises(ValueError, match="3 stages but 2 measured"):
+        ocr_profile.calibrated(cuts, [1.0, 2.0])

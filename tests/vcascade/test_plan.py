@@ -60,8 +60,8 @@ def test_bad_onnx_cut_name_fails_with_a_clear_message(tmp_path, models_dir):
     done = run_plan(ocr_deployment(tmp_path, "[Conv.0]"), "--batch", "1", "--model-dir", models_dir)
     assert done.returncode == 2
     assert "recognizers.mobilenetv2-embedder.split_points" in done.stderr
-    assert "'Conv.0' is not a place where this model can be split" in done.stderr
-    assert "111 valid split points" in done.stderr
+    assert "'Conv.0' is not a tensor where this ONNX graph can be cut" in done.stderr
+    assert "111 valid cut points" in done.stderr
     assert "Traceback" not in done.stderr
 
 
