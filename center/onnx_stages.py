@@ -164,7 +164,9 @@ def make_session(model: onnx.ModelProto | bytes, device: str, options: ort.Sessi
         raise ValueError(f"device must be 'cpu', 'cuda' or 'cuda:N', got {device!r}")
     device_id = int(match.group(1) or 0)
     if CUDA not in ort.get_available_providers():
-        raise RuntimeError(f"device {device!r}: this onnxruntime build has no {CUDA} (install onnxruntime-gpu, or use 'cpu')")
+        raise RuntimeError(
+            f"device {device!r}: this onnxruntime build has no {CUDA} (install onnxruntime-gpu, or use 'cpu')"
+        )
     if hasattr(ort, "preload_dlls"):  # onnxruntime >= 1.21: load CUDA/cuDNN from the nvidia-* wheels
         ort.preload_dlls()
     try:
@@ -172,7 +174,9 @@ def make_session(model: onnx.ModelProto | bytes, device: str, options: ort.Sessi
     except Exception as exc:  # noqa: BLE001 - ORT raises its own exception types; the cause is chained
         raise RuntimeError(f"device {device!r}: could not create an ONNX Runtime CUDA session: {exc}") from exc
     if CUDA not in session.get_providers():
-        raise RuntimeError(f"device {device!r}: ONNX Runtime could not start {CUDA} (no GPU {device_id}, or CUDA libraries missing)")
+        raise RuntimeError(
+            f"device {device!r}: ONNX Runtime could not start {CUDA} (no GPU {device_id}, or CUDA libraries missing)"
+        )
     return session
 
 

@@ -208,7 +208,9 @@ def _feeds(session: ort.InferenceSession, sample: np.ndarray) -> dict[str, np.nd
     return {session.get_inputs()[0].name: np.ascontiguousarray(sample)}
 
 
-def _node_costs_ms(model: onnx.ModelProto, sample: np.ndarray, runs: int, warmup: int, threads: int) -> dict[str, float]:
+def _node_costs_ms(
+    model: onnx.ModelProto, sample: np.ndarray, runs: int, warmup: int, threads: int
+) -> dict[str, float]:
     """Median kernel time per node name over the last ``runs`` profiled runs, ms (BASIC optimisation level)."""
     options = session_options(threads)
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
@@ -226,8 +228,8 @@ def _node_costs_ms(model: onnx.ModelProto, sample: np.ndarray, runs: int, warmup
 
 def _parse_node_events(events: list[dict], runs: int) -> dict[str, float]:
     """``{node name: median ms}`` from an ORT profile (Chrome trace JSON: ``dur``/``ts`` in µs)."""
-    windows = sorted((e["ts"], e["ts"] + e["dur"]) for e in events if e.get("cat") == "Session" and e.get("name") == "model_run")
-    windows = windows[-runs:]
+    runs_seen = [e for e in events if e.get("cat") == "Session" and e.get("name") == "model_run"]
+    windows = sorted((e["ts"], e["ts"] + e["dur"]) for e in runs_seen)[-runs:]
     per_node: dict[str, list[float]] = {}
     for event in events:
         name = event.get("name", "")

@@ -3,10 +3,11 @@
 For each worker (or the one named) the recognizer is loaded and profiled on a sample micro-batch (random
 normal input at the recognizer's ``input_hw``, ``--batch`` items, default the worker's ``max_batch``) exactly
 as a worker with ``split_points: auto`` does at start-up (:func:`center.runtimes.auto_split`: profile, balance,
-build the stages on the worker's devices, time them, recalibrate, balance again); then one rich table per worker gives each stage's device, its layers (first..last and
-count), its predicted ms per micro-batch and share of the total, and the balance ratio (slowest / mean stage).
-Explicit split points are shown as configured, with what ``auto`` would choose beside them; ``auto`` shows the
-balanced choice the worker makes at start-up (:func:`center.balance.balance`). Nothing is written to disk.
+build the stages on the worker's devices, time them, recalibrate, balance again); then one rich table per
+worker gives each stage's device, its layers (first..last and count), its predicted ms per micro-batch and
+share of the total, and the balance ratio (slowest / mean stage). Explicit split points are shown as
+configured (predicted on the same calibrated profile), with what ``auto`` would choose beside them; ``auto``
+shows the choice the worker makes at start-up. Nothing is written to disk.
 
 Exit codes: 0 printed, 1 a model could not be loaded, 2 bad configuration or a split point the model lacks.
 """

@@ -32,7 +32,9 @@ def _deployment(demo_raw: dict, free_port, model_path: str) -> Deployment:
         "mean": [0.5, 0.5, 0.5], "std": [0.5, 0.5, 0.5], "split_points": "auto",
         "head": {"type": "embedding", "max_identities": 4},  # (T=40) x 18710 scores a crop: keep the gallery small
     }}  # fmt: skip
-    raw["workers"]["worker-1"].update(recognizer="ppocr", metrics_port=free_port(), max_batch=2, max_wait_ms=20, credits=8)
+    raw["workers"]["worker-1"].update(
+        recognizer="ppocr", metrics_port=free_port(), max_batch=2, max_wait_ms=20, credits=8
+    )
     return Deployment.model_validate(raw)
 
 
