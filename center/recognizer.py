@@ -55,11 +55,14 @@ def build_model(cfg: TorchRecognizerConfig) -> nn.Module:
     Weights are read with ``torch.load(..., weights_only=True)`` (no arbitrary unpickling) onto the CPU.
 
     Raises:
+        ValueError: neither ``program`` nor both ``factory`` and ``weights`` (``load_config`` reports it first);
         ImportError / AttributeError: bad factory; FileNotFoundError (incl. ResourceNotFound): missing weights;
         RuntimeError: state-dict keys or shapes do not match the model.
     """
     if cfg.program is not None:
         return load_program(cfg.program)
+    if cfg.factory is None or cfg.weights is None:
+        raise ValueError("a torch recognizer needs `factory` + `weights`, or `program`")
     model = import_factory(cfg.factory)(**cfg.factory_kwargs)
     state = torch.load(resolve(cfg.weights), map_location="cpu", weights_only=True)
     model.load_state_dict(state)

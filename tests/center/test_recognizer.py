@@ -172,3 +172,17 @@ def test_config_onnx_recognizer_validates(tmp_path):
     path.write_text(text[:start] + onnx.replace("intra_op_threads: 1", "intra_op_threads: 0") + text[end:])
     with pytest.raises(ConfigError, match="recognizers.mobilenetv2-embedder.intra_op_threads = 0"):
         load_config(path)
+
+
+def test_build_without_factory_weights_or_program_says_what_is_needed():
+    from vcascade.config import TorchRecognizerConfig
+
+    with pytest.raises(ValueError, match="`factory` \\+ `weights`, or `program`"):
+        build_model(TorchRecognizerConfig(type="torch"))
+
+
+def test_missing_program_file_is_named(tmp_path):
+    from center.recognizer import load_program
+
+    with pytest.raises(FileNotFoundError, match="nope.pt2"):
+        load_program(str(tmp_path / "nope.pt2"))
