@@ -68,7 +68,8 @@ DRAIN_TIMEOUT_S = 5.0
 
 
 def run_worker(
-    deployment: Deployment, name: str, stop: StopFlag, report: Callable[[dict], None] | None = None
+    deployment: Deployment, name: str, stop: StopFlag, report: Callable[[dict], None] | None = None,
+    model_dir: str | None = None,
 ) -> None:
     """Run worker ``name`` of ``deployment`` until ``stop`` is set, then drain and return.
 
@@ -82,6 +83,7 @@ def run_worker(
         stop: set it to stop the worker.
         report: called about once a second and once at the end with
             :meth:`center.metrics.WorkerTelemetry.snapshot` (``final`` True the last time).
+        model_dir: folder searched first for an ONNX recognizer's ``model`` name (``--model-dir``).
 
     Raises:
         KeyError: no such worker; vcascade.telemetry.MetricsPortInUse; model build errors
@@ -90,7 +92,7 @@ def run_worker(
     cfg = deployment.workers[name]
     _set_threads(cfg.torch_threads)
     serve_metrics(cfg.metrics_port)
-    worker = _Worker(deployment, name)
+    worker = _Worker(deployment, name, model_dir)
     worker.run(stop, report or (lambda snapshot: None))
 
 
@@ -107,7 +109,7 @@ def _set_threads(torch_threads: int) -> None:
 class _Worker:
     """State shared by the worker's threads; see the module docstring for who runs what."""
 
-    def __init__(self, deployment: Deployment, name: str) -> None:
+    def __init__(self, deployment: Deployment, name: str, model_dir: str | None = None) -> None:
         cfg = deployment.workers[name]
         recognizer = deployment.recognizers[cfg.recognizer]
         self.name = name
@@ -125,7 +127,7 @@ class _Worker:
         self.first_device = cfg.devices[0]
         self.head = EmbeddingHead(recognizer.head.match_threshold, recognizer.head.max_identities)
         self.recognizer = recognizer
-        stages = load_recognizer_stages(recognizer, cfg.devices)
+        stages = load_recognizer_stages(recognizer, cfg.devices, model_dir=model_dir)
         self.engine = StageEngine(
             stages, cfg.stage_queue, self._emit_results, self._fail_batch, self.telemetry.stage_computed
         )

@@ -59,7 +59,7 @@ def _parser() -> argparse.ArgumentParser:
         one.add_argument("--config", type=Path, required=True)
         one.add_argument("--name", required=True)
         one.add_argument("--log-level", default="INFO")
-        if kind == "edge":
+        if kind in ("edge", "worker"):
             _model_dir_option(one)
         one.set_defaults(handler=_one, kind=kind)
     _keys_parser(sub)

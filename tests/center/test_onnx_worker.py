@@ -45,12 +45,13 @@ def _next(router: zmq.Socket, deadline: float) -> tuple[bytes, wire.Message]:
 
 
 def test_onnx_worker_answers_through_two_auto_split_stages(demo_raw, free_port, models_dir, crops):
-    deployment = _deployment(demo_raw, free_port, str(models_dir / "PP-OCRv6_rec_small.onnx"))
+    deployment = _deployment(demo_raw, free_port, "PP-OCRv6_rec_small.onnx")  # found in model_dir
     router = make_socket(zmq.Context.instance(), zmq.ROUTER)
     router.bind(deployment.brokers["broker-1"].endpoint("backend", bind=True))
     stop = threading.Event()
     reports: list[dict] = []
-    thread = threading.Thread(target=run_worker, args=(deployment, "worker-1", stop, reports.append), daemon=True)
+    thread = threading.Thread(target=run_worker, args=(deployment, "worker-1", stop, reports.append, str(models_dir)),
+                              daemon=True)
     thread.start()
     try:
         deadline = time.monotonic() + 300  # profiling + two builds on a busy machine
