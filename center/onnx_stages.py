@@ -225,6 +225,16 @@ class OnnxStage:
         return tuple(self.session.run(self.output_names, feeds))
 
 
+def fit_batch(model: onnx.ModelProto, sample: np.ndarray) -> np.ndarray:
+    """``sample`` (N, ...) cut or repeated to the model's fixed batch size, when its first input fixes one
+    (e.g. YOLOX-nano's 1); unchanged when the batch dimension is symbolic."""
+    dims = model.graph.input[0].type.tensor_type.shape.dim
+    fixed = dims[0].dim_value if dims and dims[0].HasField("dim_value") else 0
+    if fixed <= 0 or fixed == sample.shape[0]:
+        return sample
+    return np.resize(sample, (fixed, *sample.shape[1:])).astype(sample.dtype, copy=False)
+
+
 def load_onnx(path: str | Path) -> onnx.ModelProto:
     """Read an ONNX model file (external data is loaded from beside it).
 

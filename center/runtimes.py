@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from center.balance import Plan, balance, plan_for_cuts
-from center.onnx_stages import build_onnx_stages, load_onnx, to_numpy
+from center.onnx_stages import build_onnx_stages, fit_batch, load_onnx, to_numpy
 from center.preprocess import to_device
 from center.profile import ModelProfile, profile_onnx, profile_torch
 from center.recognizer import build_model, place_stages
@@ -48,12 +48,14 @@ class Runtime:
         profile: ``(model, cfg, sample) -> ModelProfile``; ``sample`` is (N, 3, H, W) float32 numpy.
         build: ``(model, cfg, split_points, devices) -> stages``.
         takes_torch: the first stage wants a torch tensor on its device (else a numpy array).
+        fit_sample: ``(model, sample) -> sample`` the profiling sample adapted to the model (a fixed batch size).
     """
 
     load_model: Callable[[Any, str | None], Any]
     profile: Callable[[Any, Any, np.ndarray], ModelProfile]
     build: Callable[[Any, Any, Sequence[str], Sequence[str]], list[Stage]]
     takes_torch: bool
+    fit_sample: Callable[[Any, np.ndarray], np.ndarray] = lambda model, sample: sample
 
 
 def resolve_onnx_model(model: str, model_dir: str | os.PathLike[str] | None = None) -> Path:
@@ -91,6 +93,7 @@ RUNTIMES: dict[str, Runtime] = {
         profile=lambda model, cfg, sample: profile_onnx(model, sample, intra_op_threads=cfg.intra_op_threads),
         build=_onnx_build,
         takes_torch=False,
+        fit_sample=fit_batch,
     ),
 }
 
@@ -145,6 +148,7 @@ def auto_split(runtime: Runtime, model: Any, rec_cfg: RecognizerConfig, devices:
     Raises:
         ValueError: fewer cut points than ``len(devices) - 1``; RuntimeError: an unavailable device.
     """
+    sample = runtime.fit_sample(model, sample)
     profile = runtime.profile(model, rec_cfg, sample)
     plan = auto_plan(profile, len(devices))
     stages = runtime.build(model, rec_cfg, profile.split_points_of(plan.cuts), devices)

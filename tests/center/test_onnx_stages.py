@@ -174,3 +174,11 @@ def test_runtime_auto_split_profiles_and_stays_exact(ocr, ocr_input, models_dir)
 def test_missing_model_lists_searched_folders(tmp_path):
     with pytest.raises(FileNotFoundError, match="not found.*searched"):
         load_recognizer_stages(ocr_config(model="nope.onnx"), ["cpu"], model_dir=tmp_path)
+
+
+def test_auto_split_of_a_fixed_batch_model_profiles_at_its_batch(yolox, yolox_path):
+    """YOLOX-nano fixes batch 1: the default 4-item profiling sample is cut to fit, and the split stays exact."""
+    cfg = OnnxRecognizerConfig(type="onnx", model=str(yolox_path), input_hw=(416, 416), split_points="auto")
+    stages = load_recognizer_stages(cfg, ["cpu", "cpu"])
+    x = np.random.default_rng(3).uniform(0, 255, (1, 3, 416, 416)).astype(np.float32)
+    np.testing.assert_allclose(run_chained(stages, x), whole(yolox, x), rtol=1e-5, atol=1e-4)
