@@ -41,8 +41,8 @@ from center.heads import build_head, head_context, head_input
 from center.metrics import WorkerTelemetry
 from center.microbatch import MicroBatch, RoiItem
 from center.outbox import Outbox
-from center.preprocess import PreprocessSpec, to_device
-from center.recognizer import load_stages
+from center.preprocess import PreprocessSpec
+from center.runtimes import load_recognizer_stages, stage_input
 from center.stages import StageEngine
 from vcascade import wire
 from vcascade.config import Deployment
@@ -69,7 +69,8 @@ DRAIN_TIMEOUT_S = 5.0
 
 
 def run_worker(
-    deployment: Deployment, name: str, stop: StopFlag, report: Callable[[dict], None] | None = None
+    deployment: Deployment, name: str, stop: StopFlag, report: Callable[[dict], None] | None = None,
+    model_dir: str | None = None,
 ) -> None:
     """Run worker ``name`` of ``deployment`` until ``stop`` is set, then drain and return.
 
@@ -83,6 +84,7 @@ def run_worker(
         stop: set it to stop the worker.
         report: called about once a second and once at the end with
             :meth:`center.metrics.WorkerTelemetry.snapshot` (``final`` True the last time).
+        model_dir: folder searched first for an ONNX recognizer's ``model`` name (``--model-dir``).
 
     Raises:
         KeyError: no such worker; vcascade.telemetry.MetricsPortInUse; model build errors
@@ -91,7 +93,7 @@ def run_worker(
     cfg = deployment.workers[name]
     _set_threads(cfg.torch_threads)
     serve_metrics(cfg.metrics_port, component="worker", name=name)
-    worker = _Worker(deployment, name)
+    worker = _Worker(deployment, name, model_dir)
     worker.telemetry.set_credits(cfg.credits)
     READINESS.set(f"worker:{name}:stages", True)  # _Worker loaded them
     READINESS.add_check(f"worker:{name}:brokers", worker.brokers_alive)
@@ -114,7 +116,7 @@ def _set_threads(torch_threads: int) -> None:
 class _Worker:
     """State shared by the worker's threads; see the module docstring for who runs what."""
 
-    def __init__(self, deployment: Deployment, name: str) -> None:
+    def __init__(self, deployment: Deployment, name: str, model_dir: str | None = None) -> None:
         cfg = deployment.workers[name]
         recognizer = deployment.recognizers[cfg.recognizer]
         self.name = name
@@ -131,8 +133,9 @@ class _Worker:
         self.telemetry = WorkerTelemetry(name)
         self.spec = PreprocessSpec.from_config(recognizer)
         self.first_device = cfg.devices[0]
-        self.head = build_head(recognizer.head, head_context(recognizer))
-        stages = load_stages(recognizer, cfg.devices)
+        self.head = build_head(recognizer.head, head_context(recognizer, model_dir))
+        self.recognizer = recognizer
+        stages = load_recognizer_stages(recognizer, cfg.devices, model_dir=model_dir)
         self.engine = StageEngine(
             stages, cfg.stage_queue, self._emit_results, self._fail_batch, self.telemetry.stage_computed
         )
@@ -309,7 +312,7 @@ class _Worker:
         self._drop_items(stale, "stale")
         try:
             prepared = preprocess_items(fresh, self.spec)
-            tensor = to_device(prepared.batch, self.first_device) if prepared.items else None
+            tensor = stage_input(self.recognizer, prepared.batch, self.first_device) if prepared.items else None
         except Exception:  # noqa: BLE001 - a bad micro-batch must not stop the batcher
             log.exception("worker %s: preprocess failed", self.name)
             self._drop_items(fresh, "preprocess_error")

@@ -30,6 +30,7 @@ SECTIONS = [
     ("`edges.<name>.sinks[]` with `type: zmq_pub`", config.ZmqPubSinkConfig),
     ("`brokers.<name>`", config.BrokerConfig),
     ("`recognizers.<name>` with `type: torch`", config.TorchRecognizerConfig),
+    ("`recognizers.<name>` with `type: onnx`", config.OnnxRecognizerConfig),
     ("`recognizers.<name>.head` with `type: embedding`", config.EmbeddingHeadConfig),
     ("`recognizers.<name>.head` with `type: classifier`", config.ClassifierHeadConfig),
     ("`recognizers.<name>.head` with `type: text`", config.TextHeadConfig),

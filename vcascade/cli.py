@@ -11,6 +11,8 @@
     vcascade status FILE [--once] [--interval S]          live view of every component's metrics endpoint
     vcascade camera add|remove|list --config FILE --edge NAME ...
                                                           cameras of a running edge (vcascade/control_cli.py)
+    vcascade plan FILE [--worker NAME] [--batch N] [--model-dir DIR]
+                                                          profile recognizers, show their stage split
 
 Exit codes: 0 success, 1 run-time failure (a process failed, an ROI unaccounted, a model unavailable),
 2 invalid configuration or usage (one message per problem, no traceback).
@@ -66,15 +68,17 @@ def _parser() -> argparse.ArgumentParser:
         one.add_argument("--name", required=True)
         one.add_argument("--log-level", default="INFO")
         _log_format_option(one)
-        if kind == "edge":
+        if kind in ("edge", "worker"):
             _model_dir_option(one)
         one.set_defaults(handler=_one, kind=kind)
     _keys_parser(sub)
     from vcascade import promconfig, status
+    from vcascade.plan import add_plan_parser
 
     promconfig.add_parser(sub)
     status.add_parser(sub)
     add_camera_parser(sub)
+    add_plan_parser(sub)
     return parser
 
 

@@ -57,4 +57,4 @@ def run_component(
     else:
         from center.worker import run_worker
 
-        run_worker(dep, name, stop, report)
+        run_worker(dep, name, stop, report, model_dir)

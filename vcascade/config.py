@@ -35,6 +35,7 @@ from vcascade.schema import (  # noqa: F401  (re-exported: the schema is part of
     JsonlSinkConfig,
     Name,
     NAME_PATTERN,
+    OnnxRecognizerConfig,
     Port,
     RecognizerConfig,
     RoiConfig,
@@ -120,7 +121,7 @@ def _dotted(loc: tuple[Any, ...]) -> str:
 
 def _describe(err: dict[str, Any]) -> str:
     """One line: key path, bad value, what was expected (pydantic's message)."""
-    loc = tuple(part for part in err["loc"] if part not in ("jsonl", "zmq_pub", "torch"))  # union tags add noise
+    loc = tuple(part for part in err["loc"] if part not in ("jsonl", "zmq_pub", "torch", "onnx"))  # union tags add noise
     if err["type"] == "missing":
         return f"{_dotted(loc)}: missing (required)"
     if err["type"] == "extra_forbidden":
@@ -169,7 +170,7 @@ def _check_references(dep: Deployment) -> list[str]:
             problems.append(
                 f"workers.{name}.recognizer = {worker.recognizer!r}: expected one of {sorted(dep.recognizers)}"
             )
-        elif len(worker.devices) != len(recognizer.split_points) + 1:
+        elif recognizer.split_points != "auto" and len(worker.devices) != len(recognizer.split_points) + 1:
             problems.append(
                 f"workers.{name}.devices = {worker.devices}: expected {len(recognizer.split_points) + 1} devices "
                 f"(one per stage of recognizer {worker.recognizer!r})"
@@ -178,6 +179,8 @@ def _check_references(dep: Deployment) -> list[str]:
             if not re.fullmatch(r"cpu|cuda(:\d+)?", device):
                 problems.append(f"workers.{name}.devices[{i}] = {device!r}: expected `cpu` or `cuda:N`")
     problems.extend(_check_routing(dep))
+    for name, recognizer in dep.recognizers.items():
+        problems.extend(_check_recognizer(f"recognizers.{name}", recognizer))
     problems.extend(_check_ports(dep))
     problems.extend(_check_security(dep))
     problems.extend(_check_heads(dep))
@@ -240,6 +243,22 @@ def _check_routes(
             elif cls in routed:
                 problems.append(f"{key}[{i}].classes[{j}] = {cls!r}: already routed by routes[{routed[cls]}]")
             routed.setdefault(cls, i)
+    return problems
+
+
+def _check_recognizer(key: str, rec: RecognizerConfig) -> list[str]:
+    """A torch recognizer is either ``factory`` + ``weights`` or a ``program``; split points are distinct."""
+    problems = []
+    if rec.type == "torch":
+        if rec.program is not None and (rec.factory or rec.weights):
+            problems.append(f"{key}.program = {rec.program!r}: set either `program` or `factory` + `weights`, not both")
+        elif rec.program is None and not (rec.factory and rec.weights):
+            missing = "factory" if not rec.factory else "weights"
+            problems.append(f"{key}.{missing}: missing (a torch recognizer needs `factory` + `weights`, or `program`)")
+    if rec.split_points != "auto":
+        for i, point in enumerate(rec.split_points):
+            if point in rec.split_points[:i]:
+                problems.append(f"{key}.split_points[{i}] = {point!r}: expected each split point once")
     return problems
 
 

@@ -298,22 +298,57 @@ HeadConfig = Annotated[
 """A recognizer's head, chosen by its ``type`` key."""
 
 
-class TorchRecognizerConfig(_Base):
-    """A torch ``nn.Module`` built by a factory, loaded with weights, split into pipeline stages."""
+class _RecognizerBase(_Base):
+    """Fields every recognizer runtime shares: preprocessing, where it is split into stages, its head."""
 
-    type: Literal["torch"] = Field(description="Stage runtime (registry key).")
-    factory: str = Field(pattern=r"^[\w.]+:[\w.]+$", description="`module:callable` returning the nn.Module.")
-    factory_kwargs: dict[str, Any] = Field(default_factory=dict, description="Keyword arguments for the factory.")
-    weights: str = Field(description="State-dict file path, or package://<distribution>/<file inside it>.")
     input_hw: tuple[int, int] = Field((224, 224), description="Crop resized to (height, width), px.")
     channel_order: Literal["rgb", "bgr"] = Field("rgb", description="Channel order the model expects.")
     mean: tuple[float, float, float] = Field((0.485, 0.456, 0.406), description="Per-channel mean on 0..1 pixels.")
     std: tuple[float, float, float] = Field((0.229, 0.224, 0.225), description="Per-channel std on 0..1 pixels.")
-    split_points: list[str] = Field(default_factory=list, description="Submodule names where a new stage begins.")
+    resize: Literal["stretch", "keep_ratio_pad"] = Field(
+        "stretch",
+        description="`stretch` to `input_hw`, or `keep_ratio_pad` (PaddleOCR: height = input height, aspect ratio "
+        "kept, width capped at the input width, right-padded).",
+    )
+    split_points: list[str] | Literal["auto"] = Field(
+        default_factory=list,
+        description="Where a new stage begins (torch: submodule names; onnx: tensor names), or `auto`: profiled at "
+        "start-up and balanced over the worker's devices (`vcascade plan` shows the choice).",
+    )
     head: HeadConfig = Field(EmbeddingHeadConfig(), description="Turns the last stage's output into a result.")
 
 
-RecognizerConfig = Annotated[Union[TorchRecognizerConfig], Field(discriminator="type")]
+class TorchRecognizerConfig(_RecognizerBase):
+    """A torch model split into pipeline stages: ``factory`` + ``weights``, or a saved ``torch.export`` program."""
+
+    type: Literal["torch"] = Field(description="Stage runtime (registry key).")
+    factory: str | None = Field(
+        None, pattern=r"^[\w.]+:[\w.]+$", description="`module:callable` returning the nn.Module (with `weights`)."
+    )
+    factory_kwargs: dict[str, Any] = Field(default_factory=dict, description="Keyword arguments for the factory.")
+    weights: str | None = Field(None, description="State-dict file path, or package://<distribution>/<file inside it>.")
+    program: str | None = Field(
+        None,
+        description="Instead of `factory` + `weights`: a `torch.export` program saved with `torch.export.save` "
+        "(`.pt2`; path or package://).",
+    )
+
+
+class OnnxRecognizerConfig(_RecognizerBase):
+    """An ONNX model cut into stages where one tensor crosses, one ONNX Runtime session per stage."""
+
+    type: Literal["onnx"] = Field(description="Stage runtime (registry key).")
+    model: str = Field(
+        description="ONNX file: an absolute path, package://<distribution>/<file>, or a file name searched in "
+        "--model-dir, $VCASCADE_MODEL_DIR, then ~/.cache/vcascade/models."
+    )
+    intra_op_threads: int = Field(1, ge=1, le=256, description="ONNX Runtime intra-op threads per stage session.")
+    allow_spinning: bool = Field(
+        False, description="Let idle ONNX Runtime threads busy-wait (lower latency, burns the cores others share)."
+    )
+
+
+RecognizerConfig = Annotated[Union[TorchRecognizerConfig, OnnxRecognizerConfig], Field(discriminator="type")]
 
 
 class WorkerConfig(_Base):

@@ -50,10 +50,10 @@ class HeadContext:
     model_path: str | None = None
 
 
-def head_context(recognizer_cfg: Any) -> HeadContext:
+def head_context(recognizer_cfg: Any, model_dir: str | Path | None = None) -> HeadContext:
     """The :class:`HeadContext` of a recognizer config: its ONNX ``model`` when it has one (read with ``getattr``,
     so recognizer types without a ``model`` field work too). A ``package://`` URI is resolved; a path that is not
-    a file is looked up as a file name in the model folders (:func:`vcascade.models.find_model`: the
+    a file is looked up as a file name in the model folders (:func:`vcascade.models.find_model`: ``model_dir``,
     ``$VCASCADE_MODEL_DIR`` and the user cache, where ``scripts/fetch_models.py --text`` puts it).
 
     Raises:
@@ -66,7 +66,7 @@ def head_context(recognizer_cfg: Any) -> HeadContext:
     if not model:
         return HeadContext()
     path = resolve(str(model))
-    found = None if Path(path).is_file() else find_model(path, None)
+    found = None if Path(path).is_file() else find_model(path, model_dir)
     return HeadContext(model_path=str(found or path))
 
 

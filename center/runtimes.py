@@ -1,0 +1,217 @@
+"""One entry point from a recognizer config to its pipeline stages, whatever the runtime (registry by ``type``).
+
+``load_recognizer_stages(rec_cfg, devices)`` loads the model, resolves ``split_points: auto`` (profile one
+sample micro-batch with :mod:`center.profile`, then :func:`center.balance.balance` over ``len(devices)``
+stages), splits and places one stage per device. Every stage takes the previous stage's activations tuple and
+returns a tuple; torch stages pass torch tensors, ONNX stages numpy arrays. :func:`stage_input` turns the
+batcher's numpy batch into what the first stage wants, :func:`as_numpy` the last stage's output into numpy
+for the head.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import statistics
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+import torch
+
+from center.balance import Plan, balance, plan_for_cuts
+from center.onnx_stages import build_onnx_stages, fit_batch, load_onnx, to_numpy
+from center.preprocess import to_device
+from center.profile import ModelProfile, profile_onnx, profile_torch
+from center.recognizer import build_model, place_stages
+from vcascade.config import OnnxRecognizerConfig, RecognizerConfig, TorchRecognizerConfig
+from vcascade.models import find_model, model_search_dirs
+from vcascade.resources import resolve
+
+log = logging.getLogger(__name__)
+
+Stage = Callable[[tuple], tuple]
+"""A pipeline stage: the previous stage's activations tuple in, its own out (TorchStage or OnnxStage)."""
+
+PROFILE_BATCH = 4
+"""Micro-batch size profiled for ``split_points: auto`` at worker start-up (costs scale ~linearly with it)."""
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """How one recognizer ``type`` is loaded, profiled and fed.
+
+    Attributes:
+        load_model: ``(cfg, model_dir) -> model`` (an ``nn.Module`` or an ``onnx.ModelProto``).
+        profile: ``(model, cfg, sample) -> ModelProfile``; ``sample`` is (N, 3, H, W) float32 numpy.
+        build: ``(model, cfg, split_points, devices) -> stages``.
+        takes_torch: the first stage wants a torch tensor on its device (else a numpy array).
+        fit_sample: ``(model, sample) -> sample`` the profiling sample adapted to the model (a fixed batch size).
+    """
+
+    load_model: Callable[[Any, str | None], Any]
+    profile: Callable[[Any, Any, np.ndarray], ModelProfile]
+    build: Callable[[Any, Any, Sequence[str], Sequence[str]], list[Stage]]
+    takes_torch: bool
+    fit_sample: Callable[[Any, np.ndarray], np.ndarray] = lambda model, sample: sample
+
+
+def resolve_onnx_model(model: str, model_dir: str | os.PathLike[str] | None = None) -> Path:
+    """The ONNX file of a recognizer's ``model``: package:// URI, absolute path, or a name searched in
+    ``model_dir``, ``$VCASCADE_MODEL_DIR`` and the user cache (like the edge's detector).
+
+    Raises:
+        FileNotFoundError: not found; the message lists the folders searched.
+    """
+    resolved = resolve(model)
+    found = find_model(resolved, model_dir)
+    if found is None:
+        where = ", ".join(str(d) for d in model_search_dirs(model_dir))
+        raise FileNotFoundError(f"recognizer model {model!r} not found (searched {where}; pass --model-dir DIR)")
+    return found
+
+
+def _torch_build(model, cfg: TorchRecognizerConfig, split_points, devices) -> list[Stage]:
+    return place_stages(model, split_points, devices, cfg.input_hw)
+
+
+def _onnx_build(model, cfg: OnnxRecognizerConfig, split_points, devices) -> list[Stage]:
+    return build_onnx_stages(model, split_points, devices, cfg.intra_op_threads, cfg.allow_spinning)
+
+
+RUNTIMES: dict[str, Runtime] = {
+    "torch": Runtime(
+        load_model=lambda cfg, model_dir: build_model(cfg),
+        profile=lambda model, cfg, sample: profile_torch(model, torch.from_numpy(sample)),
+        build=_torch_build,
+        takes_torch=True,
+    ),
+    "onnx": Runtime(
+        load_model=lambda cfg, model_dir: load_onnx(resolve_onnx_model(cfg.model, model_dir)),
+        profile=lambda model, cfg, sample: profile_onnx(model, sample, intra_op_threads=cfg.intra_op_threads),
+        build=_onnx_build,
+        takes_torch=False,
+        fit_sample=fit_batch,
+    ),
+}
+
+
+def runtime_of(rec_cfg: RecognizerConfig) -> Runtime:
+    """The registered :class:`Runtime` of ``rec_cfg.type``; KeyError names the known types."""
+    try:
+        return RUNTIMES[rec_cfg.type]
+    except KeyError:
+        raise KeyError(f"no stage runtime {rec_cfg.type!r} (have {sorted(RUNTIMES)})") from None
+
+
+def default_sample(rec_cfg: RecognizerConfig, batch: int = PROFILE_BATCH, seed: int = 0) -> np.ndarray:
+    """A deterministic (batch, 3, H, W) float32 standard-normal micro-batch at the recognizer's ``input_hw``."""
+    rng = np.random.default_rng(seed)
+    return rng.standard_normal((batch, 3, *rec_cfg.input_hw), dtype=np.float32)
+
+
+def auto_plan(profile: ModelProfile, num_stages: int) -> Plan:
+    """The balanced plan of ``profile`` over ``num_stages`` stages (:func:`center.balance.balance`)."""
+    return balance(profile.costs_ms, num_stages)
+
+
+def explicit_plan(profile: ModelProfile, split_points: Sequence[str]) -> Plan:
+    """The predicted plan of explicit split points (ValueError for a name the profile does not know)."""
+    return plan_for_cuts(profile.costs_ms, profile.cuts_of(split_points))
+
+
+@dataclass(frozen=True)
+class AutoSplit:
+    """What ``split_points: auto`` chose.
+
+    Attributes:
+        split_points: the chosen split-point names (K-1).
+        plan: their predicted per-stage ms on the calibrated profile.
+        profile: the profile, calibrated with the first stages' measured times (:meth:`ModelProfile.calibrated`).
+        stages: the stages built at ``split_points``, on the given devices.
+    """
+
+    split_points: tuple[str, ...]
+    plan: Plan
+    profile: ModelProfile
+    stages: list
+
+
+def auto_split(runtime: Runtime, model: Any, rec_cfg: RecognizerConfig, devices: Sequence[str],
+               sample: np.ndarray) -> AutoSplit:  # fmt: skip
+    """Profile, balance, build; then time the built stages on ``sample``, rescale the profile per stage to those
+    times and balance again, rebuilding once if the choice moves (per-unit times miss cross-unit effects such
+    as ONNX Runtime's fusions; measured stage times do not).
+
+    Raises:
+        ValueError: fewer cut points than ``len(devices) - 1``; RuntimeError: an unavailable device.
+    """
+    sample = runtime.fit_sample(model, sample)
+    profile = runtime.profile(model, rec_cfg, sample)
+    plan = auto_plan(profile, len(devices))
+    stages = runtime.build(model, rec_cfg, profile.split_points_of(plan.cuts), devices)
+    if len(devices) > 1:
+        first_input = stage_input(rec_cfg, sample, devices[0])
+        profile = profile.calibrated(plan.cuts, measure_stages(stages, first_input))
+        calibrated = auto_plan(profile, len(devices))
+        if calibrated.cuts != plan.cuts:
+            stages = runtime.build(model, rec_cfg, profile.split_points_of(calibrated.cuts), devices)
+        plan = calibrated
+    return AutoSplit(tuple(profile.split_points_of(plan.cuts)), plan, profile, stages)
+
+
+def measure_stages(stages: Sequence[Stage], x: Any, runs: int = 3) -> list[float]:
+    """Median time of each stage on the activations the previous one produced from ``x``, ms (one warm-up)."""
+    activations, times_ms = (x,), []
+    for stage in stages:
+        stage(activations)
+        samples = []
+        for _ in range(runs):
+            start = time.perf_counter()
+            output = stage(activations)
+            samples.append((time.perf_counter() - start) * 1e3)
+        times_ms.append(statistics.median(samples))
+        activations = output
+    return times_ms
+
+
+def load_recognizer_stages(
+    rec_cfg: RecognizerConfig,
+    devices: Sequence[str],
+    sample_batch: np.ndarray | None = None,
+    model_dir: str | os.PathLike[str] | None = None,
+) -> list[Stage]:
+    """Load, split (``split_points: auto``: see :func:`auto_split`) and place the recognizer, one stage per device.
+
+    Args:
+        rec_cfg: a recognizer config (torch or onnx).
+        devices: one device per stage (``cpu``, ``cuda:N``); K = ``len(devices)``.
+        sample_batch: (N, 3, H, W) float32 micro-batch to profile for ``auto`` (default :func:`default_sample`).
+        model_dir: extra folder searched first for an ONNX ``model`` name.
+
+    Raises:
+        ValueError: explicit split points giving other than K stages, or a bad split point name;
+        FileNotFoundError: a missing model file; RuntimeError: an unavailable CUDA device; model load errors.
+    """
+    runtime = runtime_of(rec_cfg)
+    model = runtime.load_model(rec_cfg, model_dir)
+    if rec_cfg.split_points != "auto":
+        return runtime.build(model, rec_cfg, rec_cfg.split_points, devices)
+    sample = default_sample(rec_cfg) if sample_batch is None else sample_batch
+    chosen = auto_split(runtime, model, rec_cfg, devices, sample)
+    log.info("auto split points %s: predicted stage ms %s (ratio %.2f)", list(chosen.split_points),
+             [round(ms, 1) for ms in chosen.plan.stage_ms], chosen.plan.ratio)  # fmt: skip
+    return chosen.stages
+
+
+def stage_input(rec_cfg: RecognizerConfig, batch: np.ndarray, device: str) -> torch.Tensor | np.ndarray:
+    """The first stage's input from the batcher's (n, 3, H, W) float32 batch: a torch tensor on ``device`` for
+    torch runtimes (:func:`center.preprocess.to_device`), the numpy array itself for ONNX."""
+    return to_device(batch, device) if runtime_of(rec_cfg).takes_torch else batch
+
+
+def as_numpy(x: Any) -> np.ndarray:
+    """A stage output (torch tensor on any device, or numpy array) as a host numpy array."""
+    return to_numpy(x)

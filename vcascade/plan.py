@@ -1,0 +1,158 @@
+"""``vcascade plan FILE [--worker NAME] [--batch N] [--model-dir DIR]``: show how each worker's recognizer is split.
+
+For each worker (or the one named) the recognizer is loaded and profiled on a sample micro-batch (random
+normal input at the recognizer's ``input_hw``, ``--batch`` items, default the worker's ``max_batch``) exactly
+as a worker with ``split_points: auto`` does at start-up (:func:`center.runtimes.auto_split`: profile, balance,
+build the stages on the worker's devices, time them, recalibrate, balance again); then one rich table per
+worker gives each stage's device, its layers (first..last and count), its predicted ms per micro-batch and
+share of the total, and the balance ratio (slowest / mean stage). Explicit split points are shown as
+configured (predicted on the same calibrated profile), with what ``auto`` would choose beside them; ``auto``
+shows the choice the worker makes at start-up. Nothing is written to disk.
+
+Exit codes: 0 printed, 1 a model could not be loaded, 2 bad configuration or a split point the model lacks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from vcascade.config import Deployment, load_config
+
+EXIT_FAILURE, EXIT_CONFIG = 1, 2
+
+
+@dataclass(frozen=True)
+class WorkerPlan:
+    """The split of one worker's recognizer.
+
+    Attributes:
+        worker / recognizer: names from the file; ``runtime``: the recognizer ``type``.
+        devices: the worker's devices (one per stage).
+        explicit: True when the file lists split points, False for ``auto``.
+        split_points: the split points used (configured, or chosen by ``auto``).
+        plan: predicted per-stage ms of ``split_points``; ``auto_points`` / ``auto_plan``: the balanced choice.
+        profile: the measured :class:`center.profile.ModelProfile`.
+    """
+
+    worker: str
+    recognizer: str
+    runtime: str
+    devices: tuple[str, ...]
+    explicit: bool
+    split_points: tuple[str, ...]
+    plan: Any
+    auto_points: tuple[str, ...]
+    auto_plan: Any
+    profile: Any
+
+
+def plan_worker(dep: Deployment, worker: str, batch: int | None = None, model_dir: str | None = None) -> WorkerPlan:
+    """Profile worker ``worker``'s recognizer and predict its stage costs (see the module docstring).
+
+    Raises:
+        KeyError: no such worker; ValueError: a configured split point the model cannot be split at;
+        FileNotFoundError / model load errors from :func:`center.runtimes.runtime_of`'s loader.
+    """
+    import torch
+
+    from center.runtimes import auto_split, default_sample, explicit_plan, runtime_of
+
+    cfg = dep.workers[worker]
+    rec = dep.recognizers[cfg.recognizer]
+    torch.set_num_threads(cfg.torch_threads)
+    runtime = runtime_of(rec)
+    model = runtime.load_model(rec, model_dir)
+    if rec.split_points != "auto":
+        runtime.build(model, rec, rec.split_points, cfg.devices)  # the worker's own check of its split points
+    best = auto_split(runtime, model, rec, cfg.devices, default_sample(rec, batch or cfg.max_batch))
+    explicit = rec.split_points != "auto"
+    points = tuple(rec.split_points) if explicit else best.split_points
+    plan = explicit_plan(best.profile, points) if explicit else best.plan
+    return WorkerPlan(
+        worker, cfg.recognizer, rec.type, tuple(cfg.devices), explicit, points, plan,
+        best.split_points, best.plan, best.profile,
+    )
+
+
+def stage_rows(wp: WorkerPlan, plan) -> list[tuple[str, str, str, str, int, float, float]]:
+    """(stage, device, first layer, last layer, layer count, predicted ms, share %) per stage of ``plan``."""
+    segments = wp.profile.segments
+    bounds = [0, *plan.cuts, len(segments)]
+    rows = []
+    for k, (a, b) in enumerate(zip(bounds, bounds[1:])):
+        layers = [name for seg in segments[a:b] for name in seg.layers]
+        share = 100.0 * plan.stage_ms[k] / plan.total_ms if plan.total_ms > 0 else 0.0
+        rows.append((str(k), wp.devices[k], layers[0], layers[-1], len(layers), plan.stage_ms[k], share))
+    return rows
+
+
+def render(console: Console, wp: WorkerPlan) -> None:
+    """Print the worker's table(s): the split in use, and the auto choice beside explicit split points."""
+    mode = "explicit" if wp.explicit else "auto"
+    _header(console, f"{wp.worker}: {wp.recognizer} ({wp.runtime}), {mode} split points {list(wp.split_points)}, "
+                     f"micro-batch {wp.profile.batch}")  # fmt: skip
+    console.print(_table(wp, wp.plan))
+    if wp.explicit:
+        _header(console, f"{wp.worker}: auto would choose {list(wp.auto_points)}")
+        console.print(_table(wp, wp.auto_plan))
+
+
+def _header(console: Console, text: str) -> None:
+    console.print(text, style="bold", markup=False, highlight=False, soft_wrap=True)
+
+
+def _table(wp: WorkerPlan, plan) -> Table:
+    table = Table(caption=f"balance ratio (slowest / mean stage): {plan.ratio:.2f}")
+    for name, justify in [("stage", "right"), ("device", "left"), ("first layer", "left"), ("last layer", "left"),
+                          ("layers", "right"), ("predicted ms", "right"), ("share", "right")]:  # fmt: skip
+        table.add_column(name, justify=justify)
+    for stage, device, first, last, count, ms, share in stage_rows(wp, plan):
+        table.add_row(stage, Text(device), Text(first), Text(last), str(count), f"{ms:.1f}", f"{share:.0f}%")
+    return table
+
+
+def add_plan_parser(sub: argparse._SubParsersAction) -> None:
+    """Register ``vcascade plan`` on the CLI's subparsers."""
+    plan = sub.add_parser("plan", help="profile each worker's recognizer and show its stage split and balance")
+    plan.add_argument("file", type=Path)
+    plan.add_argument("--worker", help="only this worker (default: all)")
+    plan.add_argument("--batch", type=int, help="micro-batch size profiled (default: the worker's max_batch)")
+    plan.add_argument(
+        "--model-dir", default=os.environ.get("VCASCADE_MODEL_DIR"),
+        help="folder searched first for ONNX recognizer model names (default: $VCASCADE_MODEL_DIR)",
+    )  # fmt: skip
+    plan.set_defaults(handler=run_plan)
+
+
+def run_plan(args: argparse.Namespace) -> int:
+    """Handler of ``vcascade plan``: returns the exit code (ConfigError propagates to the CLI: exit 2)."""
+    dep = load_config(args.file)
+    if args.worker is not None and args.worker not in dep.workers:
+        print(f"vcascade plan: no worker {args.worker!r} in {args.file} (have: {', '.join(sorted(dep.workers))})",
+              file=sys.stderr)  # fmt: skip
+        return EXIT_CONFIG
+    if args.batch is not None and args.batch < 1:
+        print(f"vcascade plan: --batch must be >= 1, got {args.batch}", file=sys.stderr)
+        return EXIT_CONFIG
+    console = Console()
+    for worker in [args.worker] if args.worker else list(dep.workers):
+        recognizer = dep.workers[worker].recognizer
+        try:
+            wp = plan_worker(dep, worker, args.batch, args.model_dir)
+        except ValueError as exc:
+            print(f"vcascade plan: {args.file}: recognizers.{recognizer}.split_points: {exc}", file=sys.stderr)
+            return EXIT_CONFIG
+        except (OSError, RuntimeError, ImportError) as exc:
+            print(f"vcascade plan: worker {worker}: cannot load recognizer {recognizer!r}: {exc}", file=sys.stderr)
+            return EXIT_FAILURE
+        render(console, wp)
+    return 0
