@@ -140,9 +140,6 @@ def result_record(pending: PendingRoi, result: Result, received_s: float) -> dic
     return {
         **pending.base_record(),
         "status": "ok",
-        "identity_id": result.identity_id,
-        "similarity": round(result.similarity, 4),
-        "enrolled": result.enrolled,
         "worker": result.worker,
         **head_fields(result),
         "latency_ms": close_account(pending, result, received_s),
@@ -150,15 +147,14 @@ def result_record(pending: PendingRoi, result: Result, received_s: float) -> dic
 
 
 def head_fields(result: Result) -> dict[str, Any]:
-    """The classifier's ``labels``/``label_scores`` and the text head's ``text``/``text_score``, when set."""
-    fields: dict[str, Any] = {}
-    if result.labels:
-        fields["labels"] = list(result.labels)
-        fields["label_scores"] = [round(score, 4) for score in result.label_scores]
-    if result.text or result.text_score:
-        fields["text"] = result.text
-        fields["text_score"] = round(result.text_score, 4)
-    return fields
+    """The fields of the head that made the result (``Result.head``): the embedding head's ``identity_id``,
+    ``similarity``, ``enrolled``; the classifier's ``labels``/``label_scores``; the text head's ``text``/
+    ``text_score`` (always present for a text result, ``''`` when nothing was read)."""
+    if result.head == "classifier":
+        return {"labels": list(result.labels), "label_scores": [round(score, 4) for score in result.label_scores]}
+    if result.head == "text":
+        return {"text": result.text, "text_score": round(result.text_score, 4)}
+    return {"identity_id": result.identity_id, "similarity": round(result.similarity, 4), "enrolled": result.enrolled}
 
 
 def drop_record(pending: PendingRoi, reason: str, where: str) -> dict[str, Any]:
@@ -179,7 +175,8 @@ def tracked_record(
     """The output line for a followed detection that was not sent (``status: "tracked"``; not an ROI).
 
     It carries the track's last identity (``identity_id``/``similarity``/``identity_roi_id``: the ROI whose
-    result gave it), or nulls when no result for the track has arrived yet. ``roi_id`` is null: these lines are
+    result gave it; ``identity_id`` -1 and the ``text``/``labels`` fields when a text or classifier head gave
+    it), or nulls when no result for the track has arrived yet. ``roi_id`` is null: these lines are
     outside the ``sent = results + drops`` account.
     """
     return {
@@ -192,4 +189,5 @@ def tracked_record(
         "identity_id": None if identity is None else identity.identity_id,
         "similarity": None if identity is None else round(identity.similarity, 4),
         "identity_roi_id": None if identity is None else identity.roi_id,
+        **({} if identity is None else identity.extra),
     }

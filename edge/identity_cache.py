@@ -9,7 +9,7 @@ for a track that expired meanwhile is ignored.
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from edge import metrics
@@ -24,12 +24,19 @@ class TrackIdentity:
         similarity: cosine similarity to that identity, -1..1.
         roi_id: the ROI whose result this is.
         stream_ts_ms: PTS of that ROI's frame, ms (a result for an older crop never replaces a newer one).
+        extra: the other heads' fields of that result (``text``/``text_score``, ``labels``/``label_scores``),
+            repeated on the track's ``tracked`` lines.
     """
 
     identity_id: int
     similarity: float
     roi_id: str
     stream_ts_ms: float
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+EXTRA_FIELDS = ("text", "text_score", "labels", "label_scores")
+"""Result-line fields of the classifier and text heads (edge/account.py ``head_fields``) kept per track."""
 
 
 class IdentityCache:
@@ -43,6 +50,7 @@ class IdentityCache:
 
     def write(self, record: dict[str, Any]) -> None:
         """Take the identity from a result record (``status: "ok"`` with ``track_id >= 0``); ignore others.
+        A result of a non-embedding head has identity -1 and keeps its own fields in ``extra``.
 
         A record without the expected fields is counted (``vcascade_edge_malformed_messages_total`` with
         reason ``bad_record``) and ignored.
@@ -52,8 +60,8 @@ class IdentityCache:
         try:
             camera, track_id = str(record["camera"]), int(record.get("track_id", -1))
             entry = TrackIdentity(
-                int(record["identity_id"]), float(record["similarity"]), str(record["roi_id"]),
-                float(record["stream_ts_ms"]),
+                int(record.get("identity_id", -1)), float(record.get("similarity", 0.0)), str(record["roi_id"]),
+                float(record["stream_ts_ms"]), {k: record[k] for k in EXTRA_FIELDS if k in record},
             )
         except (KeyError, TypeError, ValueError):
             metrics.MALFORMED.labels(self.edge, "bad_record").inc()

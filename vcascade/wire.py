@@ -92,6 +92,8 @@ class Result(_Header, tag="result"):
         text: text head: the decoded text ('' for other heads, no text, or a score under the head's
             ``min_score``).
         text_score: text head: mean max-probability of the decoded characters' time steps, 0..1 (0.0 otherwise).
+        head: the kind of head that made it (``embedding``, ``classifier``, ``text``), so that the edge writes
+            that head's fields; ``""`` from workers that predate the heads registry (read as ``embedding``).
     """
 
     roi_id: str
@@ -104,6 +106,7 @@ class Result(_Header, tag="result"):
     label_scores: list[float] = msgspec.field(default_factory=list)
     text: str = ""
     text_score: float = 0.0
+    head: str = ""
 
 
 class Drop(_Header, tag="drop"):

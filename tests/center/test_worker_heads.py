@@ -114,10 +114,13 @@ def test_classifier_head_end_to_end(demo_raw, free_port, crops, classifier_weigh
     assert line["labels"] == answers["b"].labels and set(line) == {"labels", "label_scores"}
 
 
-def test_edge_result_line_carries_set_head_fields_only():
+def test_edge_result_line_carries_the_fields_of_the_head_that_made_it():
     embedding = result_record(_pending(), wire.Result(roi_id="e-1", worker="w", identity_id=3, similarity=0.9), 100.1)
-    assert not {"labels", "label_scores", "text", "text_score"} & set(embedding)
-    text = result_record(_pending(), wire.Result(roi_id="e-1", worker="w", text="AB 12", text_score=0.97123), 100.1)
-    assert (text["text"], text["text_score"], text["identity_id"]) == ("AB 12", 0.9712, -1)
-    labels = wire.Result(roi_id="e-1", worker="w", labels=["car", "bus"], label_scores=[0.61234, 0.2])
+    assert embedding["identity_id"] == 3 and not {"labels", "label_scores", "text", "text_score"} & set(embedding)
+    text = wire.Result(roi_id="e-1", worker="w", text="AB 12", text_score=0.97123, head="text")
+    line = result_record(_pending(), text, 100.1)
+    assert (line["text"], line["text_score"]) == ("AB 12", 0.9712) and "identity_id" not in line
+    nothing_read = result_record(_pending(), wire.Result(roi_id="e-1", worker="w", head="text"), 100.1)
+    assert (nothing_read["text"], nothing_read["text_score"]) == ("", 0.0)  # a text result says so, even empty
+    labels = wire.Result(roi_id="e-1", worker="w", labels=["car", "bus"], label_scores=[0.61234, 0.2], head="classifier")
     assert result_record(_pending(), labels, 100.1)["label_scores"] == [0.6123, 0.2]

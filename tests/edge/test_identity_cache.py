@@ -70,3 +70,21 @@ def test_writer_and_reader_threads():
     thread.join()
     assert cache.size("cam") == 100
     assert cache.get("cam", 99).identity_id == 1999
+
+
+def test_a_text_result_is_cached_with_its_text_and_repeated_on_tracked_lines():
+    """Regression: a text head's result line has no identity fields; it was counted as a bad record and its
+    track's ``tracked`` lines never showed what was read."""
+    from edge.account import tracked_record
+    from edge.frames import Frame
+    import numpy as np
+
+    cache = IdentityCache("e")
+    cache.retain("cam", {4})
+    cache.write({"status": "ok", "camera": "cam", "track_id": 4, "roi_id": "t", "stream_ts_ms": 40.0,
+                 "text": "KA 123", "text_score": 0.93})
+    got = cache.get("cam", 4)
+    assert got is not None and got.identity_id == -1 and got.extra == {"text": "KA 123", "text_score": 0.93}
+    frame = Frame("cam", 2, np.zeros((4, 4, 3), np.uint8), 80.0, 0.0, 0.0)
+    line = tracked_record(frame, (0.0, 0.0, 2.0, 2.0), 2, 0.8, 4, got, "car")
+    assert line["text"] == "KA 123" and line["identity_roi_id"] == "t" and line["status"] == "tracked"
