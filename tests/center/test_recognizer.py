@@ -160,7 +160,7 @@ def test_config_auto_split_points_take_any_device_count(tmp_path):
 def test_config_onnx_recognizer_validates(tmp_path):
     text = (REPO / "configs" / "demo.yaml").read_text()
     start = text.index("  mobilenetv2-embedder:")
-    end = text.index("workers:")
+    end = text.index("  ppocr-text:")  # the demo's second recognizer stays as it is
     onnx = (
         "  mobilenetv2-embedder:\n    type: onnx\n    model: PP-OCRv6_rec_small.onnx\n    input_hw: [48, 320]\n"
         "    resize: keep_ratio_pad\n    split_points: auto\n    intra_op_threads: 1\n\n"
