@@ -50,6 +50,7 @@ def _parser() -> argparse.ArgumentParser:
     _model_dir_option(run)
     run.add_argument("--log-level", default="WARNING", help="log level of the child processes (default WARNING)")
     run.add_argument("--summary-json", type=Path, help="also write the run summary (per process, per camera) here")
+    run.add_argument("--status-file", type=Path, help="rewrite each process's pid and restarts here every second (JSON)")
     run.set_defaults(handler=_run)
 
     for kind in COMPONENT_KINDS:
@@ -144,7 +145,7 @@ def _run(args: argparse.Namespace) -> int:
     dep = load_config(args.file)
     setup_logging("WARNING", "vcascade")
     try:
-        return run_deployment(dep, args.file, args.model_dir, args.log_level, args.summary_json)
+        return run_deployment(dep, args.file, args.model_dir, args.log_level, args.summary_json, args.status_file)
     except ModelUnavailable as exc:
         print(f"vcascade: {exc}", file=sys.stderr)
         return EXIT_FAILURE
