@@ -380,6 +380,7 @@ def run_deployment(
             "elapsed_s": time.monotonic() - started, "exit_codes": codes,
             "processes": [snap for _, snap in sorted(launcher.snapshots.items())],
             "components": launcher.status()["components"],
+            "runs": {f"{k} {n}": c.history for (k, n), c in launcher.components.items()},
         })  # fmt: skip
     return _verdict(console, launcher, codes, failed, interrupted)
 
