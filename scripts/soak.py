@@ -16,8 +16,8 @@ Checks, on the samples after the warm-up (the first ``--warmup-fraction`` of the
 * RSS growth < 5%: median of the last three samples vs. median of the first three, per process;
 * no fd or thread growth: the same medians may differ by at most ``FD_SLACK`` / ``THREAD_SLACK`` (the metrics
   HTTP server's per-request threads and sockets come and go);
-* frame age, end-to-end p99 and broker queue depth flat: the rise of a least-squares line over the window,
-  ``slope x window``, is at most 20% of the window's mean plus a noise floor (50 ms; 8 ROIs).
+* frame age, end-to-end p99 and broker queue depth flat: the rise of a robust (Theil-Sen) line over the
+  window, ``slope x window``, is at most 20% of the window's mean plus a noise floor (50 ms; 8 ROIs).
 
 The thresholds are the same for any duration (a 2-minute CI run checks the same bounds over less time).
 Prints a table of the checks; exit code 1 on any violation.
@@ -144,11 +144,19 @@ class Sampler:
 
 
 def rise(t_s: list[float], values: list[float]) -> float:
-    """Rise of the least-squares line through the points over their time span (same unit as ``values``)."""
+    """Rise of a robust line through the points over their time span (same unit as ``values``).
+
+    The slope is Theil-Sen's (the median of the slopes between every pair of points; Sen 1968, JASA 63:1379):
+    one spike, such as one late ROI on a shared machine, cannot tilt it, while a steady climb does.
+    """
     if len(values) < 3 or max(t_s) == min(t_s):
         return 0.0
-    slope = np.polyfit(np.asarray(t_s, float), np.asarray(values, float), 1)[0]
-    return float(slope * (max(t_s) - min(t_s)))
+    t, v = np.asarray(t_s, float), np.asarray(values, float)
+    i, j = np.triu_indices(len(t), 1)
+    dt = t[j] - t[i]
+    keep = dt > 0
+    slope = float(np.median((v[j] - v[i])[keep] / dt[keep]))
+    return slope * float(t.max() - t.min())
 
 
 def check(rows: list[dict[str, Any]], warmup_s: float) -> list[tuple[str, str, str, bool]]:
@@ -215,7 +223,10 @@ def main() -> int:
     parser.add_argument("--interval-s", type=float, help="seconds between samples (default: run/60, 2..30)")
     parser.add_argument("--warmup-fraction", type=float, default=0.25, help="share of the run not checked (default 0.25)")
     parser.add_argument("--detect-fps", type=float, default=2.0, help="frames per second and camera detected")
+    parser.add_argument("--checks-only", action="store_true", help="only check the samples.csv already in --out")
     args = parser.parse_args()
+    if args.checks_only:
+        return report_checks(read_samples(args.out / "samples.csv"), args.minutes, args.warmup_fraction, args.out, 0)
     from vcascade.resources import resolve
 
     duration_s = args.minutes * 60.0
@@ -242,9 +253,26 @@ def main() -> int:
         writer = csv.DictWriter(f, fieldnames=FIELDS)
         writer.writeheader()
         writer.writerows({k: (round(v, 3) if isinstance(v, float) else v) for k, v in r.items()} for r in rows)
-    plot(rows, warmup_s, args.out / "soak.png")
+    return report_checks(rows, args.minutes, args.warmup_fraction, args.out, code, interval_s)
+
+
+def read_samples(path: Path) -> list[dict[str, Any]]:
+    """The rows of a samples.csv, numbers parsed (empty cells: None)."""
+    with open(path) as f:
+        rows = [{k: (v if k == "process" else float(v) if v else None) for k, v in row.items()} for row in csv.DictReader(f)]
+    for row in rows:
+        row["pid"] = int(row["pid"])
+    return rows
+
+
+def report_checks(rows: list[dict[str, Any]], minutes: float, warmup_fraction: float, out: Path, code: int,
+                  interval_s: float | None = None) -> int:
+    """Plot, check and print the table; returns the exit code (1 on a violation or a failed run)."""
+    warmup_s = max(interval_s or 0.0, warmup_fraction * minutes * 60.0)
+    plot(rows, warmup_s, out / "soak.png")
     results = check(rows, warmup_s)
-    table = Table(title=f"soak {args.minutes:g} min (warm-up {warmup_s:.0f} s, sample every {interval_s:.0f} s)")
+    console = Console(width=140)
+    table = Table(title=f"soak {minutes:g} min (warm-up {warmup_s:.0f} s)")
     for col in ("process", "check", "measured", "ok"):
         table.add_column(col)
     for proc, name, measured, ok in results:
@@ -252,8 +280,8 @@ def main() -> int:
     console.print(table)
     failed = [r for r in results if not r[3]]
     if code != 0:
-        console.print(f"[red]vcascade run exited with code {code}[/red] (see {args.out / 'run.log'})")
-    console.print(f"samples: {args.out / 'samples.csv'}, plot: {args.out / 'soak.png'}")
+        console.print(f"[red]vcascade run exited with code {code}[/red] (see {out / 'run.log'})")
+    console.print(f"samples: {out / 'samples.csv'}, plot: {out / 'soak.png'}")
     return 1 if failed or code != 0 else 0
 
 

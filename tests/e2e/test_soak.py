@@ -26,10 +26,11 @@ def test_histogram_quantile_interpolates_inside_the_bucket_like_promql():
     assert histogram_quantile(0.99, [(0.1, 0.0), (float("inf"), 0.0)]) is None
 
 
-def test_rise_is_the_fitted_slope_times_the_span():
+def test_rise_is_the_robust_slope_times_the_span():
     assert rise([0, 10, 20, 30], [5, 5, 5, 5]) == pytest.approx(0.0)
     assert rise([0, 10, 20, 30], [0, 1, 2, 3]) == pytest.approx(3.0)
     assert rise([0, 10], [0, 100]) == 0.0  # too few points to fit
+    assert rise(list(range(8)), [1, 1, 1, 1, 1, 1, 1, 10]) == pytest.approx(0.0)  # one late spike tilts nothing
 
 
 def _rows(proc: str, rss: list[float], fds: int = 20, threads: int = 9, **series: list[float]) -> list[dict]:
@@ -57,15 +58,17 @@ def test_checks_flag_fd_and_thread_growth_and_restarts():
 
 @pytest.mark.timeout(900)
 def test_soak_two_minutes_nothing_grows(tmp_path, models_dir):
+    """One frame per second and camera keeps the deployment below the capacity of a shared 2-core CI machine:
+    the soak looks for growth, not for the lag of an overloaded center (which bounded queues cap)."""
     out = tmp_path / "soak"
     proc = subprocess.run(
-        [sys.executable, str(REPO / "scripts" / "soak.py"), "--minutes", "2", "--interval-s", "4", "--out", str(out),
-         "--model-dir", str(models_dir)], capture_output=True, text=True, timeout=840,
+        [sys.executable, str(REPO / "scripts" / "soak.py"), "--minutes", "2", "--interval-s", "5", "--detect-fps", "1",
+         "--out", str(out), "--model-dir", str(models_dir)], capture_output=True, text=True, timeout=840,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
     with open(out / "samples.csv") as f:
         rows = list(csv.DictReader(f))
     assert {r["process"] for r in rows} == {"edge edge-a", "edge edge-b", "broker broker-1", "worker worker-1"}
-    assert len(rows) >= 4 * 25 and all(float(r["rss_mb"]) > 10 and int(r["fds"]) > 3 for r in rows)
+    assert len(rows) >= 4 * 20 and all(float(r["rss_mb"]) > 10 and int(r["fds"]) > 3 for r in rows)
     assert any(r["p99_ms"] for r in rows if r["process"].startswith("edge"))
     assert (out / "soak.png").stat().st_size > 10_000
