@@ -12,7 +12,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "scripts"))
-from soak import check, histogram_quantile, rise  # noqa: E402
+from soak import bucket_width_ms, check, histogram_quantile, rise  # noqa: E402
 
 pytestmark = [pytest.mark.e2e]
 
@@ -36,6 +36,13 @@ def test_rise_is_the_robust_slope_times_the_span():
 def _rows(proc: str, rss: list[float], fds: int = 20, threads: int = 9, **series: list[float]) -> list[dict]:
     return [{"t_s": 10.0 * i, "process": proc, "pid": 7, "rss_mb": r, "fds": fds, "threads": threads,
              **{k: v[i] for k, v in series.items()}} for i, r in enumerate(rss)]  # fmt: skip
+
+
+def test_p99_noise_floor_is_the_histogram_bucket_width():
+    assert bucket_width_ms(0.5) == pytest.approx(1.0)
+    assert bucket_width_ms(900.0) == pytest.approx(250.0)  # (0.75 s, 1 s]
+    assert bucket_width_ms(1500.0) == pytest.approx(1000.0)
+    assert bucket_width_ms(6000.0) == float("inf")
 
 
 def test_checks_flag_rss_growth_and_rising_latency_but_not_noise():
