@@ -60,6 +60,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--log-level", default="WARNING", help="log level of the child processes (default WARNING)")
     run.add_argument("--summary-json", type=Path, help="also write the run summary (per process, per camera) here")
     _log_format_option(run)
+    run.add_argument("--status-file", type=Path, help="rewrite each process's pid and restarts here every second (JSON)")
     run.set_defaults(handler=_run)
 
     for kind in COMPONENT_KINDS:
@@ -168,7 +169,7 @@ def _run(args: argparse.Namespace) -> int:
     os.environ[FORMAT_ENV] = args.log_format  # the launcher's children inherit it
     configure_logging("WARNING", "vcascade")
     try:
-        return run_deployment(dep, args.file, args.model_dir, args.log_level, args.summary_json)
+        return run_deployment(dep, args.file, args.model_dir, args.log_level, args.summary_json, args.status_file)
     except ModelUnavailable as exc:
         print(f"vcascade: {exc}", file=sys.stderr)
         return EXIT_FAILURE

@@ -1,10 +1,18 @@
-"""``vcascade run FILE``: start every component of a deployment as local processes and watch them.
+"""``vcascade run FILE``: start every component of a deployment as local processes, supervise and stop them.
 
 Brokers start first, then workers, then edges, each in a ``spawn``-ed process (CUDA cannot be re-initialised
-in a forked child). Children report snapshots on a queue; the launcher shows a live progress line and, when
-every edge has finished (its file cameras ended and its in-flight ROIs drained) or on Ctrl-C, stops the
-workers and brokers and prints the summary table. Exit code 0 only when every process exited cleanly and
-every ROI is accounted for (sent = results + drops, per camera).
+in a forked child). Each child reports snapshots on its own pipe (a child killed mid-write corrupts only its
+own pipe, never its siblings' reports). A component that exits unexpectedly (a crash, a signal, a nonzero
+exit) is restarted after a backoff; more than ``supervision.max_restarts`` restarts within ``window_s`` stop
+it for good (:mod:`vcascade.supervise`; a broker or worker stopped that way ends the run). When every edge
+has finished (its file cameras ended and its in-flight ROIs drained) or on Ctrl-C, the launcher stops the
+workers and brokers and prints the summary. Exit code 0 only when the last run of every process exited
+cleanly, no component was given up, and every ROI of every edge run that ended on its own is accounted for
+(sent = results + drops, per camera). An edge run that was killed cannot account for its in-flight ROIs;
+it is listed, not checked (docs/RELIABILITY.md).
+
+``status_path`` (``vcascade run --status-file``): a JSON file rewritten about once a second with each
+component's pid, liveness and restarts, for tools such as scripts/chaos.py and scripts/soak.py.
 """
 
 from __future__ import annotations
@@ -13,10 +21,11 @@ import json
 import logging
 import multiprocessing as mp
 import os
-import queue
 import signal
 import sys
+import threading
 import time
+from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +34,8 @@ from rich.live import Live
 
 from vcascade.config import Deployment
 from vcascade.models import ensure_detector_model
-from vcascade.summary import progress_line, summary_tables
+from vcascade.summary import progress_line, restarts_table, summary_tables
+from vcascade.supervise import RestartPolicy, RestartTracker
 
 log = logging.getLogger(__name__)
 
@@ -33,23 +43,46 @@ WORKER_START_TIMEOUT_S = 300.0
 """How long edges wait for the workers to load their models before starting anyway."""
 STOP_TIMEOUT_S = 20.0
 """How long a stopped broker or worker may take to exit before it is terminated."""
+STATUS_INTERVAL_S = 1.0
+"""Seconds between rewrites of the status file."""
 
 
-def _child(kind: str, config_path: str, name: str, model_dir: str | None, stop: Any, status: Any, log_level: str) -> None:
+def _child(kind: str, config_path: str, name: str, model_dir: str | None, stop: Any, conn: Any, log_level: str) -> None:
     """Process entry point of one component (module-level so ``spawn`` can import it)."""
     from vcascade.components import run_component
     from vcascade.logs import configure_logging
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the launcher coordinates Ctrl-C
     configure_logging(log_level, kind, name)  # format from $VCASCADE_LOG_FORMAT (set by the CLI)
+    report = _pipe_reporter(conn)
     code = 0
     try:
-        run_component(kind, config_path, name, stop, status.put, model_dir)
+        run_component(kind, config_path, name, stop, report, model_dir)
     except Exception as exc:
         logging.getLogger(kind).exception("%s %s failed", kind, name)
-        status.put({"component": kind, "name": name, "final": True, "error": f"{type(exc).__name__}: {exc}"})
+        report({"component": kind, "name": name, "final": True, "error": f"{type(exc).__name__}: {exc}"})
         code = 1
-    exit_now(kind, code, status)
+    exit_now(kind, code, conn)
+
+
+def _pipe_reporter(conn: Connection) -> Any:
+    """``report(snapshot)`` for a child: sends the snapshot (with the child's pid) on its pipe, thread-safe.
+
+    A launcher that went away (broken pipe) is logged once; the component keeps serving.
+    """
+    lock, broken = threading.Lock(), []
+
+    def report(snapshot: dict[str, Any]) -> None:
+        if broken:
+            return
+        with lock:
+            try:
+                conn.send({**snapshot, "pid": os.getpid()})
+            except (OSError, ValueError) as exc:
+                broken.append(exc)
+                log.warning("cannot report to the launcher any more: %s", exc)
+
+    return report
 
 
 def exit_now(kind: str, code: int, status: Any = None) -> None:
@@ -59,13 +92,14 @@ def exit_now(kind: str, code: int, status: Any = None) -> None:
     (:func:`edge.source.capture_threads_alive`); at normal interpreter exit such a thread is unwound through
     OpenCV's C++ frames, which aborts the process ("FATAL: exception not rethrown", exit code -6). Only then
     the process leaves with ``os._exit`` after flushing what it wrote (everything it owns is closed by then);
-    otherwise it exits normally.
+    otherwise it exits normally. ``status``: the report pipe (or queue) to close first.
     """
     if kind != "edge" or not _capture_threads_alive():
         sys.exit(code)
-    if status is not None:  # the multiprocessing queue's feeder thread must deliver the final report first
+    if status is not None:  # a multiprocessing queue's feeder thread must deliver the final report first
         status.close()
-        status.join_thread()
+        if hasattr(status, "join_thread"):
+            status.join_thread()
     logging.shutdown()
     sys.stdout.flush()
     sys.stderr.flush()
@@ -78,16 +112,108 @@ def _capture_threads_alive() -> bool:
     return capture_threads_alive()
 
 
+def write_json_atomic(path: Path, data: Any) -> None:
+    """Write ``data`` as JSON to ``path`` (folders created) through a temporary file, so readers never see half."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2, default=str))
+    os.replace(tmp, path)
+
+
+class Component:
+    """One supervised component: its current process and report pipe, its restart history and past runs.
+
+    ``history`` holds one entry per ended run: ``{"pid", "exit_code", "ended_unix_s", "snapshot"}`` (the
+    run's last snapshot; ``final`` in it when the run ended on its own).
+    """
+
+    def __init__(self, kind: str, name: str, stop: Any, policy: RestartPolicy) -> None:
+        self.kind, self.name, self.stop = kind, name, stop
+        self.tracker = RestartTracker(policy)
+        self.proc: Any = None
+        self.conn: Connection | None = None
+        self.snapshot: dict[str, Any] | None = None
+        self.history: list[dict[str, Any]] = []
+        self.restart_at_s: float | None = None
+        self.finished = False
+        """True once it exited on purpose (edge done, or stopped) or was given up: never restarted."""
+        self._run_snapshot: dict[str, Any] | None = None
+
+    def started(self, proc: Any, conn: Connection) -> None:
+        self.proc, self.conn, self.restart_at_s, self._run_snapshot = proc, conn, None, None
+
+    def receive(self) -> None:
+        """Read one report from the pipe; EOF or a corrupt message (a child killed mid-write) closes it."""
+        assert self.conn is not None
+        try:
+            snap = self.conn.recv()
+        except Exception:  # EOFError, OSError, or unpickling a torn message: this run reports no more
+            self.conn.close()
+            self.conn = None
+            return
+        if isinstance(snap, dict) and snap.get("component") == self.kind:
+            self.snapshot = self._run_snapshot = snap
+
+    def drain_reports(self) -> None:
+        """Read what an exited run still had in its pipe (its final report)."""
+        while self.conn is not None and self.conn.poll(0):
+            self.receive()
+
+    def exited(self) -> bool:
+        """True once per ended run, when its process is gone and the exit is not yet recorded."""
+        return self.proc is not None and not self.proc.is_alive() and self.restart_at_s is None and not self.finished \
+            and (not self.history or self.history[-1]["pid"] != self.proc.pid)
+
+    def on_exit(self, now_s: float) -> float | None:
+        """Record the ended run; returns the restart delay (s), or None when it is not restarted."""
+        code = self.proc.exitcode
+        self.history.append({"pid": self.proc.pid, "exit_code": code, "ended_unix_s": time.time(),
+                             "snapshot": self._run_snapshot})  # fmt: skip
+        if self.stop.is_set() or (self.kind == "edge" and code == 0):
+            self.finished = True
+            return None
+        delay_s = self.tracker.on_exit(now_s)
+        if delay_s is None:
+            self.finished = True
+            return None
+        self.restart_at_s = now_s + delay_s
+        return delay_s
+
+    def restart_due(self, now_s: float) -> bool:
+        """True when a scheduled restart's delay has passed (a stop cancels it: the component is finished)."""
+        if self.restart_at_s is None:
+            return False
+        if self.stop.is_set():
+            self.restart_at_s, self.finished = None, True
+            return False
+        return now_s >= self.restart_at_s
+
+    def status(self) -> dict[str, Any]:
+        alive = self.proc is not None and self.proc.is_alive()
+        return {
+            "kind": self.kind, "name": self.name, "pid": self.proc.pid if self.proc else None, "alive": alive,
+            "restarts": self.tracker.restarts, "gave_up": self.tracker.gave_up, "finished": self.finished,
+            "exit_codes": [run["exit_code"] for run in self.history],
+        }
+
+
 class Launcher:
-    """Starts, watches and stops the processes of one deployment on this host."""
+    """Starts, supervises (restarts with a storm limit) and stops the processes of one deployment on this host."""
 
     def __init__(self, dep: Deployment, config_path: Path, model_dir: str | None, log_level: str) -> None:
         self.dep, self.config_path, self.model_dir, self.log_level = dep, config_path, model_dir, log_level
         self.ctx = mp.get_context("spawn")
-        self.status = self.ctx.Queue()
         self.stop_edges, self.stop_center = self.ctx.Event(), self.ctx.Event()
-        self.procs: dict[tuple[str, str], mp.Process] = {}
-        self.snapshots: dict[tuple[str, str], dict[str, Any]] = {}
+        sup = dep.supervision
+        self.policy = RestartPolicy(
+            sup.max_restarts, sup.window_s, sup.backoff_initial_s, max(sup.backoff_max_s, sup.backoff_initial_s)
+        )
+        self.components: dict[tuple[str, str], Component] = {}
+
+    @property
+    def snapshots(self) -> dict[tuple[str, str], dict[str, Any]]:
+        """The latest snapshot of each component (from its current or last run), by ``(kind, name)``."""
+        return {key: c.snapshot for key, c in self.components.items() if c.snapshot is not None}
 
     def start(self) -> None:
         """Spawn brokers and workers, wait until every worker serves (model loaded and split), then the edges.
@@ -95,63 +221,99 @@ class Launcher:
         Waiting keeps the first ROIs from queueing behind the workers' start-up, which would otherwise show up
         as end-to-end latency.
         """
-        self._spawn("broker", self.dep.brokers, self.stop_center)
-        self._spawn("worker", self.dep.workers, self.stop_center)
+        self._add("broker", self.dep.brokers, self.stop_center)
+        self._add("worker", self.dep.workers, self.stop_center)
         deadline = time.monotonic() + WORKER_START_TIMEOUT_S
         while time.monotonic() < deadline and not self.center_failed():
             if all(("worker", name) in self.snapshots for name in self.dep.workers):
                 break
             self.poll(0.2)
-        self._spawn("edge", self.dep.edges, self.stop_edges)
+            self.supervise()
+        self._add("edge", self.dep.edges, self.stop_edges)
 
-    def _spawn(self, kind: str, names: Any, stop: Any) -> None:
+    def _add(self, kind: str, names: Any, stop: Any) -> None:
         for name in names:
-            args = (kind, str(self.config_path), name, self.model_dir, stop, self.status, self.log_level)
-            proc = self.ctx.Process(target=_child, args=args, name=f"{kind}:{name}")
-            proc.start()
-            self.procs[(kind, name)] = proc
+            comp = Component(kind, name, stop, self.policy)
+            self.components[(kind, name)] = comp
+            self._spawn(comp)
+
+    def _spawn(self, comp: Component) -> None:
+        reader, writer = self.ctx.Pipe(duplex=False)
+        args = (comp.kind, str(self.config_path), comp.name, self.model_dir, comp.stop, writer, self.log_level)
+        proc = self.ctx.Process(target=_child, args=args, name=f"{comp.kind}:{comp.name}")
+        proc.start()
+        writer.close()  # the child holds the write end; EOF on ours means it is gone
+        comp.started(proc, reader)
 
     def poll(self, timeout_s: float) -> None:
-        """Collect the children's snapshots for up to ``timeout_s``."""
+        """Collect the children's snapshots for up to ``timeout_s`` seconds."""
         deadline = time.monotonic() + timeout_s
-        while True:
-            try:
-                snap = self.status.get(timeout=max(0.0, deadline - time.monotonic()))
-            except queue.Empty:
+        while (left_s := deadline - time.monotonic()) > 0:
+            conns = {c.conn: c for c in self.components.values() if c.conn is not None}
+            if not conns:
+                time.sleep(left_s)
                 return
-            self.snapshots[(snap["component"], snap["name"])] = snap
+            for conn in wait(list(conns), timeout=left_s):
+                conns[conn].receive()
+
+    def supervise(self) -> None:
+        """Record exits, schedule restarts (backoff, storm limit) and start the components whose delay passed."""
+        now_s = time.monotonic()
+        for comp in self.components.values():
+            if comp.exited():
+                comp.drain_reports()
+                delay_s = comp.on_exit(now_s)
+                if delay_s is not None:
+                    log.warning("%s %s exited with code %s; restart %d in %.1f s", comp.kind, comp.name,
+                                comp.history[-1]["exit_code"], comp.tracker.restarts, delay_s)  # fmt: skip
+                elif comp.tracker.gave_up:
+                    log.error("%s %s: restart storm (%d restarts within %.0f s); not restarting it", comp.kind,
+                              comp.name, self.policy.max_restarts, self.policy.window_s)  # fmt: skip
+            if comp.restart_due(now_s):
+                self._spawn(comp)
 
     def edges_done(self) -> bool:
-        return all(not p.is_alive() for (kind, _), p in self.procs.items() if kind == "edge")
+        return all(c.finished for (kind, _), c in self.components.items() if kind == "edge")
 
     def center_failed(self) -> list[str]:
-        """Brokers or workers that exited while they should still be serving."""
-        return [f"{k} {n}" for (k, n), p in self.procs.items() if k != "edge" and not p.is_alive()]
+        """Brokers or workers given up after a restart storm (they should still be serving)."""
+        return [f"{k} {n}" for (k, n), c in self.components.items() if k != "edge" and c.tracker.gave_up]
 
     def stop(self) -> None:
-        """Stop edges (they drain), then workers and brokers; terminate any that overstay."""
+        """Stop edges (they drain), then workers and brokers; terminate (then kill) any that overstay."""
         self.stop_edges.set()
         self._join("edge", self.dep.edges[next(iter(self.dep.edges))].drain_timeout_s + STOP_TIMEOUT_S)
         self.stop_center.set()
         self._join("worker", STOP_TIMEOUT_S)
         self._join("broker", STOP_TIMEOUT_S)
-        self.poll(0.5)
+        self.poll(0.2)
+        self.supervise()
 
     def _join(self, kind: str, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s
-        for (k, name), proc in self.procs.items():
-            if k != kind:
+        for (k, name), comp in self.components.items():
+            if k != kind or comp.proc is None:
                 continue
-            while proc.is_alive() and time.monotonic() < deadline:
+            while comp.proc.is_alive() and time.monotonic() < deadline:
                 self.poll(0.1)
-                proc.join(timeout=0.1)
-            if proc.is_alive():
+                comp.proc.join(timeout=0.1)
+            if comp.proc.is_alive():
                 log.error("%s %s did not stop within %.0f s; terminating it", kind, name, timeout_s)
-                proc.terminate()
-                proc.join(timeout=5)
+                comp.proc.terminate()
+                comp.proc.join(timeout=5)
+            if comp.proc.is_alive():
+                comp.proc.kill()
+                comp.proc.join(timeout=5)
+            self.supervise()
 
     def exit_codes(self) -> dict[str, int | None]:
-        return {f"{k} {n}": p.exitcode for (k, n), p in self.procs.items()}
+        """Exit code of the last run of each component (None: still running or never started)."""
+        return {f"{k} {n}": c.proc.exitcode if c.proc else None for (k, n), c in self.components.items()}
+
+    def status(self) -> dict[str, Any]:
+        """Pid, liveness, restarts and past runs of every component (the status file's content)."""
+        return {"launcher_pid": os.getpid(), "unix_s": time.time(),
+                "components": [c.status() for c in self.components.values()]}  # fmt: skip
 
 
 def run_deployment(
@@ -160,10 +322,12 @@ def run_deployment(
     model_dir: str | None,
     log_level: str = "WARNING",
     summary_json: Path | None = None,
+    status_path: Path | None = None,
 ) -> int:
     """Run a whole deployment locally until its file cameras end or Ctrl-C. Returns the process exit code.
 
-    ``summary_json``: also write the final snapshots of every process and their exit codes there.
+    ``summary_json``: also write the final snapshots of every process, their exit codes, restarts and past
+    runs there. ``status_path``: rewrite :meth:`Launcher.status` there about once a second while running.
 
     Raises:
         vcascade.models.ModelUnavailable: a detector model is missing and cannot be fetched (checked before any
@@ -185,9 +349,13 @@ def run_deployment(
     failed: list[str] = []
     try:
         with Live(console=console, refresh_per_second=4, transient=True) as live:
-            last_plain = 0.0
+            last_plain = last_status = 0.0
             while not interrupted and not launcher.edges_done():
                 launcher.poll(0.25)
+                launcher.supervise()
+                if status_path is not None and time.monotonic() - last_status >= STATUS_INTERVAL_S:
+                    last_status = time.monotonic()
+                    write_json_atomic(status_path, launcher.status())
                 line = progress_line(launcher.snapshots, time.monotonic() - started)
                 live.update(line)
                 if not console.is_terminal and time.monotonic() - last_plain >= 5.0:
@@ -200,32 +368,46 @@ def run_deployment(
             launcher.stop()
     finally:
         signal.signal(signal.SIGINT, previous)
+    if status_path is not None:
+        write_json_atomic(status_path, launcher.status())
     for table in summary_tables(launcher.snapshots, time.monotonic() - started):
         console.print(table)
+    restarted = [c.status() for c in launcher.components.values() if c.tracker.restarts or c.tracker.gave_up]
+    if restarted:
+        console.print(restarts_table(restarted))
     codes = launcher.exit_codes()
     if summary_json is not None:
-        summary_json.parent.mkdir(parents=True, exist_ok=True)
-        summary_json.write_text(json.dumps({
+        write_json_atomic(summary_json, {
             "elapsed_s": time.monotonic() - started, "exit_codes": codes,
             "processes": [snap for _, snap in sorted(launcher.snapshots.items())],
-        }, indent=2, default=str))
-    return _verdict(console, launcher.snapshots, codes, failed, interrupted)
+            "components": launcher.status()["components"],
+            "runs": {f"{k} {n}": c.history for (k, n), c in launcher.components.items()},
+        })  # fmt: skip
+    return _verdict(console, launcher, codes, failed, interrupted)
 
 
-def _verdict(
-    console: Console, snapshots: dict, codes: dict[str, int | None], failed: list[str], interrupted: bool
-) -> int:
-    """Print why the run is not clean, if it is not; return 0 or 1."""
+def _verdict(console: Console, launcher: Launcher, codes: dict[str, int | None], failed: list[str], interrupted: bool) -> int:
+    """Print why the run is not clean, if it is not; return 0 or 1.
+
+    Accounting is checked for every edge run that ended on its own (its final report), including the runs
+    before a restart that crashed with an error; a killed run sent no final report and is only listed.
+    """
     problems = [f"{proc} exited with code {code}" for proc, code in codes.items() if code not in (0, None)]
-    problems += [f"{proc} stopped while edges were running" for proc in failed]
-    for snap in snapshots.values():
-        if snap.get("error"):
-            problems.append(f"{snap['component']} {snap['name']}: {snap['error']}")
-        for cam, c in snap.get("cameras", {}).items():
-            if c["sent"] != c["results"] + sum(c["drops"].values()):
-                problems.append(f"camera {cam}: sent {c['sent']} != results {c['results']} + drops {c['drops']}")
-            if c.get("error"):
-                problems.append(f"camera {cam}: {c['error']}")
+    problems += [f"{proc} stopped after a restart storm while edges were running" for proc in failed]
+    problems += [f"{c.kind} {c.name} given up after a restart storm" for c in launcher.components.values()
+                 if c.tracker.gave_up and c.kind == "edge"]  # fmt: skip
+    for comp in launcher.components.values():
+        for run in comp.history:
+            snap = run.get("snapshot") or {}
+            if not snap.get("final"):
+                continue
+            if snap.get("error"):
+                problems.append(f"{comp.kind} {comp.name} (pid {run['pid']}): {snap['error']}")
+            for cam, c in snap.get("cameras", {}).items():
+                if c["sent"] != c["results"] + sum(c["drops"].values()):
+                    problems.append(f"camera {cam}: sent {c['sent']} != results {c['results']} + drops {c['drops']}")
+                if c.get("error"):
+                    problems.append(f"camera {cam}: {c['error']}")
     if interrupted:
         console.print("[yellow]interrupted (Ctrl-C): in-flight ROIs were drained before exit[/yellow]")
     for problem in problems:

@@ -400,6 +400,20 @@ class SecurityConfig(_Base):
     )
 
 
+# ---------------------------------------------------------------- supervision
+
+
+class SupervisionConfig(_Base):
+    """How `vcascade run` restarts component processes that exit unexpectedly (vcascade/supervise.py)."""
+
+    max_restarts: int = Field(
+        5, ge=0, le=1000, description="Restarts of one component allowed within `window_s`; one more stops it (restart storm)."
+    )
+    window_s: float = Field(60.0, gt=0, le=86_400, description="Sliding window of the restart-storm limit, s.")
+    backoff_initial_s: float = Field(0.5, ge=0, le=600, description="Delay before a restart, s; doubles per restart within the window.")
+    backoff_max_s: float = Field(10.0, ge=0, le=3600, description="Largest delay before a restart, s.")
+
+
 # ---------------------------------------------------------------- deployment
 
 
@@ -414,6 +428,9 @@ class Deployment(_Base):
     recognizers: dict[Name, RecognizerConfig] = Field(min_length=1, description="Recognition models by name.")
     security: SecurityConfig = Field(SecurityConfig(), description="Transport security (CurveZMQ).")
     heartbeat: HeartbeatConfig = Field(HeartbeatConfig(), description="Heartbeat interval and liveness of every broker link.")
+    supervision: SupervisionConfig = Field(
+        SupervisionConfig(), description="Restarts of crashed processes under `vcascade run` (backoff, storm limit)."
+    )
 
     def cameras_of(self, edge: str) -> dict[str, CameraConfig]:
         """The cameras read by one edge, by name."""

@@ -61,6 +61,18 @@ def summary_tables(snapshots: Snapshots, elapsed_s: float) -> list[Table]:
     return [cams, center]
 
 
+def restarts_table(components: list[dict[str, Any]]) -> Table:
+    """Components the launcher restarted or gave up (rows of :meth:`vcascade.launcher.Launcher.status`)."""
+    table = Table(title="restarted components")
+    for col in ("process", "restarts", "exit codes of past runs", "state"):
+        table.add_column(col)
+    for c in components:
+        state = "given up (restart storm)" if c["gave_up"] else "running" if c["alive"] else "stopped"
+        codes = ", ".join(str(code) for code in c["exit_codes"])
+        table.add_row(f"{c['kind']} {c['name']}", str(c["restarts"]), codes, state)
+    return table
+
+
 def _fmt(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:.2f}"

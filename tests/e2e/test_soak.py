@@ -1,0 +1,81 @@
+"""Soak: scripts/soak.py runs a real deployment for 2 minutes (CI scale) with the same checks as the 30-minute
+run (docs/BENCHMARKS.md); plus its arithmetic: histogram quantiles, the linear-fit rise, the growth checks."""
+
+from __future__ import annotations
+
+import csv
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "scripts"))
+from soak import bucket_width_ms, check, histogram_quantile, rise  # noqa: E402
+
+pytestmark = [pytest.mark.e2e]
+
+
+def test_histogram_quantile_interpolates_inside_the_bucket_like_promql():
+    buckets = [(0.1, 50.0), (0.2, 90.0), (0.5, 100.0), (float("inf"), 100.0)]
+    assert histogram_quantile(0.5, buckets) == pytest.approx(0.1)
+    assert histogram_quantile(0.7, buckets) == pytest.approx(0.15)  # rank 70: 20 of the 40 in (0.1, 0.2]
+    assert histogram_quantile(0.99, buckets) == pytest.approx(0.2 + 0.3 * 9 / 10)
+    assert histogram_quantile(0.99, [(0.1, 0.0), (float("inf"), 5.0)]) == pytest.approx(0.1)  # +Inf: last bound
+    assert histogram_quantile(0.99, [(0.1, 0.0), (float("inf"), 0.0)]) is None
+
+
+def test_rise_is_the_robust_slope_times_the_span():
+    assert rise([0, 10, 20, 30], [5, 5, 5, 5]) == pytest.approx(0.0)
+    assert rise([0, 10, 20, 30], [0, 1, 2, 3]) == pytest.approx(3.0)
+    assert rise([0, 10], [0, 100]) == 0.0  # too few points to fit
+    assert rise(list(range(8)), [1, 1, 1, 1, 1, 1, 1, 10]) == pytest.approx(0.0)  # one late spike tilts nothing
+
+
+def _rows(proc: str, rss: list[float], fds: int = 20, threads: int = 9, **series: list[float]) -> list[dict]:
+    return [{"t_s": 10.0 * i, "process": proc, "pid": 7, "rss_mb": r, "fds": fds, "threads": threads,
+             **{k: v[i] for k, v in series.items()}} for i, r in enumerate(rss)]  # fmt: skip
+
+
+def test_p99_noise_floor_is_the_histogram_bucket_width():
+    assert bucket_width_ms(0.5) == pytest.approx(1.0)
+    assert bucket_width_ms(900.0) == pytest.approx(250.0)  # (0.75 s, 1 s]
+    assert bucket_width_ms(1500.0) == pytest.approx(1000.0)
+    assert bucket_width_ms(6000.0) == float("inf")
+
+
+def test_checks_flag_rss_growth_and_rising_latency_but_not_noise():
+    flat = _rows("edge e", [100, 120, 101, 100, 102, 101, 100, 101], p99_ms=[300, 310, 290, 305, 300, 295, 310, 300])
+    assert all(ok for *_, ok in check(flat, warmup_s=15))  # the 120 MB spike is in the warm-up
+    leaking = _rows("worker w", [100, 100, 101, 103, 105, 107, 109, 112])  # after warm-up: 103 -> 109 MB
+    failed = [name for _, name, _, ok in check(leaking, warmup_s=15) if not ok]
+    assert failed == ["RSS growth < 5%"]
+    lagging = _rows("edge e", [100] * 8, p99_ms=[100, 100, 200, 300, 400, 500, 600, 700])
+    assert [name for _, name, _, ok in check(lagging, warmup_s=15) if not ok] == ["p99_ms flat"]
+
+
+def test_checks_flag_fd_and_thread_growth_and_restarts():
+    rows = _rows("broker b", [50] * 8)
+    for i, row in enumerate(rows):
+        row.update(fds=20 + 2 * i, threads=5 + 2 * i, pid=7 if i < 6 else 8)
+    failed = [name for _, name, _, ok in check(rows, warmup_s=15) if not ok]
+    assert failed == ["same pid (no restart)", "no fds growth (slack 3)", "no threads growth (slack 3)"]
+
+
+@pytest.mark.timeout(900)
+def test_soak_two_minutes_nothing_grows(tmp_path, models_dir):
+    """One frame per second and camera keeps the deployment below the capacity of a shared 2-core CI machine:
+    the soak looks for growth, not for the lag of an overloaded center (which bounded queues cap)."""
+    out = tmp_path / "soak"
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "soak.py"), "--minutes", "2", "--interval-s", "5", "--detect-fps", "1",
+         "--out", str(out), "--model-dir", str(models_dir)], capture_output=True, text=True, timeout=840,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+    with open(out / "samples.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert {r["process"] for r in rows} == {"edge edge-a", "edge edge-b", "broker broker-1", "worker worker-1"}
+    assert len(rows) >= 4 * 20 and all(float(r["rss_mb"]) > 10 and int(r["fds"]) > 3 for r in rows)
+    assert any(r["p99_ms"] for r in rows if r["process"].startswith("edge"))
+    assert (out / "soak.png").stat().st_size > 10_000
