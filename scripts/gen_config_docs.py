@@ -31,6 +31,7 @@ SECTIONS = [
     ("`recognizers.<name>` with `type: torch`", config.TorchRecognizerConfig),
     ("`recognizers.<name>.head` with `type: embedding`", config.EmbeddingHeadConfig),
     ("`workers.<name>`", config.WorkerConfig),
+    ("`stage_groups.<name>`", config.StageGroupConfig),
     ("`security`", config.SecurityConfig),
     ("`security.curve`", config.CurveConfig),
     ("`heartbeat`", config.HeartbeatConfig),

@@ -95,6 +95,7 @@ class Launcher:
         as end-to-end latency.
         """
         self._spawn("broker", self.dep.brokers, self.stop_center)
+        self._spawn("stage-group", self.dep.stage_groups, self.stop_center)  # before their workers
         self._spawn("worker", self.dep.workers, self.stop_center)
         deadline = time.monotonic() + WORKER_START_TIMEOUT_S
         while time.monotonic() < deadline and not self.center_failed():
@@ -133,6 +134,7 @@ class Launcher:
         self._join("edge", self.dep.edges[next(iter(self.dep.edges))].drain_timeout_s + STOP_TIMEOUT_S)
         self.stop_center.set()
         self._join("worker", STOP_TIMEOUT_S)
+        self._join("stage-group", STOP_TIMEOUT_S)
         self._join("broker", STOP_TIMEOUT_S)
         self.poll(0.5)
 
