@@ -132,7 +132,7 @@ class _Worker:
             stages = [*load_stage_range(recognizer, cfg.devices, 0), self._remote_stages(deployment)]
         self.engine = StageEngine(
             stages, cfg.stage_queue, self._emit_results, self._fail_batch, self.telemetry.stage_computed,
-            max_in_flight=cfg.max_batches_in_flight,
+            max_in_flight=cfg.max_batches_in_flight, threads_per_stage=cfg.torch_threads,
         )
         self.batcher = MicroBatcher(cfg.max_batch, cfg.max_wait_ms)
         self.inbox: queue.Queue = queue.Queue(maxsize=2 * cfg.credits)
