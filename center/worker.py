@@ -35,12 +35,12 @@ import cv2
 import torch
 import zmq
 
-from center.batcher import STOP, MicroBatcher, preprocess_items, split_stale
+from center.batcher import STOP, MicroBatcher, split_stale
 from center.heads import EmbeddingHead
 from center.metrics import WorkerTelemetry, link_discarded, stage_error
 from center.microbatch import MicroBatch, RoiItem
 from center.outbox import Outbox
-from center.preprocess import PreprocessSpec, to_device
+from center.preprocess import PreprocessSpec
 from center.recognizer import load_stages
 from center.stage_group import load_stage_range
 from center.stage_link import RemoteStages

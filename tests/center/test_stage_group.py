@@ -29,6 +29,8 @@ from center.transfer import prepare_batch
 from center.worker import run_worker
 from vcascade import wire
 from vcascade.config import ConfigError, Deployment, load_config
+from vcascade.keys import generate_keys
+from vcascade.security import secure_client
 from vcascade.sockets import make_socket
 
 VCASCADE = str(Path(sys.executable).with_name("vcascade"))
@@ -80,8 +82,11 @@ def test_frames_that_disagree_with_the_header_are_rejected():
 # ---------------------------------------------------------------- real processes
 
 
-def _write_config(demo_raw: dict, free_port, tmp_path: Path, timeout_s: float = 3.0) -> Path:
+def _write_config(demo_raw: dict, free_port, tmp_path: Path, timeout_s: float = 3.0, curve: bool = False) -> Path:
     raw = copy.deepcopy(demo_raw)
+    if curve:
+        generate_keys(tmp_path / "keys", ["broker-1", "edge-1", "worker-1", "stages-b"])
+        raw["security"] = {"curve": {"enabled": True, "keys_dir": str(tmp_path / "keys")}}
     raw["heartbeat"] = {"interval_s": 30.0, "liveness": 10}  # the test plays a broker that never heartbeats
     for key in ("frontend_port", "backend_port", "metrics_port"):
         raw["brokers"]["broker-1"][key] = free_port()
@@ -132,7 +137,8 @@ def test_config_checks_that_worker_and_group_devices_cover_the_stages(demo_raw, 
 
 
 def test_two_process_chain_gives_the_same_embeddings_as_one_process(demo_raw, free_port, tmp_path, crops):
-    config = _write_config(demo_raw, free_port, tmp_path)
+    """Over CurveZMQ (the deployment enables it): a client without the keys is never served."""
+    config = _write_config(demo_raw, free_port, tmp_path, curve=True)
     dep = load_config(config)
     recognizer = dep.recognizers["mobilenetv2-embedder"]
     spec = PreprocessSpec.from_config(recognizer)
@@ -144,7 +150,10 @@ def test_two_process_chain_gives_the_same_embeddings_as_one_process(demo_raw, fr
     group = _start_group(config)
     try:
         done: dict[int, MicroBatch] = {}
-        remote = RemoteStages(zmq.Context.instance(), dep.stage_groups["stages-b"].endpoint(), 1, 60.0)
+        endpoint = dep.stage_groups["stages-b"].endpoint()
+        _assert_plaintext_client_refused(endpoint, tensor)
+        secure = lambda sock: secure_client(sock, dep.security, "worker-1", "stages-b")  # noqa: E731
+        remote = RemoteStages(zmq.Context.instance(), endpoint, 1, 60.0, secure=secure)
         engine = StageEngine([*load_stage_range(recognizer, ["cpu"], 0), remote], 2,
                              lambda b: done.setdefault(b.seq, b), lambda b, w, e: pytest.fail(f"{w}: {e!r}"))
         engine.start()
@@ -160,6 +169,17 @@ def test_two_process_chain_gives_the_same_embeddings_as_one_process(demo_raw, fr
         assert [item.roi.roi_id for item in batch.items] == [ok[i].roi.roi_id for i in r]
         torch.testing.assert_close(batch.data[0], expected[r], rtol=1e-5, atol=1e-5)
         assert batch.hop_names() == ["stage0", "stage1", "link"] and len(batch.compute_s) == 2
+
+
+def _assert_plaintext_client_refused(endpoint: str, tensor: torch.Tensor) -> None:
+    failures: list[BaseException] = []
+    remote = RemoteStages(zmq.Context.instance(), endpoint, 1, 2.0)
+    engine = StageEngine([remote], 1, lambda b: pytest.fail("served without CurveZMQ"),
+                         lambda b, where, exc: failures.append(exc))
+    engine.start()
+    engine.submit(MicroBatch(0, [], (tensor[:1],), 0.0, 0.0))
+    assert engine.stop(timeout_s=30)
+    assert len(failures) == 1 and isinstance(failures[0], StageUnreachable)
 
 
 def _roi(roi_id: str) -> bytes:
