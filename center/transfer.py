@@ -146,12 +146,20 @@ class Placement:
         return Placed.of(outputs, ready)
 
     def _wait_for(self, inputs: Sequence[torch.Tensor]) -> None:
-        """Make this stage's stream wait for the producer's event; keep the inputs' memory alive for it."""
+        """Make this stage's stream wait for the producer; keep the inputs' memory alive for it.
+
+        A :class:`Placed` input: wait on its event. A plain CUDA tensor (the batcher's input, made on the
+        default stream): wait for the work queued so far on that device's default stream.
+        """
         ready = getattr(inputs, "ready", None)
+        sources = {x.device for x in inputs if x.device.type == "cuda"}
         if ready is not None:
             self.stream.wait_event(ready)
-            for source in {x.device for x in inputs if x.device.type == "cuda" and x.device != self.device}:
+            for source in sources - {self.device}:
                 torch.cuda.current_stream(source).wait_event(ready)  # a peer copy runs on the source's stream
+        else:
+            for source in sources:
+                self.stream.wait_stream(torch.cuda.default_stream(source))
         for x in inputs:
             if x.device.type == "cuda":
                 x.record_stream(self.stream)

@@ -8,7 +8,8 @@ Measures, in the same run so the ratios compare like with like on a shared machi
 1. ``bare``: the unsplit demo MobileNetV2 embedder called in a loop on one thread (torch threads 1).
 2. ``engine K=1`` and ``engine K=2``: the same micro-batches through :class:`center.stages.StageEngine`, one
    thread per stage, torch threads 1 per stage; K=2 uses the demo's split point. Goal K=2 >= 1.7x bare
-   (pipeline bubble included: the first and last micro-batches keep one stage idle).
+   (pipeline bubble included: the first and last micro-batches keep one stage idle). Also K=2 with stage 1 in
+   a real ``vcascade stage-group`` process, and its mean ``link`` hop per micro-batch.
 3. ``worker``: the real worker (``center.worker.run_worker``, K=1) in this process, fed over real ZeroMQ sockets
    by this script playing its broker (a ROUTER on the backend port, ROIs = JPEG crops of bikes.mp4, credits
    respected), against ``bare loop``: decode + preprocess + model + embedding head on the same crops in one
@@ -87,17 +88,20 @@ def time_bare(model: torch.nn.Module, inputs: list[torch.Tensor], device: str = 
     return time.perf_counter() - started
 
 
-def time_engine(stages: list[TorchStage], inputs: list[torch.Tensor], max_in_flight: int = 8) -> float:
+def time_engine(stages: list, inputs: list[torch.Tensor], max_in_flight: int = 8, sink_hook=None) -> float:
     """Seconds for every input to go through a StageEngine (one thread per stage, torch threads 1 each)."""
     finished = threading.Event()
     count = [0]
 
     def sink(batch: MicroBatch) -> None:
+        if sink_hook is not None and count[0] > 0:  # the first one is the warm-up through the link
+            sink_hook(batch)
         count[0] += 1
         if count[0] == len(inputs):
             finished.set()
 
-    run_chained(stages, inputs[0])  # warm-up, outside the timing
+    if all(isinstance(stage, TorchStage) for stage in stages):
+        run_chained(stages, inputs[0])  # warm-up, outside the timing (a remote group: its first batch)
     engine = StageEngine(stages, 2, sink, lambda b, w, e: print(f"error {w}: {e!r}"), max_in_flight=max_in_flight,
                          threads_per_stage=1)
     engine.start()
@@ -124,6 +128,54 @@ def bench_stages(recognizer, batch: int, batches: int, device: str = "cpu") -> d
     out["engine_k1"] = rois / time_engine([TorchStage(bare_model, device)], inputs)
     out["engine_k2"] = rois / time_engine([TorchStage(m, device) for m in modules], inputs)
     return out
+
+
+def bench_stage_group(raw: dict, recognizer, batch: int, batches: int) -> dict:
+    """ROIs/s of K=2 with stage 1 in a real ``vcascade stage-group`` process (stage 0 here), and the mean
+    ``link`` hop per micro-batch, ms (round trip less the group's compute)."""
+    import subprocess
+    import tempfile
+
+    from center.stage_group import load_stage_range
+    from center.stage_link import RemoteStages
+
+    raw = copy.deepcopy(raw)
+    port, metrics_port, worker_metrics = _free_ports(3)
+    raw["workers"]["worker-1"].update(devices=["cpu"], downstream="stages-b", metrics_port=worker_metrics)
+    raw["stage_groups"] = {"stages-b": {"port": port, "metrics_port": metrics_port, "devices": ["cpu"]}}
+    dep = Deployment.model_validate(raw)
+    with tempfile.TemporaryDirectory() as tmp:
+        config = Path(tmp) / "deployment.yaml"
+        config.write_text(yaml.safe_dump(raw))
+        vcascade = str(Path(sys.executable).with_name("vcascade"))
+        group = subprocess.Popen([vcascade, "stage-group", "--config", str(config), "--name", "stages-b",
+                                  "--log-level", "WARNING"], stdout=subprocess.DEVNULL)
+        try:
+            _wait_listening(port, group)
+            generator = torch.Generator().manual_seed(0)
+            shape = (batch, 3, *recognizer.input_hw)
+            inputs = [torch.randn(*shape, generator=generator).contiguous(memory_format=torch.channels_last)
+                      for _ in range(batches)]
+            links: list[float] = []
+            remote = RemoteStages(zmq.Context.instance(), dep.stage_groups["stages-b"].endpoint(), 1, 120.0)
+            stages = [*load_stage_range(recognizer, ["cpu"], 0), remote]
+            seconds = time_engine(stages, inputs, sink_hook=lambda b: links.append(b.t_stage_done_s[-1] - b.t_stage_done_s[-2]))
+        finally:
+            group.terminate()
+            group.wait(60)
+    return {"engine_k2_stage_group": batch * batches / seconds, "link_ms_mean": 1000.0 * float(np.mean(links))}
+
+
+def _wait_listening(port: int, proc) -> None:
+    import socket
+
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and proc.poll() is None:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.2)
+    raise RuntimeError("stage group did not start")
 
 
 def bare_loop(recognizer, crops: list[bytes], batch: int, device: str = "cpu") -> float:
@@ -217,6 +269,8 @@ def report(results: dict, title: str) -> Table:
     table.add_row("bare unsplit model, 1 thread", f"{s['bare']:.1f}", "1.00", "")
     table.add_row("engine K=1 (1 stage thread)", f"{s['engine_k1']:.1f}", f"{s['engine_k1'] / s['bare']:.2f}", "~1.0")
     table.add_row("engine K=2 (2 stage threads)", f"{s['engine_k2']:.1f}", f"{s['engine_k2'] / s['bare']:.2f}", ">= 1.7")
+    table.add_row(f"engine K=2, stage 1 in a stage group (link {s['link_ms_mean']:.1f} ms/batch)",
+                  f"{s['engine_k2_stage_group']:.1f}", f"{s['engine_k2_stage_group'] / s['bare']:.2f}", "")
     w = results["worker"]
     table.add_row("bare loop: decode+preprocess+model+head", f"{w['bare_loop']:.1f}", "1.00", "")
     table.add_row("worker (real sockets, K=1)", f"{w['worker']:.1f}", f"{w['worker'] / w['bare_loop']:.2f}", ">= 0.90")
@@ -238,7 +292,8 @@ def main() -> None:
     results = {
         "command": " ".join(sys.argv), "cpu_count": os.cpu_count(), "loadavg_before": os.getloadavg(),
         "split_points": recognizer.split_points,
-        "stages": bench_stages(recognizer, args.batch, args.batches),
+        "stages": {**bench_stages(recognizer, args.batch, args.batches),
+                   **bench_stage_group(raw, recognizer, args.batch, args.batches)},
         "worker": {"bare_loop": bare_loop(recognizer, crops, args.batch), "worker": bench_worker(raw, crops, args.batch),
                    "note": "real worker in this process, fed over ZeroMQ by the script playing its broker"},
         "loadavg_after": os.getloadavg(),
