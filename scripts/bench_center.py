@@ -15,7 +15,8 @@ Measures, in the same run so the ratios compare like with like on a shared machi
    respected), against ``bare loop``: decode + preprocess + model + embedding head on the same crops in one
    loop. Goal: overhead <= 10 %.
 
-Prints a rich table and writes JSON. Numbers on a shared machine are preliminary (docs/BENCHMARKS.md).
+Each measure runs ``--rounds`` times in turn with the others and reports its best round. Prints a rich table
+and writes JSON. Numbers on a shared machine are preliminary (docs/BENCHMARKS.md).
 """
 
 from __future__ import annotations
@@ -114,8 +115,12 @@ def time_engine(stages: list, inputs: list[torch.Tensor], max_in_flight: int = 8
     return elapsed
 
 
-def bench_stages(recognizer, batch: int, batches: int, device: str = "cpu") -> dict:
-    """Throughput (ROIs/s) of bare, engine K=1 and K=2 on ``batches`` micro-batches of ``batch`` ROIs."""
+def bench_stages(recognizer, batch: int, batches: int, device: str = "cpu", rounds: int = 1) -> dict:
+    """Throughput (ROIs/s) of bare, engine K=1 and K=2 on ``batches`` micro-batches of ``batch`` ROIs.
+
+    The three are measured in turn, ``rounds`` times (so a load change on a shared machine hits all of them
+    alike); each reports its best round (the least disturbed, as ``timeit`` does) and ``*_rounds`` lists all.
+    """
     model = build_model(recognizer)
     example = torch.zeros((2, 3, *recognizer.input_hw))
     modules = split_model(model, recognizer.split_points, example)
@@ -124,15 +129,25 @@ def bench_stages(recognizer, batch: int, batches: int, device: str = "cpu") -> d
     inputs = [x.contiguous(memory_format=torch.channels_last) for x in inputs]
     bare_model = model.to(device).to(memory_format=torch.channels_last)
     rois = batch * batches
-    out = {"batch": batch, "batches": batches, "bare": rois / time_bare(bare_model, inputs, device)}
-    out["engine_k1"] = rois / time_engine([TorchStage(bare_model, device)], inputs)
-    out["engine_k2"] = rois / time_engine([TorchStage(m, device) for m in modules], inputs)
+    measures = {
+        "bare": lambda: time_bare(bare_model, inputs, device),
+        "engine_k1": lambda: time_engine([TorchStage(bare_model, device)], inputs),
+        "engine_k2": lambda: time_engine([TorchStage(m, device) for m in modules], inputs),
+    }
+    runs: dict[str, list[float]] = {name: [] for name in measures}
+    for _ in range(rounds):
+        for name, measure in measures.items():
+            runs[name].append(rois / measure())
+    out: dict = {"batch": batch, "batches": batches, "rounds": rounds}
+    for name, values in runs.items():
+        out[name], out[f"{name}_rounds"] = max(values), values
     return out
 
 
 def bench_stage_group(raw: dict, recognizer, batch: int, batches: int) -> dict:
     """ROIs/s of K=2 with stage 1 in a real ``vcascade stage-group`` process (stage 0 here), and the mean
-    ``link`` hop per micro-batch, ms (round trip less the group's compute)."""
+    ``link`` hop per micro-batch, ms (round trip less the group's compute): with one micro-batch in flight
+    (transfer both ways), and during the throughput run (8 in flight: includes waiting in the group's queue)."""
     import subprocess
     import tempfile
 
@@ -159,11 +174,16 @@ def bench_stage_group(raw: dict, recognizer, batch: int, batches: int) -> dict:
             links: list[float] = []
             remote = RemoteStages(zmq.Context.instance(), dep.stage_groups["stages-b"].endpoint(), 1, 120.0)
             stages = [*load_stage_range(recognizer, ["cpu"], 0), remote]
-            seconds = time_engine(stages, inputs, sink_hook=lambda b: links.append(b.t_stage_done_s[-1] - b.t_stage_done_s[-2]))
+            link = lambda b: links.append(b.t_stage_done_s[-1] - b.t_stage_done_s[-2])  # noqa: E731
+            seconds = time_engine(stages, inputs, sink_hook=link)
+            queued_ms, links = 1000.0 * float(np.mean(links)), []
+            remote = RemoteStages(zmq.Context.instance(), dep.stage_groups["stages-b"].endpoint(), 1, 120.0)
+            time_engine([stages[0], remote], inputs[:8], max_in_flight=1, sink_hook=link)  # transfer alone
         finally:
             group.terminate()
             group.wait(60)
-    return {"engine_k2_stage_group": batch * batches / seconds, "link_ms_mean": 1000.0 * float(np.mean(links))}
+    return {"engine_k2_stage_group": batch * batches / seconds, "link_ms_mean": 1000.0 * float(np.mean(links)),
+            "link_ms_mean_8_in_flight": queued_ms}
 
 
 def _wait_listening(port: int, proc) -> None:
@@ -196,8 +216,12 @@ def bare_loop(recognizer, crops: list[bytes], batch: int, device: str = "cpu") -
     return len(items) / (time.perf_counter() - started)
 
 
-def bench_worker(raw: dict, crops: list[bytes], batch: int, device: str = "cpu") -> float:
-    """ROIs/s of the real worker (K=1 on ``device``, in this process) fed over ZeroMQ by this function."""
+def bench_worker(raw: dict, crops: list[bytes], batch: int, device: str = "cpu", rounds: int = 1,
+                 between=lambda: None):
+    """ROIs/s of the real worker (K=1 on ``device``, in this process) fed over ZeroMQ by this function.
+
+    Returns the throughput, or with ``rounds > 1`` the list of each round's (``between()`` runs before each).
+    """
     from center.worker import run_worker
 
     raw = copy.deepcopy(raw)
@@ -217,13 +241,26 @@ def bench_worker(raw: dict, crops: list[bytes], batch: int, device: str = "cpu")
     try:
         identity = _ready(router)
         _feed(router, identity, crops[: 2 * batch], 4 * batch)  # warm-up
-        started = time.perf_counter()
-        _feed(router, identity, crops, 4 * batch)
-        return len(crops) / (time.perf_counter() - started)
+        runs = []
+        for _ in range(rounds):
+            between()
+            started = time.perf_counter()
+            _feed(router, identity, crops, 4 * batch)
+            runs.append(len(crops) / (time.perf_counter() - started))
+        return max(runs) if rounds == 1 else runs
     finally:
         stop.set()
         thread.join(30)
         router.close()
+
+
+def worker_vs_bare_loop(raw: dict, recognizer, crops: list[bytes], batch: int, rounds: int) -> dict:
+    """Best-of-``rounds`` ROIs/s of the bare loop and of the worker, measured in turn (same crops)."""
+    bare: list[float] = []
+    worker = bench_worker(raw, crops, batch, rounds=max(2, rounds),
+                          between=lambda: bare.append(bare_loop(recognizer, crops, batch)))
+    return {"bare_loop": max(bare), "worker": max(worker), "bare_loop_rounds": bare, "worker_rounds": worker,
+            "note": "real worker in this process, fed over ZeroMQ by the script playing its broker"}
 
 
 def _ready(router: zmq.Socket) -> bytes:
@@ -269,7 +306,7 @@ def report(results: dict, title: str) -> Table:
     table.add_row("bare unsplit model, 1 thread", f"{s['bare']:.1f}", "1.00", "")
     table.add_row("engine K=1 (1 stage thread)", f"{s['engine_k1']:.1f}", f"{s['engine_k1'] / s['bare']:.2f}", "~1.0")
     table.add_row("engine K=2 (2 stage threads)", f"{s['engine_k2']:.1f}", f"{s['engine_k2'] / s['bare']:.2f}", ">= 1.7")
-    table.add_row(f"engine K=2, stage 1 in a stage group (link {s['link_ms_mean']:.1f} ms/batch)",
+    table.add_row(f"engine K=2, stage 1 in a stage group (link {s['link_ms_mean']:.1f} ms/batch alone)",
                   f"{s['engine_k2_stage_group']:.1f}", f"{s['engine_k2_stage_group'] / s['bare']:.2f}", "")
     w = results["worker"]
     table.add_row("bare loop: decode+preprocess+model+head", f"{w['bare_loop']:.1f}", "1.00", "")
@@ -280,8 +317,9 @@ def report(results: dict, title: str) -> Table:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--batch", type=int, default=8, help="ROIs per micro-batch")
-    parser.add_argument("--batches", type=int, default=24, help="micro-batches per stage measurement")
-    parser.add_argument("--rois", type=int, default=192, help="ROIs sent to the worker and the bare loop")
+    parser.add_argument("--batches", type=int, default=12, help="micro-batches per stage measurement and round")
+    parser.add_argument("--rois", type=int, default=96, help="ROIs sent to the worker and the bare loop per round")
+    parser.add_argument("--rounds", type=int, default=3, help="measurements of each, in turn; the best is shown")
     parser.add_argument("--out", type=Path, default=REPO / "out" / "bench_center.json")
     args = parser.parse_args()
     torch.set_num_threads(1)
@@ -292,10 +330,9 @@ def main() -> None:
     results = {
         "command": " ".join(sys.argv), "cpu_count": os.cpu_count(), "loadavg_before": os.getloadavg(),
         "split_points": recognizer.split_points,
-        "stages": {**bench_stages(recognizer, args.batch, args.batches),
+        "stages": {**bench_stages(recognizer, args.batch, args.batches, rounds=args.rounds),
                    **bench_stage_group(raw, recognizer, args.batch, args.batches)},
-        "worker": {"bare_loop": bare_loop(recognizer, crops, args.batch), "worker": bench_worker(raw, crops, args.batch),
-                   "note": "real worker in this process, fed over ZeroMQ by the script playing its broker"},
+        "worker": worker_vs_bare_loop(raw, recognizer, crops, args.batch, args.rounds),
         "loadavg_after": os.getloadavg(),
     }
     Console().print(report(results, f"center benchmark (batch {args.batch}, CPU, torch threads 1 per stage)"))
