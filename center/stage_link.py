@@ -8,7 +8,7 @@ Message (DEALER on the worker, ROUTER on the group)::
   ``error`` group -> worker), the worker's micro-batch ``seq``, per tensor its shape, dtype, byte length and
   memory layout, and the compute time of every stage so far, s.
 * one frame per tensor: its raw bytes, sent zero-copy (``copy=False`` on the tensor's own buffer) and received
-  as a ``zmq.Frame`` whose memoryview becomes the tensor (``np.frombuffer`` -> ``torch.from_numpy``): no copy,
+  as a ``zmq.Frame`` whose memoryview becomes the tensor (``torch.frombuffer``): no copy,
   no pickle. Channels-last 4-d tensors travel as their NHWC buffer (``layout="nhwc"``) and are permuted back
   into channels-last NCHW views on arrival, so they are not copied into NCHW order first.
 
@@ -45,7 +45,7 @@ DTYPES = ("float32", "float16", "float64", "int64", "int32", "uint8", "bool")
 
 _pipes = itertools.count()
 
-warnings.filterwarnings("ignore", message="The given NumPy array is not writable")  # received frames: see below
+warnings.filterwarnings("ignore", message="The given buffer is not writable")  # received frames: see _tensor
 
 
 class TensorSpec(msgspec.Struct, frozen=True, array_like=True):
@@ -166,7 +166,10 @@ def _tensor(spec: TensorSpec, data: memoryview) -> torch.Tensor:
     dtype = np.dtype(spec.dtype)
     if not spec.nbytes == len(data) == math.prod(spec.shape) * dtype.itemsize:
         raise MalformedMessage("tensor", f"{len(data)} bytes for {spec}")
-    tensor = torch.from_numpy(np.frombuffer(data, dtype=dtype).reshape(spec.shape))  # read-only buffer: a view
+    if spec.nbytes == 0:
+        tensor = torch.empty(spec.shape, dtype=getattr(torch, spec.dtype))
+    else:  # a view on the frame (which it keeps alive); read-only memory, so never written in place
+        tensor = torch.frombuffer(data, dtype=getattr(torch, spec.dtype)).reshape(spec.shape)
     return tensor.permute(0, 3, 1, 2) if spec.layout == "nhwc" else tensor
 
 

@@ -34,6 +34,7 @@ from vcascade.security import secure_client
 from vcascade.sockets import make_socket
 
 VCASCADE = str(Path(sys.executable).with_name("vcascade"))
+pytestmark = pytest.mark.filterwarnings("ignore:The given buffer is not writable")  # tensors are views on frames
 
 
 # ---------------------------------------------------------------- codec
