@@ -95,7 +95,12 @@ class Launcher:
         as end-to-end latency.
         """
         self._spawn("broker", self.dep.brokers, self.stop_center)
-        self._spawn("stage-group", self.dep.stage_groups, self.stop_center)  # before their workers
+        self._spawn("stage-group", self.dep.stage_groups, self.stop_center)  # serving before their workers
+        group_deadline = time.monotonic() + WORKER_START_TIMEOUT_S
+        while time.monotonic() < group_deadline and not self.center_failed():
+            if all(("stage_group", name) in self.snapshots for name in self.dep.stage_groups):
+                break
+            self.poll(0.2)
         self._spawn("worker", self.dep.workers, self.stop_center)
         deadline = time.monotonic() + WORKER_START_TIMEOUT_S
         while time.monotonic() < deadline and not self.center_failed():

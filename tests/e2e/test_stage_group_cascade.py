@@ -51,6 +51,7 @@ def test_run_with_a_stage_group_accounts_every_roi(tmp_path, free_port, models_d
     (group,) = [p for p in summary["processes"] if p["component"] == "stage_group"]
     (worker,) = [p for p in summary["processes"] if p["component"] == "worker"]
     assert group["answered"] == worker["batches"] > 0 and set(group["stage_ms"]) == {"stage1"}
+    assert worker["drops"] == {} and worker["results"] == worker["rois"]  # the group served before the worker
     lines = [json.loads(line) for line in (tmp_path / "r.jsonl").read_text().splitlines()]
     results = [line for line in lines if line["status"] == "ok"]
     assert results and len(results) == worker["results"]
