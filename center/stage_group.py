@@ -99,8 +99,8 @@ class _Group:
         self.first = first
         self.telemetry = StageGroupTelemetry(name)
         self.engine = StageEngine(
-            stages, self.cfg.stage_queue, self._answer, self._fail, self._computed,
-            threads_per_stage=self.cfg.torch_threads,
+            stages, self.cfg.stage_queue, self._answer, self._fail, self.telemetry.stage_computed,
+            threads_per_stage=self.cfg.torch_threads, first_stage_index=first,
         )
         self.ctx = zmq.Context.instance()
         self.pipe = f"inproc://vcascade-stage-group-{name}"
@@ -183,9 +183,6 @@ class _Group:
         message = f"{where}: {type(exc).__name__}"
         self._send([batch.items[0], *encode_message("error", batch.seq, (), batch.compute_s, error=message)])
         self.telemetry.failed(where)
-
-    def _computed(self, index: int, seconds: float) -> None:
-        self.telemetry.stage_computed(self.first + index, seconds)
 
     def _send(self, frames: list) -> None:
         """Hand frames to the IO thread over the inproc pipe (called by the sink thread or a stage thread)."""

@@ -21,6 +21,7 @@ Anything that does not decode, or whose frames disagree with the header, raises
 
 from __future__ import annotations
 
+import collections
 import itertools
 import math
 import threading
@@ -42,6 +43,11 @@ MAX_TENSORS = 16
 """Tensors per message at most (stage activations are one to a few tensors)."""
 DTYPES = ("float32", "float16", "float64", "int64", "int32", "uint8", "bool")
 """Tensor dtypes the link carries (numpy names; bfloat16 has no numpy dtype)."""
+
+CONNECT_GRACE_S = 1.0
+"""How long a micro-batch may wait for a connection to the group (start-up, handshake) before it fails, s."""
+POLL_MS = 20
+"""Link thread poll timeout, ms: bounds how late a retry, a timeout or a stop is handled."""
 
 _pipes = itertools.count()
 
@@ -199,7 +205,8 @@ class RemoteStages:
     an ``inproc`` pipe, zero-copy), and the link thread owns the DEALER to the group: it forwards what was
     sent, receives answers (any order, matched by ``seq`` to the pending micro-batch, which carries its ROIs),
     and fails micro-batches unanswered for ``timeout_s``. With ``ZMQ_IMMEDIATE`` a message is never queued for
-    a connection that is not up, so a dead group fails micro-batches at once instead of after the timeout.
+    a connection that is not up: it waits here for :data:`CONNECT_GRACE_S` at most (start-up, handshake), so
+    a dead group fails micro-batches within that grace instead of after the timeout.
     After a timeout with the group silent, the DEALER is replaced (fresh connection, stale queue dropped).
 
     Timestamps: the answer of micro-batch ``b`` sent at ``t0`` and received at ``t1`` with group compute
@@ -226,6 +233,7 @@ class RemoteStages:
         self._on_discard = on_discard or (lambda reason: None)
         self._pipe = f"inproc://vcascade-stage-link-{next(_pipes)}"
         self._pending: dict[int, tuple[object, float]] = {}
+        self._unsent: collections.deque = collections.deque()  # (seq, frames, first try) while no connection
         self._cond = threading.Condition()
         self._stop = threading.Event()
         self._push = None
@@ -279,8 +287,8 @@ class RemoteStages:
         heard_s = time.monotonic()
         try:
             while not self._stop.is_set():
-                events = dict(self._poller(dealer).poll(50))
-                if self._pull in events:
+                events = dict(self._poller(dealer).poll(POLL_MS))
+                if self._pull in events or self._unsent:
                     self._forward(dealer)
                 if dealer in events:
                     heard_s = self._receive(dealer, heard_s)
@@ -305,16 +313,29 @@ class RemoteStages:
         return poller
 
     def _forward(self, dealer) -> None:
+        """Send what the stage thread queued, after what is still waiting for a connection (in order)."""
         while True:
             try:
                 frames = self._pull.recv_multipart(zmq.NOBLOCK, copy=False)
             except zmq.Again:
-                return
-            try:
-                dealer.send_multipart(frames, zmq.NOBLOCK, copy=False)
-            except zmq.Again:  # no connection up (ZMQ_IMMEDIATE) or the group far behind
-                seq = _decode_header(frames[0].buffer).seq
-                self._resolve(seq, error=StageUnreachable(f"no connection to {self.endpoint}"))
+                break
+            self._unsent.append((_decode_header(frames[0].buffer).seq, frames, time.monotonic()))
+        self._send_unsent(dealer)
+
+    def _send_unsent(self, dealer) -> None:
+        """Try the waiting messages; one waiting longer than the connect grace fails as unreachable."""
+        while self._unsent:
+            seq, frames, since = self._unsent[0]
+            with self._cond:
+                still_pending = seq in self._pending
+            if still_pending:
+                try:
+                    dealer.send_multipart(frames, zmq.NOBLOCK, copy=False)
+                except zmq.Again:  # no connection up (ZMQ_IMMEDIATE) or the group far behind
+                    if time.monotonic() - since <= min(self.timeout_s, CONNECT_GRACE_S):
+                        return
+                    self._resolve(seq, error=StageUnreachable(f"no connection to {self.endpoint}"))
+            self._unsent.popleft()
 
     def _receive(self, dealer, heard_s: float) -> float:
         while True:

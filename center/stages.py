@@ -85,6 +85,8 @@ class StageEngine:
         max_in_flight: micro-batches between :meth:`submit` and the end of their sink call, at most.
         threads_per_stage: when given, each stage thread calls ``torch.set_num_threads`` with it first (torch
             keeps one intra-op thread count per calling thread, so K stages use K x this many cores).
+        first_stage_index: pipeline index of the first stage (a stage group runs stages from there on): names
+            (``stage<k>``), ``on_compute`` and ``on_error`` use the recognizer's numbering.
 
     Raises:
         ValueError: no stages, ``queue_size < 1`` or ``max_in_flight < 1``.
@@ -100,13 +102,14 @@ class StageEngine:
         clock: Callable[[], float] = time.perf_counter,
         max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
         threads_per_stage: int | None = None,
+        first_stage_index: int = 0,
     ) -> None:
         if not stages:
             raise ValueError("a stage engine needs at least one stage")
         if queue_size < 1 or max_in_flight < 1:
             raise ValueError(f"queue_size and max_in_flight must be >= 1, got {queue_size}, {max_in_flight}")
         self._stages = list(stages)
-        self._first_index = _first_indices(self._stages)
+        self._first_index = _first_indices(self._stages, first_stage_index)
         self._sink = sink
         self._on_error = on_error
         self._on_compute = on_compute or (lambda index, seconds: None)
@@ -121,7 +124,7 @@ class StageEngine:
     @property
     def num_stages(self) -> int:
         """K, the number of pipeline stages (an async stage counts its ``num_stages``; the sink not counted)."""
-        return self._first_index[-1]
+        return self._first_index[-1] - self._first_index[0]
 
     @property
     def in_flight(self) -> int:
@@ -259,9 +262,9 @@ class StageEngine:
         self._slots.release()
 
 
-def _first_indices(stages: Sequence[StageFn | AsyncStage]) -> list[int]:
-    """Pipeline index of the first stage of each entry, plus K at the end (async stages cover several)."""
-    indices = [0]
+def _first_indices(stages: Sequence[StageFn | AsyncStage], first: int = 0) -> list[int]:
+    """Pipeline index of the first stage of each entry, then the index after the last (async stages cover several)."""
+    indices = [first]
     for stage in stages:
         indices.append(indices[-1] + (stage.num_stages if isinstance(stage, AsyncStage) else 1))
     return indices

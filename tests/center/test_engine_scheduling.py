@@ -202,3 +202,15 @@ def test_torch_threads_per_stage_are_set_in_each_stage_thread():
     engine.submit(_batch(0, 1))
     assert engine.stop(timeout_s=10)
     assert seen == [1]
+
+
+def test_a_stage_group_engine_names_its_stages_in_the_recognizers_numbering():
+    recorder, computed = _Recorder(), []
+    engine = StageEngine([_tag("a"), _tag("b", fail_every=2)], 1, recorder.sink, recorder.on_error,
+                         on_compute=lambda index, s: computed.append(index), first_stage_index=2)
+    assert engine.num_stages == 2 and set(engine.queue_depths()) == {"stage2", "stage3", "head"}
+    engine.start()
+    engine.submit(_batch(0, 1))
+    engine.submit(_batch(1, 2))
+    assert engine.stop(timeout_s=10)
+    assert sorted(computed) == [2, 2, 3] and recorder.failed == [(1, "stage3", "RuntimeError")]

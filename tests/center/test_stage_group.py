@@ -23,7 +23,7 @@ from center.microbatch import MicroBatch
 from center.preprocess import PreprocessSpec
 from center.recognizer import load_stages, run_chained
 from center.stage_group import load_stage_range
-from center.stage_link import RemoteStages, StageUnreachable, decode_message, encode_message
+from center.stage_link import RemoteStageError, RemoteStages, StageUnreachable, decode_message, encode_message
 from center.stages import StageEngine
 from center.transfer import prepare_batch
 from center.worker import run_worker
@@ -155,13 +155,15 @@ def test_two_process_chain_gives_the_same_embeddings_as_one_process(demo_raw, fr
         _assert_plaintext_client_refused(endpoint, tensor)
         secure = lambda sock: secure_client(sock, dep.security, "worker-1", "stages-b")  # noqa: E731
         remote = RemoteStages(zmq.Context.instance(), endpoint, 1, 60.0, secure=secure)
-        engine = StageEngine([*load_stage_range(recognizer, ["cpu"], 0), remote], 2,
+        local = load_stage_range(recognizer, ["cpu"], 0)
+        engine = StageEngine([*local, remote], 2,
                              lambda b: done.setdefault(b.seq, b), lambda b, w, e: pytest.fail(f"{w}: {e!r}"))
         engine.start()
         rows = [[0, 1, 2], [3, 4, 5], [5, 0], [1], [2, 3, 4, 5]]  # micro-batches of several sizes in flight
         for seq, r in enumerate(rows):
             engine.submit(MicroBatch(seq, [ok[i] for i in r], (tensor[r],), 0.0, 0.0))
         assert engine.stop(timeout_s=120)
+        _assert_group_survives_bad_input(endpoint, secure, tensor, local[0])
     finally:
         assert _stop(group) == 0
     assert sorted(done) == list(range(len(rows)))
@@ -170,6 +172,26 @@ def test_two_process_chain_gives_the_same_embeddings_as_one_process(demo_raw, fr
         assert [item.roi.roi_id for item in batch.items] == [ok[i].roi.roi_id for i in r]
         torch.testing.assert_close(batch.data[0], expected[r], rtol=1e-5, atol=1e-5)
         assert batch.hop_names() == ["stage0", "stage1", "link"] and len(batch.compute_s) == 2
+
+
+def _assert_group_survives_bad_input(endpoint: str, secure, tensor: torch.Tensor, stage0) -> None:
+    """Garbage is counted and dropped by the group; a stage that raises answers an error; it keeps serving."""
+    dealer = make_socket(zmq.Context.instance(), zmq.DEALER)
+    secure(dealer)
+    dealer.connect(endpoint)
+    dealer.send_multipart([b"\x80\x04 pickled", b"x"])
+    dealer.send_multipart(encode_message("result", 7, (tensor[:1],)))  # wrong kind for a group
+    ended: dict[int, object] = {}
+    remote = RemoteStages(zmq.Context.instance(), endpoint, 1, 60.0, secure=secure)
+    engine = StageEngine([remote], 1, lambda b: ended.__setitem__(b.seq, b), lambda b, w, e: ended.__setitem__(b.seq, e))
+    engine.start()
+    engine.submit(MicroBatch(0, [], (torch.zeros(1, 5, 56, 56),), 0.0, 0.0))  # stage 1 wants 24 channels
+    engine.submit(MicroBatch(1, [], (tensor[:1],), 0.0, 0.0))  # not stage 1's input either: raises too
+    engine.submit(MicroBatch(2, [], stage0((tensor[:1],)), 0.0, 0.0))  # and the next good one is served
+    assert engine.stop(timeout_s=60)
+    dealer.close()
+    assert isinstance(ended[0], RemoteStageError) and "stage1" in str(ended[0])
+    assert isinstance(ended[1], RemoteStageError) and isinstance(ended[2], MicroBatch)
 
 
 def _assert_plaintext_client_refused(endpoint: str, tensor: torch.Tensor) -> None:
