@@ -159,3 +159,90 @@ class WorkerTelemetry:
                     s: 1000.0 * self._stage_sum_s[s] / self._stage_calls[s] for s in sorted(self._stage_calls)
                 },
             }
+
+
+# ---------------------------------------------------------------- stage errors and the stage-group link (worker)
+
+STAGE_ERRORS = Counter(
+    "vcascade_worker_stage_errors_total",
+    "Micro-batches failed by a stage, by stage and reason (exception, stage_unreachable, remote_error).",
+    ["worker", "stage", "reason"],
+)
+LINK_DISCARDED = Counter(
+    "vcascade_worker_link_discarded_total",
+    "Stage-group answers dropped, by reason (late: its micro-batch had already failed; malformed reasons).",
+    ["worker", "reason"],
+)
+
+
+def stage_error(worker: str, stage: str, reason: str) -> None:
+    """Count one micro-batch failed in ``stage`` (``stage<k>``) for ``reason``."""
+    STAGE_ERRORS.labels(worker, stage, reason).inc()
+
+
+def link_discarded(worker: str, reason: str) -> None:
+    """Count one stage-group answer dropped for ``reason``."""
+    LINK_DISCARDED.labels(worker, reason).inc()
+
+
+# ---------------------------------------------------------------- stage-group process (prefix vcascade_stage_group_)
+
+GROUP_BATCHES = Counter(
+    "vcascade_stage_group_batches_total", "Micro-batches answered, by outcome (result, error).", ["group", "outcome"]
+)
+GROUP_STAGE_SECONDS = Histogram(
+    "vcascade_stage_group_stage_seconds", "Compute time of one stage on one micro-batch, s.", ["group", "stage"],
+    buckets=LATENCY_BUCKETS_S,
+)
+GROUP_MALFORMED = Counter(
+    "vcascade_stage_group_malformed_messages_total", "Received messages dropped as malformed, by reason.",
+    ["group", "reason"],
+)
+
+
+class StageGroupTelemetry:
+    """Counts events of one stage group into its metrics and its report snapshot. Thread-safe."""
+
+    def __init__(self, group: str) -> None:
+        self.group = group
+        self._lock = threading.Lock()
+        self._answered = 0
+        self._failed: _Tally[str] = _Tally()
+        self._malformed: _Tally[str] = _Tally()
+        self._stage_sum_s: _Tally[str] = _Tally()
+        self._stage_calls: _Tally[str] = _Tally()
+
+    def answered(self) -> None:
+        """One micro-batch answered with a result."""
+        GROUP_BATCHES.labels(self.group, "result").inc()
+        with self._lock:
+            self._answered += 1
+
+    def failed(self, stage: str) -> None:
+        """One micro-batch answered with an error because ``stage`` raised."""
+        GROUP_BATCHES.labels(self.group, "error").inc()
+        with self._lock:
+            self._failed[stage] += 1
+
+    def malformed(self, reason: str) -> None:
+        """One received message dropped as malformed."""
+        GROUP_MALFORMED.labels(self.group, reason).inc()
+        with self._lock:
+            self._malformed[reason] += 1
+
+    def stage_computed(self, index: int, seconds: float) -> None:
+        """Pipeline stage ``index`` (the recognizer's numbering) computed one micro-batch in ``seconds``."""
+        stage = f"stage{index}"
+        GROUP_STAGE_SECONDS.labels(self.group, stage).observe(seconds)
+        with self._lock:
+            self._stage_sum_s[stage] += seconds
+            self._stage_calls[stage] += 1
+
+    def snapshot(self, final: bool) -> dict:
+        """The report dict: micro-batches answered and failed, malformed messages, mean compute ms per stage."""
+        with self._lock:
+            return {
+                "component": "stage_group", "name": self.group, "final": final, "answered": self._answered,
+                "failed": dict(self._failed), "malformed": dict(self._malformed),
+                "stage_ms": {s: 1000.0 * self._stage_sum_s[s] / self._stage_calls[s] for s in sorted(self._stage_calls)},
+            }

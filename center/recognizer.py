@@ -155,13 +155,15 @@ class TorchStage:
         self.module = module.to(self.device).to(memory_format=torch.channels_last)
 
     def __call__(self, inputs: Activations) -> Activations:
-        """Run the stage. ``inputs``: tensors on any device; returns its outputs on this stage's device."""
-        with torch.inference_mode():
-            moved = [_channels_last(to_device(x, self.device)) for x in inputs]
-            outputs = as_activations(self.module(*moved))
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
-        return outputs
+        """Run the stage. ``inputs``: tensors on any device; returns its outputs on this stage's device.
+
+        Placement (own CUDA stream, waiting on the previous stage's event) is :class:`center.transfer.Placement`.
+        """
+        if "placement" not in self.__dict__:
+            from center.transfer import Placement
+
+            self.placement = Placement(self.device)
+        return self.placement.run(self.module, inputs, _channels_last)
 
 
 def _channels_last(x: torch.Tensor) -> torch.Tensor:

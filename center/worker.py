@@ -38,12 +38,15 @@ import zmq
 
 from center.batcher import STOP, MicroBatcher, preprocess_items, split_stale
 from center.heads import build_head, head_context, head_input
-from center.metrics import WorkerTelemetry
+from center.metrics import WorkerTelemetry, link_discarded, stage_error
 from center.microbatch import MicroBatch, RoiItem
 from center.outbox import Outbox
 from center.preprocess import PreprocessSpec
 from center.runtimes import load_recognizer_stages, stage_input
+from center.stage_group import load_stage_range
+from center.stage_link import RemoteStages
 from center.stages import StageEngine
+from center.transfer import prepare_batch
 from vcascade import wire
 from vcascade.config import Deployment
 from vcascade.security import secure_client, watch_auth_failures
@@ -135,9 +138,13 @@ class _Worker:
         self.first_device = cfg.devices[0]
         self.head = build_head(recognizer.head, head_context(recognizer, model_dir))
         self.recognizer = recognizer
-        stages = load_recognizer_stages(recognizer, cfg.devices, model_dir=model_dir)
+        if cfg.downstream is None:
+            stages = load_recognizer_stages(recognizer, cfg.devices, model_dir=model_dir)
+        else:  # the first stages here, the rest in the stage group (one asynchronous stage of the engine)
+            stages = [*load_stage_range(recognizer, cfg.devices, 0, model_dir), self._remote_stages(deployment)]
         self.engine = StageEngine(
-            stages, cfg.stage_queue, self._emit_results, self._fail_batch, self.telemetry.stage_computed
+            stages, cfg.stage_queue, self._emit_results, self._fail_batch, self.telemetry.stage_computed,
+            max_in_flight=cfg.max_batches_in_flight, threads_per_stage=cfg.torch_threads,
         )
         self.batcher = MicroBatcher(cfg.max_batch, cfg.max_wait_ms)
         self.inbox: queue.Queue = queue.Queue(maxsize=2 * cfg.credits)
@@ -149,6 +156,16 @@ class _Worker:
         now = time.monotonic()
         alive = any(h is not None and now - h <= self.liveness_s for h in self.heard_s)
         return alive, "" if alive else f"no broker heard within {self.liveness_s:g} s"
+
+    def _remote_stages(self, deployment: Deployment) -> RemoteStages:
+        """The downstream stage group as an async stage (CurveZMQ client of the group when enabled)."""
+        group_name = self.cfg.downstream
+        group = deployment.stage_groups[group_name]
+        return RemoteStages(
+            zmq.Context.instance(), group.endpoint(), len(group.devices), group.timeout_s,
+            secure=lambda sock: secure_client(sock, self.security, self.name, group_name),
+            on_discard=lambda reason: link_discarded(self.name, reason),
+        )
 
     # ------------------------------------------------------------------ IO thread
 
@@ -311,16 +328,20 @@ class _Worker:
         fresh, stale = split_stale(items, t_closed)
         self._drop_items(stale, "stale")
         try:
-            prepared = preprocess_items(fresh, self.spec)
-            tensor = stage_input(self.recognizer, prepared.batch, self.first_device) if prepared.items else None
+            if self.spec.resize == "stretch":  # decoded and resized here, normalised on the first stage's device
+                tensor, ok, failed = prepare_batch(fresh, self.spec, self.first_device)
+            else:  # keep_ratio_pad pads after normalising (PaddleOCR): the host path of center.preprocess
+                prepared = preprocess_items(fresh, self.spec)
+                ok, failed = prepared.items, prepared.failed
+                tensor = stage_input(self.recognizer, prepared.batch, self.first_device) if ok else None
         except Exception:  # noqa: BLE001 - a bad micro-batch must not stop the batcher
             log.exception("worker %s: preprocess failed", self.name)
             self._drop_items(fresh, "preprocess_error")
             return
-        self._drop_items(prepared.failed, "decode_error")
+        self._drop_items(failed, "decode_error")
         if tensor is None:
             return
-        batch = MicroBatch(self._seq, prepared.items, (tensor,), t_closed, time.perf_counter())
+        batch = MicroBatch(self._seq, ok, (tensor,), t_closed, time.perf_counter())
         self._seq += 1
         self.telemetry.batch_computed(len(batch.items))
         self.engine.submit(batch)  # blocks while stage 0's queue is full: back-pressure
@@ -342,6 +363,8 @@ class _Worker:
 
     def _fail_batch(self, batch: MicroBatch, where: str, exc: BaseException) -> None:
         """Engine error callback: every ROI of the failed micro-batch gets a Drop."""
+        if where != "head":
+            stage_error(self.name, where, getattr(exc, "reason", "exception"))
         self._drop_items(batch.items, "head_error" if where == "head" else "stage_error")
 
     def _drop_items(self, items: list[RoiItem], reason: str) -> None:

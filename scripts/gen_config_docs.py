@@ -35,6 +35,7 @@ SECTIONS = [
     ("`recognizers.<name>.head` with `type: classifier`", config.ClassifierHeadConfig),
     ("`recognizers.<name>.head` with `type: text`", config.TextHeadConfig),
     ("`workers.<name>`", config.WorkerConfig),
+    ("`stage_groups.<name>`", config.StageGroupConfig),
     ("`security`", config.SecurityConfig),
     ("`security.curve`", config.CurveConfig),
     ("`heartbeat`", config.HeartbeatConfig),

@@ -3,6 +3,7 @@
     vcascade check FILE                                   validate a deployment file
     vcascade run FILE [--model-dir DIR]                   run every component locally, print the summary
     vcascade edge|broker|worker --config FILE --name NAME one component (multi-host deployments)
+    vcascade stage-group --config FILE --name NAME        stages of a worker's recognizer in their own process
     vcascade keys generate DIR [--config FILE] [--name NAME ...] [--force]
                                                           CurveZMQ keypairs, one per component
     vcascade keys check --config FILE [--name NAME ...]   load the key files each component needs

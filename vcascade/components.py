@@ -8,7 +8,7 @@ from typing import Any, Protocol
 
 from vcascade.config import load_config
 
-COMPONENT_KINDS = ("edge", "broker", "worker")
+COMPONENT_KINDS = ("edge", "broker", "worker", "stage-group")
 
 
 class StopFlag(Protocol):
@@ -43,7 +43,7 @@ def run_component(
         ConfigError: the file is invalid.
     """
     dep = load_config(config_path)
-    section = {"edge": dep.edges, "broker": dep.brokers, "worker": dep.workers}[kind]
+    section = {"edge": dep.edges, "broker": dep.brokers, "worker": dep.workers, "stage-group": dep.stage_groups}[kind]
     if name not in section:
         raise KeyError(f"no {kind} named {name!r} in {config_path} (have: {', '.join(sorted(section))})")
     if kind == "edge":
@@ -54,6 +54,10 @@ def run_component(
         from broker.server import run_broker
 
         run_broker(dep, name, stop, report)
+    elif kind == "stage-group":
+        from center.stage_group import run_stage_group
+
+        run_stage_group(dep, name, stop, report)
     else:
         from center.worker import run_worker
 

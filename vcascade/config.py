@@ -43,6 +43,7 @@ from vcascade.schema import (  # noqa: F401  (re-exported: the schema is part of
     RouteConfig,
     SecurityConfig,
     SinkConfig,
+    StageGroupConfig,
     TextHeadConfig,
     TorchRecognizerConfig,
     TrackerConfig,
@@ -170,6 +171,8 @@ def _check_references(dep: Deployment) -> list[str]:
             problems.append(
                 f"workers.{name}.recognizer = {worker.recognizer!r}: expected one of {sorted(dep.recognizers)}"
             )
+        elif worker.downstream is not None:
+            problems.extend(_check_downstream(dep, name))
         elif recognizer.split_points != "auto" and len(worker.devices) != len(recognizer.split_points) + 1:
             problems.append(
                 f"workers.{name}.devices = {worker.devices}: expected {len(recognizer.split_points) + 1} devices "
@@ -181,6 +184,7 @@ def _check_references(dep: Deployment) -> list[str]:
     problems.extend(_check_routing(dep))
     for name, recognizer in dep.recognizers.items():
         problems.extend(_check_recognizer(f"recognizers.{name}", recognizer))
+    problems.extend(_check_stage_groups(dep))
     problems.extend(_check_ports(dep))
     problems.extend(_check_security(dep))
     problems.extend(_check_heads(dep))
@@ -262,6 +266,43 @@ def _check_recognizer(key: str, rec: RecognizerConfig) -> list[str]:
     return problems
 
 
+def _check_downstream(dep: Deployment, name: str) -> list[str]:
+    """A worker with a stage group: the group exists and worker + group devices = the recognizer's stages."""
+    worker = dep.workers[name]
+    group = dep.stage_groups.get(worker.downstream)
+    if group is None:
+        return [f"workers.{name}.downstream = {worker.downstream!r}: expected one of the stage_groups {sorted(dep.stage_groups)}"]
+    split_points = dep.recognizers[worker.recognizer].split_points
+    if split_points == "auto":
+        return [
+            f"recognizers.{worker.recognizer}.split_points = 'auto': expected explicit split points for a recognizer "
+            f"split across processes (workers.{name}.downstream = {worker.downstream!r}; `vcascade plan` suggests them)"
+        ]
+    stages = len(split_points) + 1
+    if len(worker.devices) + len(group.devices) != stages:
+        return [
+            f"workers.{name}.devices = {worker.devices} + stage_groups.{worker.downstream}.devices = {group.devices}: "
+            f"expected {stages} devices in all (one per stage of recognizer {worker.recognizer!r}; the worker runs "
+            f"the first stages, the group the rest)"
+        ]
+    return []
+
+
+def _check_stage_groups(dep: Deployment) -> list[str]:
+    """Each stage group serves at least one worker, all of them splitting the same recognizer at the same stage."""
+    problems = []
+    for name, group in dep.stage_groups.items():
+        users = {(w.recognizer, len(w.devices)) for w in dep.workers.values() if w.downstream == name}
+        if not users:
+            problems.append(f"stage_groups.{name}: no worker uses this group (set `downstream: {name}` on a worker)")
+        elif len(users) > 1:
+            problems.append(f"stage_groups.{name}: its workers differ in recognizer or in stages run locally ({sorted(users)})")
+        for i, device in enumerate(group.devices):
+            if not re.fullmatch(r"cpu|cuda(:\d+)?", device):
+                problems.append(f"stage_groups.{name}.devices[{i}] = {device!r}: expected `cpu` or `cuda:N`")
+    return problems
+
+
 def _inline_class_names(det: DetectorConfig) -> list[str] | tuple[str, ...] | None:
     """The detector's class names when the file gives them inline (or COCO by default); None for a names file."""
     if det.class_names is None:
@@ -307,6 +348,9 @@ def _check_ports(dep: Deployment) -> list[str]:
         bound.append((f"brokers.{name}.backend_port", broker.backend_port))
     for name, worker in dep.workers.items():
         bound.append((f"workers.{name}.metrics_port", worker.metrics_port))
+    for name, group in dep.stage_groups.items():
+        bound.append((f"stage_groups.{name}.metrics_port", group.metrics_port))
+        bound.append((f"stage_groups.{name}.port", group.port))
     seen: dict[int, str] = {}
     problems = []
     for key, port in bound:
@@ -336,6 +380,13 @@ def _check_security(dep: Deployment) -> list[str]:
             problems.append(
                 f"edges.{name}.{key} = {address!r}: expected a loopback address for the control socket while "
                 "security.curve.enabled is false (enable CurveZMQ, or set security.allow_plaintext_remote: true)"
+            )
+    for name, group in dep.stage_groups.items():
+        if not _is_loopback(group.bind or group.host):
+            problems.append(
+                f"stage_groups.{name}.{'bind' if group.bind else 'host'} = {group.bind or group.host!r}: expected a "
+                "loopback address while security.curve.enabled is false (enable CurveZMQ, or set "
+                "security.allow_plaintext_remote: true on a trusted network)"
             )
     return problems
 

@@ -216,20 +216,27 @@ class Launcher:
         return {key: c.snapshot for key, c in self.components.items() if c.snapshot is not None}
 
     def start(self) -> None:
-        """Spawn brokers and workers, wait until every worker serves (model loaded and split), then the edges.
+        """Spawn brokers, then stage groups, then workers, each kind once the previous one serves (its first
+        snapshot: model loaded and split), then the edges.
 
         Waiting keeps the first ROIs from queueing behind the workers' start-up, which would otherwise show up
         as end-to-end latency.
         """
         self._add("broker", self.dep.brokers, self.stop_center)
+        self._add("stage-group", self.dep.stage_groups, self.stop_center)  # serving before their workers
+        self._wait_serving("stage-group", self.dep.stage_groups)
         self._add("worker", self.dep.workers, self.stop_center)
+        self._wait_serving("worker", self.dep.workers)
+        self._add("edge", self.dep.edges, self.stop_edges)
+
+    def _wait_serving(self, kind: str, names: Any) -> None:
+        """Poll and supervise until every component ``(kind, name)`` has reported, or WORKER_START_TIMEOUT_S."""
         deadline = time.monotonic() + WORKER_START_TIMEOUT_S
         while time.monotonic() < deadline and not self.center_failed():
-            if all(("worker", name) in self.snapshots for name in self.dep.workers):
+            if all((kind, name) in self.snapshots for name in names):
                 break
             self.poll(0.2)
             self.supervise()
-        self._add("edge", self.dep.edges, self.stop_edges)
 
     def _add(self, kind: str, names: Any, stop: Any) -> None:
         for name in names:
@@ -285,6 +292,7 @@ class Launcher:
         self._join("edge", self.dep.edges[next(iter(self.dep.edges))].drain_timeout_s + STOP_TIMEOUT_S)
         self.stop_center.set()
         self._join("worker", STOP_TIMEOUT_S)
+        self._join("stage-group", STOP_TIMEOUT_S)
         self._join("broker", STOP_TIMEOUT_S)
         self.poll(0.2)
         self.supervise()

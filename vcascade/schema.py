@@ -365,6 +365,42 @@ class WorkerConfig(_Base):
     stage_queue: int = Field(2, ge=1, le=64, description="Micro-batches waiting before each stage, at most.")
     torch_threads: int = Field(1, ge=1, le=256, description="torch.set_num_threads for this process.")
     metrics_port: Port = Field(description="Port serving Prometheus /metrics for this process.")
+    max_batches_in_flight: int = Field(
+        8, ge=1, le=1024,
+        description="Micro-batches between the batcher's hand-over and the head's result (or failure), at most; "
+        "the batcher waits when reached (back-pressure). Bounds what a remote stage group holds too.",
+    )
+    downstream: Name | None = Field(
+        None,
+        description="Stage group (key under `stage_groups`) that runs the recognizer's stages after this worker's "
+        "own (`devices` then covers only the first stages); None: the worker runs every stage.",
+    )
+
+
+class StageGroupConfig(_Base):
+    """Consecutive pipeline stages of a worker's recognizer in their own process, maybe on another host.
+
+    The worker whose `downstream` names the group runs the first `len(devices)` stages and sends the
+    activations over ZeroMQ (raw tensor frames); the group runs the next `len(group.devices)` stages and sends
+    the last stage's output back; the worker runs the head.
+    """
+
+    host: str = Field("127.0.0.1", description="Address the worker connects to.")
+    bind: str | None = Field(None, description="Address the group binds (default: `host`; `*` for all).")
+    port: Port = Field(description="Port the worker connects to.")
+    devices: list[str] = Field(min_length=1, description="One device per stage of the group (`cpu`, `cuda:0`, ...).")
+    metrics_port: Port = Field(description="Port serving Prometheus /metrics for this process.")
+    timeout_s: float = Field(
+        10.0, gt=0, le=600,
+        description="A micro-batch the group has not answered after this many seconds fails (its ROIs dropped as "
+        "`stage_error`, counted as `stage_unreachable`).",
+    )
+    stage_queue: int = Field(2, ge=1, le=64, description="Micro-batches waiting before each stage, at most.")
+    torch_threads: int = Field(1, ge=1, le=256, description="torch threads of each stage thread of this process.")
+
+    def endpoint(self, *, bind: bool = False) -> str:
+        """ZeroMQ tcp endpoint: for the connecting worker, or (``bind=True``) for the group itself."""
+        return f"tcp://{(self.bind or self.host) if bind else self.host}:{self.port}"
 
 
 # ---------------------------------------------------------------- security
@@ -430,6 +466,9 @@ class Deployment(_Base):
     heartbeat: HeartbeatConfig = Field(HeartbeatConfig(), description="Heartbeat interval and liveness of every broker link.")
     supervision: SupervisionConfig = Field(
         SupervisionConfig(), description="Restarts of crashed processes under `vcascade run` (backoff, storm limit)."
+    )
+    stage_groups: dict[Name, StageGroupConfig] = Field(
+        default_factory=dict, description="Stage-group processes by name (stages of a worker's recognizer)."
     )
 
     def cameras_of(self, edge: str) -> dict[str, CameraConfig]:

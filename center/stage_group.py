@@ -1,0 +1,212 @@
+"""The stage-group process: some consecutive pipeline stages of a worker's recognizer, served over ZeroMQ.
+
+``vcascade stage-group --config FILE --name NAME`` (or ``vcascade run``, which starts groups before the
+workers). Threads:
+
+* IO thread (the caller of :func:`run_stage_group`): owns the ROUTER the workers connect to (CurveZMQ server
+  when the deployment enables it) and an ``inproc`` PULL for answers; decodes each ``batch`` message
+  (:mod:`center.stage_link`) into a micro-batch whose items are the sender's routing id and ``seq``, and
+  submits it to the engine (blocking when the engine is full: back-pressure through ZeroMQ's queues).
+* one thread per stage (:class:`center.stages.StageEngine`, torch threads per stage from the config), then the
+  sink thread, which encodes the last stage's output as a ``result`` (zero-copy frames) and hands it to the IO
+  thread. A stage that raises answers its micro-batch with an ``error`` message; the group keeps serving.
+
+Malformed messages are counted (``vcascade_stage_group_malformed_messages_total{reason}``) and dropped.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Callable, Sequence
+
+import zmq
+
+from center.metrics import StageGroupTelemetry
+from center.microbatch import MicroBatch
+from center.runtimes import Stage, load_recognizer_stages
+from center.stage_link import decode_message, encode_message
+from center.stages import StageEngine
+from vcascade.components import StopFlag
+from vcascade.config import Deployment, RecognizerConfig
+from vcascade.security import secure_server, start_authenticator
+from vcascade.sockets import make_socket
+from vcascade.telemetry import serve_metrics
+
+log = logging.getLogger(__name__)
+
+POLL_MS = 50
+"""IO thread poll timeout, ms: bounds how late a stop is seen."""
+REPORT_INTERVAL_S = 1.0
+"""Period of the ``report`` snapshot, s."""
+DRAIN_TIMEOUT_S = 5.0
+"""On stop, time allowed for the micro-batches in flight to finish, s."""
+
+
+def group_position(deployment: Deployment, name: str) -> tuple[str, int]:
+    """``(recognizer name, index of the group's first stage)``: from the (first) worker whose downstream it is.
+
+    Raises:
+        KeyError: no worker names the group as ``downstream`` (the config check rejects that already).
+    """
+    for worker in deployment.workers.values():
+        if worker.downstream == name:
+            return worker.recognizer, len(worker.devices)
+    raise KeyError(f"no worker has downstream {name!r}")
+
+
+def load_stage_range(
+    cfg: RecognizerConfig, devices: Sequence[str], first: int, model_dir: str | None = None
+) -> list[Stage]:
+    """Stages ``first .. first + len(devices) - 1`` of the recognizer, placed on ``devices``.
+
+    The whole model is built and split on the CPU at its explicit ``split_points`` (deterministic: every process
+    gets the same stage modules; ``auto`` is refused by the config check, since profiling in two processes could
+    choose differently); only the kept stages move to their devices.
+
+    Raises:
+        ValueError: ``split_points: auto``, or the range does not fit the recognizer's stages; the errors of
+        :func:`center.runtimes.load_recognizer_stages`.
+    """
+    if cfg.split_points == "auto":
+        raise ValueError("a recognizer split across processes needs explicit split_points, not auto")
+    total = len(cfg.split_points) + 1
+    if first < 0 or first + len(devices) > total:
+        raise ValueError(f"stages {first}..{first + len(devices) - 1} of a recognizer with {total} stages")
+    placed = ["cpu"] * first + list(devices) + ["cpu"] * (total - first - len(devices))
+    return load_recognizer_stages(cfg, placed, model_dir=model_dir)[first : first + len(devices)]
+
+
+def run_stage_group(
+    deployment: Deployment, name: str, stop: StopFlag, report: Callable[[dict], None] | None = None
+) -> None:
+    """Run stage group ``name`` until ``stop`` is set, then finish the micro-batches in flight and return.
+
+    Raises:
+        KeyError: no such group; vcascade.telemetry.MetricsPortInUse; vcascade.security.SecurityError;
+        model build errors (see :func:`center.recognizer.build_model`).
+    """
+    cfg = deployment.stage_groups[name]
+    recognizer, first = group_position(deployment, name)
+    serve_metrics(cfg.metrics_port)
+    stages = load_stage_range(deployment.recognizers[recognizer], cfg.devices, first)
+    _Group(deployment, name, stages, first).run(stop, report or (lambda snapshot: None))
+
+
+class _Group:
+    """State shared by the group's threads; see the module docstring for who runs what."""
+
+    def __init__(self, deployment: Deployment, name: str, stages: list[Stage], first: int) -> None:
+        self.cfg = deployment.stage_groups[name]
+        self.name = name
+        self.security = deployment.security
+        self.first = first
+        self.telemetry = StageGroupTelemetry(name)
+        self.engine = StageEngine(
+            stages, self.cfg.stage_queue, self._answer, self._fail, self.telemetry.stage_computed,
+            threads_per_stage=self.cfg.torch_threads, first_stage_index=first,
+        )
+        self.ctx = zmq.Context.instance()
+        self.pipe = f"inproc://vcascade-stage-group-{name}"
+        self._local = threading.local()  # one PUSH per sending thread (sink, and stages on failure)
+        self._pushes: list[zmq.Socket] = []
+
+    def run(self, stop: StopFlag, report: Callable[[dict], None]) -> None:
+        """Serve until ``stop``, then drain and close."""
+        auth = start_authenticator(self.ctx, self.security)
+        router = make_socket(self.ctx, zmq.ROUTER)
+        pull = make_socket(self.ctx, zmq.PULL)
+        try:
+            secure_server(router, self.security, self.name)
+            router.bind(self.cfg.endpoint(bind=True))
+            pull.bind(self.pipe)
+            self.engine.start()
+            log.info("stage group %s serving stages from %d on %s", self.name, self.first, self.cfg.endpoint())
+            self._serve(stop, router, pull, report)
+            self._drain(router, pull)
+        finally:
+            router.close()
+            pull.close()
+            if auth is not None:
+                auth.stop()
+            report(self.telemetry.snapshot(final=True))
+
+    def _serve(self, stop: StopFlag, router: zmq.Socket, pull: zmq.Socket, report) -> None:
+        poller = zmq.Poller()
+        poller.register(router, zmq.POLLIN)
+        poller.register(pull, zmq.POLLIN)
+        next_report = 0.0
+        while not stop.is_set():
+            events = dict(poller.poll(POLL_MS))
+            if router in events:
+                self._receive_all(router)
+            if pull in events:
+                _forward_all(pull, router)
+            if time.monotonic() >= next_report:
+                report(self.telemetry.snapshot(final=False))
+                next_report = time.monotonic() + REPORT_INTERVAL_S
+
+    def _drain(self, router: zmq.Socket, pull: zmq.Socket) -> None:
+        if not self.engine.stop(DRAIN_TIMEOUT_S):
+            log.warning("stage group %s: micro-batches still running after %.1f s", self.name, DRAIN_TIMEOUT_S)
+        while pull.poll(100):
+            _forward_all(pull, router)
+        for push in self._pushes:
+            push.close()
+
+    def _receive_all(self, router: zmq.Socket) -> None:
+        while True:
+            try:
+                frames = router.recv_multipart(zmq.NOBLOCK, copy=False)
+            except zmq.Again:
+                return
+            self._on_message(frames)
+
+    def _on_message(self, frames: list[zmq.Frame]) -> None:
+        t_received = time.perf_counter()
+        try:
+            header, tensors = decode_message(frames[1:])
+            if header.kind != "batch":
+                raise ValueError(header.kind)
+        except ValueError as exc:  # MalformedMessage is a ValueError
+            self.telemetry.malformed(getattr(exc, "reason", "unexpected_kind"))
+            return
+        batch = MicroBatch(header.seq, [frames[0].bytes], tuple(tensors), t_received, t_received)
+        batch.compute_s.extend(header.compute_s)
+        self.engine.submit(batch)
+
+    # ------------------------------------------------------------------ stage / sink threads
+
+    def _answer(self, batch: MicroBatch) -> None:
+        """Engine sink: the last stage's output back to the worker that sent the micro-batch."""
+        self._send([batch.items[0], *encode_message("result", batch.seq, batch.data, batch.compute_s)])
+        self.telemetry.answered()
+
+    def _fail(self, batch: MicroBatch, where: str, exc: BaseException) -> None:
+        """A stage raised: answer with an ``error`` message (the worker drops those ROIs as ``stage_error``)."""
+        message = f"{where}: {type(exc).__name__}"
+        self._send([batch.items[0], *encode_message("error", batch.seq, (), batch.compute_s, error=message)])
+        self.telemetry.failed(where)
+
+    def _send(self, frames: list) -> None:
+        """Hand frames to the IO thread over the inproc pipe (called by the sink thread or a stage thread)."""
+        push = getattr(self._local, "push", None)
+        if push is None:
+            push = self._local.push = make_socket(self.ctx, zmq.PUSH)
+            push.connect(self.pipe)
+            self._pushes.append(push)
+        push.send_multipart(frames, copy=False)
+
+
+def _forward_all(pull: zmq.Socket, router: zmq.Socket) -> None:
+    """Send every queued answer to its worker (a worker gone meanwhile: counted by ZeroMQ, dropped here)."""
+    while True:
+        try:
+            frames = pull.recv_multipart(zmq.NOBLOCK, copy=False)
+        except zmq.Again:
+            return
+        try:
+            router.send_multipart(frames, zmq.NOBLOCK, copy=False)
+        except zmq.ZMQError:  # EHOSTUNREACH (ROUTER_MANDATORY): that worker's connection is gone
+            log.debug("answer for a worker no longer connected dropped")
