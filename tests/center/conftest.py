@@ -12,6 +12,7 @@ import yaml
 
 from center.recognizer import build_model, split_model
 from vcascade.config import Deployment
+from tests.demo import demo_data
 
 REPO = Path(__file__).resolve().parents[2]
 torch.set_num_threads(1)
@@ -61,7 +62,7 @@ def crops(bikes_frames) -> dict[str, bytes]:
 @pytest.fixture(scope="session")
 def demo_raw() -> dict:
     """configs/demo.yaml as a plain dict (no interpolation needed for the center's keys)."""
-    return yaml.safe_load((REPO / "configs" / "demo.yaml").read_text())
+    return demo_data()
 
 
 @pytest.fixture(scope="session")

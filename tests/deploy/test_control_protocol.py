@@ -17,6 +17,7 @@ from edge.control import camera_config
 from edge.frames import Frame, FrameSlots
 from vcascade.config import ConfigError, load_config
 from vcascade.control_protocol import CameraAdd, CameraList, CameraRemove, Reply, decode_reply, decode_request, encode
+from tests.demo import demo_data
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -71,7 +72,7 @@ def test_frame_slots_forget_a_removed_camera_and_keep_serving_the_others():
 
 
 def _demo(tmp_path: Path, **edge) -> Path:
-    data = yaml.safe_load((REPO / "configs" / "demo.yaml").read_text())
+    data = demo_data()
     data["edges"]["edge-1"].update(edge)
     path = tmp_path / "deploy.yaml"
     path.write_text(yaml.safe_dump(data))

@@ -23,6 +23,7 @@ from broker.server import DRAIN_TIMEOUT_S as BROKER_DRAIN_S
 from center.worker import DRAIN_TIMEOUT_S as WORKER_DRAIN_S
 from vcascade import wire
 from vcascade.sockets import make_socket
+from tests.demo import demo_data
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 
@@ -112,7 +113,7 @@ def cluster(tmp_path, free_port):
     made: list[Cluster] = []
 
     def make(workers: dict[str, dict]) -> Cluster:
-        data = yaml.safe_load((REPO / "configs" / "demo.yaml").read_text())
+        data = demo_data()
         data["edges"]["edge-1"].update(metrics_port=free_port(), sinks=[])
         ports = {"frontend_port": free_port(), "backend_port": free_port(), "metrics_port": free_port()}
         data["brokers"]["broker-1"].update(ports)

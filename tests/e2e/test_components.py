@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from tests.demo import demo_data
 
 pytestmark = pytest.mark.e2e
 
@@ -17,7 +18,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def test_edge_broker_worker_as_separate_commands(tmp_path, free_port, models_dir):
-    data = yaml.safe_load((REPO / "configs" / "demo.yaml").read_text())
+    data = demo_data()
     del data["cameras"]["street-2"]
     data["cameras"]["street-1"]["max_frames"] = 32
     edge = data["edges"]["edge-1"]

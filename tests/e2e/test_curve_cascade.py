@@ -19,6 +19,7 @@ import zmq
 from vcascade import wire
 from vcascade.keys import generate_keys
 from vcascade.security import load_keypair, load_public_key
+from tests.demo import demo_data
 
 pytestmark = pytest.mark.e2e
 
@@ -27,7 +28,7 @@ FRAMES = 40  # bikes.mp4 has no detection before frame 25
 
 
 def _curve_deployment(tmp_path: Path, free_port) -> tuple[Path, dict]:
-    data = yaml.safe_load((REPO / "configs" / "demo.yaml").read_text())
+    data = demo_data()
     for cam in data["cameras"].values():
         cam["max_frames"] = FRAMES
     edge = data["edges"]["edge-1"]

@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
+from tests.demo import demo_data
 
 pytestmark = pytest.mark.e2e
 
@@ -31,7 +32,7 @@ STEP_TIMEOUT_S = 90.0
 
 
 def _write_config(tmp_path: Path, free_port, n_brokers: int, **edge_overrides) -> Path:
-    data = yaml.safe_load((REPO / "configs" / "demo.yaml").read_text())
+    data = demo_data()
     del data["cameras"]["street-2"]
     data["cameras"]["street-1"]["max_frames"] = 250
     names = [f"broker-{i + 1}" for i in range(n_brokers)]

@@ -37,6 +37,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from vcascade import wire
 from vcascade.metric_names import METRICS, family_of
 from vcascade.sockets import make_socket
+from tests.demo import demo_data
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(420)]
 
@@ -55,7 +56,7 @@ def _deployment(tmp_path: Path, free_port, bikes_path: Path) -> tuple[Path, dict
     gap = _ffmpeg(bikes_path, tmp_path / "gap.mp4", "-vf", "select='lt(n,60)*not(between(n,20,29))'",
                   "-fps_mode", "passthrough")  # fmt: skip
     fast = _ffmpeg(bikes_path, tmp_path / "fast.mp4", "-vf", "select='lt(n,80)',setpts=PTS/4", "-r", "100")
-    data = yaml.safe_load((REPO / "configs" / "demo.yaml").read_text())
+    data = demo_data()
     bikes = str(bikes_path)
     data["cameras"] = {
         "cam-a": {"url": bikes, "edge": "edge-1", "max_frames": 60},

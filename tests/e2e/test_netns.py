@@ -35,6 +35,7 @@ import pytest
 import yaml
 
 from vcascade.keys import generate_keys
+from tests.demo import demo_data
 
 pytestmark = pytest.mark.e2e
 
@@ -116,7 +117,7 @@ def _plug(host_ns: str, dev: str, ip: str, switch_ns: str, port: str) -> None:
 
 def _write_config(tmp_path: Path, h: Hosts) -> Path:
     """The demo deployment spread over the three hosts: one live-paced looping camera, CurveZMQ on."""
-    data = yaml.safe_load((REPO / "configs" / "demo.yaml").read_text())
+    data = demo_data()
     del data["cameras"]["street-2"]
     data["cameras"]["street-1"].update(realtime=True, loop=True, detect_fps=2)
     data["heartbeat"] = {"interval_s": 0.5, "liveness": 3}

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from tests.demo import demo_data
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 
@@ -26,7 +27,7 @@ STARTUP_S = 180.0
 
 
 def _deployment(tmp_path: Path, free_port) -> tuple[Path, dict]:
-    data = yaml.safe_load((REPO / "configs" / "demo.yaml").read_text())
+    data = demo_data()
     del data["cameras"]["street-2"]
     data["cameras"]["street-1"].update(realtime=True, loop=True)  # streams like a live camera until stopped
     edge = data["edges"]["edge-1"]

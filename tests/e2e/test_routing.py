@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from tests.demo import demo_data
 
 pytestmark = pytest.mark.e2e
 
@@ -30,7 +31,7 @@ WORKER_RECOGNIZER = {"worker-people": PEOPLE, "worker-vehicles": VEHICLES}
 
 
 def _deployment(tmp_path: Path, free_port) -> tuple[Path, dict]:
-    data = yaml.safe_load((REPO / "configs" / "demo.yaml").read_text())
+    data = demo_data()
     for cam in data["cameras"].values():
         cam["max_frames"] = FRAMES
     edge = data["edges"]["edge-1"]

@@ -1,8 +1,10 @@
 """End to end: `vcascade run` on a short clip of real video, real models, real processes and sockets.
 
-Checks the accounting (sent = results + drops per camera, and one output line per ROI), that every result
-line is valid, that the latency account is present, positive and sums to end_to_end, and that every
-process serves Prometheus metrics that move while it runs.
+The demo as shipped: people and bikes go to the MobileNetV2 embedder (worker-1), vehicles to the PP-OCR text
+recognizer (worker-2, ONNX, auto-split in two stages). Checks the accounting (sent = results + drops per
+camera, and one output line per ROI), that both recognizers answer the classes routed to them with their own
+head's fields, that the latency account is present, positive and sums to end_to_end, and that every process
+serves Prometheus metrics that move while it runs.
 """
 
 from __future__ import annotations
@@ -17,16 +19,19 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.demo import EMBEDDER, TEXT, demo_data
+
 pytestmark = pytest.mark.e2e
 
 REPO = Path(__file__).resolve().parents[2]
-FRAMES = 40  # bikes.mp4 has no detection before frame 25; frames 25-39 hold about 30 per camera
+FRAMES = 40  # bikes.mp4 has no detection before frame 25; people and a car from frame 30 on
+VEHICLES = ("car", "bus", "truck")
 HOPS_BEFORE_WORKER = ["frame_wait", "detect", "crop_encode", "edge_queue", "transit_to_worker", "broker_queue"]
 WORKER_HOPS = ["batch_wait", "preprocess", "stage0", "stage1", "head"]
 
 
 def _deployment(tmp_path: Path, free_port) -> tuple[Path, dict]:
-    data = yaml.safe_load((REPO / "configs" / "demo.yaml").read_text())
+    data = demo_data(both_recognizers=True)
     for cam in data["cameras"].values():
         cam["max_frames"] = FRAMES
     edge = data["edges"]["edge-1"]
@@ -37,7 +42,8 @@ def _deployment(tmp_path: Path, free_port) -> tuple[Path, dict]:
     edge["metrics_port"] = free_port()
     broker = data["brokers"]["broker-1"]
     broker.update(frontend_port=free_port(), backend_port=free_port(), metrics_port=free_port())
-    data["workers"]["worker-1"]["metrics_port"] = free_port()
+    for worker in data["workers"].values():
+        worker["metrics_port"] = free_port()
     path = tmp_path / "deploy.yaml"
     path.write_text(yaml.safe_dump(data))
     return path, data
@@ -103,6 +109,7 @@ def test_run_short_clip_end_to_end(tmp_path, free_port, models_dir):
     assert len(results) >= 0.9 * len(lines), "most ROIs of an unloaded run must get a result"
     for line in results:
         _check_result_line(line)
+    assert {line["recognizer"] for line in results} == {EMBEDDER, TEXT}, "both recognizers answer"
 
 
 def _check_result_line(line: dict) -> None:
@@ -113,8 +120,13 @@ def _check_result_line(line: dict) -> None:
     assert 0 <= x1 < x2 <= 640 and 0 <= y1 < y2 <= 272
     assert line["class_name"] in ("person", "bicycle", "car", "motorbike", "bus", "truck")
     assert 0.35 <= line["score"] <= 1
-    assert isinstance(line["identity_id"], int) and line["identity_id"] >= 0
-    assert -1.0 <= line["similarity"] <= 1.0001
+    if line["class_name"] in VEHICLES:  # routed to the text recognizer: its head's fields, no identity
+        assert line["recognizer"] == TEXT and line["worker"] == "worker-2" and "identity_id" not in line
+        assert isinstance(line["text"], str) and 0.0 <= line["text_score"] <= 1.0
+    else:
+        assert line["recognizer"] == EMBEDDER and line["worker"] == "worker-1" and "text" not in line
+        assert isinstance(line["identity_id"], int) and line["identity_id"] >= 0
+        assert -1.0 <= line["similarity"] <= 1.0001
     latency = line["latency_ms"]
     assert list(latency) == [*HOPS_BEFORE_WORKER, *WORKER_HOPS, "transit_back", "end_to_end"]
     assert all(ms >= 0 for ms in latency.values()), latency

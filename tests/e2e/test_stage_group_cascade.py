@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from tests.e2e.test_run_demo import _sample, _scrape
+from tests.demo import demo_data
 
 pytestmark = pytest.mark.e2e
 
@@ -21,7 +22,7 @@ FRAMES = 35  # bikes.mp4 has no detection before frame 25: a dozen ROIs
 
 
 def test_run_with_a_stage_group_accounts_every_roi(tmp_path, free_port, models_dir):
-    data = yaml.safe_load((REPO / "configs" / "demo.yaml").read_text())
+    data = demo_data()
     del data["cameras"]["street-2"]
     data["cameras"]["street-1"]["max_frames"] = FRAMES
     edge = data["edges"]["edge-1"]

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from tests.demo import demo_data
 
 pytestmark = pytest.mark.e2e
 
@@ -23,7 +24,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def _deployment(tmp_path: Path, free_port) -> Path:
-    data = yaml.safe_load((REPO / "configs" / "demo.yaml").read_text())
+    data = demo_data()
     del data["cameras"]["street-2"]
     edge = data["edges"]["edge-1"]
     edge["roi"]["policy"] = {"mode": "track", "refresh_s": 60, "emit_tracked": True}

@@ -17,6 +17,7 @@ from edge.identity_cache import IdentityCache
 from edge.link import BrokerLink
 from edge.node import EdgeNode
 from vcascade.config import Deployment
+from tests.demo import demo_data
 
 REPO = Path(__file__).resolve().parents[2]
 S = 64
@@ -60,7 +61,7 @@ def dynamic_detector(tmp_path) -> Yolov8Detector:
 
 @pytest.fixture
 def node(dynamic_detector, free_port):
-    raw = yaml.safe_load((REPO / "configs" / "demo.yaml").read_text())
+    raw = demo_data()
     for broker in raw["brokers"].values():
         broker["frontend_port"], broker["backend_port"], broker["metrics_port"] = free_port(), free_port(), free_port()
     dep = Deployment.model_validate(raw)

@@ -21,6 +21,7 @@ from edge.link import BrokerLink
 from edge.sinks import JsonlSink
 from vcascade import wire
 from vcascade.config import Deployment, JsonlSinkConfig
+from tests.demo import demo_data
 
 REPO = Path(__file__).resolve().parents[2]
 INTERVAL_S = 0.1
@@ -71,7 +72,7 @@ def ctx():
 
 
 def _deployment(ports: list[int], free_port, liveness: int = LIVENESS, **edge_overrides) -> Deployment:
-    data = yaml.safe_load((REPO / "configs" / "demo.yaml").read_text())
+    data = demo_data()
     del data["cameras"]["street-2"]
     names = [f"b{i}" for i in range(len(ports))]
     data["brokers"] = {

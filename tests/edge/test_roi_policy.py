@@ -8,6 +8,7 @@ import pytest
 from edge.roi_policy import FOLLOWED_REASONS, SENT_REASONS, SUPPRESS_REASONS, RoiPolicy, SentCrop, is_better
 from vcascade.config import RoiPolicyConfig
 from vcascade.detections import Detections
+from tests.demo import demo_data
 
 PERSON, CAR = 0, 2
 
@@ -147,7 +148,7 @@ def test_camera_overrides_its_edges_policy_and_classes_are_checked(tmp_path):
 
     from vcascade.config import ConfigError, load_config
 
-    data = yaml.safe_load((Path(__file__).resolve().parents[2] / "configs" / "demo.yaml").read_text())
+    data = demo_data()
     data["cameras"]["street-2"]["roi_policy"] = {"mode": "every_detection"}
     path = tmp_path / "deploy.yaml"
     path.write_text(yaml.safe_dump(data))

@@ -15,6 +15,7 @@ import yaml
 import zmq
 from prometheus_client import REGISTRY
 
+from tests.demo import demo_data
 from vcascade.config import ConfigError, CurveConfig, Deployment, SecurityConfig, load_config
 from vcascade.keys import generate_keys
 from vcascade.security import (
@@ -103,7 +104,7 @@ def test_load_errors_name_the_file(tmp_path):
 
 
 def _demo_raw() -> dict:
-    return yaml.safe_load(DEMO.read_text())
+    return demo_data()
 
 
 def test_check_keys_per_component(tmp_path):

@@ -16,6 +16,7 @@ from broker.server import run_broker
 from vcascade.config import load_config
 from vcascade.promconfig import MetricsTarget
 from vcascade.status import Scrape, histogram_quantile, rate, run_status, scrape
+from tests.demo import demo_data
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -45,7 +46,7 @@ def test_unreachable_component_is_reported_not_raised(free_port):
 
 
 def test_status_shows_a_live_broker_and_unreachable_components(tmp_path, free_port):
-    data = yaml.safe_load((REPO / "configs" / "demo.yaml").read_text())
+    data = demo_data()
     for section in ("edges", "workers"):
         for cfg in data[section].values():
             cfg["metrics_port"] = free_port()  # nothing listens there

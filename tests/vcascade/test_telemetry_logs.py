@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from vcascade.logs import RateLimitFilter, configure_logging
+from tests.demo import demo_data
 
 
 class FakeClock:
@@ -109,7 +110,7 @@ def test_cli_refuses_an_unknown_log_format():
 
 
 def test_a_broker_process_logs_json_lines_naming_itself(tmp_path, free_port):
-    data = yaml.safe_load((Path(__file__).resolve().parents[2] / "configs" / "demo.yaml").read_text())
+    data = demo_data()
     data["brokers"]["broker-1"].update(frontend_port=free_port(), backend_port=free_port(), metrics_port=free_port())
     config = tmp_path / "deploy.yaml"
     config.write_text(yaml.safe_dump(data))
