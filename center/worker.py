@@ -136,12 +136,12 @@ class _Worker:
         self.telemetry = WorkerTelemetry(name)
         self.spec = PreprocessSpec.from_config(recognizer)
         self.first_device = cfg.devices[0]
-        self.head = build_head(recognizer.head, head_context(recognizer, model_dir))
         self.recognizer = recognizer
-        if cfg.downstream is None:
+        if cfg.downstream is None:  # stages first: they find (or fetch) the model file the head may read
             stages = load_recognizer_stages(recognizer, cfg.devices, model_dir=model_dir)
         else:  # the first stages here, the rest in the stage group (one asynchronous stage of the engine)
             stages = [*load_stage_range(recognizer, cfg.devices, 0, model_dir), self._remote_stages(deployment)]
+        self.head = build_head(recognizer.head, head_context(recognizer, model_dir))
         self.engine = StageEngine(
             stages, cfg.stage_queue, self._emit_results, self._fail_batch, self.telemetry.stage_computed,
             max_in_flight=cfg.max_batches_in_flight, threads_per_stage=cfg.torch_threads,

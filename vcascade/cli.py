@@ -194,8 +194,9 @@ def _one(args: argparse.Namespace) -> int:
 
     try:
         run_component(args.kind, str(args.config), args.name, stop, report, getattr(args, "model_dir", None))
-    except (ModelUnavailable, KeyError, SecurityError) as exc:
-        print(f"vcascade: {exc}", file=sys.stderr)
+    except (ModelUnavailable, KeyError, SecurityError, FileNotFoundError, ValueError) as exc:
+        # a missing model file or a split point the model does not have: one line, no traceback
+        print(f"vcascade: {args.kind} {args.name}: {exc}", file=sys.stderr)
         return EXIT_FAILURE
     print(json.dumps(final, indent=2, default=str))
     exit_now(args.kind, 0)  # normal exit unless a camera read still hangs: see its docstring

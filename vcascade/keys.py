@@ -25,8 +25,8 @@ class KeysExist(FileExistsError):
 
 
 def component_names(deployment: Deployment) -> list[str]:
-    """Every broker, edge and worker name of the deployment, in file order (one keypair each)."""
-    return [*deployment.brokers, *deployment.edges, *deployment.workers]
+    """Every broker, edge, worker and stage-group name of the deployment, in file order (one keypair each)."""
+    return [*deployment.brokers, *deployment.edges, *deployment.workers, *deployment.stage_groups]
 
 
 def generate_keys(keys_dir: str | Path, names: list[str], *, force: bool = False) -> list[Path]:
