@@ -151,7 +151,7 @@ class Component:
             self.conn.close()
             self.conn = None
             return
-        if isinstance(snap, dict) and snap.get("component") == self.kind:
+        if isinstance(snap, dict) and str(snap.get("component", "")).replace("_", "-") == self.kind:  # stage_group
             self.snapshot = self._run_snapshot = snap
 
     def drain_reports(self) -> None:

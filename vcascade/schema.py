@@ -487,7 +487,8 @@ class Deployment(_Base):
 
     def routes_of(self, camera: str) -> list[RouteConfig]:
         """The routes of one camera: its own ``routes``, else its edge's ``roi.routes``, else one route of every
-        class to the single recognizer served to its edge (``[]`` when that is not one recognizer)."""
+        class to the single recognizer served to its edge, or to the file's only recognizer when no worker is on
+        the edge's brokers (its ROIs then end as counted ``no_worker`` drops); ``[]`` when that is not one."""
         cam = self.cameras[camera]
         return self.routes_for(cam.edge, cam)
 
@@ -496,5 +497,5 @@ class Deployment(_Base):
         routes = cam.routes or self.edges[edge].roi.routes
         if routes:
             return list(routes)
-        served = self.recognizers_served(edge)
+        served = self.recognizers_served(edge) or sorted(self.recognizers)
         return [RouteConfig(recognizer=served[0])] if len(served) == 1 else []

@@ -9,8 +9,8 @@ One deployment stages every event at once, with real processes, video and socket
 * ``corrupt`` — a clip whose PTS jumps over 10 frames (``pts_gap``);
 * ``dead_camera`` — an RTSP camera on a closed port (reconnects with back-off);
 * ``no_worker`` — edge-2 sends to broker-2, which has no worker and drops its ROIs as ``stale``, and to
-  broker-3, a ROUTER in this test that answers every message with garbage (edge malformed, retries after
-  ``roi_timeout_s``);
+  broker-3, a ROUTER in this test that heartbeats but never answers an ROI (retries after ``roi_timeout_s``)
+  and answers every message with garbage as well (edge malformed);
 * ``malformed`` — the test sends garbage to broker-1's frontend and backend, and an ROI whose payload is not
   a JPEG (the worker answers ``Drop(decode_error)``).
 
@@ -108,14 +108,18 @@ class Sampler(threading.Thread):
 
 
 def _garbage_broker(ctx: zmq.Context, port: int, stop: threading.Event) -> threading.Thread:
-    """broker-3: a ROUTER answering every message with a frame that is not a vcascade header."""
+    """broker-3: a ROUTER that heartbeats like a broker (so the edge counts it alive and sends it ROIs), never
+    answers an ROI (the edge retries them after ``roi_timeout_s``), and answers every message with a frame that
+    is not a vcascade header as well (edge malformed). Garbage alone no longer proves a broker alive."""
     sock = make_socket(ctx, zmq.ROUTER)
     sock.bind(f"tcp://127.0.0.1:{port}")
+    heartbeat = wire.encode(wire.Heartbeat(sender="broker-3"))
 
     def serve() -> None:
         while not stop.is_set():
             if sock.poll(100):
                 identity = sock.recv_multipart()[0]
+                sock.send_multipart([identity, heartbeat])
                 sock.send_multipart([identity, b"\xc1 not msgpack"])
         sock.close()
 

@@ -13,6 +13,7 @@ from edge.routing import ANY_RECOGNIZER, ClassRouter
 from vcascade.coco import COCO_CLASSES
 from vcascade.config import Deployment, RoiPolicyConfig, RouteConfig
 from vcascade.detections import Detections
+from tests.demo import demo_data
 
 PERSON, BICYCLE, CAR, DOG = (COCO_CLASSES.index(n) for n in ("person", "bicycle", "car", "dog"))
 DEMO = Path(__file__).resolve().parents[2] / "configs" / "demo.yaml"
@@ -93,7 +94,7 @@ def test_without_a_router_every_roi_is_for_any_recognizer():
 
 
 def _deployment(edge_routes=None, camera_routes=None, recognizers=("embedder",)) -> Deployment:
-    data = yaml.safe_load(DEMO.read_text())
+    data = demo_data()
     embedder = data["recognizers"].pop("mobilenetv2-embedder")
     data["recognizers"] = {name: embedder for name in recognizers}
     worker = data["workers"].pop("worker-1")
@@ -121,3 +122,15 @@ def test_camera_routes_override_the_edge_routes():
     )
     assert ClassRouter.for_camera(dep, "street-1", COCO_CLASSES).route(CAR) is None
     assert ClassRouter.for_camera(dep, "street-2", COCO_CLASSES).route(CAR) == "b"
+
+
+def test_an_edge_whose_brokers_have_no_worker_routes_to_the_files_only_recognizer():
+    """Regression: with no worker on its brokers, an edge served no recognizer and suppressed every detection
+    as ``no_route``; its ROIs must reach the broker and end as counted ``no_worker`` drops instead."""
+    data = demo_data()
+    data["brokers"]["broker-2"] = {**data["brokers"]["broker-1"], "frontend_port": 5565, "backend_port": 5566,
+                                   "metrics_port": 9112}
+    data["edges"]["edge-1"]["brokers"] = ["broker-2"]
+    dep = Deployment.model_validate(data)
+    assert dep.recognizers_served("edge-1") == []
+    assert ClassRouter.for_camera(dep, "street-1", COCO_CLASSES).route(DOG) == "mobilenetv2-embedder"

@@ -133,7 +133,7 @@ def test_scrape_config_targets_and_intervals():
     dep = load_config(REPO / "configs" / "demo.yaml")
     targets = {(t.kind, t.name): t.address for t in metrics_targets(dep)}
     assert targets == {("broker", "broker-1"): "127.0.0.1:9102", ("worker", "worker-1"): "127.0.0.1:9103",
-                       ("edge", "edge-1"): "127.0.0.1:9101"}  # fmt: skip
+                       ("worker", "worker-2"): "127.0.0.1:9104", ("edge", "edge-1"): "127.0.0.1:9101"}  # fmt: skip
     config = prometheus_config(dep, 0.5)
     assert config["global"] == {"scrape_interval": "500ms", "evaluation_interval": "500ms"}
     assert "rule_files" not in config

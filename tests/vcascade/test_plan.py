@@ -27,7 +27,7 @@ def run_plan(*args: str) -> subprocess.CompletedProcess:
 def ocr_deployment(tmp_path: Path, split_points: str) -> Path:
     """configs/demo.yaml with its recognizer replaced by PP-OCRv6 (ONNX) on the demo's 2 CPU stages."""
     text = DEMO.read_text()
-    start, end = text.index("  mobilenetv2-embedder:\n"), text.index("workers:")
+    start, end = text.index("  mobilenetv2-embedder:\n"), text.index("  ppocr-text:")  # the text one stays
     ocr = (
         "  mobilenetv2-embedder:\n    type: onnx\n    model: PP-OCRv6_rec_small.onnx\n    input_hw: [48, 320]\n"
         "    channel_order: bgr\n    mean: [0.5, 0.5, 0.5]\n    std: [0.5, 0.5, 0.5]\n    resize: keep_ratio_pad\n"
@@ -38,13 +38,14 @@ def ocr_deployment(tmp_path: Path, split_points: str) -> Path:
     return path
 
 
-def test_plan_of_the_demo_prints_explicit_and_auto_tables():
-    done = run_plan(DEMO, "--batch", "2")
+def test_plan_of_the_demo_prints_explicit_and_auto_tables(models_dir):
+    done = run_plan(DEMO, "--batch", "2", "--model-dir", models_dir)
     assert done.returncode == 0, done.stderr
     out = done.stdout
     assert "worker-1: mobilenetv2-embedder (torch), explicit split points ['features.3']" in out
     assert "auto would choose ['features." in out
-    assert out.count("balance ratio (slowest / mean stage)") == 2
+    assert "worker-2: ppocr-text (onnx), auto split points ['" in out
+    assert out.count("balance ratio (slowest / mean stage)") == 3  # worker-1, what auto would choose, worker-2
     assert "features.0" in out and "features.18" in out and "predicted ms" in out
 
 

@@ -8,13 +8,14 @@ import pytest
 import yaml
 
 from vcascade.config import ConfigError, load_config
+from tests.demo import demo_data
 
 DEMO = Path(__file__).resolve().parents[2] / "configs" / "demo.yaml"
 
 
 def _two_recognizers(routes=None) -> dict:
     """The demo with recognizers `people` and `vehicles`, one worker each on broker-1."""
-    data = yaml.safe_load(DEMO.read_text())
+    data = demo_data()
     embedder = data["recognizers"].pop("mobilenetv2-embedder")
     data["recognizers"] = {"people": embedder, "vehicles": {**embedder, "split_points": []}}
     worker = data["workers"].pop("worker-1")

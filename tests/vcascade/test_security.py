@@ -49,7 +49,7 @@ def test_keys_generate_cli_writes_private_secrets_and_refuses_to_overwrite(tmp_p
     keys = tmp_path / "keys"
     done = _vcascade("keys", "generate", str(keys), "--config", str(DEMO), "--name", "spare")
     assert done.returncode == 0, done.stderr
-    names = ["broker-1", "edge-1", "worker-1", "spare"]
+    names = ["broker-1", "edge-1", "worker-1", "worker-2", "spare"]
     assert sorted(p.name for p in keys.iterdir()) == sorted(f"{n}.key{s}" for n in names for s in ("", "_secret"))
     for name in names:
         secret = keys / f"{name}.key_secret"
