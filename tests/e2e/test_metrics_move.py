@@ -73,8 +73,8 @@ def _deployment(tmp_path: Path, free_port, bikes_path: Path) -> tuple[Path, dict
     # max_in_flight 2: a small window, so the send queue fills (vcascade_edge_send_queue_depth)
     edge2 = json.loads(json.dumps(edge))
     edge2.update(brokers=["broker-2", "broker-3"], sinks=[{"type": "jsonl", "path": str(tmp_path / "edge-2.jsonl")}],
-                 metrics_port=free_port(), roi_timeout_s=2.0, max_attempts=2, overflow="drop_oldest")  # fmt: skip
-    edge2["roi"]["ttl_ms"] = 300
+                 metrics_port=free_port(), roi_timeout_s=0.3, max_attempts=2, overflow="drop_oldest")  # fmt: skip
+    edge2["roi"]["ttl_ms"] = 1000  # longer than roi_timeout_s: an ROI broker-3 never answers is retried
     data["edges"]["edge-2"] = edge2
     for name in ("broker-1", "broker-2", "broker-3"):
         data["brokers"][name] = {"host": "127.0.0.1", "frontend_port": free_port(), "backend_port": free_port(),
