@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import difflib
 import logging
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -27,11 +26,10 @@ import onnx
 import onnx.utils
 import onnxruntime as ort
 
+from vcascade.onnx_session import open_session, session_options
+
 log = logging.getLogger(__name__)
 
-CPU = "CPUExecutionProvider"
-CUDA = "CUDAExecutionProvider"
-_CUDA_DEVICE = re.compile(r"cuda(?::(\d+))?")
 
 NumpyActivations = tuple[np.ndarray, ...]
 """What an :class:`OnnxStage` returns: its outputs, in the order of its sub-model's outputs."""
@@ -132,52 +130,15 @@ def split_onnx(model: onnx.ModelProto, split_points: Sequence[str]) -> list[onnx
     return [extractor.extract_model(ins, outs) for ins, outs in zip(boundaries, boundaries[1:])]
 
 
-def session_options(intra_op_threads: int = 1, allow_spinning: bool = False) -> ort.SessionOptions:
-    """ONNX Runtime options: ``intra_op_threads`` per operator, 1 inter-op thread, spinning as asked, ALL opts.
-
-    Raises:
-        ValueError: ``intra_op_threads < 1``.
-    """
-    if intra_op_threads < 1:
-        raise ValueError(f"intra_op_threads must be >= 1, got {intra_op_threads}")
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = intra_op_threads
-    options.inter_op_num_threads = 1
-    options.add_session_config_entry("session.intra_op.allow_spinning", "1" if allow_spinning else "0")
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    return options
-
-
 def make_session(model: onnx.ModelProto | bytes, device: str, options: ort.SessionOptions) -> ort.InferenceSession:
-    """A session for ``model`` on ``device`` (``cpu``, ``cuda`` or ``cuda:N``).
+    """A session for ``model`` on ``device`` (``cpu``, ``cuda`` or ``cuda:N``): :func:`vcascade.onnx_session.open_session`
+    (a CUDA device is really used or the call fails, never a silent CPU fallback).
 
     Raises:
         ValueError: an unknown device string.
-        RuntimeError: CUDA asked for but this onnxruntime build lacks CUDAExecutionProvider, or the session
-            did not get it (no such GPU, CUDA/cuDNN libraries missing); the message names the device.
+        RuntimeError: CUDA asked for but this onnxruntime build or host cannot provide it; the message names the device.
     """
-    data = model if isinstance(model, bytes) else model.SerializeToString()
-    if device == "cpu":
-        return ort.InferenceSession(data, options, providers=[CPU])
-    match = _CUDA_DEVICE.fullmatch(device)
-    if match is None:
-        raise ValueError(f"device must be 'cpu', 'cuda' or 'cuda:N', got {device!r}")
-    device_id = int(match.group(1) or 0)
-    if CUDA not in ort.get_available_providers():
-        raise RuntimeError(
-            f"device {device!r}: this onnxruntime build has no {CUDA} (install onnxruntime-gpu, or use 'cpu')"
-        )
-    if hasattr(ort, "preload_dlls"):  # onnxruntime >= 1.21: load CUDA/cuDNN from the nvidia-* wheels
-        ort.preload_dlls()
-    try:
-        session = ort.InferenceSession(data, options, providers=[(CUDA, {"device_id": device_id}), CPU])
-    except Exception as exc:  # noqa: BLE001 - ORT raises its own exception types; the cause is chained
-        raise RuntimeError(f"device {device!r}: could not create an ONNX Runtime CUDA session: {exc}") from exc
-    if CUDA not in session.get_providers():
-        raise RuntimeError(
-            f"device {device!r}: ONNX Runtime could not start {CUDA} (no GPU {device_id}, or CUDA libraries missing)"
-        )
-    return session
+    return open_session(model if isinstance(model, bytes) else model.SerializeToString(), options, device)
 
 
 def to_numpy(x: Any) -> np.ndarray:

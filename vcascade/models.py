@@ -83,7 +83,7 @@ def verify_yolox(path: str | os.PathLike[str], input_size: int = 416) -> None:
     """
     # Imported here: brokers and workers import vcascade.* and should not pay for OpenCV and ONNX Runtime.
     from edge.detector import check_yolox_signature
-    from edge.onnx_runtime import make_session
+    from vcascade.onnx_session import make_session
 
     try:
         session = make_session(path, intra_op_threads=1)

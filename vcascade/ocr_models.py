@@ -65,7 +65,7 @@ def verify_ppocr_rec(path: str | os.PathLike[str]) -> None:
         ModelUnavailable: not loadable, or the signature or metadata does not fit (the message says which).
     """
     from center.heads.text import read_model_charset
-    from edge.onnx_runtime import make_session
+    from vcascade.onnx_session import make_session
 
     try:
         session = make_session(path, intra_op_threads=1)

@@ -19,7 +19,7 @@ import numpy as np
 from edge.detectors.contract import InputSpec, OutputLayout, check_contract, check_output_array
 from edge.detectors.letterbox import Placement
 from edge.detectors.nms import select_detections
-from edge.onnx_runtime import make_session
+from vcascade.onnx_session import make_session
 from vcascade.coco import COCO_CLASSES
 from vcascade.detections import Detections
 
@@ -54,7 +54,7 @@ class OnnxDetector:
             against the model's output.
         max_batch: frames per session run at most when the batch dimension is dynamic (>= 1).
         intra_op_threads: ONNX Runtime intra-op threads.
-        device: ``"cpu"`` or ``"cuda:N"`` (see :func:`edge.onnx_runtime.make_session`).
+        device: ``"cpu"`` or ``"cuda:N"`` (see :func:`vcascade.onnx_session.make_session`).
 
     Raises:
         FileNotFoundError: no file at ``model_path``.

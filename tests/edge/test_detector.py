@@ -11,7 +11,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from edge.detector import YoloxDetector, batched_nms, decode_outputs, expected_anchors, letterbox
-from edge.onnx_runtime import make_session
+from vcascade.onnx_session import make_session
 
 cv2.setNumThreads(1)
 

@@ -1,4 +1,5 @@
-"""ONNX Runtime session creation with explicit threads and an explicit device.
+"""ONNX Runtime session creation with explicit threads and an explicit device (the edge's detector, the center's
+ONNX stages).
 
 Processes of one host share its cores, so every session is told exactly how many threads it may use and
 not to spin idle threads (ONNX Runtime's default busy-waits, which starves the other processes). A CUDA
@@ -39,27 +40,42 @@ def make_session(
         onnxruntime exceptions (``InvalidProtobuf``, ``NoSuchFile``, ``Fail``, ...): the file is missing or not
             a loadable ONNX model.
     """
+    return open_session(os.fspath(path), session_options(intra_op_threads), device)
+
+
+def session_options(intra_op_threads: int = 1, allow_spinning: bool = False) -> ort.SessionOptions:
+    """Session options: ``intra_op_threads`` per operator (>= 1), one inter-op thread, idle threads spinning only
+    when ``allow_spinning`` (``session.intra_op.allow_spinning``), graph optimisation level ALL.
+
+    Raises:
+        ValueError: ``intra_op_threads < 1``.
+    """
     if intra_op_threads < 1:
         raise ValueError(f"intra_op_threads must be >= 1, got {intra_op_threads}")
-    options = _session_options(intra_op_threads)
-    if device == "cpu":
-        return ort.InferenceSession(os.fspath(path), options, providers=[CPU])
-    match = _CUDA_DEVICE.fullmatch(device)
-    if match is None:
-        raise ValueError(f"device must be 'cpu', 'cuda' or 'cuda:N', got {device!r}")
-    return _cuda_session(os.fspath(path), options, device_id=int(match.group(1) or 0))
-
-
-def _session_options(intra_op_threads: int) -> ort.SessionOptions:
     options = ort.SessionOptions()
     options.intra_op_num_threads = intra_op_threads
     options.inter_op_num_threads = 1
-    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    options.add_session_config_entry("session.intra_op.allow_spinning", "1" if allow_spinning else "0")
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     return options
 
 
-def _cuda_session(path: str, options: ort.SessionOptions, *, device_id: int) -> ort.InferenceSession:
+def open_session(model: str | bytes, options: ort.SessionOptions, device: str) -> ort.InferenceSession:
+    """A session for ``model`` (a file path, or the serialised model) on ``device`` (``cpu``, ``cuda``, ``cuda:N``).
+
+    Raises:
+        ValueError: an unknown device string.
+        RuntimeError: CUDA was asked for but this ONNX Runtime build or host cannot provide it.
+    """
+    if device == "cpu":
+        return ort.InferenceSession(model, options, providers=[CPU])
+    match = _CUDA_DEVICE.fullmatch(device)
+    if match is None:
+        raise ValueError(f"device must be 'cpu', 'cuda' or 'cuda:N', got {device!r}")
+    return _cuda_session(model, options, device_id=int(match.group(1) or 0))
+
+
+def _cuda_session(path: str | bytes, options: ort.SessionOptions, *, device_id: int) -> ort.InferenceSession:
     """A session on ``cuda:device_id``, or RuntimeError; never a silent CPU fallback.
 
     onnxruntime-gpu lists the CUDA provider as available even on hosts without a GPU or CUDA libraries, so
@@ -82,5 +98,5 @@ def _cuda_session(path: str, options: ort.SessionOptions, *, device_id: int) -> 
             f"device {device!r} requested but ONNX Runtime could not start {CUDA} (no GPU {device_id}, or CUDA / "
             f"cuDNN libraries missing; ONNX Runtime's log above says which); use device 'cpu' or fix the CUDA install"
         )
-    log.info("ONNX Runtime session on %s for %s", device, path)
+    log.info("ONNX Runtime session on %s for %s", device, path if isinstance(path, str) else "an in-memory model")
     return session
