@@ -34,7 +34,8 @@ def write_deployment(
     folder: Path, *, cameras: int, policy: str, workers: int = 1, frames: int = 0, live_s: float = 0.0,
     worker_devices: int = 2,
 ) -> Path:
-    """Write ``folder/deploy.yaml``: the demo deployment with ``cameras`` copies of its first camera.
+    """Write ``folder/deploy.yaml``: the demo deployment with ``cameras`` copies of its first camera and its first
+    worker's recognizer only (the MobileNetV2 embedder, which the baseline runs too).
 
     Args:
         folder: where the file, the JSONL sink and the summary go.
@@ -68,10 +69,12 @@ def write_deployment(
             edge["overflow"] = "drop_oldest"
     for broker in data["brokers"].values():
         broker.update(frontend_port=free_port(), backend_port=free_port(), metrics_port=free_port())
-    template = next(iter(data["workers"].values()))
-    split_points = next(iter(data["recognizers"].values()))["split_points"]
-    for rec in data["recognizers"].values():
-        rec["split_points"] = split_points[: worker_devices - 1]
+    template = next(iter(data["workers"].values()))  # the embedder's worker: the baseline runs that recognizer
+    recognizer = data["recognizers"][template["recognizer"]]
+    recognizer["split_points"] = recognizer["split_points"][: worker_devices - 1]
+    data["recognizers"] = {template["recognizer"]: recognizer}
+    for edge in data["edges"].values():
+        edge["roi"].pop("routes", None)  # one recognizer: every class goes to it
     data["workers"] = {
         f"worker-{i + 1}": {**template, "devices": ["cpu"] * worker_devices, "metrics_port": free_port()}
         for i in range(workers)
