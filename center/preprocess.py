@@ -82,14 +82,33 @@ def to_input(image_bgr: np.ndarray, spec: PreprocessSpec) -> np.ndarray:
         return resize_keep_ratio_pad(image_bgr, spec)
     if spec.resize != "stretch":
         raise ValueError(f"unknown resize mode {spec.resize!r}; known: stretch, keep_ratio_pad")
+    return np.ascontiguousarray(_normalised_chw(resize_uint8(image_bgr, spec), spec))
+
+
+def resize_uint8(image_bgr: np.ndarray, spec: PreprocessSpec) -> np.ndarray:
+    """``stretch`` resize of one decoded crop to ``spec.input_hw`` (``cv2.INTER_LINEAR``), channels put in the
+    network's order, still uint8 (the device path normalises it there: :mod:`center.transfer`).
+
+    Args:
+        image_bgr: (h, w, 3) uint8 BGR image.
+
+    Returns:
+        (H, W, 3) uint8 image, channels in ``spec.channel_order``.
+    """
     height, width = spec.input_hw
-    image = cv2.resize(image_bgr, (width, height), interpolation=cv2.INTER_LINEAR)  # cv2 takes (w, h)
-    if spec.channel_order == "rgb":
-        image = cv2.cvtColor(image, cv2.COLOR_BGR2RGB)
+    return _in_channel_order(cv2.resize(image_bgr, (width, height), interpolation=cv2.INTER_LINEAR), spec)
+
+
+def _in_channel_order(image_bgr: np.ndarray, spec: PreprocessSpec) -> np.ndarray:
+    return cv2.cvtColor(image_bgr, cv2.COLOR_BGR2RGB) if spec.channel_order == "rgb" else image_bgr
+
+
+def _normalised_chw(image: np.ndarray, spec: PreprocessSpec) -> np.ndarray:
+    """(h, w, 3) uint8 -> (3, h, w) float32 view, ``(pixel / 255 - mean) / std`` per channel."""
     x = image.astype(np.float32) * np.float32(1.0 / 255.0)
     x -= np.asarray(spec.mean, dtype=np.float32)
     x /= np.asarray(spec.std, dtype=np.float32)
-    return np.ascontiguousarray(x.transpose(2, 0, 1))
+    return x.transpose(2, 0, 1)
 
 
 def resize_keep_ratio_pad(image_bgr: np.ndarray, spec: PreprocessSpec) -> np.ndarray:
@@ -110,13 +129,8 @@ def resize_keep_ratio_pad(image_bgr: np.ndarray, spec: PreprocessSpec) -> np.nda
     h, w = image_bgr.shape[:2]
     resized_w = max(1, min(width, math.ceil(height * w / h)))
     image = cv2.resize(image_bgr, (resized_w, height), interpolation=cv2.INTER_LINEAR)  # cv2 takes (w, h)
-    if spec.channel_order == "rgb":
-        image = cv2.cvtColor(image, cv2.COLOR_BGR2RGB)
-    x = image.astype(np.float32) * np.float32(1.0 / 255.0)
-    x -= np.asarray(spec.mean, dtype=np.float32)
-    x /= np.asarray(spec.std, dtype=np.float32)
     out = np.zeros((3, height, width), dtype=np.float32)
-    out[:, :, :resized_w] = x.transpose(2, 0, 1)
+    out[:, :, :resized_w] = _normalised_chw(_in_channel_order(image, spec), spec)
     return out
 
 

@@ -17,13 +17,12 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
-import cv2
 import numpy as np
 import torch
 from torch import nn
 
 from center.microbatch import RoiItem
-from center.preprocess import DecodeError, PreprocessSpec, decode_jpeg, to_device
+from center.preprocess import DecodeError, PreprocessSpec, decode_jpeg, resize_uint8, to_device
 
 
 class Placed(tuple):
@@ -37,22 +36,6 @@ class Placed(tuple):
         placed = cls(tensors)
         placed.ready = ready
         return placed
-
-
-def resize_uint8(image_bgr: np.ndarray, spec: PreprocessSpec) -> np.ndarray:
-    """Resize one decoded crop and put its channels in the network's order, staying uint8.
-
-    The same OpenCV calls, in the same order, as :func:`center.preprocess.to_input` (``cv2.INTER_LINEAR``).
-
-    Args:
-        image_bgr: (h, w, 3) uint8 BGR image.
-
-    Returns:
-        (H, W, 3) uint8 image, channels in ``spec.channel_order``.
-    """
-    height, width = spec.input_hw
-    image = cv2.resize(image_bgr, (width, height), interpolation=cv2.INTER_LINEAR)  # cv2 takes (w, h)
-    return cv2.cvtColor(image, cv2.COLOR_BGR2RGB) if spec.channel_order == "rgb" else image
 
 
 def decode_items_uint8(
