@@ -84,7 +84,7 @@ def _torch_build(model, cfg: TorchRecognizerConfig, split_points, devices) -> li
 
 
 def _onnx_build(model, cfg: OnnxRecognizerConfig, split_points, devices) -> list[Stage]:
-    return build_onnx_stages(model, split_points, devices, cfg.intra_op_threads, cfg.allow_spinning)
+    return build_onnx_stages(model, split_points, devices, cfg.intra_op_threads or 1, cfg.allow_spinning)
 
 
 RUNTIMES: dict[str, Runtime] = {
@@ -96,12 +96,21 @@ RUNTIMES: dict[str, Runtime] = {
     ),
     "onnx": Runtime(
         load_model=lambda cfg, model_dir: load_onnx(resolve_onnx_model(cfg.model, model_dir)),
-        profile=lambda model, cfg, sample: profile_onnx(model, sample, intra_op_threads=cfg.intra_op_threads),
+        profile=lambda model, cfg, sample: profile_onnx(model, sample, intra_op_threads=cfg.intra_op_threads or 1),
         build=_onnx_build,
         takes_torch=False,
         fit_sample=fit_batch,
     ),
 }
+
+
+def with_stage_threads(rec_cfg: RecognizerConfig, threads: int) -> RecognizerConfig:
+    """``rec_cfg`` with an ONNX recognizer's unset ``intra_op_threads`` filled in with ``threads`` (the process's
+    threads per stage, :func:`vcascade.threads.threads_per_stage`); torch recognizers unchanged (their stage
+    threads call ``torch.set_num_threads``)."""
+    if isinstance(rec_cfg, OnnxRecognizerConfig) and rec_cfg.intra_op_threads is None:
+        return rec_cfg.model_copy(update={"intra_op_threads": threads})
+    return rec_cfg
 
 
 def runtime_of(rec_cfg: RecognizerConfig) -> Runtime:

@@ -25,7 +25,7 @@ import zmq
 
 from center.metrics import StageGroupTelemetry
 from center.microbatch import MicroBatch
-from center.runtimes import Stage, load_recognizer_stages
+from center.runtimes import Stage, load_recognizer_stages, with_stage_threads
 from center.stage_link import decode_message, encode_message
 from center.stages import StageEngine
 from vcascade.components import StopFlag
@@ -33,6 +33,7 @@ from vcascade.config import Deployment, RecognizerConfig
 from vcascade.security import secure_server, start_authenticator
 from vcascade.sockets import make_socket
 from vcascade.telemetry import serve_metrics
+from vcascade.threads import set_process_threads, stage_threads_of
 
 log = logging.getLogger(__name__)
 
@@ -89,15 +90,17 @@ def run_stage_group(
     """
     cfg = deployment.stage_groups[name]
     recognizer, first = group_position(deployment, name)
+    threads = stage_threads_of(cfg)  # per stage thread, from the cores given (vcascade.threads)
+    set_process_threads(threads, opencv_threads=1)
     serve_metrics(cfg.metrics_port)
-    stages = load_stage_range(deployment.recognizers[recognizer], cfg.devices, first)
-    _Group(deployment, name, stages, first).run(stop, report or (lambda snapshot: None))
+    stages = load_stage_range(with_stage_threads(deployment.recognizers[recognizer], threads), cfg.devices, first)
+    _Group(deployment, name, stages, first, threads).run(stop, report or (lambda snapshot: None))
 
 
 class _Group:
     """State shared by the group's threads; see the module docstring for who runs what."""
 
-    def __init__(self, deployment: Deployment, name: str, stages: list[Stage], first: int) -> None:
+    def __init__(self, deployment: Deployment, name: str, stages: list[Stage], first: int, threads: int) -> None:
         self.cfg = deployment.stage_groups[name]
         self.name = name
         self.security = deployment.security
@@ -105,7 +108,7 @@ class _Group:
         self.telemetry = StageGroupTelemetry(name)
         self.engine = StageEngine(
             stages, self.cfg.stage_queue, self._answer, self._fail, self.telemetry.stage_computed,
-            threads_per_stage=self.cfg.torch_threads, first_stage_index=first,
+            threads_per_stage=threads, first_stage_index=first,
         )
         self.ctx = zmq.Context.instance()
         self.pipe = f"inproc://vcascade-stage-group-{name}"

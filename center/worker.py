@@ -32,8 +32,6 @@ import threading
 import time
 from typing import Callable
 
-import cv2
-import torch
 import zmq
 
 from center.batcher import STOP, MicroBatcher, preprocess_items, split_stale
@@ -42,7 +40,7 @@ from center.metrics import WorkerTelemetry, link_discarded, stage_error
 from center.microbatch import MicroBatch, RoiItem
 from center.outbox import Outbox
 from center.preprocess import PreprocessSpec
-from center.runtimes import load_recognizer_stages, stage_input
+from center.runtimes import load_recognizer_stages, stage_input, with_stage_threads
 from center.stage_group import load_stage_range
 from center.stage_link import RemoteStages
 from center.stages import StageEngine
@@ -54,6 +52,7 @@ from vcascade.sockets import make_socket
 from vcascade.components import StopFlag
 from vcascade.health import READINESS
 from vcascade.telemetry import serve_metrics
+from vcascade.threads import set_process_threads, stage_threads_of
 
 log = logging.getLogger(__name__)
 
@@ -94,7 +93,7 @@ def run_worker(
         (see :func:`center.recognizer.build_model`).
     """
     cfg = deployment.workers[name]
-    _set_threads(cfg.torch_threads)
+    set_process_threads(stage_threads_of(cfg), cfg.opencv_threads)
     serve_metrics(cfg.metrics_port, component="worker", name=name)
     worker = _Worker(deployment, name, model_dir)
     worker.telemetry.set_credits(cfg.credits)
@@ -106,22 +105,13 @@ def run_worker(
         READINESS.remove(f"worker:{name}:")
 
 
-def _set_threads(torch_threads: int) -> None:
-    """Pin torch and OpenCV thread pools so processes sharing cores do not oversubscribe them."""
-    torch.set_num_threads(torch_threads)
-    try:
-        torch.set_num_interop_threads(1)
-    except RuntimeError:  # only allowed once per process, before any inter-op work
-        pass
-    cv2.setNumThreads(1)
-
-
 class _Worker:
     """State shared by the worker's threads; see the module docstring for who runs what."""
 
     def __init__(self, deployment: Deployment, name: str, model_dir: str | None = None) -> None:
         cfg = deployment.workers[name]
-        recognizer = deployment.recognizers[cfg.recognizer]
+        threads = stage_threads_of(cfg)  # per stage thread, from the cores given (vcascade.threads)
+        recognizer = with_stage_threads(deployment.recognizers[cfg.recognizer], threads)
         self.name = name
         self.cfg = cfg
         self.endpoints = [deployment.brokers[b].endpoint("backend") for b in cfg.brokers]
@@ -144,7 +134,7 @@ class _Worker:
         self.head = build_head(recognizer.head, head_context(recognizer, model_dir))
         self.engine = StageEngine(
             stages, cfg.stage_queue, self._emit_results, self._fail_batch, self.telemetry.stage_computed,
-            max_in_flight=cfg.max_batches_in_flight, threads_per_stage=cfg.torch_threads,
+            max_in_flight=cfg.max_batches_in_flight, threads_per_stage=threads,
         )
         self.batcher = MicroBatcher(cfg.max_batch, cfg.max_wait_ms)
         self.inbox: queue.Queue = queue.Queue(maxsize=2 * cfg.credits)

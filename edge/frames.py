@@ -7,7 +7,9 @@ Frame-drop policy (DESIGN.md, "Lessons": selectable frame policies, every droppe
 * ``newest`` (live sources, and files with ``realtime: true``): the slot holds one frame; a newer frame replaces an unconsumed one, which is
   counted as *skipped*. Frame age therefore stays bounded however slow the detector is.
 
-The detector takes frames round-robin across cameras, so one fast camera cannot starve the others.
+The detector takes frames round-robin across cameras, so one fast camera cannot starve the others. Frames
+taken with ``hold=True`` (the edge's :class:`~edge.detect_pool.DetectorPool`) still count as queued until they
+are released after tracking, so a camera is not forgotten while one of its frames is being detected.
 """
 
 from __future__ import annotations
@@ -60,6 +62,7 @@ class FrameSlots:
         self._open: set[str] = set()
         self._order: list[str] = []
         self._next = 0
+        self._held: dict[str, int] = {}
         self.skipped: dict[str, int] = {}
 
     def add_camera(self, camera: str, policy: FramePolicy, depth: int = 2) -> None:
@@ -108,6 +111,7 @@ class FrameSlots:
             self._policy.pop(camera, None)
             self._open.discard(camera)
             self.skipped.pop(camera, None)
+            self._held.pop(camera, None)
             if camera in self._order:
                 index = self._order.index(camera)
                 self._order.remove(camera)
@@ -117,25 +121,34 @@ class FrameSlots:
             return discarded
 
     def queued(self, camera: str) -> int:
-        """Frames of ``camera`` waiting for the detector (0 for an unknown camera)."""
+        """Frames of ``camera`` waiting for the detector or held by it (0 for an unknown camera)."""
         with self._cond:
-            return len(self._slots.get(camera, ()))
+            return len(self._slots.get(camera, ())) + self._held.get(camera, 0)
 
     def finished(self) -> bool:
-        """True when every camera is closed and every queued frame has been taken."""
+        """True when every camera is closed and every queued frame has been taken (and released, if held)."""
         with self._cond:
-            return not self._open and not any(self._slots.values())
+            return not self._open and not any(self._slots.values()) and not any(self._held.values())
+
+    def release(self, frames: list[Frame]) -> None:
+        """Frames taken with ``hold=True`` are done (detected and tracked)."""
+        with self._cond:
+            for frame in frames:
+                if frame.camera in self._held:
+                    self._held[frame.camera] -= 1
+            self._cond.notify_all()
 
     def take(self, timeout_s: float) -> Frame | None:
         """The next frame, round-robin across cameras; None if none arrives within ``timeout_s``."""
         frames = self.take_many(1, timeout_s)
         return frames[0] if frames else None
 
-    def take_many(self, max_frames: int, timeout_s: float) -> list[Frame]:
+    def take_many(self, max_frames: int, timeout_s: float, hold: bool = False) -> list[Frame]:
         """Up to ``max_frames`` frames for one batched detector run, at most one per camera, round-robin.
 
         Waits up to ``timeout_s`` for the first frame, never for more: a batch holds what is ready now, so
         batching adds no latency. Returns an empty list if nothing arrives in time (or all cameras closed).
+        ``hold``: the frames count in :meth:`queued` and :meth:`finished` until :meth:`release`.
         """
         deadline = time.monotonic() + timeout_s
         with self._cond:
@@ -148,6 +161,8 @@ class FrameSlots:
                     self._next += 1
                     if self._slots[camera]:
                         frames.append(self._slots[camera].popleft())
+                        if hold:
+                            self._held[camera] = self._held.get(camera, 0) + 1
                 if frames:
                     self._cond.notify_all()
                     return frames

@@ -18,7 +18,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import cv2
 import numpy as np
 import zmq
 
@@ -26,6 +25,7 @@ from edge import metrics
 from edge.account import PendingRoi, tracked_record
 from edge.camera_set import CameraSet
 from edge.control import start_control
+from edge.detect_pool import DetectedFrame, DetectorPool, detect_frames
 from edge.detectors import Detector
 from edge.detectors import build_detector as open_detector
 from edge.frames import Frame, FrameSlots
@@ -44,6 +44,7 @@ from vcascade.detections import Detections
 from vcascade.models import ensure_detector_model
 from vcascade.health import READINESS
 from vcascade.telemetry import serve_metrics
+from vcascade.threads import DetectorThreads, cores_given, detector_threads, set_process_threads
 
 log = logging.getLogger(__name__)
 
@@ -116,48 +117,35 @@ class EdgeNode:
         self._cameras.pop(camera, None)
         self.identities.retain(camera, set())
 
-    def process(self, frame: Frame) -> int:
-        """Detect on one frame, then :meth:`handle_detections`. Returns the number of ROIs submitted."""
-        detections, detect_start_s, detect_end_s = self.detect(frame)
-        return self.handle_detections(frame, detections, detect_start_s, detect_end_s)
-
     def process_batch(self, frames: list[Frame]) -> int:
-        """Detect on frames of different cameras in one batched detector call, then handle each frame.
+        """Detect on frames of different cameras in one batched detector call on this thread, then
+        :meth:`handle`. Returns the number of ROIs submitted."""
+        return self.handle(detect_frames(self.detector, frames))
 
-        A frame the detector rejects (``ValueError``: unsupported shape or dtype) is counted as corrupt
-        (``bad_image``) and skipped; the other frames of the batch are still detected one by one.
+    def handle(self, detected: list[DetectedFrame]) -> int:
+        """Track and send ROIs for frames after detection, in order (:meth:`handle_detections`).
+
+        A frame the detector rejected (unsupported shape or dtype) is counted as corrupt (``bad_image``) and
+        skipped; so is a frame of a camera removed meanwhile (not counted: its books are closed).
 
         Returns:
             The number of ROIs submitted.
         """
-        detect_start_s = time.perf_counter()
-        try:
-            batch = self.detector.detect_batch([frame.image for frame in frames])
-        except ValueError:
-            return sum(self._process_checked(frame) for frame in frames)
-        detect_end_s = time.perf_counter()
-        return sum(
-            self.handle_detections(frame, detections, detect_start_s, detect_end_s)
-            for frame, detections in zip(frames, batch)
-        )
-
-    def _process_checked(self, frame: Frame) -> int:
-        try:
-            return self.process(frame)
-        except ValueError as exc:
-            log.warning("edge %s: camera %s: frame %d skipped: %s", self.name, frame.camera, frame.seq, exc)
-            metrics.FRAMES_CORRUPT.labels(self.name, frame.camera, "bad_image").inc()
-            return 0
+        submitted = 0
+        for item in detected:
+            frame = item.frame
+            if frame.camera not in self._cameras:
+                continue
+            if item.detections is None:
+                log.warning("edge %s: camera %s: frame %d skipped: %s", self.name, frame.camera, frame.seq, item.error)
+                metrics.FRAMES_CORRUPT.labels(self.name, frame.camera, "bad_image").inc()
+                continue
+            submitted += self.handle_detections(frame, item.detections, item.start_s, item.end_s)
+        return submitted
 
     def _class_name(self, class_id: int) -> str:
         names = self.detector.class_names
         return names[class_id] if 0 <= class_id < len(names) else str(class_id)
-
-    def detect(self, frame: Frame) -> tuple[Detections, float, float]:
-        """Run the detector on one frame. Returns (detections, start, end); times are ``perf_counter()`` s."""
-        detect_start_s = time.perf_counter()
-        detections = self.detector(frame.image)
-        return detections, detect_start_s, time.perf_counter()
 
     def handle_detections(
         self, frame: Frame, detections: Detections, detect_start_s: float, detect_end_s: float
@@ -234,11 +222,14 @@ class EdgeNode:
         return len(crops)
 
 
-def build_detector(dep: Deployment, name: str, model_dir: str | Path | None) -> Detector:
+def build_detector(dep: Deployment, name: str, model_dir: str | Path | None) -> tuple[Detector, DetectorThreads]:
     """Find (or, for yolox, download and verify) the configured model and open it with the detector registry
-    (:func:`edge.detectors.build_detector`). Raises ModelUnavailable, DetectorContractError, ValueError."""
-    det = dep.edges[name].detector
-    return open_detector(det, ensure_detector_model(det, model_dir))
+    (:func:`edge.detectors.build_detector`), with the thread counts the edge's cores give
+    (:func:`vcascade.threads.detector_threads`). Raises ModelUnavailable, DetectorContractError, ValueError."""
+    cfg = dep.edges[name]
+    threads = detector_threads(cores_given(cfg.cpus), cfg.detector.instances, cfg.detector.intra_op_threads)
+    det = cfg.detector.model_copy(update={"intra_op_threads": threads.intra_op_threads})
+    return open_detector(det, ensure_detector_model(det, model_dir)), threads
 
 
 def run_edge(
@@ -266,8 +257,8 @@ def run_edge(
         vcascade.security.SecurityError, zmq.ZMQError: the control socket's keys are missing or its port is taken.
     """
     cfg = dep.edges[name]
-    cv2.setNumThreads(cfg.opencv_threads)
-    detector = build_detector(dep, name, model_dir)
+    set_process_threads(None, cfg.opencv_threads)
+    detector, threads = build_detector(dep, name, model_dir)
     serve_metrics(cfg.metrics_port, component="edge", name=name)
     ctx = zmq.Context()
     sinks = open_sinks(cfg.sinks, ctx)
@@ -275,6 +266,7 @@ def run_edge(
     link = BrokerLink(name, dep, ctx, [*sinks, identities])
     node = EdgeNode(name, dep, detector, link, identities)
     slots = FrameSlots()
+    pool = DetectorPool(slots, detector, threads.instances, detector.frames_per_run, name)
     cameras = CameraSet(name, slots, node)
     control = start_control(name, dep, ctx, cameras)  # None without control_port: the edge ends with its files
     _register_readiness(name, link, cameras.readers)
@@ -282,14 +274,17 @@ def run_edge(
     for cam, cam_cfg in dep.cameras_of(name).items():
         cameras.start(cam, cam_cfg)
     started_s = last_report_s = time.perf_counter()
-    log.info("edge %s: %d cameras, run id %s", name, cameras.open_count(), node.run_id)
+    log.info("edge %s: %d cameras, run id %s, %d detector runs at once of %d threads", name,
+             cameras.open_count(), node.run_id, threads.instances, threads.intra_op_threads)  # fmt: skip
+    pool.start()
     try:
         while not stop.is_set():
             if control is not None:
                 control.apply_pending()
-            frames = slots.take_many(detector.frames_per_run, timeout_s=0.1)
-            if frames:
-                node.process_batch(frames)
+            detected = pool.next(timeout_s=0.1)
+            if detected:
+                node.handle(detected)
+                slots.release([item.frame for item in detected])
             elif slots.finished() and control is None:
                 break
             elif slots.finished():
@@ -299,6 +294,7 @@ def run_edge(
                 report(snapshot(name, link, cameras.readers(), started_s, final=False, node=node))
     finally:
         READINESS.remove(f"edge:{name}:")
+        pool.stop()
         cameras.stop_all()
         if control is not None:
             control.close()

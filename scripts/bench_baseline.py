@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     dep = _with_threads(dep, edge_name, cores)
     cv2.setNumThreads(1)
     torch.set_num_threads(cores)
-    detector = build_detector(dep, edge_name, args.model_dir)
+    detector, _ = build_detector(dep, edge_name, args.model_dir)
     worker = next(iter(dep.workers.values()))
     rec_cfg = dep.recognizers[worker.recognizer]
     model = TorchStage(build_model(rec_cfg), "cpu")

@@ -23,14 +23,15 @@ _CUDA_DEVICE = re.compile(r"cuda(?::(\d+))?")
 
 
 def make_session(
-    path: str | os.PathLike[str], *, intra_op_threads: int, device: str = "cpu"
+    path: str | os.PathLike[str], *, intra_op_threads: int, allow_spinning: bool = False, device: str = "cpu"
 ) -> ort.InferenceSession:
     """Open an ONNX model as an inference session.
 
     Args:
         path: the ``.onnx`` file.
-        intra_op_threads: threads one operator may use (>= 1). Inter-op threads are 1 and idle threads do not
-            spin (``session.intra_op.allow_spinning = "0"``). Graph optimisation level: ALL.
+        intra_op_threads: threads one operator may use (>= 1). Inter-op threads are 1. Graph optimisation
+            level: ALL.
+        allow_spinning: let idle intra-op threads busy-wait (``session.intra_op.allow_spinning``; default off).
         device: ``"cpu"``, ``"cuda"`` (= ``"cuda:0"``) or ``"cuda:N"``. For CUDA the session's providers are
             CUDA first, CPU second (the CPU provider runs the few operators CUDA lacks).
 
@@ -40,7 +41,7 @@ def make_session(
         onnxruntime exceptions (``InvalidProtobuf``, ``NoSuchFile``, ``Fail``, ...): the file is missing or not
             a loadable ONNX model.
     """
-    return open_session(os.fspath(path), session_options(intra_op_threads), device)
+    return open_session(os.fspath(path), session_options(intra_op_threads, allow_spinning), device)
 
 
 def session_options(intra_op_threads: int = 1, allow_spinning: bool = False) -> ort.SessionOptions:

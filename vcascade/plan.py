@@ -26,6 +26,7 @@ from rich.table import Table
 from rich.text import Text
 
 from vcascade.config import Deployment, load_config
+from vcascade.threads import stage_threads_of
 
 EXIT_FAILURE, EXIT_CONFIG = 1, 2
 
@@ -64,11 +65,12 @@ def plan_worker(dep: Deployment, worker: str, batch: int | None = None, model_di
     """
     import torch
 
-    from center.runtimes import auto_split, default_sample, explicit_plan, runtime_of
+    from center.runtimes import auto_split, default_sample, explicit_plan, runtime_of, with_stage_threads
 
     cfg = dep.workers[worker]
-    rec = dep.recognizers[cfg.recognizer]
-    torch.set_num_threads(cfg.torch_threads)
+    threads = stage_threads_of(cfg)
+    rec = with_stage_threads(dep.recognizers[cfg.recognizer], threads)
+    torch.set_num_threads(threads)
     runtime = runtime_of(rec)
     model = runtime.load_model(rec, model_dir)
     if rec.split_points != "auto":

@@ -124,7 +124,17 @@ class DetectorConfig(_Base):
     score_threshold: float = Field(0.3, gt=0, le=1, description="Minimum objectness x class score, 0..1.")
     nms_iou: float = Field(0.45, gt=0, le=1, description="IoU above which a lower-scored box of the same class is removed.")
     classes: list[str] | None = Field(None, min_length=1, description="Class names to keep (None: all classes).")
-    intra_op_threads: int = Field(1, ge=1, le=256, description="ONNX Runtime intra-op threads.")
+    instances: int | None = Field(
+        None, ge=1, le=256,
+        description="Detector runs at once on different frames (one shared session; like Triton's instance count); "
+        "tracking stays in frame order (None: `cpus // intra_op_threads`, so one per core given).",
+    )
+    intra_op_threads: int | None = Field(
+        None, ge=1, le=256, description="ONNX Runtime intra-op threads of each run (None: `cpus // instances`, at least 1)."
+    )
+    allow_spinning: bool = Field(
+        False, description="Let idle ONNX Runtime threads busy-wait (lower latency, burns the cores others share)."
+    )
     path: str | None = Field(
         None, description="Local ONNX file of a user model; required for yolov5/yolov8 (for yolox it replaces `model`, never downloaded)."
     )
@@ -188,7 +198,16 @@ class EdgeConfig(_Base):
         2, ge=1, le=10, description="Sends of one ROI at most, first included (retries on timeout or a lost broker)."
     )
     drain_timeout_s: float = Field(60.0, ge=0, description="At shutdown, wait this long for in-flight results.")
-    opencv_threads: int = Field(1, ge=0, le=256, description="cv2.setNumThreads for this process (0: OpenCV default).")
+    cpus: int | None = Field(
+        None, ge=1, le=4096,
+        description="Cores this process is given; thread defaults derive from it (None: its CPU affinity, capped by "
+        "its cgroup CPU quota; docs/BENCHMARKS.md, threads).",
+    )
+    opencv_threads: int = Field(
+        1, ge=0, le=256,
+        description="cv2.setNumThreads for this process (0: OpenCV default; 1: readers and detector runs are "
+        "threads of their own already).",
+    )
     metrics_port: Port = Field(description="Port serving Prometheus /metrics for this process.")
     host: str = Field(
         "127.0.0.1", description="Address this edge's control socket is reached at (`vcascade camera add|remove|list`)."
@@ -342,7 +361,10 @@ class OnnxRecognizerConfig(_RecognizerBase):
         description="ONNX file: an absolute path, package://<distribution>/<file>, or a file name searched in "
         "--model-dir, $VCASCADE_MODEL_DIR, then ~/.cache/vcascade/models."
     )
-    intra_op_threads: int = Field(1, ge=1, le=256, description="ONNX Runtime intra-op threads per stage session.")
+    intra_op_threads: int | None = Field(
+        None, ge=1, le=256,
+        description="ONNX Runtime intra-op threads per stage session (None: the worker's `cpus // stages`, at least 1).",
+    )
     allow_spinning: bool = Field(
         False, description="Let idle ONNX Runtime threads busy-wait (lower latency, burns the cores others share)."
     )
@@ -363,7 +385,17 @@ class WorkerConfig(_Base):
     max_wait_ms: float = Field(10.0, ge=0, description="A partial micro-batch starts after waiting this long, ms.")
     credits: int = Field(64, ge=1, le=100_000, description="ROIs this worker accepts in flight at once.")
     stage_queue: int = Field(2, ge=1, le=64, description="Micro-batches waiting before each stage, at most.")
-    torch_threads: int = Field(1, ge=1, le=256, description="torch.set_num_threads for this process.")
+    cpus: int | None = Field(
+        None, ge=1, le=4096,
+        description="Cores this process is given; thread defaults derive from it (None: its CPU affinity, capped by "
+        "its cgroup CPU quota; docs/BENCHMARKS.md, threads).",
+    )
+    torch_threads: int | None = Field(
+        None, ge=1, le=256, description="torch threads of each stage thread (None: `cpus // stages`, at least 1)."
+    )
+    opencv_threads: int = Field(
+        1, ge=0, le=256, description="cv2.setNumThreads for this process (0: OpenCV default)."
+    )
     metrics_port: Port = Field(description="Port serving Prometheus /metrics for this process.")
     max_batches_in_flight: int = Field(
         8, ge=1, le=1024,
@@ -396,7 +428,14 @@ class StageGroupConfig(_Base):
         "`stage_error`, counted as `stage_unreachable`).",
     )
     stage_queue: int = Field(2, ge=1, le=64, description="Micro-batches waiting before each stage, at most.")
-    torch_threads: int = Field(1, ge=1, le=256, description="torch threads of each stage thread of this process.")
+    cpus: int | None = Field(
+        None, ge=1, le=4096,
+        description="Cores this process is given; thread defaults derive from it (None: its CPU affinity, capped by "
+        "its cgroup CPU quota; docs/BENCHMARKS.md, threads).",
+    )
+    torch_threads: int | None = Field(
+        None, ge=1, le=256, description="torch threads of each stage thread (None: `cpus // stages`, at least 1)."
+    )
 
     def endpoint(self, *, bind: bool = False) -> str:
         """ZeroMQ tcp endpoint: for the connecting worker, or (``bind=True``) for the group itself."""

@@ -64,7 +64,8 @@ def build_detector(
     cfg: DetectorConfig, model_path: str | os.PathLike[str], *, device: str = "cpu"
 ) -> OnnxDetector:
     """Open the detector a config describes on the model file ``model_path`` (located by
-    :func:`vcascade.models.ensure_detector_model`).
+    :func:`vcascade.models.ensure_detector_model`). ``cfg.intra_op_threads`` None means 1 here; the edge fills
+    it in from its cores first (:func:`vcascade.threads.detector_threads`).
 
     Raises:
         KeyError: an unknown ``cfg.type`` (the config schema prevents it).
@@ -79,8 +80,8 @@ def build_detector(
     class_ids = None if cfg.classes is None else {names.index(c) for c in cfg.classes}
     return DETECTOR_TYPES[cfg.type](
         model_path, input_size=cfg.input_size, score_threshold=cfg.score_threshold, nms_iou=cfg.nms_iou,
-        class_ids=class_ids, class_names=names, max_batch=cfg.max_batch, intra_op_threads=cfg.intra_op_threads,
-        device=device,
+        class_ids=class_ids, class_names=names, max_batch=cfg.max_batch,
+        intra_op_threads=cfg.intra_op_threads or 1, allow_spinning=cfg.allow_spinning, device=device,
     )
 
 

@@ -53,7 +53,9 @@ class OnnxDetector:
         class_names: one name per class the model outputs (default: the 80 COCO names); their count is checked
             against the model's output.
         max_batch: frames per session run at most when the batch dimension is dynamic (>= 1).
-        intra_op_threads: ONNX Runtime intra-op threads.
+        intra_op_threads: ONNX Runtime intra-op threads of one run. Runs from several threads at once are
+            safe (one session; ONNX Runtime releases the GIL), which is how the edge uses its cores.
+        allow_spinning: let idle ONNX Runtime threads busy-wait.
         device: ``"cpu"`` or ``"cuda:N"`` (see :func:`vcascade.onnx_session.make_session`).
 
     Raises:
@@ -77,6 +79,7 @@ class OnnxDetector:
         class_names: Sequence[str] = COCO_CLASSES,
         max_batch: int = 8,
         intra_op_threads: int = 1,
+        allow_spinning: bool = False,
         device: str = "cpu",
     ) -> None:
         _check_arguments(score_threshold, nms_iou, class_ids, class_names, max_batch)
@@ -86,7 +89,9 @@ class OnnxDetector:
         self.input_size, self.score_threshold, self.nms_iou = input_size, score_threshold, nms_iou
         self.class_names = tuple(class_names)
         self.class_ids = None if class_ids is None else np.array(sorted({int(c) for c in class_ids}), np.int32)
-        self._session = make_session(model_path, intra_op_threads=intra_op_threads, device=device)
+        self._session = make_session(
+            model_path, intra_op_threads=intra_op_threads, allow_spinning=allow_spinning, device=device
+        )
         self.input: InputSpec = check_contract(
             self._session, model_path, self.layout, input_size, len(self.class_names)
         )
