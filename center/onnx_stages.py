@@ -123,6 +123,9 @@ def split_onnx(model: onnx.ModelProto, split_points: Sequence[str]) -> list[onnx
     check_split_points(model, split_points)
     if not split_points:
         return [model]
+    names = {v.name for v in (*model.graph.value_info, *model.graph.input, *model.graph.output)}
+    if any(name not in names for name in split_points):  # the extractor needs each boundary's type and shape
+        model = onnx.shape_inference.infer_shapes(model)
     extractor = onnx.utils.Extractor(model)
     initializers = {init.name for init in model.graph.initializer}
     first_inputs = [i.name for i in model.graph.input if i.name not in initializers]

@@ -26,7 +26,8 @@ from center.onnx_stages import build_onnx_stages, fit_batch, load_onnx, to_numpy
 from center.preprocess import to_device
 from center.profile import ModelProfile, profile_onnx, profile_torch
 from center.recognizer import build_model, place_stages
-from vcascade.config import OnnxRecognizerConfig, RecognizerConfig, TorchRecognizerConfig
+from center.torch_onnx import torch_to_onnx
+from vcascade.config import RecognizerConfig, TorchRecognizerConfig
 from vcascade.models import find_model, model_search_dirs
 from vcascade.ocr_models import PPOCR_REC_MODEL, ensure_text_model
 from vcascade.resources import resolve
@@ -83,8 +84,12 @@ def _torch_build(model, cfg: TorchRecognizerConfig, split_points, devices) -> li
     return place_stages(model, split_points, devices, cfg.input_hw)
 
 
-def _onnx_build(model, cfg: OnnxRecognizerConfig, split_points, devices) -> list[Stage]:
+def _ort_build(model, cfg, split_points, devices) -> list[Stage]:
     return build_onnx_stages(model, split_points, devices, cfg.intra_op_threads or 1, cfg.allow_spinning)
+
+
+def _ort_profile(model, cfg, sample: np.ndarray) -> ModelProfile:
+    return profile_onnx(model, sample, intra_op_threads=cfg.intra_op_threads or 1)
 
 
 RUNTIMES: dict[str, Runtime] = {
@@ -96,29 +101,45 @@ RUNTIMES: dict[str, Runtime] = {
     ),
     "onnx": Runtime(
         load_model=lambda cfg, model_dir: load_onnx(resolve_onnx_model(cfg.model, model_dir)),
-        profile=lambda model, cfg, sample: profile_onnx(model, sample, intra_op_threads=cfg.intra_op_threads or 1),
-        build=_onnx_build,
+        profile=_ort_profile,
+        build=_ort_build,
+        takes_torch=False,
+        fit_sample=fit_batch,
+    ),
+    "torch+onnxruntime": Runtime(  # a torch recognizer with engine: onnxruntime (center.torch_onnx)
+        load_model=lambda cfg, model_dir: torch_to_onnx(build_model(cfg), cfg.input_hw),
+        profile=_ort_profile,
+        build=_ort_build,
         takes_torch=False,
         fit_sample=fit_batch,
     ),
 }
 
 
+def runtime_key(rec_cfg: RecognizerConfig) -> str:
+    """The :data:`RUNTIMES` key of a recognizer: its ``type``, or ``torch+onnxruntime`` for a torch recognizer
+    with ``engine: onnxruntime``."""
+    if isinstance(rec_cfg, TorchRecognizerConfig) and rec_cfg.engine == "onnxruntime":
+        return "torch+onnxruntime"
+    return rec_cfg.type
+
+
 def with_stage_threads(rec_cfg: RecognizerConfig, threads: int) -> RecognizerConfig:
-    """``rec_cfg`` with an ONNX recognizer's unset ``intra_op_threads`` filled in with ``threads`` (the process's
-    threads per stage, :func:`vcascade.threads.threads_per_stage`); torch recognizers unchanged (their stage
-    threads call ``torch.set_num_threads``)."""
-    if isinstance(rec_cfg, OnnxRecognizerConfig) and rec_cfg.intra_op_threads is None:
+    """``rec_cfg`` with its unset ``intra_op_threads`` (ONNX Runtime sessions: ``type: onnx``, or ``engine:
+    onnxruntime``) filled in with ``threads``, the process's threads per stage
+    (:func:`vcascade.threads.threads_per_stage`); torch stage threads call ``torch.set_num_threads`` instead."""
+    if rec_cfg.intra_op_threads is None:
         return rec_cfg.model_copy(update={"intra_op_threads": threads})
     return rec_cfg
 
 
 def runtime_of(rec_cfg: RecognizerConfig) -> Runtime:
-    """The registered :class:`Runtime` of ``rec_cfg.type``; KeyError names the known types."""
+    """The registered :class:`Runtime` of the recognizer (:func:`runtime_key`); KeyError names the known ones."""
+    key = runtime_key(rec_cfg)
     try:
-        return RUNTIMES[rec_cfg.type]
+        return RUNTIMES[key]
     except KeyError:
-        raise KeyError(f"no stage runtime {rec_cfg.type!r} (have {sorted(RUNTIMES)})") from None
+        raise KeyError(f"no stage runtime {key!r} (have {sorted(RUNTIMES)})") from None
 
 
 def default_sample(rec_cfg: RecognizerConfig, batch: int = PROFILE_BATCH, seed: int = 0) -> np.ndarray:

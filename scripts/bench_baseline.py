@@ -34,7 +34,7 @@ import torch  # noqa: E402
 
 from center.heads import EmbeddingHead  # noqa: E402
 from center.preprocess import PreprocessSpec, decode_jpeg, stack_batch, to_input  # noqa: E402
-from center.recognizer import TorchStage, build_model  # noqa: E402
+from center.runtimes import as_numpy, load_recognizer_stages, stage_input, with_stage_threads  # noqa: E402
 from edge.node import build_detector  # noqa: E402
 from edge.roi import encode_jpeg, select_crops  # noqa: E402
 from edge.tracking import CameraTracker  # noqa: E402
@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     detector, _ = build_detector(dep, edge_name, args.model_dir)
     worker = next(iter(dep.workers.values()))
     rec_cfg = dep.recognizers[worker.recognizer]
-    model = TorchStage(build_model(rec_cfg), "cpu")
+    model = recognizer(with_stage_threads(rec_cfg, cores), args.model_dir)
     spec = PreprocessSpec.from_config(rec_cfg)
     head = EmbeddingHead(rec_cfg.head.match_threshold, rec_cfg.head.max_identities)
     urls = [_path(cam.url) for cam in dep.cameras_of(edge_name).values()]
@@ -96,7 +96,7 @@ def run_baseline(urls, frames_per_camera, detector, model, spec, head, roi_cfg, 
             for start in range(0, len(crops), max_batch):
                 chunk = crops[start:start + max_batch]
                 batch = stack_batch([to_input(crop.pixels, spec) for crop in chunk])
-                embeddings = model((torch.from_numpy(batch),))[0].reshape(len(chunk), -1).numpy()
+                embeddings = model(batch).reshape(len(chunk), -1)
                 head(embeddings)
                 done_s = time.perf_counter()
                 first_result_s = first_result_s or done_s - START_S
@@ -136,9 +136,9 @@ def calibrate(url, frames, detector, tracker, model, spec, head, roi_cfg, max_ba
     inputs = [_timed(per_roi, "prep", lambda p: to_input(decode_jpeg(p), spec), p) for p in payloads]
     usable = len(inputs) - len(inputs) % max_batch or len(inputs)
     for start in range(0, usable, max_batch):
-        batch = torch.from_numpy(stack_batch(inputs[start:start + max_batch]))
-        out = _timed(per_roi, "recog", model, (batch,))[0]
-        _timed(per_roi, "head", head, out.reshape(len(batch), -1).numpy())
+        batch = stack_batch(inputs[start:start + max_batch])
+        out = _timed(per_roi, "recog", model, batch)
+        _timed(per_roi, "head", head, out.reshape(len(batch), -1))
     n_rois = max(len(payloads), 1)
     per_roi_ms = {k: v * 1000.0 / (usable if k in ("recog", "head") else n_rois) for k, v in per_roi.items()}
     return {
@@ -146,6 +146,13 @@ def calibrate(url, frames, detector, tracker, model, spec, head, roi_cfg, max_ba
         "per_frame_ms": {k: v * 1000.0 / max(n_frames, 1) for k, v in per_frame.items()},
         "per_roi_ms": per_roi_ms,
     }
+
+
+def recognizer(rec_cfg, model_dir):
+    """The deployment's recognizer unsplit (one stage, its configured engine): (n, 3, H, W) float32 numpy batch
+    -> (n, ...) float32 numpy output."""
+    (stage,) = load_recognizer_stages(rec_cfg.model_copy(update={"split_points": []}), ["cpu"], model_dir=model_dir)
+    return lambda batch: as_numpy(stage((stage_input(rec_cfg, batch, "cpu"),))[0])
 
 
 def _timed(totals: dict[str, float], key: str, fn, *args):

@@ -71,7 +71,8 @@ def write_deployment(
         broker.update(frontend_port=free_port(), backend_port=free_port(), metrics_port=free_port())
     template = next(iter(data["workers"].values()))  # the embedder's worker: the baseline runs that recognizer
     recognizer = data["recognizers"][template["recognizer"]]
-    recognizer["split_points"] = recognizer["split_points"][: worker_devices - 1]
+    points = recognizer["split_points"]
+    recognizer["split_points"] = [] if worker_devices == 1 else points if points == "auto" else points[: worker_devices - 1]
     data["recognizers"] = {template["recognizer"]: recognizer}
     for edge in data["edges"].values():
         edge["roi"].pop("routes", None)  # one recognizer: every class goes to it

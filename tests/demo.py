@@ -3,6 +3,11 @@
 Most tests exercise one path (edge, broker, the MobileNetV2 embedder's worker) and start only ``worker-1``;
 the shipped demo also routes vehicles to the PP-OCR text recognizer of ``worker-2``, whose ROIs would wait for
 a worker those tests never start. tests/e2e/test_run_demo.py runs the demo as shipped.
+
+The shipped embedder runs with ``engine: onnxruntime`` and ``split_points: auto``; the tests here run it with
+torch at the split point ``features.3`` (:data:`TORCH_EMBEDDER`), the path most center tests check bit for bit,
+and one that starts without an export and a profile. tests/center/test_torch_onnx.py checks the ONNX Runtime
+engine against torch.
 """
 
 from __future__ import annotations
@@ -14,14 +19,26 @@ import yaml
 
 DEMO = Path(__file__).resolve().parents[1] / "configs" / "demo.yaml"
 EMBEDDER, TEXT = "mobilenetv2-embedder", "ppocr-text"
+TORCH_EMBEDDER = {"engine": "torch", "split_points": ["features.3"]}
 
 
-def demo_data(both_recognizers: bool = False) -> dict[str, Any]:
-    """configs/demo.yaml as a dict; unless ``both_recognizers``, only the embedder, ``worker-1`` and no routes."""
+def demo_data(both_recognizers: bool = False, torch_embedder: bool = True) -> dict[str, Any]:
+    """configs/demo.yaml as a dict; unless ``both_recognizers``, only the embedder, ``worker-1`` and no routes;
+    with ``torch_embedder``, the embedder on torch split at ``features.3`` (:data:`TORCH_EMBEDDER`)."""
     data = yaml.safe_load(DEMO.read_text())
+    if torch_embedder:
+        data["recognizers"][EMBEDDER].update(TORCH_EMBEDDER)
     if not both_recognizers:
         data["recognizers"] = {EMBEDDER: data["recognizers"][EMBEDDER]}
         data["workers"] = {name: w for name, w in data["workers"].items() if w["recognizer"] == EMBEDDER}
         for edge in data["edges"].values():
             edge.get("roi", {}).pop("routes", None)
     return data
+
+
+def torch_demo_text() -> str:
+    """configs/demo.yaml's text (comments kept) with the embedder on torch, split at ``features.3``."""
+    text = DEMO.read_text()
+    start = text.index("    engine: onnxruntime")
+    end = text.index("\n", text.index("    split_points: auto", start)) + 1
+    return text[:start] + "    split_points: [features.3]\n" + text[end:]

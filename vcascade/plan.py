@@ -36,7 +36,7 @@ class WorkerPlan:
     """The split of one worker's recognizer.
 
     Attributes:
-        worker / recognizer: names from the file; ``runtime``: the recognizer ``type``.
+        worker / recognizer: names from the file; ``runtime``: the recognizer's runtime (``type``, or ``torch+onnxruntime``).
         devices: the worker's devices (one per stage).
         explicit: True when the file lists split points, False for ``auto``.
         split_points: the split points used (configured, or chosen by ``auto``).
@@ -65,7 +65,7 @@ def plan_worker(dep: Deployment, worker: str, batch: int | None = None, model_di
     """
     import torch
 
-    from center.runtimes import auto_split, default_sample, explicit_plan, runtime_of, with_stage_threads
+    from center.runtimes import auto_split, default_sample, explicit_plan, runtime_key, runtime_of, with_stage_threads
 
     cfg = dep.workers[worker]
     threads = stage_threads_of(cfg)
@@ -80,7 +80,7 @@ def plan_worker(dep: Deployment, worker: str, batch: int | None = None, model_di
     points = tuple(rec.split_points) if explicit else best.split_points
     plan = explicit_plan(best.profile, points) if explicit else best.plan
     return WorkerPlan(
-        worker, cfg.recognizer, rec.type, tuple(cfg.devices), explicit, points, plan,
+        worker, cfg.recognizer, runtime_key(rec), tuple(cfg.devices), explicit, points, plan,
         best.split_points, best.plan, best.profile,
     )
 

@@ -335,6 +335,14 @@ class _RecognizerBase(_Base):
         "start-up and balanced over the worker's devices (`vcascade plan` shows the choice).",
     )
     head: HeadConfig = Field(EmbeddingHeadConfig(), description="Turns the last stage's output into a result.")
+    intra_op_threads: int | None = Field(
+        None, ge=1, le=256,
+        description="ONNX Runtime intra-op threads per stage session (`type: onnx`, or `engine: onnxruntime`; "
+        "None: the worker's `cpus // stages`, at least 1).",
+    )
+    allow_spinning: bool = Field(
+        False, description="Let idle ONNX Runtime threads busy-wait (lower latency, burns the cores others share)."
+    )
 
 
 class TorchRecognizerConfig(_RecognizerBase):
@@ -351,6 +359,11 @@ class TorchRecognizerConfig(_RecognizerBase):
         description="Instead of `factory` + `weights`: a `torch.export` program saved with `torch.export.save` "
         "(`.pt2`; path or package://).",
     )
+    engine: Literal["torch", "onnxruntime"] = Field(
+        "torch",
+        description="Run the model with torch, or export it to ONNX at start-up and run that with ONNX Runtime "
+        "(faster on CPU; `split_points` are then ONNX tensor names, see `vcascade plan`, or auto).",
+    )
 
 
 class OnnxRecognizerConfig(_RecognizerBase):
@@ -360,13 +373,6 @@ class OnnxRecognizerConfig(_RecognizerBase):
     model: str = Field(
         description="ONNX file: an absolute path, package://<distribution>/<file>, or a file name searched in "
         "--model-dir, $VCASCADE_MODEL_DIR, then ~/.cache/vcascade/models."
-    )
-    intra_op_threads: int | None = Field(
-        None, ge=1, le=256,
-        description="ONNX Runtime intra-op threads per stage session (None: the worker's `cpus // stages`, at least 1).",
-    )
-    allow_spinning: bool = Field(
-        False, description="Let idle ONNX Runtime threads busy-wait (lower latency, burns the cores others share)."
     )
 
 

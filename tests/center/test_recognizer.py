@@ -71,6 +71,7 @@ from center.profile import candidate_units  # noqa: E402
 from center.recognizer import build_model, check_split_points, place_stages  # noqa: E402
 from center.runtimes import load_recognizer_stages  # noqa: E402
 from vcascade.config import ConfigError, load_config  # noqa: E402
+from tests.demo import torch_demo_text  # noqa: E402
 
 SPLITS = {1: [], 2: ["features.7"], 3: ["features.3", "features.10"], 4: ["features.3", "features.7", "features.14"]}
 
@@ -141,7 +142,7 @@ def test_auto_split_points_are_balanced_and_exact(embedder, demo_recognizer):
 
 
 def _write(tmp_path, text: str):
-    base = (REPO / "configs" / "demo.yaml").read_text()
+    base = torch_demo_text()
     path = tmp_path / "deploy.yaml"
     path.write_text(base.replace("    split_points: [features.3]\n", text))
     return path

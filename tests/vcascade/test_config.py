@@ -27,7 +27,8 @@ def test_demo_is_valid():
     dep = load_config(DEMO)
     assert set(dep.cameras) == {"street-1", "street-2"}
     assert dep.workers["worker-1"].devices == ["cpu", "cpu"]
-    assert dep.recognizers["mobilenetv2-embedder"].split_points == ["features.3"]
+    embedder = dep.recognizers["mobilenetv2-embedder"]
+    assert embedder.engine == "onnxruntime" and embedder.split_points == "auto"
 
 
 def _error(tmp_path, data) -> str:
@@ -59,7 +60,8 @@ def test_wrong_sink_type(tmp_path):
     ("mutate", "expected"),
     [
         (lambda d: d["cameras"]["street-1"].update(edge="nowhere"), "cameras.street-1.edge = 'nowhere': expected one of the edges"),
-        (lambda d: d["workers"]["worker-1"].update(devices=["cpu"]), "expected 2 devices"),
+        (lambda d: (d["workers"]["worker-1"].update(devices=["cpu"]),
+                    d["recognizers"]["mobilenetv2-embedder"].update(split_points=["features.3"])), "expected 2 devices"),
         (lambda d: d["workers"]["worker-1"].update(devices=["cpu", "gpu0"]), "devices[1] = 'gpu0': expected `cpu` or `cuda:N`"),
         (lambda d: d["edges"]["edge-1"]["detector"].update(classes=["unicorn"]), "expected a COCO class name"),
         (lambda d: d["workers"]["worker-1"].update(metrics_port=9101), "workers.worker-1.metrics_port = 9101: expected a port not already used by edges.edge-1.metrics_port"),

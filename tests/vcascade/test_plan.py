@@ -11,6 +11,7 @@ import pytest
 
 from vcascade.config import load_config
 from vcascade.plan import plan_worker, stage_rows
+from tests.demo import torch_demo_text
 
 REPO = Path(__file__).resolve().parents[2]
 VCASCADE = Path(sys.executable).with_name("vcascade")
@@ -38,8 +39,17 @@ def ocr_deployment(tmp_path: Path, split_points: str) -> Path:
     return path
 
 
-def test_plan_of_the_demo_prints_explicit_and_auto_tables(models_dir):
-    done = run_plan(DEMO, "--batch", "2", "--model-dir", models_dir)
+def test_plan_of_the_shipped_demo_embedder_on_onnxruntime(models_dir):
+    done = run_plan(DEMO, "--worker", "worker-1", "--batch", "2", "--model-dir", models_dir)
+    assert done.returncode == 0, done.stderr
+    assert "worker-1: mobilenetv2-embedder (torch+onnxruntime), auto split points ['/features/" in done.stdout
+    assert done.stdout.count("balance ratio (slowest / mean stage)") == 1 and "auto would choose" not in done.stdout
+
+
+def test_plan_of_the_demo_on_torch_prints_explicit_and_auto_tables(models_dir, tmp_path):
+    path = tmp_path / "torch.yaml"
+    path.write_text(torch_demo_text())
+    done = run_plan(path, "--batch", "2", "--model-dir", models_dir)
     assert done.returncode == 0, done.stderr
     out = done.stdout
     assert "worker-1: mobilenetv2-embedder (torch), explicit split points ['features.3']" in out
@@ -68,7 +78,7 @@ def test_bad_onnx_cut_name_fails_with_a_clear_message(tmp_path, models_dir):
 
 def test_bad_torch_split_point_and_unknown_worker_fail_with_exit_2(tmp_path):
     path = tmp_path / "bad.yaml"
-    path.write_text(DEMO.read_text().replace("split_points: [features.3]", "split_points: [features.33]"))
+    path.write_text(torch_demo_text().replace("split_points: [features.3]", "split_points: [features.33]"))
     done = run_plan(path, "--batch", "1")
     assert done.returncode == 2 and "'features.33'" in done.stderr and "features.3" in done.stderr
     done = run_plan(DEMO, "--worker", "nobody")
