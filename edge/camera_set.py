@@ -7,7 +7,7 @@ finish at the link as usual (a result, or a drop after ``roi_timeout_s`` and the
 balance (``sent = results + drops``) the removal is ``closed``: those numbers are final, stay in the snapshot
 (and so in the run summary) and in the Prometheus counters, whose series are never deleted.
 
-Every change runs on the detector thread (:mod:`edge.control` queues them there), so the detector, tracker and
+Every change runs on the edge's loop thread (:mod:`edge.control` queues them there), so the tracker and
 ROI policy of a camera are never touched by two threads. :meth:`CameraSet.readers` may be read from any thread.
 """
 
@@ -67,7 +67,7 @@ class CameraSet:
         return reader
 
     def add(self, camera: str, cfg: CameraConfig) -> CameraReader:
-        """Add a camera at run time: tracking and books first, then its reader (detector thread).
+        """Add a camera at run time: tracking and books first, then its reader (the edge's loop thread).
 
         Raises:
             CameraChangeError: the name is in use by a camera that is read, or still being removed.
@@ -82,7 +82,7 @@ class CameraSet:
         return self.start(camera, cfg)
 
     def remove(self, camera: str) -> None:
-        """Stop reading a camera; :meth:`settle` finishes the removal (detector thread).
+        """Stop reading a camera; :meth:`settle` finishes the removal (the edge's loop thread).
 
         Raises:
             CameraChangeError: no camera of that name is read by this edge.
@@ -98,7 +98,7 @@ class CameraSet:
         log.info("edge %s: camera %s removing", self.edge, camera)
 
     def settle(self) -> None:
-        """Advance removals (detector thread, between frames): forget a camera whose reader ended and whose
+        """Advance removals (the edge's loop thread, between frames): forget a camera whose reader ended and whose
         frames were all detected; close its books once every ROI it sent has a result or a drop."""
         with self._lock:
             removing = list(self._removing.items())

@@ -51,7 +51,7 @@ log = logging.getLogger(__name__)
 POLL_MS = 100
 """Longest the control thread sleeps between checks of its stop flag, ms."""
 APPLY_TIMEOUT_S = 10.0
-"""How long a request waits for the detector thread to apply it before the reply says so, s."""
+"""How long a request waits for the edge's loop thread to apply it before the reply says so, s."""
 
 REQUESTS = Counter(
     "vcascade_edge_control_requests_total",
@@ -94,7 +94,7 @@ def describe(cameras: CameraSet) -> dict[str, dict[str, Any]]:
 
 
 class ControlServer(threading.Thread):
-    """The control socket of one edge (a daemon thread) and the queue of changes for the detector thread.
+    """The control socket of one edge (a daemon thread) and the queue of changes for the edge's loop thread.
 
     Args:
         edge: the edge's name.
@@ -152,7 +152,7 @@ class ControlServer(threading.Thread):
         try:
             reply = done.result(timeout=APPLY_TIMEOUT_S)
         except FutureTimeout:
-            reply = Reply(ok=False, error=f"edge {self.edge}: no answer from its detector thread within "
+            reply = Reply(ok=False, error=f"edge {self.edge}: no answer from its loop thread within "
                           f"{APPLY_TIMEOUT_S:.0f} s; the change may still be applied (see `vcascade camera list`)")
             REQUESTS.labels(self.edge, op, "timeout").inc()
         else:
@@ -166,7 +166,7 @@ class ControlServer(threading.Thread):
             log.warning("edge %s: control reply not sent: %s", self.edge, exc.strerror)
 
     def apply_pending(self) -> None:
-        """Apply queued requests, then advance removals (detector thread only)."""
+        """Apply queued requests, then advance removals (the edge's loop thread only)."""
         while True:
             try:
                 request, done = self._pending.get_nowait()

@@ -1,8 +1,9 @@
 """The edge process: cameras -> detector -> tracker -> ROI policy -> crops -> broker link -> sinks.
 
 Follow one ROI: a :class:`~edge.source.CameraReader` decodes a frame into the :class:`~edge.frames.FrameSlots`;
-:func:`run_edge`'s loop takes it, runs the detector (:meth:`EdgeNode.process`), tracks the detections
-(:mod:`edge.tracking`), lets the ROI policy pick the ones worth sending (:mod:`edge.roi_policy`; the others
+one of the :class:`~edge.detect_pool.DetectorPool`'s threads takes it and runs the detector (as many runs at once
+as the edge has cores, :mod:`vcascade.threads`); :func:`run_edge`'s loop gets the detections back in take
+order and :meth:`EdgeNode.handle` tracks them (:mod:`edge.tracking`), lets the ROI policy pick the ones worth sending (:mod:`edge.roi_policy`; the others
 get a ``tracked`` line with their track's cached identity, :mod:`edge.identity_cache`), crops and
 JPEG-encodes each (:mod:`edge.roi`) and submits it to the :class:`~edge.link.BrokerLink`, which sends it to a
 broker, receives the result, closes the latency account (:mod:`edge.account`) and writes the sinks.
@@ -78,7 +79,8 @@ class CameraTracking:
 
 
 class EdgeNode:
-    """Detection, tracking and ROI creation for the frames of one edge process (runs on the detector thread).
+    """Tracking and ROI creation for the frames of one edge process, after detection (runs on the edge's loop
+    thread, which also applies camera changes, so no camera's state is touched by two threads).
 
     ``identities`` must be among the sinks ``link`` writes to, so that results reach the identity cache.
     """

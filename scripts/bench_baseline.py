@@ -3,8 +3,8 @@
 Run as a child process of ``scripts/bench.py`` (so its CPU time and peak RSS are its own):
 
 * ``--mode baseline``: one process decodes the cameras' files, detects, crops and recognises **every**
-  detection in one loop, with ONNX Runtime and torch each given all ``--cores`` threads (the same thread budget
-  as the cascade, which spends it as one thread per process step). The same models, the same detector and ROI
+  detection in one loop, with ONNX Runtime and torch each given all ``--cores`` threads (the thread budget
+  the cascade's processes share). The same models (the recognizer on its configured engine), the same detector and ROI
   settings and the same recognizer as the deployment file: what a user would run without vcascade.
 * ``--mode calibrate``: the same steps on one thread each, timed one by one on a prefix of the first camera:
   decode, detect and track per frame; crop + JPEG encode, JPEG decode + preprocess, recognition (in micro-batches

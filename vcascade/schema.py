@@ -109,6 +109,28 @@ class CameraConfig(_Base):
     )
 
 
+# ---------------------------------------------------------------- threads (vcascade/threads.py)
+
+
+def cpus_field() -> Any:
+    """``cpus``: the cores a process is given, from which its thread defaults derive."""
+    return Field(
+        None, ge=1, le=4096,
+        description="Cores this process is given; thread defaults derive from it (None: its CPU affinity, capped by "
+        "its cgroup CPU quota; README, threads).",
+    )
+
+
+def torch_threads_field() -> Any:
+    """``torch_threads`` of a worker or stage group."""
+    return Field(None, ge=1, le=256, description="torch threads of each stage thread (None: `cpus // stages`, at least 1).")
+
+
+def spinning_field() -> Any:
+    """``allow_spinning`` of an ONNX Runtime session."""
+    return Field(False, description="Let idle ONNX Runtime threads busy-wait (lower latency, burns the cores others share).")
+
+
 # ---------------------------------------------------------------- edge
 
 
@@ -132,9 +154,7 @@ class DetectorConfig(_Base):
     intra_op_threads: int | None = Field(
         None, ge=1, le=256, description="ONNX Runtime intra-op threads of each run (None: `cpus // instances`, at least 1)."
     )
-    allow_spinning: bool = Field(
-        False, description="Let idle ONNX Runtime threads busy-wait (lower latency, burns the cores others share)."
-    )
+    allow_spinning: bool = spinning_field()
     path: str | None = Field(
         None, description="Local ONNX file of a user model; required for yolov5/yolov8 (for yolox it replaces `model`, never downloaded)."
     )
@@ -198,11 +218,7 @@ class EdgeConfig(_Base):
         2, ge=1, le=10, description="Sends of one ROI at most, first included (retries on timeout or a lost broker)."
     )
     drain_timeout_s: float = Field(60.0, ge=0, description="At shutdown, wait this long for in-flight results.")
-    cpus: int | None = Field(
-        None, ge=1, le=4096,
-        description="Cores this process is given; thread defaults derive from it (None: its CPU affinity, capped by "
-        "its cgroup CPU quota; docs/BENCHMARKS.md, threads).",
-    )
+    cpus: int | None = cpus_field()
     opencv_threads: int = Field(
         1, ge=0, le=256,
         description="cv2.setNumThreads for this process (0: OpenCV default; 1: readers and detector runs are "
@@ -340,9 +356,7 @@ class _RecognizerBase(_Base):
         description="ONNX Runtime intra-op threads per stage session (`type: onnx`, or `engine: onnxruntime`; "
         "None: the worker's `cpus // stages`, at least 1).",
     )
-    allow_spinning: bool = Field(
-        False, description="Let idle ONNX Runtime threads busy-wait (lower latency, burns the cores others share)."
-    )
+    allow_spinning: bool = spinning_field()
 
 
 class TorchRecognizerConfig(_RecognizerBase):
@@ -391,14 +405,8 @@ class WorkerConfig(_Base):
     max_wait_ms: float = Field(10.0, ge=0, description="A partial micro-batch starts after waiting this long, ms.")
     credits: int = Field(64, ge=1, le=100_000, description="ROIs this worker accepts in flight at once.")
     stage_queue: int = Field(2, ge=1, le=64, description="Micro-batches waiting before each stage, at most.")
-    cpus: int | None = Field(
-        None, ge=1, le=4096,
-        description="Cores this process is given; thread defaults derive from it (None: its CPU affinity, capped by "
-        "its cgroup CPU quota; docs/BENCHMARKS.md, threads).",
-    )
-    torch_threads: int | None = Field(
-        None, ge=1, le=256, description="torch threads of each stage thread (None: `cpus // stages`, at least 1)."
-    )
+    cpus: int | None = cpus_field()
+    torch_threads: int | None = torch_threads_field()
     opencv_threads: int = Field(
         1, ge=0, le=256, description="cv2.setNumThreads for this process (0: OpenCV default)."
     )
@@ -434,14 +442,8 @@ class StageGroupConfig(_Base):
         "`stage_error`, counted as `stage_unreachable`).",
     )
     stage_queue: int = Field(2, ge=1, le=64, description="Micro-batches waiting before each stage, at most.")
-    cpus: int | None = Field(
-        None, ge=1, le=4096,
-        description="Cores this process is given; thread defaults derive from it (None: its CPU affinity, capped by "
-        "its cgroup CPU quota; docs/BENCHMARKS.md, threads).",
-    )
-    torch_threads: int | None = Field(
-        None, ge=1, le=256, description="torch threads of each stage thread (None: `cpus // stages`, at least 1)."
-    )
+    cpus: int | None = cpus_field()
+    torch_threads: int | None = torch_threads_field()
 
     def endpoint(self, *, bind: bool = False) -> str:
         """ZeroMQ tcp endpoint: for the connecting worker, or (``bind=True``) for the group itself."""
