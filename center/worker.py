@@ -93,7 +93,6 @@ def run_worker(
         (see :func:`center.recognizer.build_model`).
     """
     cfg = deployment.workers[name]
-    set_process_threads(stage_threads_of(cfg), cfg.opencv_threads)
     serve_metrics(cfg.metrics_port, component="worker", name=name)
     worker = _Worker(deployment, name, model_dir)
     worker.telemetry.set_credits(cfg.credits)
@@ -111,6 +110,7 @@ class _Worker:
     def __init__(self, deployment: Deployment, name: str, model_dir: str | None = None) -> None:
         cfg = deployment.workers[name]
         threads = stage_threads_of(cfg)  # per stage thread, from the cores given (vcascade.threads)
+        set_process_threads(threads, cfg.opencv_threads)  # before the model is built
         recognizer = with_stage_threads(deployment.recognizers[cfg.recognizer], threads)
         self.name = name
         self.cfg = cfg

@@ -128,7 +128,8 @@ class EdgeNode:
         """Track and send ROIs for frames after detection, in order (:meth:`handle_detections`).
 
         A frame the detector rejected (unsupported shape or dtype) is counted as corrupt (``bad_image``) and
-        skipped; so is a frame of a camera removed meanwhile (not counted: its books are closed).
+        skipped. A camera is never forgotten while one of its frames is in detection (frames stay held in the
+        slots until released after this call), so every frame's camera is still tracked here.
 
         Returns:
             The number of ROIs submitted.
@@ -136,8 +137,6 @@ class EdgeNode:
         submitted = 0
         for item in detected:
             frame = item.frame
-            if frame.camera not in self._cameras:
-                continue
             if item.detections is None:
                 log.warning("edge %s: camera %s: frame %d skipped: %s", self.name, frame.camera, frame.seq, item.error)
                 metrics.FRAMES_CORRUPT.labels(self.name, frame.camera, "bad_image").inc()

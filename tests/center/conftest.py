@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import cv2
 import numpy as np
 import pytest
 import torch
-import yaml
+import zmq
 
 from center.recognizer import build_model, split_model
+from center.worker import run_worker
+from vcascade import wire
 from vcascade.config import Deployment
+from vcascade.sockets import make_socket
 from tests.demo import demo_data
 
 REPO = Path(__file__).resolve().parents[2]
@@ -78,3 +84,40 @@ def embedder(demo_recognizer, embedder_weights):
     model = build_model(demo_recognizer)
     stages = split_model(model, demo_recognizer.split_points, torch.zeros(2, 3, *demo_recognizer.input_hw))
     return model, stages
+
+
+def serve_rois(
+    deployment: Deployment, payloads: dict[str, bytes], roi: Callable[[str], bytes], *,
+    model_dir: str | None = None, reports: list[dict] | None = None, timeout_s: float = 120.0,
+) -> dict[str, wire.Message]:
+    """Play the broker for ``worker-1``: wait for its ``Ready``, send each payload under the ROI header
+    ``roi(roi_id)``, collect one answer (``Result`` or ``Drop``) per ROI within ``timeout_s``, stop the worker.
+
+    ``reports`` receives the worker's snapshots. Returns the answers by ROI id (missing ones: not answered in time).
+    """
+    router = make_socket(zmq.Context.instance(), zmq.ROUTER)
+    router.bind(deployment.brokers["broker-1"].endpoint("backend", bind=True))
+    stop = threading.Event()
+    report = reports.append if reports is not None else None
+    thread = threading.Thread(target=run_worker, args=(deployment, "worker-1", stop, report, model_dir), daemon=True)
+    thread.start()
+    answers: dict[str, wire.Message] = {}
+    deadline = time.monotonic() + timeout_s
+    try:
+        identity = None
+        while identity is None and router.poll(int(max(0.0, deadline - time.monotonic()) * 1000)):
+            routing, header, _ = wire.split_message(router.recv_multipart(), 1)
+            identity = routing[0] if isinstance(header, wire.Ready) else None
+        assert identity is not None, "no Ready from the worker"
+        for roi_id, payload in payloads.items():
+            router.send_multipart([identity, roi(roi_id), payload])
+        while len(answers) < len(payloads) and router.poll(int(max(0.0, deadline - time.monotonic()) * 1000)):
+            _, header, _ = wire.split_message(router.recv_multipart(), 1)
+            if isinstance(header, (wire.Result, wire.Drop)):
+                answers[header.roi_id] = header
+    finally:
+        stop.set()
+        thread.join(timeout=30)
+        router.close()
+    assert not thread.is_alive()
+    return answers

@@ -3,15 +3,10 @@
 from __future__ import annotations
 
 import copy
-import threading
-import time
 
-import zmq
-
-from center.worker import run_worker
+from tests.center.conftest import serve_rois
 from vcascade import wire
 from vcascade.config import Deployment
-from vcascade.sockets import make_socket
 
 
 def _roi(roi_id: str) -> bytes:
@@ -38,38 +33,13 @@ def _deployment(demo_raw: dict, free_port, model_path: str) -> Deployment:
     return Deployment.model_validate(raw)
 
 
-def _next(router: zmq.Socket, deadline: float) -> tuple[bytes, wire.Message]:
-    assert router.poll(int(max(0.0, deadline - time.monotonic()) * 1000)), "nothing received from the worker"
-    routing, header, _ = wire.split_message(router.recv_multipart(), 1)
-    return routing[0], header
-
-
 def test_onnx_worker_answers_through_two_auto_split_stages(demo_raw, free_port, models_dir, crops):
     deployment = _deployment(demo_raw, free_port, "PP-OCRv6_rec_small.onnx")  # found in model_dir
-    router = make_socket(zmq.Context.instance(), zmq.ROUTER)
-    router.bind(deployment.brokers["broker-1"].endpoint("backend", bind=True))
-    stop = threading.Event()
     reports: list[dict] = []
-    thread = threading.Thread(target=run_worker, args=(deployment, "worker-1", stop, reports.append, str(models_dir)),
-                              daemon=True)
-    thread.start()
-    try:
-        deadline = time.monotonic() + 300  # profiling + two builds on a busy machine
-        identity, header = _next(router, deadline)
-        while not isinstance(header, wire.Ready):
-            identity, header = _next(router, deadline)
-        for roi_id, crop in (("r-bike", crops["bike150"]), ("r-car", crops["car"]), ("r-bad", b"not a jpeg")):
-            router.send_multipart([identity, _roi(roi_id), crop])
-        answers: dict[str, wire.Message] = {}
-        while len(answers) < 3:
-            _, header = _next(router, deadline)
-            if isinstance(header, (wire.Result, wire.Drop)):
-                answers[header.roi_id] = header
-    finally:
-        stop.set()
-        thread.join(timeout=30)
-        router.close()
-    assert not thread.is_alive()
+    payloads = {"r-bike": crops["bike150"], "r-car": crops["car"], "r-bad": b"not a jpeg"}
+    answers = serve_rois(  # profiling + two builds on a busy machine
+        deployment, payloads, _roi, model_dir=str(models_dir), reports=reports, timeout_s=300
+    )
     assert answers["r-bad"] == wire.Drop(roi_id="r-bad", reason="decode_error", where="worker-1")
     for roi_id in ("r-bike", "r-car"):
         result = answers[roi_id]

@@ -5,53 +5,23 @@ line shows them."""
 from __future__ import annotations
 
 import copy
-import threading
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
-import zmq
 
 from center.heads import read_model_charset
-from center.worker import run_worker
 from edge.account import head_fields, result_record
-from tests.center.conftest import jpeg
+from tests.center.conftest import jpeg, serve_rois
 from tests.center.head_models import OCR_HW, PPOCR_MEAN_STD, embed_crops, prototype_state, render_text
 from tests.center.test_classifier_head import CLASSES
-from tests.center.test_worker import _deployment, _recv_header, _roi, _wait_ready
+from tests.center.test_worker import _deployment, _roi
 from tests.edge.test_account import _pending
 from vcascade import wire
-from vcascade.sockets import make_socket
 
 LINES = ["VCASCADE 2026", "Hello World 42"]
 MODULE = "tests.center.head_models"
-
-
-def _serve(deployment, payloads: dict[str, bytes]) -> dict[str, wire.Message]:
-    """Start worker-1, send each ROI, collect one answer per ROI, stop the worker."""
-    router = make_socket(zmq.Context.instance(), zmq.ROUTER)
-    router.bind(deployment.brokers["broker-1"].endpoint("backend", bind=True))
-    stop = threading.Event()
-    thread = threading.Thread(target=run_worker, args=(deployment, "worker-1", stop, None), daemon=True)
-    thread.start()
-    answers: dict[str, wire.Message] = {}
-    try:
-        identity = _wait_ready(router)
-        for roi_id, payload in payloads.items():
-            router.send_multipart([identity, _roi(roi_id), payload])
-        deadline = time.monotonic() + 120
-        while len(answers) < len(payloads) and time.monotonic() < deadline:
-            _, header = _recv_header(router, deadline - time.monotonic())
-            if isinstance(header, (wire.Result, wire.Drop)):
-                answers[header.roi_id] = header
-    finally:
-        stop.set()
-        thread.join(timeout=30)
-        router.close()
-    assert not thread.is_alive()
-    return answers
 
 
 def _with_recognizer(demo_raw, free_port, recognizer: dict):
@@ -76,7 +46,7 @@ def test_text_head_end_to_end(demo_raw, free_port, models_dir: Path, tmp_path):
     # 48 x 320 crops: the torch config has no `resize` key yet, so `stretch` applies; at the input's own size
     # it equals keep_ratio_pad.
     payloads = {f"t{i}": jpeg(render_text(line, width_px=OCR_HW[1])) for i, line in enumerate(LINES)}
-    answers = _serve(deployment, payloads)
+    answers = serve_rois(deployment, payloads, _roi)
     for i, line in enumerate(LINES):
         result = answers[f"t{i}"]
         assert isinstance(result, wire.Result), result
@@ -105,7 +75,7 @@ def test_classifier_head_end_to_end(demo_raw, free_port, crops, classifier_weigh
         "mean": imagenet["mean"], "std": imagenet["std"],
         "head": {"type": "classifier", "labels": CLASSES, "top_k": 2, "softmax": True},
     })
-    answers = _serve(deployment, {"b": crops["bike170"], "c": crops["car"], "r": crops["roof"]})
+    answers = serve_rois(deployment, {"b": crops["bike170"], "c": crops["car"], "r": crops["roof"]}, _roi)
     assert {k: answers[k].labels[0] for k in "bcr"} == {"b": "bike", "c": "car", "r": "roof"}
     for result in answers.values():
         assert len(result.labels) == len(result.label_scores) == 2 and result.text == ""
