@@ -25,7 +25,6 @@ import argparse
 import json
 import multiprocessing as mp
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -38,6 +37,7 @@ import yaml
 import zmq
 
 from vcascade import wire
+from vcascade.ports import free_port
 from vcascade.sockets import make_socket
 
 REPO = Path(__file__).resolve().parents[1]
@@ -213,12 +213,6 @@ class _Sender:
 # ---------------------------------------------------------------- orchestration
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _cpu_s(pid: int) -> float:
     """User + system CPU time of process ``pid`` so far, s (Linux ``/proc/PID/stat`` fields 14-15, in ticks)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -226,7 +220,7 @@ def _cpu_s(pid: int) -> float:
 
 
 def _endpoints() -> tuple[str, str]:
-    return f"tcp://127.0.0.1:{_free_port()}", f"tcp://127.0.0.1:{_free_port()}"
+    return f"tcp://127.0.0.1:{free_port()}", f"tcp://127.0.0.1:{free_port()}"
 
 
 def _broker_config(folder: Path, frontend_port: int, backend_port: int) -> Path:
@@ -235,7 +229,7 @@ def _broker_config(folder: Path, frontend_port: int, backend_port: int) -> Path:
     raw["brokers"] = {
         BROKER_NAME: {
             "frontend_port": frontend_port, "backend_port": backend_port,
-            "metrics_port": _free_port(), "queue_max": 100_000,
+            "metrics_port": free_port(), "queue_max": 100_000,
         }
     }  # fmt: skip
     for section in ("edges", "workers"):

@@ -11,7 +11,6 @@ is loaded: the launcher starts edges once every worker serves); latencies from t
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
 import tempfile
@@ -23,6 +22,8 @@ from typing import Any
 import numpy as np
 import psutil
 import yaml
+
+from vcascade.ports import free_port
 
 REPO = Path(__file__).resolve().parents[1]
 DEMO = REPO / "configs" / "demo.yaml"
@@ -212,13 +213,6 @@ class _Sampler:
 def percentile(values: list[float], q: float) -> float | None:
     """The ``q``-th percentile (0..100) of ``values``, or None when empty."""
     return float(np.percentile(values, q)) if values else None
-
-
-def free_port() -> int:
-    """A TCP port free on 127.0.0.1 now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def scratch(prefix: str) -> tempfile.TemporaryDirectory:

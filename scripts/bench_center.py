@@ -50,6 +50,7 @@ from center.stages import StageEngine  # noqa: E402
 from center.transfer import decode_items_uint8, normalise_on_device  # noqa: E402
 from vcascade import wire  # noqa: E402
 from vcascade.config import Deployment  # noqa: E402
+from vcascade.ports import free_port  # noqa: E402
 from vcascade.resources import resolve  # noqa: E402
 from vcascade.sockets import make_socket  # noqa: E402
 
@@ -291,15 +292,7 @@ def _feed(router: zmq.Socket, identity: bytes, crops: list[bytes], credits: int)
 
 
 def _free_ports(count: int) -> list[int]:
-    import socket
-
-    socks = [socket.socket() for _ in range(count)]
-    for s in socks:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
+    return [free_port() for _ in range(count)]
 
 
 def report(results: dict, title: str) -> Table:

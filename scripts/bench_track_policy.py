@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import socket
 import subprocess
 import sys
 import tempfile
@@ -30,6 +29,7 @@ from typing import Any
 import cv2
 import yaml
 
+from vcascade.ports import free_port
 from vcascade.resources import resolve
 
 REPO = Path(__file__).resolve().parents[1]
@@ -111,11 +111,11 @@ def _deployment(config: Path, mode: str, frames: int | None, tmp_path: Path) -> 
     for edge in data["edges"].values():
         edge.setdefault("roi", {})["policy"] = {**edge.get("roi", {}).get("policy", {}), "mode": mode}
         edge["sinks"] = [{"type": "jsonl", "path": str(tmp_path / "results.jsonl"), "mode": "truncate"}]
-        edge["metrics_port"] = _free_port()
+        edge["metrics_port"] = free_port()
     for broker in data["brokers"].values():
-        broker.update(frontend_port=_free_port(), backend_port=_free_port(), metrics_port=_free_port())
+        broker.update(frontend_port=free_port(), backend_port=free_port(), metrics_port=free_port())
     for worker in data["workers"].values():
-        worker["metrics_port"] = _free_port()
+        worker["metrics_port"] = free_port()
     if len(fps_values) != 1:
         raise ValueError(f"cameras of {config} have different frame rates {fps_values}; video time is ambiguous")
     path = tmp_path / "deploy.yaml"
@@ -133,12 +133,6 @@ def _fps(url: str) -> float:
     if not fps or fps <= 0:
         raise ValueError(f"{url}: no frame rate in the container")
     return float(fps)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def print_section(section: dict[str, Any]) -> None:

@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -28,16 +27,11 @@ from typing import Any
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
+from vcascade.ports import free_port
+
 REPO = Path(__file__).resolve().parents[1]
 HTTP_TIMEOUT_S = 2.0
 """Timeout of one readiness probe; a frozen (SIGSTOPped) process does not answer and counts as not ready."""
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def write_deployment(out: Path, video: Path, rtsp_url: str | None, detect_fps: float = 2.0) -> Path:

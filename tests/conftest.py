@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import os
-import socket
 from pathlib import Path
 
 import pytest
 
+from vcascade import ports
 from vcascade.resources import resolve
 
 REPO = Path(__file__).resolve().parents[1]
@@ -40,13 +40,7 @@ def embedder_weights() -> Path:
     return Path(resolve(EMBEDDER_WEIGHTS_URI))
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture
 def free_port():
-    """A function returning a TCP port on 127.0.0.1 that was free a moment ago."""
-    return _free_port
+    """A function returning a free TCP port below the ephemeral range (:func:`vcascade.ports.free_port`)."""
+    return ports.free_port

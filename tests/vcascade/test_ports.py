@@ -1,0 +1,34 @@
+"""vcascade.ports.free_port: below the kernel's ephemeral range, never the same port twice, actually free."""
+
+from __future__ import annotations
+
+import socket
+
+from vcascade import ports
+
+
+def test_ports_are_below_the_ephemeral_range_distinct_and_bindable():
+    low = ports.ephemeral_low()
+    picked = [ports.free_port() for _ in range(50)]
+    assert len(set(picked)) == len(picked)
+    assert all(ports.LOWEST_PORT <= port < low for port in picked)
+    with socket.socket() as s:
+        s.bind(("0.0.0.0", picked[-1]))  # free: nothing was left bound to it
+
+
+def test_a_bound_port_is_never_picked(monkeypatch):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", ports.free_port()))
+        taken.listen()
+        port = taken.getsockname()[1]
+        ports._handed_out.discard(port)  # as if another process had picked it
+        monkeypatch.setattr(ports._rng, "randrange", lambda low, high: port)  # the only candidate: taken
+        fallback = ports.free_port()
+    assert fallback != port  # 200 tries on a bound port, then the kernel's pick
+
+
+def test_range_file(tmp_path):
+    path = tmp_path / "ip_local_port_range"
+    path.write_text("40000\t60999\n")
+    assert ports.ephemeral_low(path) == 40000
+    assert ports.ephemeral_low(tmp_path / "missing") == ports.LINUX_EPHEMERAL_LOW
