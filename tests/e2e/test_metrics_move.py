@@ -142,6 +142,13 @@ def _stderr(config: Path, name: str) -> str:
     return (config.parent / f"{name}.err").read_text()
 
 
+def _check_alive(config: Path, procs: dict[str, subprocess.Popen]) -> None:
+    """Brokers and the worker run until the test stops them (edges end with their files); fail at once with the
+    stderr of one that exited, rather than wait out the deadline for metrics it will never move."""
+    for name, proc in procs.items():
+        assert proc.poll() is None or name.startswith("edge"), f"{name} exited: {_stderr(config, name)[-3000:]}"
+
+
 def _send_malformed(ctx: zmq.Context, broker: dict) -> None:
     """Garbage on broker-1's frontend and backend, and one ROI whose payload is not a JPEG."""
     front = make_socket(ctx, zmq.DEALER)
@@ -175,11 +182,11 @@ def test_every_metric_moves_when_its_event_happens(tmp_path, free_port, bikes_pa
     try:
         deadline = time.monotonic() + DEADLINE_S
         while "vcascade_worker_results_total" not in sampler.moved and time.monotonic() < deadline:
+            _check_alive(config, procs)
             time.sleep(0.5)
         _send_malformed(ctx, data["brokers"]["broker-1"])
         while not staged <= set(sampler.moved) and time.monotonic() < deadline:
-            for name, proc in procs.items():
-                assert proc.poll() is None or name.startswith("edge"), f"{name}: {_stderr(config, name)[-3000:]}"
+            _check_alive(config, procs)
             time.sleep(0.5)
     finally:
         sampler.stop.set()
@@ -191,7 +198,8 @@ def test_every_metric_moves_when_its_event_happens(tmp_path, free_port, bikes_pa
         fake.join(timeout=5)
         ctx.term()
     print("first seen moving (component, s after start):", json.dumps(sampler.moved, indent=1))
-    assert not staged - set(sampler.moved), f"never moved: {sorted(staged - set(sampler.moved))}"
+    never = sorted(staged - set(sampler.moved))
+    assert not never, f"never moved: {never}; stderr: {({n: _stderr(config, n)[-1500:] for n in procs})}"
     assert {n: _stderr(config, n)[-1500:] for n, code in codes.items() if code != 0} == {}
     _check_edge_logs({name: _stderr(config, name) for name in procs if name.startswith("edge")})
 
