@@ -170,7 +170,8 @@ class OnnxStage:
         self, model: onnx.ModelProto, device: str = "cpu", intra_op_threads: int = 1, allow_spinning: bool = False
     ) -> None:
         self.device = device
-        self.session = make_session(model, device, session_options(intra_op_threads, allow_spinning))
+        options = session_options(intra_op_threads, allow_spinning, varying_batch=True)  # micro-batches vary
+        self.session = make_session(model, device, options)
         self.input_names = [i.name for i in self.session.get_inputs()]
         self.output_names = [o.name for o in self.session.get_outputs()]
 

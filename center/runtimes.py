@@ -242,6 +242,34 @@ def load_recognizer_stages(
     return chosen.stages
 
 
+def warm_up(stages: Sequence[Stage], rec_cfg: RecognizerConfig, device: str, batch: int) -> float:
+    """Run one full micro-batch through ``stages`` before serving (as Triton's ``model_warmup``), returning s.
+
+    The runtimes allocate on first use: ONNX Runtime's arena grows to the largest batch it has seen and torch's
+    allocator caches. Warming up with ``batch`` (the worker's ``max_batch``) gets memory to its plateau before
+    the first ROI, so the first ROIs are not slow and RSS does not step up later when the first full
+    micro-batch arrives (``scripts/soak.py`` checks RSS growth after the warm-up).
+
+    Args:
+        stages: the stages this process runs (a worker with a ``downstream`` stage group: its local ones).
+        rec_cfg: the recognizer (``input_hw`` and the first stage's input type).
+        device: the first stage's device.
+        batch: micro-batch size (>= 1).
+
+    Raises:
+        RuntimeError: a stage failed on the micro-batch (e.g. a model with a fixed batch size other than
+            ``batch``: set ``max_batch`` to it); the message names the batch and the stage.
+    """
+    start_s = time.perf_counter()
+    activations: tuple = (stage_input(rec_cfg, default_sample(rec_cfg, batch), device),)
+    for index, stage in enumerate(stages):
+        try:
+            activations = stage(activations)
+        except Exception as exc:  # noqa: BLE001 - any runtime error: re-raised with what was being done
+            raise RuntimeError(f"warm-up micro-batch of {batch} failed in stage {index}: {exc}") from exc
+    return time.perf_counter() - start_s
+
+
 def stage_input(rec_cfg: RecognizerConfig, batch: np.ndarray, device: str) -> torch.Tensor | np.ndarray:
     """The first stage's input from the batcher's (n, 3, H, W) float32 batch: a torch tensor on ``device`` for
     torch runtimes (:func:`center.preprocess.to_device`), the numpy array itself for ONNX."""

@@ -40,7 +40,7 @@ from center.metrics import WorkerTelemetry, link_discarded, stage_error
 from center.microbatch import MicroBatch, RoiItem
 from center.outbox import Outbox
 from center.preprocess import PreprocessSpec
-from center.runtimes import load_recognizer_stages, stage_input, with_stage_threads
+from center.runtimes import load_recognizer_stages, stage_input, warm_up, with_stage_threads
 from center.stage_group import load_stage_range
 from center.stage_link import RemoteStages
 from center.stages import StageEngine
@@ -128,9 +128,12 @@ class _Worker:
         self.first_device = cfg.devices[0]
         self.recognizer = recognizer
         if cfg.downstream is None:  # stages first: they find (or fetch) the model file the head may read
-            stages = load_recognizer_stages(recognizer, cfg.devices, model_dir=model_dir)
+            local = stages = load_recognizer_stages(recognizer, cfg.devices, model_dir=model_dir)
         else:  # the first stages here, the rest in the stage group (one asynchronous stage of the engine)
-            stages = [*load_stage_range(recognizer, cfg.devices, 0, model_dir), self._remote_stages(deployment)]
+            local = load_stage_range(recognizer, cfg.devices, 0, model_dir)
+            stages = [*local, self._remote_stages(deployment)]
+        warm_s = warm_up(local, recognizer, self.first_device, cfg.max_batch)  # memory at its plateau first
+        log.info("worker %s: warm-up micro-batch of %d in %.0f ms", name, cfg.max_batch, warm_s * 1e3)
         self.head = build_head(recognizer.head, head_context(recognizer, model_dir))
         self.engine = StageEngine(
             stages, cfg.stage_queue, self._emit_results, self._fail_batch, self.telemetry.stage_computed,

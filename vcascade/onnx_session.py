@@ -44,9 +44,16 @@ def make_session(
     return open_session(os.fspath(path), session_options(intra_op_threads, allow_spinning), device)
 
 
-def session_options(intra_op_threads: int = 1, allow_spinning: bool = False) -> ort.SessionOptions:
+def session_options(
+    intra_op_threads: int = 1, allow_spinning: bool = False, varying_batch: bool = False
+) -> ort.SessionOptions:
     """Session options: ``intra_op_threads`` per operator (>= 1), one inter-op thread, idle threads spinning only
     when ``allow_spinning`` (``session.intra_op.allow_spinning``), graph optimisation level ALL.
+
+    ``varying_batch`` (the recognizer's micro-batches, 1 to ``max_batch`` ROIs) turns ONNX Runtime's memory
+    patterns off (``enable_mem_pattern``): a pattern is planned and kept per input shape, so every new batch
+    size would add memory for the life of the process; measured on the MobileNetV2 embedder, RSS kept rising
+    by about 25 MB over mixed batch sizes with patterns on and stayed flat without, at the same speed.
 
     Raises:
         ValueError: ``intra_op_threads < 1``.
@@ -56,6 +63,7 @@ def session_options(intra_op_threads: int = 1, allow_spinning: bool = False) -> 
     options = ort.SessionOptions()
     options.intra_op_num_threads = intra_op_threads
     options.inter_op_num_threads = 1
+    options.enable_mem_pattern = not varying_batch
     options.add_session_config_entry("session.intra_op.allow_spinning", "1" if allow_spinning else "0")
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     return options

@@ -19,7 +19,7 @@ from center.onnx_stages import (
     session_options,
     split_onnx,
 )
-from center.runtimes import load_recognizer_stages
+from center.runtimes import load_recognizer_stages, warm_up
 from vcascade.config import OnnxRecognizerConfig
 
 OCR_FILE = "PP-OCRv6_rec_small.onnx"
@@ -127,6 +127,8 @@ def test_session_options_threads_and_no_spinning(ocr):
     options = stage.session.get_session_options()
     assert options.intra_op_num_threads == 2
     assert options.get_session_config_entry("session.intra_op.allow_spinning") == "0"
+    assert not options.enable_mem_pattern  # a pattern per batch size would keep adding memory
+    assert session_options().enable_mem_pattern  # the detector's fixed input shape keeps its patterns
     spinning = session_options(1, allow_spinning=True)
     assert spinning.get_session_config_entry("session.intra_op.allow_spinning") == "1"
     with pytest.raises(ValueError):
@@ -182,3 +184,11 @@ def test_auto_split_of_a_fixed_batch_model_profiles_at_its_batch(yolox, yolox_pa
     stages = load_recognizer_stages(cfg, ["cpu", "cpu"])
     x = np.random.default_rng(3).uniform(0, 255, (1, 3, 416, 416)).astype(np.float32)
     np.testing.assert_allclose(run_chained(stages, x), whole(yolox, x), rtol=1e-5, atol=1e-4)
+
+
+def test_warm_up_runs_a_full_micro_batch_or_names_the_batch_it_failed_on(ocr, yolox_path, models_dir):
+    cfg = ocr_config(split_points=evenly_spaced(ocr, 2))
+    assert warm_up(load_recognizer_stages(cfg, ["cpu", "cpu"], model_dir=models_dir), cfg, "cpu", 3) > 0
+    fixed = OnnxRecognizerConfig(type="onnx", model=str(yolox_path), input_hw=(416, 416))  # batch fixed at 1
+    with pytest.raises(RuntimeError, match="warm-up micro-batch of 2 failed in stage 0"):
+        warm_up(load_recognizer_stages(fixed, ["cpu"]), fixed, "cpu", 2)
