@@ -29,7 +29,6 @@ from typing import Any
 START_S = time.perf_counter()  # before the heavy imports: "time to first result" counts model loading too
 
 import cv2  # noqa: E402
-import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from center.heads import EmbeddingHead  # noqa: E402

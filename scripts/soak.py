@@ -256,7 +256,6 @@ def main() -> int:
 
     duration_s = args.minutes * 60.0
     interval_s = args.interval_s or min(30.0, max(2.0, duration_s / 60.0))
-    warmup_s = max(interval_s, args.warmup_fraction * duration_s)
     shutil.rmtree(args.out, ignore_errors=True)
     config = write_deployment(args.out, Path(resolve(BIKES_URI)), None, args.detect_fps)
     dep = yaml.safe_load(config.read_text())

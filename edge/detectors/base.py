@@ -11,6 +11,7 @@ preprocessing (:meth:`OnnxDetector.preprocess`) and its output decoding (:meth:`
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Collection, Sequence
 from typing import ClassVar, Protocol, runtime_checkable
 
@@ -99,6 +100,7 @@ class OnnxDetector:
         """Frames given to one session run: the model's fixed batch, or ``max_batch`` when it is dynamic."""
         self.session_runs = 0
         """Session runs so far (one per frame for a batch-1 model, one per ``frames_per_run`` frames otherwise)."""
+        self._runs_lock = threading.Lock()  # the edge's concurrent detector runs share this detector
 
     def __call__(self, frame: np.ndarray) -> Detections:
         """Detect objects in one frame.
@@ -159,7 +161,8 @@ class OnnxDetector:
             batch = np.concatenate([batch, np.repeat(batch[-1:], self.input.batch - n, axis=0)])
         feed = {self.input.name: batch.astype(self.input.dtype, copy=False)}
         raw = self._session.run([self.input.output_name], feed)[0]
-        self.session_runs += 1
+        with self._runs_lock:
+            self.session_runs += 1
         check_output_array(raw, self.layout, len(self.class_names), len(batch), self.model_path)
         return raw[:n].astype(np.float32, copy=False)
 

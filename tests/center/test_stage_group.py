@@ -28,7 +28,7 @@ from center.stages import StageEngine
 from center.transfer import prepare_batch
 from center.worker import run_worker
 from vcascade import wire
-from vcascade.config import ConfigError, Deployment, load_config
+from vcascade.config import ConfigError, load_config
 from vcascade.keys import generate_keys
 from vcascade.security import secure_client
 from vcascade.sockets import make_socket

@@ -8,7 +8,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-import yaml
 import zmq
 
 from edge.detectors import Yolov8Detector

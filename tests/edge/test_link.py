@@ -12,7 +12,6 @@ import time
 from pathlib import Path
 
 import pytest
-import yaml
 import zmq
 from prometheus_client import REGISTRY
 

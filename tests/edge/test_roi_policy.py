@@ -1,6 +1,5 @@
 """The ROI policy on hand-made sequences of tracked detections: filters, first send, refresh, better crop."""
 
-from pathlib import Path
 
 import numpy as np
 import pytest

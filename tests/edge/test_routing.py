@@ -6,7 +6,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import yaml
 
 from edge.roi_policy import FOLLOWED_REASONS, SUPPRESS_REASONS, RoiPolicy
 from edge.routing import ANY_RECOGNIZER, ClassRouter
