@@ -63,24 +63,26 @@ class EmbeddingHead:
         self._sums: np.ndarray | None = None  # (capacity, D) float32, sum of matched unit embeddings
         self._gallery: np.ndarray | None = None  # (capacity, D) float32, unit rows
         self._ids = np.full(self.max_identities, -1, dtype=np.int64)  # -1 = free slot
+        self._size = 0  # slots in use: always the first ones (enrolment fills the lowest free slot, never frees)
         self._last_seen = np.zeros(self.max_identities, dtype=np.int64)  # tick of last match or enrolment
         self._tick = 0
         self._next_id = 0
 
     def __len__(self) -> int:
         """Number of identities in the gallery."""
-        return int((self._ids >= 0).sum())
+        return self._size
 
     def identities(self) -> list[int]:
         """Ids of the identities in the gallery (unordered)."""
-        return [int(i) for i in self._ids[self._ids >= 0]]
+        return [int(i) for i in self._ids[: self._size]]
 
     def __call__(self, embeddings: np.ndarray) -> list[Match]:
         """Match (or enrol) each row, in row order.
 
         Rows are processed sequentially, so two crops of the same new object in one micro-batch get the same
         id: the first enrols, the second matches it. Similarities against the gallery as it was at the call are
-        computed in one matrix product; those against slots changed earlier in the same call are recomputed.
+        computed in one matrix product over the slots in use (cost grows with the identities enrolled, not with
+        ``max_identities``); those against slots changed earlier in the same call are recomputed.
 
         Args:
             embeddings: (n, D) float array (any scale; normalised here). D must not change between calls.
@@ -92,8 +94,7 @@ class EmbeddingHead:
             ValueError: not 2-D, or D differs from earlier calls.
         """
         units = self._check(embeddings)
-        base = units @ self._gallery.T  # (n, capacity)
-        base[:, self._ids < 0] = -np.inf
+        base = units @ self._gallery[: self._size].T  # (n, slots in use)
         touched: list[int] = []
         return [self._match_row(units[row], base[row], touched) for row in range(len(units))]
 
@@ -109,12 +110,12 @@ class EmbeddingHead:
         return l2_normalise(embeddings)
 
     def _match_row(self, unit: np.ndarray, sims: np.ndarray, touched: list[int]) -> Match:
-        if touched:
-            sims = sims.copy()
+        if touched:  # slots enrolled earlier in this call lie past the end of ``sims``: extend, then recompute
+            sims = np.concatenate([sims, np.empty(self._size - len(sims), np.float32)])
             sims[touched] = self._gallery[touched] @ unit
         self._tick += 1
         best = int(np.argmax(sims)) if len(sims) else -1
-        if best >= 0 and self._ids[best] >= 0 and sims[best] >= self.match_threshold:
+        if best >= 0 and sims[best] >= self.match_threshold:
             self._update(best, unit)
             touched.append(best)
             return Match(int(self._ids[best]), float(sims[best]), False)
@@ -128,8 +129,11 @@ class EmbeddingHead:
         self._last_seen[slot] = self._tick
 
     def _enrol(self, unit: np.ndarray) -> int:
-        free = np.flatnonzero(self._ids < 0)
-        slot = int(free[0]) if len(free) else int(np.argmin(self._last_seen))  # evict least recently matched
+        if self._size < self.max_identities:
+            slot = self._size
+            self._size += 1
+        else:
+            slot = int(np.argmin(self._last_seen))  # full: evict the least recently matched
         self._ids[slot] = self._next_id
         self._next_id += 1
         self._sums[slot] = unit

@@ -89,6 +89,42 @@ def test_eviction_drops_least_recently_matched_identity():
     assert sorted(head.identities()) == [2, 3]
 
 
+def _reference_matches(batches: list[np.ndarray], threshold: float, capacity: int) -> list[tuple[int, bool]]:
+    """The head's rules, one row at a time against every identity: match the most similar at or above
+    ``threshold`` (running mean), else enrol, evicting the least recently matched when full."""
+    gallery: dict[int, list] = {}  # id -> [sum of unit rows, tick of last match or enrolment]
+    out, tick, next_id = [], 0, 0
+    for unit in (row for batch in batches for row in l2_normalise(batch)):
+        tick += 1
+        sims = {i: float(l2_normalise(s[None])[0] @ unit) for i, (s, _) in gallery.items()}
+        best = max(sims, key=sims.get, default=None)
+        if best is not None and sims[best] >= threshold:
+            gallery[best][0] = gallery[best][0] + unit
+            gallery[best][1] = tick
+            out.append((best, False))
+            continue
+        if len(gallery) == capacity:
+            del gallery[min(gallery, key=lambda i: gallery[i][1])]
+        gallery[next_id] = [unit.copy(), tick]
+        out.append((next_id, True))
+        next_id += 1
+    return out
+
+
+@pytest.mark.parametrize("capacity", [5, 1000])
+def test_matches_equal_a_row_by_row_reference_when_full_and_when_mostly_empty(capacity):
+    """The head multiplies only the slots in use; enrolments within a batch and evictions keep the answers of
+    a plain row-by-row search over every identity."""
+    rng = np.random.default_rng(7)
+    centres = rng.standard_normal((12, 16)).astype(np.float32)
+    batches = [centres[rng.integers(0, 12, rng.integers(1, 9))] + 0.2 * rng.standard_normal((1, 16)).astype(np.float32)
+               for _ in range(40)]  # fmt: skip
+    head = EmbeddingHead(0.9, capacity)
+    got = [(m.identity_id, m.enrolled) for batch in batches for m in head(batch)]
+    assert got == _reference_matches(batches, 0.9, capacity)
+    assert len(head) == min(capacity, 1 + max(i for i, _ in got))
+
+
 def test_wrong_shapes_raise():
     head = EmbeddingHead(0.8, 4)
     with pytest.raises(ValueError):
