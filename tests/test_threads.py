@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 
 from vcascade.threads import DetectorThreads, available_cpus, cgroup_cpu_quota, detector_threads, threads_per_stage
 
@@ -40,3 +43,17 @@ def test_stage_threads_split_the_cores_and_keep_a_configured_value():
     assert threads_per_stage(8, 2, None) == 4
     assert threads_per_stage(2, 3, None) == 1
     assert threads_per_stage(8, 2, 3) == 3
+
+
+def test_process_threads_set_torch_opencv_and_numpys_blas_apart():
+    """In a fresh process (the settings are process-wide): torch keeps its count, numpy's BLAS gets one."""
+    code = """
+import json, cv2, numpy, torch
+from threadpoolctl import threadpool_info
+from vcascade.threads import set_process_threads
+set_process_threads(2, 1)
+blas = [p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas" and "numpy" in p["filepath"]]
+print(json.dumps({"torch": torch.get_num_threads(), "cv2": cv2.getNumThreads(), "numpy_blas": blas}))
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
+    assert json.loads(out.stdout.splitlines()[-1]) == {"torch": 2, "cv2": 1, "numpy_blas": [1]}
