@@ -274,7 +274,8 @@ def run_edge(
     link.start()
     for cam, cam_cfg in dep.cameras_of(name).items():
         cameras.start(cam, cam_cfg)
-    started_s = last_report_s = time.perf_counter()
+    started = (time.perf_counter(), time.process_time())  # after the model loaded: the running time and CPU
+    last_report_s = started[0]
     log.info("edge %s: %d cameras, run id %s, %d detector runs at once of %d threads", name,
              cameras.open_count(), node.run_id, threads.instances, threads.intra_op_threads)  # fmt: skip
     pool.start()
@@ -292,7 +293,7 @@ def run_edge(
                 stop.wait(0.1)  # no camera now: wait for the control socket
             if report and time.perf_counter() - last_report_s >= REPORT_INTERVAL_S:
                 last_report_s = time.perf_counter()
-                report(snapshot(name, link, cameras.readers(), started_s, final=False, node=node))
+                report(snapshot(name, link, cameras.readers(), started, final=False, node=node))
     finally:
         READINESS.remove(f"edge:{name}:")
         pool.stop()
@@ -302,7 +303,7 @@ def run_edge(
         if report:
             link.drain(
                 cfg.drain_timeout_s,
-                on_tick=lambda: report(snapshot(name, link, cameras.readers(), started_s, False, node=node)),
+                on_tick=lambda: report(snapshot(name, link, cameras.readers(), started, False, node=node)),
             )
         else:
             link.drain(cfg.drain_timeout_s)
@@ -310,7 +311,7 @@ def run_edge(
         for sink in sinks:
             sink.close()
         ctx.term()
-    final = snapshot(name, link, cameras.readers(), started_s, final=True, node=node)
+    final = snapshot(name, link, cameras.readers(), started, final=True, node=node)
     if report:
         report(final)
     return final
@@ -334,13 +335,14 @@ def _register_readiness(name: str, link: BrokerLink, readers: Callable[[], list[
 
 
 def snapshot(
-    name: str, link: BrokerLink, readers: list[CameraReader], started_s: float, final: bool,
+    name: str, link: BrokerLink, readers: list[CameraReader], started: tuple[float, float], final: bool,
     node: EdgeNode | None = None,
 ) -> dict[str, Any]:
     """Progress and accounting of one edge: per camera frames, skipped (newest-frame slot), sent, results, drops,
     end-to-end p50/p99 (ms) and, given ``node``, frames detected and frame age p50/p99 (ms,
     :meth:`CameraTracking.frame_age_stats`); per broker ``up``, ``in_flight``, ``sent`` and ``silent_s``
-    (:meth:`BrokerLink.broker_states`)."""
+    (:meth:`BrokerLink.broker_states`); ``elapsed_s`` and ``cpu_s``, the running time and the process's CPU
+    time (all threads) since ``started`` = (``time.perf_counter()``, ``time.process_time()``), s."""
     cameras = {}
     tallies = link.tally_copy()
     for reader in readers:
@@ -366,6 +368,6 @@ def snapshot(
             cameras[reader.camera]["removal"] = reader.removal
     return {
         "component": "edge", "name": name, "final": final,
-        "elapsed_s": time.perf_counter() - started_s, "cameras": cameras,
+        "elapsed_s": time.perf_counter() - started[0], "cpu_s": time.process_time() - started[1], "cameras": cameras,
         "brokers": link.broker_states(),
     }

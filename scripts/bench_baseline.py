@@ -9,7 +9,9 @@ Run as a child process of ``scripts/bench.py`` (so its CPU time and peak RSS are
 * ``--mode calibrate``: the same steps on one thread each, timed one by one on a prefix of the first camera:
   decode, detect and track per frame; crop + JPEG encode, JPEG decode + preprocess, recognition (in micro-batches
   of the worker's ``max_batch``) and the embedding head per ROI. ``scripts/bench.py`` turns these into the
-  compute floor: the CPU seconds a run's frames and ROIs need, divided by the cores.
+  compute floor: the CPU seconds a run's frames and ROIs need, divided by the cores. Then the two heavy steps
+  again with ``--cores`` threads running them at once (``contended_ms``): the CPU a step costs when every
+  core is busy, which is what a deployment using all its cores pays (shared caches and memory bandwidth).
 
 Usage: ``python scripts/bench_baseline.py --mode baseline|calibrate --config DEPLOY.yaml --cores N --json OUT
 [--model-dir DIR] [--frames N]``. Writes one JSON object to OUT.
@@ -22,6 +24,7 @@ import json
 import os
 import resource
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -62,6 +65,9 @@ def main(argv: list[str] | None = None) -> int:
         camera = next(iter(dep.cameras_of(edge_name)))
         tracker = CameraTracker(dep.roi_policy_of(camera).tracker)
         out = calibrate(urls[0], args.frames, detector, tracker, model, spec, head, dep.edges[edge_name].roi, worker.max_batch)
+        out["contended_threads"] = args.cores
+        out["contended_ms"] = contended_costs(urls[0], detector, model, spec, dep.edges[edge_name].roi,
+                                              worker.max_batch, args.cores)  # fmt: skip
     Path(args.json).write_text(json.dumps(out))
     return 0
 
@@ -145,6 +151,40 @@ def calibrate(url, frames, detector, tracker, model, spec, head, roi_cfg, max_ba
         "per_frame_ms": {k: v * 1000.0 / max(n_frames, 1) for k, v in per_frame.items()},
         "per_roi_ms": per_roi_ms,
     }
+
+
+def contended_costs(url, detector, model, spec, roi_cfg, max_batch, threads, frames=40) -> dict[str, float]:
+    """CPU ms per frame of ``detect`` and per ROI of ``recog`` while ``threads`` threads run the step at once.
+
+    Each thread runs the step over the same ``frames`` frames (or their ROIs, in micro-batches of ``max_batch``)
+    with one library thread, as the edge's detector runs and the worker's stage threads do; the cost is the
+    process's CPU time over all threads' items. Against the one-thread costs of :func:`calibrate` the ratio is
+    what running every core at once costs per item on this host.
+    """
+    cap = cv2.VideoCapture(url)
+    images = [image for ok, image in (cap.read() for _ in range(frames)) if ok]
+    cap.release()
+    crops = [crop.pixels for image in images for crop in select_crops(image, detector(image), roi_cfg)]
+    inputs = [to_input(decode_jpeg(encode_jpeg(c, roi_cfg.jpeg_quality)), spec) for c in crops]
+    batches = [stack_batch(inputs[i:i + max_batch]) for i in range(0, len(inputs), max_batch)]
+    detect_s = _cpu_of_threads(threads, lambda: [detector(image) for image in images])
+    recog_s = _cpu_of_threads(threads, lambda: [model(batch) for batch in batches])
+    return {"detect": detect_s * 1e3 / (threads * len(images)),
+            "recog": recog_s * 1e3 / (threads * max(len(inputs), 1))}  # fmt: skip
+
+
+def _cpu_of_threads(threads: int, work) -> float:
+    """This process's CPU seconds while ``threads`` threads each call ``work`` once, started together."""
+    work()  # warm-up: first-run allocations are not the step's cost
+    barrier = threading.Barrier(threads + 1)
+    pool = [threading.Thread(target=lambda: (barrier.wait(), work())) for _ in range(threads)]
+    for thread in pool:
+        thread.start()
+    started = time.process_time()
+    barrier.wait()
+    for thread in pool:
+        thread.join()
+    return time.process_time() - started
 
 
 def recognizer(rec_cfg, model_dir):
