@@ -32,7 +32,6 @@ from typing import Any
 START_S = time.perf_counter()  # before the heavy imports: "time to first result" counts model loading too
 
 import cv2  # noqa: E402
-import torch  # noqa: E402
 
 from center.heads import EmbeddingHead  # noqa: E402
 from center.preprocess import PreprocessSpec, decode_jpeg, stack_batch, to_input  # noqa: E402
@@ -42,6 +41,7 @@ from edge.roi import encode_jpeg, select_crops  # noqa: E402
 from edge.tracking import CameraTracker  # noqa: E402
 from vcascade.config import load_config  # noqa: E402
 from vcascade.resources import resolve  # noqa: E402
+from vcascade.threads import set_process_threads  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -50,8 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     edge_name = next(iter(dep.edges))
     cores = 1 if args.mode == "calibrate" else args.cores
     dep = _with_threads(dep, edge_name, cores)
-    cv2.setNumThreads(1)
-    torch.set_num_threads(cores)
+    set_process_threads(cores, opencv_threads=1)  # as the cascade's processes: torch, OpenCV and numpy's BLAS
     detector, _ = build_detector(dep, edge_name, args.model_dir)
     worker = next(iter(dep.workers.values()))
     rec_cfg = dep.recognizers[worker.recognizer]
