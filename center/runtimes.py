@@ -246,21 +246,24 @@ def warm_up(stages: Sequence[Stage], rec_cfg: RecognizerConfig, device: str, bat
     """Run one full micro-batch through ``stages`` before serving (as Triton's ``model_warmup``), returning s.
 
     The runtimes allocate on first use: ONNX Runtime's arena grows to the largest batch it has seen and torch's
-    allocator caches. Warming up with ``batch`` (the worker's ``max_batch``) gets memory to its plateau before
-    the first ROI, so the first ROIs are not slow and RSS does not step up later when the first full
-    micro-batch arrives (``scripts/soak.py`` checks RSS growth after the warm-up).
+    allocator caches. Warming up with ``batch`` (the largest micro-batch the worker can form) gets memory to its
+    plateau before the first ROI, so the first ROIs are not slow and RSS does not step up later when the first
+    full micro-batch arrives (``scripts/soak.py`` checks RSS growth after the warm-up). A first stage whose
+    model fixes its batch size (``OnnxStage.fixed_batch``) is warmed up at that size instead.
 
     Args:
-        stages: the stages this process runs (a worker with a ``downstream`` stage group: its local ones).
+        stages: the stages this process runs (a worker with a ``downstream`` stage group: its local ones; the
+            stage group's own stages are not warmed up).
         rec_cfg: the recognizer (``input_hw`` and the first stage's input type).
         device: the first stage's device.
         batch: micro-batch size (>= 1).
 
     Raises:
-        RuntimeError: a stage failed on the micro-batch (e.g. a model with a fixed batch size other than
-            ``batch``: set ``max_batch`` to it); the message names the batch and the stage.
+        RuntimeError: a stage failed on the micro-batch; the message names the batch and the stage.
     """
     start_s = time.perf_counter()
+    if stages and getattr(stages[0], "fixed_batch", None):
+        batch = stages[0].fixed_batch
     activations: tuple = (stage_input(rec_cfg, default_sample(rec_cfg, batch), device),)
     for index, stage in enumerate(stages):
         try:

@@ -132,8 +132,9 @@ class _Worker:
         else:  # the first stages here, the rest in the stage group (one asynchronous stage of the engine)
             local = load_stage_range(recognizer, cfg.devices, 0, model_dir)
             stages = [*local, self._remote_stages(deployment)]
-        warm_s = warm_up(local, recognizer, self.first_device, cfg.max_batch)  # memory at its plateau first
-        log.info("worker %s: warm-up micro-batch of %d in %.0f ms", name, cfg.max_batch, warm_s * 1e3)
+        largest = min(cfg.max_batch, cfg.credits * len(cfg.brokers))  # no micro-batch holds more ROIs
+        warm_s = warm_up(local, recognizer, self.first_device, largest)  # memory at its plateau first
+        log.info("worker %s: warm-up micro-batch of %d in %.0f ms", name, largest, warm_s * 1e3)
         self.head = build_head(recognizer.head, head_context(recognizer, model_dir))
         self.engine = StageEngine(
             stages, cfg.stage_queue, self._emit_results, self._fail_batch, self.telemetry.stage_computed,

@@ -165,8 +165,9 @@ def floor_fps(calibration: dict[str, Any], frames: int, rois: int, cores: int, s
 
 
 def edge_cpu_per_frame(run: dict[str, Any], calibration: dict[str, Any]) -> dict[str, float]:
-    """The edge's CPU per frame while it ran (its own ``cpu_s`` over ``elapsed_s``, model loading excluded)
-    against the calibrated one-thread cost of its steps: decode, detect, track per frame, encode per ROI sent.
+    """The edge's CPU per frame while it ran (its own ``cpu_s`` from its first frame on, model loading excluded,
+    over its frames) against the calibrated one-thread cost of its steps: decode, detect, track per frame,
+    encode per ROI sent.
 
     Returns:
         ``measured_ms``, ``steps_ms`` and ``overhead`` (measured / steps - 1).

@@ -165,24 +165,36 @@ def contended_costs(url, detector, model, spec, roi_cfg, max_batch, threads, fra
     cap.release()
     crops = [crop.pixels for image in images for crop in select_crops(image, detector(image), roi_cfg)]
     inputs = [to_input(decode_jpeg(encode_jpeg(c, roi_cfg.jpeg_quality)), spec) for c in crops]
-    batches = [stack_batch(inputs[i:i + max_batch]) for i in range(0, len(inputs), max_batch)]
+    usable = len(inputs) - len(inputs) % max_batch or len(inputs)  # full micro-batches, as :func:`calibrate`
+    batches = [stack_batch(inputs[i:i + max_batch]) for i in range(0, usable, max_batch)]
     detect_s = _cpu_of_threads(threads, lambda: [detector(image) for image in images])
     recog_s = _cpu_of_threads(threads, lambda: [model(batch) for batch in batches])
     return {"detect": detect_s * 1e3 / (threads * len(images)),
-            "recog": recog_s * 1e3 / (threads * max(len(inputs), 1))}  # fmt: skip
+            "recog": recog_s * 1e3 / (threads * max(usable, 1))}  # fmt: skip
 
 
 def _cpu_of_threads(threads: int, work) -> float:
     """This process's CPU seconds while ``threads`` threads each call ``work`` once, started together."""
     work()  # warm-up: first-run allocations are not the step's cost
     barrier = threading.Barrier(threads + 1)
-    pool = [threading.Thread(target=lambda: (barrier.wait(), work())) for _ in range(threads)]
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        barrier.wait()
+        try:
+            work()
+        except BaseException as exc:  # noqa: BLE001 - re-raised below: a failed run must not read as cheap
+            errors.append(exc)
+
+    pool = [threading.Thread(target=run) for _ in range(threads)]
     for thread in pool:
         thread.start()
     started = time.process_time()
     barrier.wait()
     for thread in pool:
         thread.join()
+    if errors:
+        raise errors[0]
     return time.process_time() - started
 
 

@@ -7,6 +7,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from vcascade.threads import DetectorThreads, available_cpus, cgroup_cpu_quota, detector_threads, threads_per_stage
 
 
@@ -45,6 +47,7 @@ def test_stage_threads_split_the_cores_and_keep_a_configured_value():
     assert threads_per_stage(8, 2, 3) == 3
 
 
+@pytest.mark.skipif(available_cpus() < 2, reason="numpy's BLAS has one thread on one core anyway")
 def test_process_threads_set_torch_opencv_and_numpys_blas_apart():
     """In a fresh process (the settings are process-wide): torch keeps its count, numpy's BLAS gets one."""
     code = """

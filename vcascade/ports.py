@@ -52,11 +52,13 @@ def free_port(host: str = "0.0.0.0") -> int:
             if port not in _handed_out and _bindable(host, port):
                 _handed_out.add(port)
                 return port
-        with socket.socket() as s:
-            s.bind((host, 0))
-            port = s.getsockname()[1]
-        _handed_out.add(port)
-        return port
+        while True:  # the kernel's pick, still never one handed out before
+            with socket.socket() as s:
+                s.bind((host, 0))
+                port = s.getsockname()[1]
+            if port not in _handed_out:
+                _handed_out.add(port)
+                return port
 
 
 def _bindable(host: str, port: int) -> bool:

@@ -15,7 +15,8 @@ and fight over them (oversubscription: context switches and cache thrashing inst
   stages: ``intra_op_threads``), default: the cores given / the process's stages, at least 1.
 * **OpenCV**: 1 thread by default (``opencv_threads``): each caller of OpenCV (camera readers, detector runs,
   the batcher) is already its own thread, so OpenCV's own pool would only oversubscribe.
-* **numpy's BLAS** (OpenBLAS in the numpy wheels, set through ``threadpoolctl``): 1 thread. Its one hot use is
+* **numpy's BLAS** (OpenBLAS in the numpy wheels, set through ``threadpoolctl``, which also caps any other BLAS
+  loaded by then, such as OpenCV's): 1 thread. Its one hot use is
   the embedding head's gallery product, a few ROIs against the identities enrolled; OpenBLAS's default of
   one thread per core spun the second one and doubled its CPU for the same wall time (2.1 against 1.4 ms
   of CPU per ROI on a 10,000-slot gallery, measured on this project's 2-core machine).
@@ -117,7 +118,7 @@ def set_process_threads(torch_threads: int | None, opencv_threads: int) -> None:
     import cv2
     from threadpoolctl import threadpool_limits
 
-    threadpool_limits(limits=1, user_api="blas")  # numpy's OpenBLAS; torch sets its own below
+    threadpool_limits(limits=1, user_api="blas")  # every BLAS loaded: numpy's, OpenCV's; torch sets its own below
 
     if torch_threads is not None:
         import torch

@@ -128,7 +128,7 @@ def test_session_options_threads_and_no_spinning(ocr):
     assert options.intra_op_num_threads == 2
     assert options.get_session_config_entry("session.intra_op.allow_spinning") == "0"
     assert not options.enable_mem_pattern  # a pattern per batch size would keep adding memory
-    assert session_options().enable_mem_pattern  # the detector's fixed input shape keeps its patterns
+    assert session_options().enable_mem_pattern  # the detector: one input shape (at most max_batch of them)
     spinning = session_options(1, allow_spinning=True)
     assert spinning.get_session_config_entry("session.intra_op.allow_spinning") == "1"
     with pytest.raises(ValueError):
@@ -190,5 +190,9 @@ def test_warm_up_runs_a_full_micro_batch_or_names_the_batch_it_failed_on(ocr, yo
     cfg = ocr_config(split_points=evenly_spaced(ocr, 2))
     assert warm_up(load_recognizer_stages(cfg, ["cpu", "cpu"], model_dir=models_dir), cfg, "cpu", 3) > 0
     fixed = OnnxRecognizerConfig(type="onnx", model=str(yolox_path), input_hw=(416, 416))  # batch fixed at 1
+    (stage,) = load_recognizer_stages(fixed, ["cpu"])
+    assert stage.fixed_batch == 1
+    assert warm_up([stage], fixed, "cpu", 8) > 0  # warmed up at the model's own batch, not 8
+    wrong_size = ocr_config(input_hw=(32, 320), split_points=evenly_spaced(ocr, 2))  # the model takes height 48
     with pytest.raises(RuntimeError, match="warm-up micro-batch of 2 failed in stage 0"):
-        warm_up(load_recognizer_stages(fixed, ["cpu"]), fixed, "cpu", 2)
+        warm_up(load_recognizer_stages(wrong_size, ["cpu", "cpu"], model_dir=models_dir), wrong_size, "cpu", 2)
