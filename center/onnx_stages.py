@@ -172,8 +172,9 @@ class OnnxStage:
         self.device = device
         options = session_options(intra_op_threads, allow_spinning, varying_batch=True)  # micro-batches vary
         self.session = make_session(model, device, options)
-        self.input_names = [i.name for i in self.session.get_inputs()]
-        first_dim = self.session.get_inputs()[0].shape[0] if self.session.get_inputs()[0].shape else None
+        inputs = self.session.get_inputs()
+        self.input_names = [i.name for i in inputs]
+        first_dim = inputs[0].shape[0] if inputs[0].shape else None
         self.fixed_batch: int | None = first_dim if isinstance(first_dim, int) else None
         """The batch size the model's first input fixes, or None when it is dynamic."""
         self.output_names = [o.name for o in self.session.get_outputs()]

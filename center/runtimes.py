@@ -256,7 +256,10 @@ def warm_up(stages: Sequence[Stage], rec_cfg: RecognizerConfig, device: str, bat
             stage group's own stages are not warmed up).
         rec_cfg: the recognizer (``input_hw`` and the first stage's input type).
         device: the first stage's device.
-        batch: micro-batch size (>= 1).
+        batch: micro-batch size (>= 1); the input is :func:`default_sample`, (batch, 3, H, W) float32.
+
+    Returns:
+        The warm-up's wall time, s.
 
     Raises:
         RuntimeError: a stage failed on the micro-batch; the message names the batch and the stage.

@@ -138,7 +138,7 @@ def calibrate(url, frames, detector, tracker, model, spec, head, roi_cfg, max_ba
             payloads.append(_timed(per_roi, "encode", encode_jpeg, crop.pixels, roi_cfg.jpeg_quality))
     cap.release()
     inputs = [_timed(per_roi, "prep", lambda p: to_input(decode_jpeg(p), spec), p) for p in payloads]
-    usable = len(inputs) - len(inputs) % max_batch or len(inputs)
+    usable = _full_batches(len(inputs), max_batch)
     for start in range(0, usable, max_batch):
         batch = stack_batch(inputs[start:start + max_batch])
         out = _timed(per_roi, "recog", model, batch)
@@ -165,12 +165,17 @@ def contended_costs(url, detector, model, spec, roi_cfg, max_batch, threads, fra
     cap.release()
     crops = [crop.pixels for image in images for crop in select_crops(image, detector(image), roi_cfg)]
     inputs = [to_input(decode_jpeg(encode_jpeg(c, roi_cfg.jpeg_quality)), spec) for c in crops]
-    usable = len(inputs) - len(inputs) % max_batch or len(inputs)  # full micro-batches, as :func:`calibrate`
+    usable = _full_batches(len(inputs), max_batch)  # as :func:`calibrate`
     batches = [stack_batch(inputs[i:i + max_batch]) for i in range(0, usable, max_batch)]
     detect_s = _cpu_of_threads(threads, lambda: [detector(image) for image in images])
     recog_s = _cpu_of_threads(threads, lambda: [model(batch) for batch in batches])
     return {"detect": detect_s * 1e3 / (threads * len(images)),
             "recog": recog_s * 1e3 / (threads * max(usable, 1))}  # fmt: skip
+
+
+def _full_batches(items: int, max_batch: int) -> int:
+    """How many of ``items`` fill whole micro-batches of ``max_batch`` (all of them when under one batch)."""
+    return items - items % max_batch or items
 
 
 def _cpu_of_threads(threads: int, work) -> float:
