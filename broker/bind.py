@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import zmq
 
-from vcascade.config import Deployment
-from vcascade.security import secure_server, watch_auth_failures
-from vcascade.sockets import make_socket
+from vcascade.core.config import Deployment
+from vcascade.core.security import secure_server, watch_auth_failures
+from vcascade.core.sockets import make_socket
 
 
 def broker_sockets(ctx: zmq.Context, deployment: Deployment, name: str) -> tuple[zmq.Socket, zmq.Socket]:

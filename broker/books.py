@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 
 import zmq
 
-from broker.dispatch import InFlight
-from vcascade import wire
+from vcascade.broker.dispatch import InFlight
+from vcascade.core import wire
 
 MIN_TTL_MS = 0.001
 """Smallest ttl passed on, ms: ``ttl_ms == 0`` means "no deadline" on the wire, so an ROI with one keeps one."""
@@ -49,7 +49,7 @@ class Stats:
     drops: collections.Counter[str] = field(default_factory=collections.Counter)
 
     def report(self, name: str, final: bool, *, workers: int, queued: int, in_flight: int) -> dict:
-        """The ``report`` dict of :func:`broker.server.run_broker` (counts plus the current occupancy)."""
+        """The ``report`` dict of :func:`vcascade.broker.server.run_broker` (counts plus the current occupancy)."""
         return {
             "component": "broker", "name": name, "final": final,
             "received": self.received, "forwarded": self.forwarded, "results": self.results,

@@ -1,6 +1,6 @@
 """Load-balancing policy of the broker: pure data structures, no sockets, no clock reads.
 
-The socket loop (:mod:`broker.server`) feeds events in (an ROI arrived, a worker announced credits, a result
+The socket loop (:mod:`vcascade.broker.server`) feeds events in (an ROI arrived, a worker announced credits, a result
 came back, time passed) and asks which ROI goes to which worker next. Every method takes the current time
 (``time.perf_counter()`` seconds, or any monotonic clock) as an argument, so the policy is deterministic and
 tested without sockets (the shape of Locust's ``dispatch.py``, see DESIGN.md "Code shape").
@@ -11,7 +11,7 @@ Policy (DESIGN.md "Load balancing and reliability"):
   workers per service): an ROI names its recognizer (``wire.Roi.recognizer``) and goes only to a worker that
   announced that recognizer; a worker's recognizer is fixed at registration. An ROI naming none (``""``) goes
   to any worker; a worker naming none takes only such ROIs.
-* **Per-(recognizer, camera) FIFO queues served round-robin** (:mod:`broker.queues`): each dispatch takes the
+* **Per-(recognizer, camera) FIFO queues served round-robin** (:mod:`vcascade.broker.queues`): each dispatch takes the
   head of the next queue that has a worker of its recognizer with free credit, so a camera that floods the
   broker cannot starve a quiet one, and ROIs waiting for a busy (or absent) recognizer never block ROIs of
   another (no head-of-line blocking).
@@ -42,7 +42,7 @@ from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
-from broker.queues import RoiQueues
+from vcascade.broker.queues import RoiQueues
 
 MAX_WORKERS = 1024
 """Default bound on registered workers (a rogue peer sending Ready from many identities cannot grow memory)."""

@@ -1,6 +1,6 @@
 """Prometheus metrics of the broker (``vcascade_broker_*``), every series labelled ``broker=<name>``.
 
-Declared once per process in the default registry (served by :func:`vcascade.telemetry.serve_metrics`);
+Declared once per process in the default registry (served by :func:`vcascade.core.telemetry.serve_metrics`);
 :class:`BrokerMetrics` binds them to one broker name so several brokers (tests) can share a process.
 """
 
@@ -10,8 +10,8 @@ import re
 
 from prometheus_client import Counter, Gauge, Histogram
 
-from vcascade.config import NAME_PATTERN
-from vcascade.telemetry import LATENCY_BUCKETS_S
+from vcascade.core.config import NAME_PATTERN
+from vcascade.core.telemetry import LATENCY_BUCKETS_S
 
 MAX_CAMERA_LABELS = 256
 """Distinct ``camera`` label values per broker at most; later cameras (and names that are not valid config

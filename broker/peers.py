@@ -2,7 +2,7 @@
 
 Per the heartbeat protocol (DESIGN.md "Load balancing and reliability"), the broker sends a ``Heartbeat`` every
 ``interval_s`` to each edge heard from within the liveness window (``liveness * interval_s``). Workers are
-tracked by :class:`broker.dispatch.Dispatcher`; edges are only routing ids plus a last-seen time, kept here.
+tracked by :class:`vcascade.broker.dispatch.Dispatcher`; edges are only routing ids plus a last-seen time, kept here.
 """
 
 from __future__ import annotations

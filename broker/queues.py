@@ -1,6 +1,6 @@
 """The broker's ROI queues: one FIFO per (recognizer, camera), kept in round-robin order. Pure, no clock.
 
-:class:`broker.dispatch.Dispatcher` decides what to take from them; this module only keeps them ordered and
+:class:`vcascade.broker.dispatch.Dispatcher` decides what to take from them; this module only keeps them ordered and
 bounded by their owner. Each entry is ``(seq, item)``: ``seq`` is the enqueue order over all queues, so a
 re-queued ROI goes back to its place and a queue always stays oldest first.
 """
@@ -16,7 +16,7 @@ QueueKey = tuple[str, str]
 
 
 class Queued(Protocol):
-    """What the queues need of an item: its id, camera and recognizer (:class:`broker.dispatch.Pending`)."""
+    """What the queues need of an item: its id, camera and recognizer (:class:`vcascade.broker.dispatch.Pending`)."""
 
     roi_id: str
     camera: str
@@ -29,7 +29,7 @@ Entry = tuple[int, Queued]
 class RoiQueues:
     """FIFO queues keyed by :data:`QueueKey`, iterated in round-robin order (a served queue goes last).
 
-    Not thread-safe; owned by one :class:`broker.dispatch.Dispatcher`.
+    Not thread-safe; owned by one :class:`vcascade.broker.dispatch.Dispatcher`.
     """
 
     def __init__(self) -> None:

@@ -1,7 +1,7 @@
 """The broker process: a ZeroMQ ROUTER for edges (frontend), a ROUTER for workers (backend), and the loop between.
 
 Edges send ``[Roi][jpeg]``; the broker queues them per camera and forwards the payload frame *as received*
-(zero copy) to a worker with free credit, chosen by :class:`broker.dispatch.Dispatcher`; the header is forwarded
+(zero copy) to a worker with free credit, chosen by :class:`vcascade.broker.dispatch.Dispatcher`; the header is forwarded
 as received too, or re-encoded with the remaining ``ttl_ms`` when the ROI has a deadline (the time it waited
 here is taken off, so the worker's deadline is the edge's deadline, not a fresh one). Workers send ``Ready``
 (registration, credits and heartbeat), ``Result``/``Drop`` per ROI, and ``Bye``. Results go back to the edge that
@@ -24,17 +24,17 @@ from collections.abc import Callable
 import msgspec
 import zmq
 
-from broker.dispatch import Dispatcher, InFlight, Pending, RecognizerChanged, WorkerLimit
-from broker.metrics import BrokerMetrics
-from broker.bind import broker_sockets
-from broker.books import Envelope, Stats, broker_hops, ms, remaining_ttl_ms, send_failure_reason
-from broker.peers import EdgeTable
-from vcascade import wire
-from vcascade.config import Deployment, HeartbeatConfig
-from vcascade.security import start_authenticator
-from vcascade.components import StopFlag
-from vcascade.health import READINESS
-from vcascade.telemetry import serve_metrics
+from vcascade.broker.bind import broker_sockets
+from vcascade.broker.books import Envelope, Stats, broker_hops, ms, remaining_ttl_ms, send_failure_reason
+from vcascade.broker.dispatch import Dispatcher, InFlight, Pending, RecognizerChanged, WorkerLimit
+from vcascade.broker.metrics import BrokerMetrics
+from vcascade.broker.peers import EdgeTable
+from vcascade.core import wire
+from vcascade.core.config import Deployment, HeartbeatConfig
+from vcascade.core.health import READINESS
+from vcascade.core.security import start_authenticator
+from vcascade.core.stop import StopFlag
+from vcascade.core.telemetry import serve_metrics
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +83,7 @@ def run_broker(
 
     Raises:
         KeyError: ``name`` is not a broker of the deployment.
-        vcascade.telemetry.MetricsPortInUse: the metrics port is taken.
+        vcascade.core.telemetry.MetricsPortInUse: the metrics port is taken.
         zmq.ZMQError: a frontend/backend port cannot be bound.
     """
     cfg = deployment.brokers[name]

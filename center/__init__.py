@@ -1,25 +1,47 @@
-"""Center worker: micro-batching, pipeline stages on devices, recognition heads (see DESIGN.md)."""
+"""Center worker: micro-batching, pipeline stages on devices, recognition heads (see DESIGN.md).
+"""
 
-from center.batcher import STOP, MicroBatcher, Prepared, preprocess_items, split_stale
-from center.heads import ClassifierHead, EmbeddingHead, HeadContext, Match, TextHead, build_head, l2_normalise
-from center.metrics import WorkerTelemetry
-from center.microbatch import MicroBatch, RoiItem
-from center.outbox import Outbox
-from center.preprocess import DecodeError, PreprocessSpec, decode_jpeg, stack_batch, to_device, to_input
-from center.recognizer import TorchStage, build_model, load_stages, run_chained, split_model
-from center.stages import StageEngine
-from center.balance import Plan, balance
-from center.onnx_stages import OnnxStage, build_onnx_stages, cut_points, split_onnx
-from center.profile import ModelProfile, profile_onnx, profile_torch
-from center.runtimes import RUNTIMES, load_recognizer_stages
-from center.worker import run_worker
+from vcascade.core.exports import lazy_exports
 
-__all__ = [
-    "STOP", "DecodeError", "EmbeddingHead", "Match", "MicroBatch", "MicroBatcher", "Outbox", "Prepared",
-    "PreprocessSpec", "RoiItem", "StageEngine", "TorchStage", "WorkerTelemetry", "build_model", "decode_jpeg",
-    "l2_normalise", "load_stages", "preprocess_items", "run_chained", "run_worker", "split_model", "split_stale",
-    "stack_batch", "to_device", "to_input",
-    "ClassifierHead", "HeadContext", "TextHead", "build_head",
-    "ModelProfile", "OnnxStage", "Plan", "RUNTIMES", "balance", "build_onnx_stages", "cut_points",
-    "load_recognizer_stages", "profile_onnx", "profile_torch", "split_onnx",
-]
+__getattr__, __dir__ = lazy_exports(__name__, {
+    "Plan": ".balance",
+    "balance": ".balance",
+    "MicroBatcher": ".batcher",
+    "Prepared": ".batcher",
+    "STOP": ".batcher",
+    "preprocess_items": ".batcher",
+    "split_stale": ".batcher",
+    "ClassifierHead": ".heads",
+    "EmbeddingHead": ".heads",
+    "HeadContext": ".heads",
+    "Match": ".heads",
+    "TextHead": ".heads",
+    "build_head": ".heads",
+    "l2_normalise": ".heads",
+    "WorkerTelemetry": ".metrics",
+    "MicroBatch": ".microbatch",
+    "RoiItem": ".microbatch",
+    "OnnxStage": ".onnx_stages",
+    "build_onnx_stages": ".onnx_stages",
+    "cut_points": ".onnx_stages",
+    "split_onnx": ".onnx_stages",
+    "Outbox": ".outbox",
+    "DecodeError": ".preprocess",
+    "PreprocessSpec": ".preprocess",
+    "decode_jpeg": ".preprocess",
+    "stack_batch": ".preprocess",
+    "to_device": ".preprocess",
+    "to_input": ".preprocess",
+    "ModelProfile": ".profile",
+    "profile_onnx": ".profile",
+    "profile_torch": ".profile",
+    "TorchStage": ".recognizer",
+    "build_model": ".recognizer",
+    "load_stages": ".recognizer",
+    "run_chained": ".recognizer",
+    "split_model": ".recognizer",
+    "RUNTIMES": ".runtimes",
+    "load_recognizer_stages": ".runtimes",
+    "StageEngine": ".stages",
+    "run_worker": ".worker",
+})

@@ -1,7 +1,7 @@
 """Choose where to split a chain of units into K pipeline stages so the slowest stage is as fast as possible.
 
 Pure Python (no torch or ONNX imports): the input is a list of per-unit costs in execution order (ms per
-micro-batch, from :mod:`center.profile`) and the unit indices where a stage may begin; the output is a
+micro-batch, from :mod:`vcascade.center.profile`) and the unit indices where a stage may begin; the output is a
 :class:`Plan`. A pipeline's steady-state rate is set by its slowest stage, so the objective is the
 *bottleneck* (max stage cost), not the total.
 

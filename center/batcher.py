@@ -16,8 +16,8 @@ from typing import Callable
 
 import numpy as np
 
-from center.microbatch import RoiItem
-from center.preprocess import DecodeError, PreprocessSpec, decode_jpeg, stack_batch, to_input
+from vcascade.center.microbatch import RoiItem
+from vcascade.center.preprocess import DecodeError, PreprocessSpec, decode_jpeg, stack_batch, to_input
 
 STOP = object()
 """Put this in the batcher's inbox to make :meth:`MicroBatcher.collect` close its batch and report the stop."""
@@ -97,7 +97,7 @@ class Prepared:
 
 
 def preprocess_items(items: list[RoiItem], spec: PreprocessSpec) -> Prepared:
-    """Decode and normalise each ROI's crop (:mod:`center.preprocess`), keeping rows aligned with items."""
+    """Decode and normalise each ROI's crop (:mod:`vcascade.center.preprocess`), keeping rows aligned with items."""
     inputs, ok, failed = [], [], []
     for item in items:
         try:

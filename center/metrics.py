@@ -12,8 +12,8 @@ from collections import Counter as _Tally
 
 from prometheus_client import Counter, Gauge, Histogram
 
-from vcascade.telemetry import BATCH_BUCKETS, LATENCY_BUCKETS_S
-from vcascade.wire import Hop
+from vcascade.core.telemetry import BATCH_BUCKETS, LATENCY_BUCKETS_S
+from vcascade.core.wire import Hop
 
 ROIS_RECEIVED = Counter("vcascade_worker_rois_received_total", "ROIs received from brokers.", ["worker"])
 RESULTS = Counter("vcascade_worker_results_total", "Results sent back.", ["worker"])

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from vcascade.wire import Hop, Roi
+from vcascade.core.wire import Hop, Roi
 
 
 @dataclass

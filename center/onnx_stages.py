@@ -26,7 +26,7 @@ import onnx
 import onnx.utils
 import onnxruntime as ort
 
-from vcascade.onnx_session import open_session, session_options
+from vcascade.core.onnx_session import open_session, session_options
 
 log = logging.getLogger(__name__)
 
@@ -134,7 +134,7 @@ def split_onnx(model: onnx.ModelProto, split_points: Sequence[str]) -> list[onnx
 
 
 def make_session(model: onnx.ModelProto | bytes, device: str, options: ort.SessionOptions) -> ort.InferenceSession:
-    """A session for ``model`` on ``device`` (``cpu``, ``cuda`` or ``cuda:N``): :func:`vcascade.onnx_session.open_session`
+    """A session for ``model`` on ``device`` (``cpu``, ``cuda`` or ``cuda:N``): :func:`vcascade.core.onnx_session.open_session`
     (a CUDA device is really used or the call fails, never a silent CPU fallback).
 
     Raises:

@@ -12,7 +12,7 @@ import threading
 
 import zmq
 
-from vcascade.sockets import make_socket
+from vcascade.core.sockets import make_socket
 
 _counter = itertools.count()
 

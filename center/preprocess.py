@@ -20,7 +20,7 @@ class DecodeError(ValueError):
 
 @dataclass(frozen=True)
 class PreprocessSpec:
-    """How crops become network input (from :class:`vcascade.config.TorchRecognizerConfig`).
+    """How crops become network input (from :class:`vcascade.core.config.TorchRecognizerConfig`).
 
     Attributes:
         input_hw: network input (height, width), px.
@@ -87,7 +87,7 @@ def to_input(image_bgr: np.ndarray, spec: PreprocessSpec) -> np.ndarray:
 
 def resize_uint8(image_bgr: np.ndarray, spec: PreprocessSpec) -> np.ndarray:
     """``stretch`` resize of one decoded crop to ``spec.input_hw`` (``cv2.INTER_LINEAR``), channels put in the
-    network's order, still uint8 (the device path normalises it there: :mod:`center.transfer`).
+    network's order, still uint8 (the device path normalises it there: :mod:`vcascade.center.transfer`).
 
     Args:
         image_bgr: (h, w, 3) uint8 BGR image.

@@ -1,4 +1,4 @@
-"""Measure the cost of each splittable unit of a recognizer on a sample micro-batch (for :mod:`center.balance`).
+"""Measure the cost of each splittable unit of a recognizer on a sample micro-batch (for :mod:`vcascade.center.balance`).
 
 * torch: the units are the children of the model's sequential containers (``nn.Sequential``, or an unflattened
   ``torch.export`` module whose children are named 0, 1, ...), e.g. ``features.0`` .. ``features.18`` for
@@ -7,7 +7,7 @@
   charged to the unit before it, the code before the first unit to the first), so the costs sum to the whole
   forward pass. Channels-last like ``TorchStage``, one torch thread (the caller sets it), median of ``runs``
   passes after ``warmup`` passes.
-* ONNX: the units are the node groups between consecutive cut points (:func:`center.onnx_stages.cut_points`).
+* ONNX: the units are the node groups between consecutive cut points (:func:`vcascade.center.onnx_stages.cut_points`).
   ONNX Runtime's profiler (``SessionOptions.enable_profiling``) gives each node's kernel time; it runs at the
   BASIC optimisation level, which keeps node names (the ALL level fuses and renames them), and the per-node
   shares are then scaled to the median time of the fully optimised model, so predicted stage costs are in the
@@ -32,7 +32,7 @@ import onnxruntime as ort
 import torch
 from torch import nn
 
-from center.onnx_stages import cut_points, make_session, session_options
+from vcascade.center.onnx_stages import cut_points, make_session, session_options
 
 
 @dataclass(frozen=True)

@@ -23,8 +23,9 @@ from typing import Sequence
 import torch
 from torch import nn
 
-from vcascade.config import TorchRecognizerConfig
-from vcascade.resources import resolve
+from vcascade.center.transfer import Placement
+from vcascade.core.config import TorchRecognizerConfig
+from vcascade.core.resources import resolve
 
 Activations = tuple[torch.Tensor, ...]
 """What flows between stages: the positional inputs of the next stage module."""
@@ -140,7 +141,7 @@ def as_activations(output) -> Activations:
 class TorchStage:
     """One pipeline stage: a module on its device, called with the previous stage's activations.
 
-    Calling it runs the module under ``torch.inference_mode()`` through :class:`center.transfer.Placement`: the
+    Calling it runs the module under ``torch.inference_mode()`` through :class:`vcascade.center.transfer.Placement`: the
     inputs are moved to the device (pinned host memory, non-blocking copies), and on CUDA the stage computes on
     its own stream, waits on the previous stage's event instead of the whole device, and its thread waits for
     its own event before returning (so stage timestamps measure compute and the next stage reads a complete
@@ -158,11 +159,9 @@ class TorchStage:
     def __call__(self, inputs: Activations) -> Activations:
         """Run the stage. ``inputs``: tensors on any device; returns its outputs on this stage's device.
 
-        Placement (own CUDA stream, waiting on the previous stage's event) is :class:`center.transfer.Placement`.
+        Placement (own CUDA stream, waiting on the previous stage's event) is :class:`vcascade.center.transfer.Placement`.
         """
         if "placement" not in self.__dict__:
-            from center.transfer import Placement
-
             self.placement = Placement(self.device)
         return self.placement.run(self.module, inputs, _channels_last)
 
@@ -174,7 +173,7 @@ def _channels_last(x: torch.Tensor) -> torch.Tensor:
 def load_stages(cfg: TorchRecognizerConfig, devices: Sequence[str]) -> list[TorchStage]:
     """Build, load, split and place the recognizer at its explicit split points: one :class:`TorchStage` per device.
 
-    (``split_points: auto`` is resolved by :func:`center.runtimes.load_recognizer_stages`, which profiles first.)
+    (``split_points: auto`` is resolved by :func:`vcascade.center.runtimes.load_recognizer_stages`, which profiles first.)
 
     Raises:
         ValueError: ``split_points`` is ``auto``, or ``len(devices) != len(cfg.split_points) + 1``; plus the

@@ -1,7 +1,7 @@
 """One entry point from a recognizer config to its pipeline stages, whatever the runtime (registry by ``type``).
 
 ``load_recognizer_stages(rec_cfg, devices)`` loads the model, resolves ``split_points: auto`` (profile one
-sample micro-batch with :mod:`center.profile`, then :func:`center.balance.balance` over ``len(devices)``
+sample micro-batch with :mod:`vcascade.center.profile`, then :func:`vcascade.center.balance.balance` over ``len(devices)``
 stages), splits and places one stage per device. Every stage takes the previous stage's activations tuple and
 returns a tuple; torch stages pass torch tensors, ONNX stages numpy arrays. :func:`stage_input` turns the
 batcher's numpy batch into what the first stage wants, :func:`as_numpy` the last stage's output into numpy
@@ -21,16 +21,16 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import torch
 
-from center.balance import Plan, balance, plan_for_cuts
-from center.onnx_stages import build_onnx_stages, fit_batch, load_onnx, to_numpy
-from center.preprocess import to_device
-from center.profile import ModelProfile, profile_onnx, profile_torch
-from center.recognizer import build_model, place_stages
-from center.torch_onnx import torch_to_onnx
-from vcascade.config import RecognizerConfig, TorchRecognizerConfig
-from vcascade.models import find_model, model_search_dirs
-from vcascade.ocr_models import PPOCR_REC_MODEL, ensure_text_model
-from vcascade.resources import resolve
+from vcascade.center.balance import Plan, balance, plan_for_cuts
+from vcascade.center.ocr_models import PPOCR_REC_MODEL, ensure_text_model
+from vcascade.center.onnx_stages import build_onnx_stages, fit_batch, load_onnx, to_numpy
+from vcascade.center.preprocess import to_device
+from vcascade.center.profile import ModelProfile, profile_onnx, profile_torch
+from vcascade.center.recognizer import build_model, place_stages
+from vcascade.center.torch_onnx import torch_to_onnx
+from vcascade.core.config import RecognizerConfig, TorchRecognizerConfig
+from vcascade.core.models import find_model, model_search_dirs
+from vcascade.core.resources import resolve
 
 log = logging.getLogger(__name__)
 
@@ -63,12 +63,12 @@ class Runtime:
 def resolve_onnx_model(model: str, model_dir: str | os.PathLike[str] | None = None) -> Path:
     """The ONNX file of a recognizer's ``model``: package:// URI, absolute path, or a name searched in
     ``model_dir``, ``$VCASCADE_MODEL_DIR`` and the user cache (like the edge's detector). The PP-OCR text model
-    (``PP-OCRv6_rec_small.onnx``) is fetched once when missing (:func:`vcascade.ocr_models.ensure_text_model`:
+    (``PP-OCRv6_rec_small.onnx``) is fetched once when missing (:func:`vcascade.center.ocr_models.ensure_text_model`:
     extracted from the pinned rapidocr wheel on PyPI and verified).
 
     Raises:
         FileNotFoundError: not found; the message lists the folders searched.
-        vcascade.models.ModelUnavailable: the text model is missing and could not be fetched.
+        vcascade.core.models.ModelUnavailable: the text model is missing and could not be fetched.
     """
     resolved = resolve(model)
     found = find_model(resolved, model_dir)
@@ -127,7 +127,7 @@ def runtime_key(rec_cfg: RecognizerConfig) -> str:
 def with_stage_threads(rec_cfg: RecognizerConfig, threads: int) -> RecognizerConfig:
     """``rec_cfg`` with its unset ``intra_op_threads`` (ONNX Runtime sessions: ``type: onnx``, or ``engine:
     onnxruntime``) filled in with ``threads``, the process's threads per stage
-    (:func:`vcascade.threads.threads_per_stage`); torch stage threads call ``torch.set_num_threads`` instead."""
+    (:func:`vcascade.core.threads.threads_per_stage`); torch stage threads call ``torch.set_num_threads`` instead."""
     if rec_cfg.intra_op_threads is None:
         return rec_cfg.model_copy(update={"intra_op_threads": threads})
     return rec_cfg
@@ -149,7 +149,7 @@ def default_sample(rec_cfg: RecognizerConfig, batch: int = PROFILE_BATCH, seed: 
 
 
 def auto_plan(profile: ModelProfile, num_stages: int) -> Plan:
-    """The balanced plan of ``profile`` over ``num_stages`` stages (:func:`center.balance.balance`)."""
+    """The balanced plan of ``profile`` over ``num_stages`` stages (:func:`vcascade.center.balance.balance`)."""
     return balance(profile.costs_ms, num_stages)
 
 
@@ -278,7 +278,7 @@ def warm_up(stages: Sequence[Stage], rec_cfg: RecognizerConfig, device: str, bat
 
 def stage_input(rec_cfg: RecognizerConfig, batch: np.ndarray, device: str) -> torch.Tensor | np.ndarray:
     """The first stage's input from the batcher's (n, 3, H, W) float32 batch: a torch tensor on ``device`` for
-    torch runtimes (:func:`center.preprocess.to_device`), the numpy array itself for ONNX."""
+    torch runtimes (:func:`vcascade.center.preprocess.to_device`), the numpy array itself for ONNX."""
     return to_device(batch, device) if runtime_of(rec_cfg).takes_torch else batch
 
 

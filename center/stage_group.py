@@ -5,9 +5,9 @@ workers). Threads:
 
 * IO thread (the caller of :func:`run_stage_group`): owns the ROUTER the workers connect to (CurveZMQ server
   when the deployment enables it) and an ``inproc`` PULL for answers; decodes each ``batch`` message
-  (:mod:`center.stage_link`) into a micro-batch whose items are the sender's routing id and ``seq``, and
+  (:mod:`vcascade.center.stage_link`) into a micro-batch whose items are the sender's routing id and ``seq``, and
   submits it to the engine (blocking when the engine is full: back-pressure through ZeroMQ's queues).
-* one thread per stage (:class:`center.stages.StageEngine`, torch threads per stage from the config), then the
+* one thread per stage (:class:`vcascade.center.stages.StageEngine`, torch threads per stage from the config), then the
   sink thread, which encodes the last stage's output as a ``result`` (zero-copy frames) and hands it to the IO
   thread. A stage that raises answers its micro-batch with an ``error`` message; the group keeps serving.
 
@@ -23,17 +23,17 @@ from typing import Callable, Sequence
 
 import zmq
 
-from center.metrics import StageGroupTelemetry
-from center.microbatch import MicroBatch
-from center.runtimes import Stage, load_recognizer_stages, with_stage_threads
-from center.stage_link import decode_message, encode_message
-from center.stages import StageEngine
-from vcascade.components import StopFlag
-from vcascade.config import Deployment, RecognizerConfig
-from vcascade.security import secure_server, start_authenticator
-from vcascade.sockets import make_socket
-from vcascade.telemetry import serve_metrics
-from vcascade.threads import set_process_threads, stage_threads_of
+from vcascade.center.metrics import StageGroupTelemetry
+from vcascade.center.microbatch import MicroBatch
+from vcascade.center.runtimes import Stage, load_recognizer_stages, with_stage_threads
+from vcascade.center.stage_link import decode_message, encode_message
+from vcascade.center.stages import StageEngine
+from vcascade.core.config import Deployment, RecognizerConfig
+from vcascade.core.security import secure_server, start_authenticator
+from vcascade.core.sockets import make_socket
+from vcascade.core.stop import StopFlag
+from vcascade.core.telemetry import serve_metrics
+from vcascade.core.threads import set_process_threads, stage_threads_of
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +68,7 @@ def load_stage_range(
 
     Raises:
         ValueError: ``split_points: auto``, or the range does not fit the recognizer's stages; the errors of
-        :func:`center.runtimes.load_recognizer_stages`.
+        :func:`vcascade.center.runtimes.load_recognizer_stages`.
     """
     if cfg.split_points == "auto":
         raise ValueError("a recognizer split across processes needs explicit split_points, not auto")
@@ -85,12 +85,12 @@ def run_stage_group(
     """Run stage group ``name`` until ``stop`` is set, then finish the micro-batches in flight and return.
 
     Raises:
-        KeyError: no such group; vcascade.telemetry.MetricsPortInUse; vcascade.security.SecurityError;
-        model build errors (see :func:`center.recognizer.build_model`).
+        KeyError: no such group; vcascade.core.telemetry.MetricsPortInUse; vcascade.core.security.SecurityError;
+        model build errors (see :func:`vcascade.center.recognizer.build_model`).
     """
     cfg = deployment.stage_groups[name]
     recognizer, first = group_position(deployment, name)
-    threads = stage_threads_of(cfg)  # per stage thread, from the cores given (vcascade.threads)
+    threads = stage_threads_of(cfg)  # per stage thread, from the cores given (vcascade.core.threads)
     set_process_threads(threads, opencv_threads=1)
     serve_metrics(cfg.metrics_port)
     stages = load_stage_range(with_stage_threads(deployment.recognizers[recognizer], threads), cfg.devices, first)

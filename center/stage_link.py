@@ -13,10 +13,10 @@ Message (DEALER on the worker, ROUTER on the group)::
   into channels-last NCHW views on arrival, so they are not copied into NCHW order first.
 
 Anything that does not decode, or whose frames disagree with the header, raises
-:class:`vcascade.wire.MalformedMessage` (counted by the receiver, then dropped).
+:class:`vcascade.core.wire.MalformedMessage` (counted by the receiver, then dropped).
 
 :class:`RemoteStages` (worker side) is the stage group as one asynchronous stage of the worker's
-:class:`center.stages.StageEngine`.
+:class:`vcascade.center.stages.StageEngine`.
 """
 
 from __future__ import annotations
@@ -34,8 +34,8 @@ import numpy as np
 import torch
 import zmq
 
-from vcascade.sockets import make_socket
-from vcascade.wire import MAX_HEADER_BYTES, MalformedMessage
+from vcascade.core.sockets import make_socket
+from vcascade.core.wire import MAX_HEADER_BYTES, MalformedMessage
 
 LINK_VERSION = 1
 """Version of :class:`LinkHeader`; a peer speaking another one is dropped as malformed."""
@@ -247,7 +247,7 @@ class RemoteStages:
         self._done = self._fail = None
 
     def start(self, done, fail) -> None:
-        """Bind the inproc pipe and start the link thread (see :class:`center.stages.AsyncStage`)."""
+        """Bind the inproc pipe and start the link thread (see :class:`vcascade.center.stages.AsyncStage`)."""
         self._done, self._fail = done, fail
         self._pull = make_socket(self._ctx, zmq.PULL)
         self._pull.bind(self._pipe)

@@ -10,7 +10,7 @@ their sink call (or their failure); ``submit`` blocks while that many are in fli
 batcher), on top of the bounded queue before every stage.
 
 Asynchronous stages: an entry of ``stages`` may be an :class:`AsyncStage` (e.g. a stage group in another
-process, :class:`center.stage_link.RemoteStages`). Its thread only hands micro-batches over; the async stage
+process, :class:`vcascade.center.stage_link.RemoteStages`). Its thread only hands micro-batches over; the async stage
 hands each back whenever it is done, in any order, and the engine forwards it to the next queue. Every
 micro-batch carries its own items, so results never depend on completion order.
 
@@ -28,7 +28,7 @@ import threading
 import time
 from typing import Any, Callable, Protocol, Sequence, runtime_checkable
 
-from center.microbatch import MicroBatch
+from vcascade.center.microbatch import MicroBatch
 
 log = logging.getLogger(__name__)
 

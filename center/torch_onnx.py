@@ -5,7 +5,7 @@ demo's embedder, micro-batch 8, one thread: about 2x; docs/BENCHMARKS.md), and a
 center is mostly recognition time. The export uses ``torch.onnx.export`` with the TorchScript-based exporter
 (``dynamo=False``: the dynamo exporter needs the ``onnxscript`` package), ONNX opset :data:`OPSET`, the
 batch dimension of every input and output symbolic. The exported graph then goes through the ONNX stage
-runtime (:mod:`center.onnx_stages`): cut points, ``split_points: auto`` balancing, one session per stage.
+runtime (:mod:`vcascade.center.onnx_stages`): cut points, ``split_points: auto`` balancing, one session per stage.
 Outputs equal torch's within float32 rounding (tests/center/test_torch_onnx.py).
 """
 

@@ -3,7 +3,7 @@
 Crops: decoded and resized on the CPU with OpenCV (crops differ in size, so they cannot be batched before the
 resize), stacked as one (n, H, W, 3) uint8 array, moved to the first stage's device (4x fewer bytes than
 float32, through pinned host memory on CUDA), then converted, normalised and permuted there with torch
-(:func:`prepare_batch`). On the CPU the result equals :func:`center.preprocess.to_input` within float rounding
+(:func:`prepare_batch`). On the CPU the result equals :func:`vcascade.center.preprocess.to_input` within float rounding
 (tests/center/test_transfer.py).
 
 Between stages (:class:`Placement`): each CUDA stage computes on its own stream. Its outputs are returned as
@@ -21,8 +21,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from center.microbatch import RoiItem
-from center.preprocess import DecodeError, PreprocessSpec, decode_jpeg, resize_uint8, to_device
+from vcascade.center.microbatch import RoiItem
+from vcascade.center.preprocess import DecodeError, PreprocessSpec, decode_jpeg, resize_uint8, to_device
 
 
 class Placed(tuple):
@@ -68,7 +68,7 @@ def normalise_on_device(batch_u8: np.ndarray | torch.Tensor, spec: PreprocessSpe
 
     Returns:
         (n, 3, H, W) float32 tensor on ``device``, ``(pixel / 255 - mean) / std``, in the channels-last memory
-        layout (the permuted NHWC buffer; the layout :class:`center.recognizer.TorchStage` computes in).
+        layout (the permuted NHWC buffer; the layout :class:`vcascade.center.recognizer.TorchStage` computes in).
     """
     device = torch.device(device)
     pixels = to_device(batch_u8, device)

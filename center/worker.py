@@ -5,11 +5,11 @@ Threads (see DESIGN.md, "Stage engine"):
 * IO thread (the caller of :func:`run_worker`): owns every ZeroMQ socket and never computes. Receives ROIs
   from the brokers' backends (one DEALER per broker), sends ``Ready`` (credits; doubles as the worker's
   heartbeat) every ``heartbeat.interval_s``, forwards the results the other threads hand it through
-  :class:`center.outbox.Outbox`. A broker silent for ``heartbeat.liveness * interval_s`` (it heartbeats every
+  :class:`vcascade.center.outbox.Outbox`. A broker silent for ``heartbeat.liveness * interval_s`` (it heartbeats every
   interval) gets a fresh DEALER with the same identity and a new ``Ready`` (Paranoid Pirate reconnect, ZeroMQ
   Guide ch. 4); work in progress is kept and answered through the new socket.
 * batcher thread: micro-batches on "full or timeout", drops stale ROIs, decodes and normalises crops.
-* one thread per stage, then the head thread (:class:`center.stages.StageEngine`).
+* one thread per stage, then the head thread (:class:`vcascade.center.stages.StageEngine`).
 
 Every ROI received is answered exactly once, with a ``Result`` or a ``Drop(reason)``, through the socket it
 came from (or its replacement). Reasons: ``stale``, ``decode_error``, ``preprocess_error``, ``stage_error``,
@@ -34,25 +34,25 @@ from typing import Callable
 
 import zmq
 
-from center.batcher import STOP, MicroBatcher, preprocess_items, split_stale
-from center.heads import build_head, head_context, head_input
-from center.metrics import WorkerTelemetry, link_discarded, stage_error
-from center.microbatch import MicroBatch, RoiItem
-from center.outbox import Outbox
-from center.preprocess import PreprocessSpec
-from center.runtimes import load_recognizer_stages, stage_input, warm_up, with_stage_threads
-from center.stage_group import load_stage_range
-from center.stage_link import RemoteStages
-from center.stages import StageEngine
-from center.transfer import prepare_batch
-from vcascade import wire
-from vcascade.config import Deployment
-from vcascade.security import secure_client, watch_auth_failures
-from vcascade.sockets import make_socket
-from vcascade.components import StopFlag
-from vcascade.health import READINESS
-from vcascade.telemetry import serve_metrics
-from vcascade.threads import set_process_threads, stage_threads_of
+from vcascade.center.batcher import STOP, MicroBatcher, preprocess_items, split_stale
+from vcascade.center.heads import build_head, head_context, head_input
+from vcascade.center.metrics import WorkerTelemetry, link_discarded, stage_error
+from vcascade.center.microbatch import MicroBatch, RoiItem
+from vcascade.center.outbox import Outbox
+from vcascade.center.preprocess import PreprocessSpec
+from vcascade.center.runtimes import load_recognizer_stages, stage_input, warm_up, with_stage_threads
+from vcascade.center.stage_group import load_stage_range
+from vcascade.center.stage_link import RemoteStages
+from vcascade.center.stages import StageEngine
+from vcascade.center.transfer import prepare_batch
+from vcascade.core import wire
+from vcascade.core.config import Deployment
+from vcascade.core.health import READINESS
+from vcascade.core.security import secure_client, watch_auth_failures
+from vcascade.core.sockets import make_socket
+from vcascade.core.stop import StopFlag
+from vcascade.core.telemetry import serve_metrics
+from vcascade.core.threads import set_process_threads, stage_threads_of
 
 log = logging.getLogger(__name__)
 
@@ -85,12 +85,12 @@ def run_worker(
         name: worker name (key under ``workers``).
         stop: set it to stop the worker.
         report: called about once a second and once at the end with
-            :meth:`center.metrics.WorkerTelemetry.snapshot` (``final`` True the last time).
+            :meth:`vcascade.center.metrics.WorkerTelemetry.snapshot` (``final`` True the last time).
         model_dir: folder searched first for an ONNX recognizer's ``model`` name (``--model-dir``).
 
     Raises:
-        KeyError: no such worker; vcascade.telemetry.MetricsPortInUse; model build errors
-        (see :func:`center.recognizer.build_model`).
+        KeyError: no such worker; vcascade.core.telemetry.MetricsPortInUse; model build errors
+        (see :func:`vcascade.center.recognizer.build_model`).
     """
     cfg = deployment.workers[name]
     serve_metrics(cfg.metrics_port, component="worker", name=name)
@@ -109,7 +109,7 @@ class _Worker:
 
     def __init__(self, deployment: Deployment, name: str, model_dir: str | None = None) -> None:
         cfg = deployment.workers[name]
-        threads = stage_threads_of(cfg)  # per stage thread, from the cores given (vcascade.threads)
+        threads = stage_threads_of(cfg)  # per stage thread, from the cores given (vcascade.core.threads)
         set_process_threads(threads, cfg.opencv_threads)  # before the model is built
         recognizer = with_stage_threads(deployment.recognizers[cfg.recognizer], threads)
         self.name = name
@@ -246,7 +246,7 @@ class _Worker:
     def _close(self, dealers: list[zmq.Socket]) -> None:
         self._send_all(dealers, wire.Bye(sender=self.name))
         for sock in dealers:
-            sock.close()  # LINGER (vcascade.sockets) bounds the wait for unsent messages
+            sock.close()  # LINGER (vcascade.core.sockets) bounds the wait for unsent messages
         if self.outbox is not None:
             self.outbox.close()
 

@@ -14,14 +14,14 @@ RFC 5905 section 8). All hops sum to ``end_to_end`` (capture to result on the ed
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from edge.frames import Frame
-from edge.identity_cache import TrackIdentity
-from vcascade.coco import COCO_CLASSES
-from vcascade.wire import Result, Roi
+from vcascade.core.coco import COCO_CLASSES
+from vcascade.core.wire import Result, Roi
+from vcascade.edge.frames import Frame
+from vcascade.edge.identity_cache import TrackIdentity
 
 
 @dataclass

@@ -7,7 +7,7 @@ finish at the link as usual (a result, or a drop after ``roi_timeout_s`` and the
 balance (``sent = results + drops``) the removal is ``closed``: those numbers are final, stay in the snapshot
 (and so in the run summary) and in the Prometheus counters, whose series are never deleted.
 
-Every change runs on the edge's loop thread (:mod:`edge.control` queues them there), so the tracker and
+Every change runs on the edge's loop thread (:mod:`vcascade.edge.control` queues them there), so the tracker and
 ROI policy of a camera are never touched by two threads. :meth:`CameraSet.readers` may be read from any thread.
 """
 
@@ -17,11 +17,11 @@ import logging
 import threading
 from collections import OrderedDict
 
-from edge.frames import FrameSlots
-from edge.link import BrokerLink
-from edge.source import STOP_JOIN_S, CameraReader
-from vcascade.config import CameraConfig
-from vcascade.redact import redact_url
+from vcascade.core.config import CameraConfig
+from vcascade.core.redact import redact_url
+from vcascade.edge.frames import FrameSlots
+from vcascade.edge.link import BrokerLink
+from vcascade.edge.source import STOP_JOIN_S, CameraReader
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +43,7 @@ class CameraSet:
         edge: the edge's name.
         slots: the frame slots shared by the readers and the detector.
         node: the edge node (``add_camera``/``remove_camera``: tracking and the link's books); any object with
-            those two methods and a ``link`` attribute (:class:`edge.link.BrokerLink`).
+            those two methods and a ``link`` attribute (:class:`vcascade.edge.link.BrokerLink`).
     """
 
     def __init__(self, edge: str, slots: FrameSlots, node) -> None:

@@ -21,8 +21,8 @@ import time
 from dataclasses import dataclass
 from typing import Literal, get_args
 
-from edge import metrics
-from vcascade.redact import redact_url
+from vcascade.core.redact import redact_url
+from vcascade.edge import metrics
 
 log = logging.getLogger(__name__)
 

@@ -23,9 +23,9 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from vcascade.config import CameraConfig
-from vcascade.redact import redact_url
-from vcascade.resources import resolve
+from vcascade.core.config import CameraConfig
+from vcascade.core.redact import redact_url
+from vcascade.core.resources import resolve
 
 _LIVE_SCHEMES = ("rtsp://", "rtsps://", "http://", "https://", "device://")
 _DEVICE = re.compile(r"^device://(\d{1,3})$", re.IGNORECASE)

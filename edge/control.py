@@ -2,7 +2,7 @@
 
 Protocol (ZeroMQ REQ client -> ROUTER on ``edges.<name>.control_port``): one request, one reply, each a
 msgpack map decoded by msgspec into a typed struct. A request's ``op`` is ``camera_add`` (``name`` and the
-camera's settings, validated with the same pydantic :class:`~vcascade.config.CameraConfig` as the deployment
+camera's settings, validated with the same pydantic :class:`~vcascade.core.config.CameraConfig` as the deployment
 file), ``camera_remove`` (``name``) or ``camera_list``. The reply says ``ok``, an ``error`` when not, and the
 edge's cameras (state, removal, books; URLs redacted).
 
@@ -13,7 +13,7 @@ every ``*.key`` of ``keys_dir``); a refused handshake never reaches this code an
 
 Threads: :class:`ControlServer` owns the socket and decodes requests; each change is handed to the detector
 thread through :meth:`ControlServer.apply_pending` (called by the edge's loop between frames), so cameras are
-only ever changed there (:class:`edge.camera_set.CameraSet`). Malformed requests are counted and answered
+only ever changed there (:class:`vcascade.edge.camera_set.CameraSet`). Malformed requests are counted and answered
 with an error, never raised.
 """
 
@@ -31,9 +31,8 @@ import zmq
 from prometheus_client import Counter
 from pydantic import TypeAdapter, ValidationError
 
-from edge.camera_set import CameraChangeError, CameraSet
-from vcascade.config import CameraConfig, Deployment, Name
-from vcascade.control_protocol import (  # noqa: F401  (re-exported: the protocol is part of this module's API)
+from vcascade.core.config import CameraConfig, Deployment, Name
+from vcascade.core.control_protocol import (  # noqa: F401  (re-exported: the protocol is part of this module's API)
     CameraAdd,
     CameraList,
     CameraRemove,
@@ -42,9 +41,10 @@ from vcascade.control_protocol import (  # noqa: F401  (re-exported: the protoco
     decode_request,
     encode,
 )
-from vcascade.redact import redact_url
-from vcascade.security import secure_server, start_authenticator, watch_auth_failures
-from vcascade.sockets import make_socket
+from vcascade.core.redact import redact_url
+from vcascade.core.security import secure_server, start_authenticator, watch_auth_failures
+from vcascade.core.sockets import make_socket
+from vcascade.edge.camera_set import CameraChangeError, CameraSet
 
 log = logging.getLogger(__name__)
 
@@ -103,7 +103,7 @@ class ControlServer(threading.Thread):
         cameras: the edge's camera set, changed only by :meth:`apply_pending`.
 
     Raises:
-        vcascade.security.SecurityError: CurveZMQ is on and the edge's keys or the authorized keys are missing.
+        vcascade.core.security.SecurityError: CurveZMQ is on and the edge's keys or the authorized keys are missing.
         zmq.ZMQError: the control port cannot be bound.
     """
 
@@ -191,7 +191,7 @@ def start_control(edge: str, dep: Deployment, ctx: zmq.Context, cameras: CameraS
     """Start the control socket thread when ``edges.<edge>.control_port`` is set; None otherwise.
 
     Raises:
-        vcascade.security.SecurityError, zmq.ZMQError: see :class:`ControlServer`.
+        vcascade.core.security.SecurityError, zmq.ZMQError: see :class:`ControlServer`.
     """
     if dep.edges[edge].control_port is None:
         return None

@@ -2,7 +2,7 @@
 
 Detection is most of an edge's work (YOLOX-nano: about 27 ms of CPU per frame against under 1 ms for decoding
 and tracking), and one small model gains little from ONNX Runtime's intra-op threads. So the edge runs
-``instances`` detector threads (:func:`vcascade.threads.detector_threads`: one per core given) that each
+``instances`` detector threads (:func:`vcascade.core.threads.detector_threads`: one per core given) that each
 take frames from the :class:`~edge.frames.FrameSlots` and run the one shared session on them at once; ONNX
 Runtime releases the GIL during a run.
 
@@ -20,9 +20,9 @@ import threading
 import time
 from dataclasses import dataclass
 
-from edge.detectors import Detector
-from edge.frames import Frame, FrameSlots
-from vcascade.detections import Detections
+from vcascade.core.detections import Detections
+from vcascade.edge.detectors import Detector
+from vcascade.edge.frames import Frame, FrameSlots
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from edge import metrics
+from vcascade.edge import metrics
 
 
 @dataclass(frozen=True)

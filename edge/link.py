@@ -6,9 +6,9 @@ result or as a drop with a reason, both written to the sinks and counted per cam
 ``sent = results + drops`` holds per camera at any quiet moment and at the end.
 
 Reliability (DESIGN.md, "The edge's retries and failover"): the link sends a ``Heartbeat`` to every broker
-each ``heartbeat.interval_s`` and tracks each broker's liveness (:mod:`edge.link_state`). An ROI goes to the
+each ``heartbeat.interval_s`` and tracks each broker's liveness (:mod:`vcascade.edge.link_state`). An ROI goes to the
 live broker with the fewest ROIs in flight. An ROI unanswered for ``roi_timeout_s``, or in flight to a broker
-declared dead (silent, or its connection closed: :mod:`edge.link_sockets`), is sent again (``attempt + 1``,
+declared dead (silent, or its connection closed: :mod:`vcascade.edge.link_sockets`), is sent again (``attempt + 1``,
 to another live broker when there is one) up to ``max_attempts`` sends, then dropped (``timeout`` /
 ``broker_lost``). The first answer per ``roi_id`` ends the ROI; later ones are counted as duplicates and
 never written. While no broker is alive the send queue
@@ -28,13 +28,13 @@ from collections.abc import Callable
 import msgspec
 import zmq
 
-from edge import metrics
-from edge.account import PendingRoi, drop_record, result_record
-from edge.link_sockets import broker_socket, close_broker_socket, disconnected
-from edge.link_state import LATENCY_SAMPLES, BrokerTable, CameraTally, Flight, may_retry
-from edge.sinks import Sink
-from vcascade import wire
-from vcascade.config import Deployment
+from vcascade.core import wire
+from vcascade.core.config import Deployment
+from vcascade.edge import metrics
+from vcascade.edge.account import PendingRoi, drop_record, result_record
+from vcascade.edge.link_sockets import broker_socket, close_broker_socket, disconnected
+from vcascade.edge.link_state import LATENCY_SAMPLES, BrokerTable, CameraTally, Flight, may_retry
+from vcascade.edge.sinks import Sink
 
 log = logging.getLogger(__name__)
 

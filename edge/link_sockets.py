@@ -12,9 +12,9 @@ from __future__ import annotations
 import zmq
 from zmq.utils.monitor import recv_monitor_message
 
-from vcascade.config import SecurityConfig
-from vcascade.security import FAILURE_REASONS, auth_failures_counter, secure_client
-from vcascade.sockets import make_socket
+from vcascade.core.config import SecurityConfig
+from vcascade.core.security import FAILURE_REASONS, auth_failures_counter, secure_client
+from vcascade.core.sockets import make_socket
 
 RECONNECT_IVL_MS, RECONNECT_IVL_MAX_MS = 100, 1000
 """ZeroMQ reconnect back-off to a broker that went away: 0.1 s doubling up to 1 s, so that a restarted broker
@@ -28,11 +28,11 @@ def broker_socket(
     CurveZMQ, refused handshakes).
 
     With ``security.curve.enabled`` the DEALER is a CurveZMQ client holding ``edge``'s keypair and pinning
-    ``broker``'s public key (:func:`vcascade.security.secure_client`).
+    ``broker``'s public key (:func:`vcascade.core.security.secure_client`).
     Both belong to the calling thread; close the monitor with :func:`close_broker_socket`.
 
     Raises:
-        vcascade.security.SecurityError: a key file is missing or malformed.
+        vcascade.core.security.SecurityError: a key file is missing or malformed.
     """
     sock = make_socket(ctx, zmq.DEALER, identity=identity)
     sock.setsockopt(zmq.IMMEDIATE, 1)

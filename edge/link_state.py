@@ -1,7 +1,7 @@
 """Pure bookkeeping of the edge's broker link: accounting records, broker liveness, broker choice, retries.
 
 No sockets and no clock reads: callers pass ``now_s`` (``time.perf_counter()`` seconds), so every rule here
-is tested without processes (tests/edge/test_link_state.py), like :mod:`broker.dispatch` for the broker.
+is tested without processes (tests/edge/test_link_state.py), like :mod:`vcascade.broker.dispatch` for the broker.
 
 Liveness follows the Paranoid Pirate pattern (ZeroMQ Guide, chapter 4) as agreed in DESIGN.md: any message
 from a broker proves it alive; a broker silent for ``liveness * interval_s`` seconds is dead until its next
@@ -18,7 +18,7 @@ from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from edge.account import PendingRoi
+from vcascade.edge.account import PendingRoi
 
 LATENCY_SAMPLES = 20_000
 """End-to-end latencies kept per camera for the run summary's percentiles (a sliding window)."""

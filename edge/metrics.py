@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from prometheus_client import Counter, Gauge, Histogram
 
-from vcascade.telemetry import LATENCY_BUCKETS_S
-from vcascade.wire import Roi
+from vcascade.core.telemetry import LATENCY_BUCKETS_S
+from vcascade.core.wire import Roi
 
 FRAMES_DECODED = Counter("vcascade_edge_frames_decoded_total", "Frames decoded from the camera.", ["edge", "camera"])
 FRAMES_SKIPPED = Counter(

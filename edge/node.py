@@ -2,11 +2,11 @@
 
 Follow one ROI: a :class:`~edge.source.CameraReader` decodes a frame into the :class:`~edge.frames.FrameSlots`;
 one of the :class:`~edge.detect_pool.DetectorPool`'s threads takes it and runs the detector (as many runs at once
-as the edge has cores, :mod:`vcascade.threads`); :func:`run_edge`'s loop gets the detections back in take
-order and :meth:`EdgeNode.handle` tracks them (:mod:`edge.tracking`), lets the ROI policy pick the ones worth sending (:mod:`edge.roi_policy`; the others
-get a ``tracked`` line with their track's cached identity, :mod:`edge.identity_cache`), crops and
-JPEG-encodes each (:mod:`edge.roi`) and submits it to the :class:`~edge.link.BrokerLink`, which sends it to a
-broker, receives the result, closes the latency account (:mod:`edge.account`) and writes the sinks.
+as the edge has cores, :mod:`vcascade.core.threads`); :func:`run_edge`'s loop gets the detections back in take
+order and :meth:`EdgeNode.handle` tracks them (:mod:`vcascade.edge.tracking`), lets the ROI policy pick the ones worth sending (:mod:`vcascade.edge.roi_policy`; the others
+get a ``tracked`` line with their track's cached identity, :mod:`vcascade.edge.identity_cache`), crops and
+JPEG-encodes each (:mod:`vcascade.edge.roi`) and submits it to the :class:`~edge.link.BrokerLink`, which sends it to a
+broker, receives the result, closes the latency account (:mod:`vcascade.edge.account`) and writes the sinks.
 """
 
 from __future__ import annotations
@@ -22,30 +22,30 @@ from typing import Any
 import numpy as np
 import zmq
 
-from edge import metrics
-from edge.account import PendingRoi, tracked_record
-from edge.camera_set import CameraSet
-from edge.control import start_control
-from edge.detect_pool import DetectedFrame, DetectorPool, detect_frames
-from edge.detectors import Detector
-from edge.detectors import build_detector as open_detector
-from edge.frames import Frame, FrameSlots
-from edge.identity_cache import IdentityCache
-from edge.link import BrokerLink
-from edge.roi import encode_jpeg, select_crops
-from edge.roi_policy import FOLLOWED_REASONS, Decision, RoiPolicy
-from edge.routing import ClassRouter
-from edge.sinks import open_sinks
-from edge.source import CameraReader
-from edge.tracking import CameraTracker
-from vcascade import wire
-from vcascade.components import StopFlag
-from vcascade.config import CameraConfig, Deployment, RoiPolicyConfig
-from vcascade.detections import Detections
-from vcascade.models import ensure_detector_model
-from vcascade.health import READINESS
-from vcascade.telemetry import serve_metrics
-from vcascade.threads import DetectorThreads, cores_given, detector_threads, set_process_threads
+from vcascade.core import wire
+from vcascade.core.config import CameraConfig, Deployment, RoiPolicyConfig
+from vcascade.core.detections import Detections
+from vcascade.core.health import READINESS
+from vcascade.core.stop import StopFlag
+from vcascade.core.telemetry import serve_metrics
+from vcascade.core.threads import DetectorThreads, cores_given, detector_threads, set_process_threads
+from vcascade.edge import metrics
+from vcascade.edge.account import PendingRoi, tracked_record
+from vcascade.edge.camera_set import CameraSet
+from vcascade.edge.control import start_control
+from vcascade.edge.detect_pool import DetectedFrame, DetectorPool, detect_frames
+from vcascade.edge.detectors import Detector
+from vcascade.edge.detectors import build_detector as open_detector
+from vcascade.edge.detectors.model_file import ensure_detector_model
+from vcascade.edge.frames import Frame, FrameSlots
+from vcascade.edge.identity_cache import IdentityCache
+from vcascade.edge.link import BrokerLink
+from vcascade.edge.roi import encode_jpeg, select_crops
+from vcascade.edge.roi_policy import FOLLOWED_REASONS, Decision, RoiPolicy
+from vcascade.edge.routing import ClassRouter
+from vcascade.edge.sinks import open_sinks
+from vcascade.edge.source import CameraReader
+from vcascade.edge.tracking import CameraTracker
 
 log = logging.getLogger(__name__)
 
@@ -225,8 +225,8 @@ class EdgeNode:
 
 def build_detector(dep: Deployment, name: str, model_dir: str | Path | None) -> tuple[Detector, DetectorThreads]:
     """Find (or, for yolox, download and verify) the configured model and open it with the detector registry
-    (:func:`edge.detectors.build_detector`), with the thread counts the edge's cores give
-    (:func:`vcascade.threads.detector_threads`). Raises ModelUnavailable, DetectorContractError, ValueError."""
+    (:func:`vcascade.edge.detectors.build_detector`), with the thread counts the edge's cores give
+    (:func:`vcascade.core.threads.detector_threads`). Raises ModelUnavailable, DetectorContractError, ValueError."""
     cfg = dep.edges[name]
     threads = detector_threads(cores_given(cfg.cpus), cfg.detector.instances, cfg.detector.intra_op_threads)
     det = cfg.detector.model_copy(update={"intra_op_threads": threads.intra_op_threads})
@@ -253,9 +253,9 @@ def run_edge(
         The final snapshot.
 
     Raises:
-        vcascade.models.ModelUnavailable: the detector model is missing and cannot be fetched.
+        vcascade.core.models.ModelUnavailable: the detector model is missing and cannot be fetched.
         MetricsPortInUse: the metrics port is taken.
-        vcascade.security.SecurityError, zmq.ZMQError: the control socket's keys are missing or its port is taken.
+        vcascade.core.security.SecurityError, zmq.ZMQError: the control socket's keys are missing or its port is taken.
     """
     cfg = dep.edges[name]
     set_process_threads(None, cfg.opencv_threads)
@@ -319,7 +319,7 @@ def run_edge(
 
 def _register_readiness(name: str, link: BrokerLink, readers: Callable[[], list[CameraReader]]) -> None:
     """``/readyz`` of this edge: at least one broker link alive, and at least one camera streaming or a file
-    camera not yet ended (:mod:`vcascade.health`)."""
+    camera not yet ended (:mod:`vcascade.core.health`)."""
 
     def brokers() -> tuple[bool, str]:
         up = any(state["up"] for state in link.broker_states().values())

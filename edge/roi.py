@@ -10,8 +10,8 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
-from vcascade.config import RoiConfig
-from vcascade.detections import Detections
+from vcascade.core.config import RoiConfig
+from vcascade.core.detections import Detections
 
 
 @dataclass(frozen=True)

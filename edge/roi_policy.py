@@ -19,7 +19,7 @@ Policy ``every_detection`` sends every detection that passes the filters (the be
 
 Filters, in order, for both policies: ``classes`` (reason ``class``), box size (``size``: narrower or shorter
 than ``roi.min_size_px``, or wider or higher than ``max_size_px``), ``min_score`` (``score``) and, with a
-router, the camera's routes (``no_route``: no route takes the class, :mod:`edge.routing`). Detections
+router, the camera's routes (``no_route``: no route takes the class, :mod:`vcascade.edge.routing`). Detections
 that pass them but are not sent are suppressed as ``tentative`` (no confirmed track yet; ByteTrack confirms a
 track on its second match at the earliest) or ``sent_recently`` (the track was sent and nothing calls for a
 new crop). Only those two kinds are *followed*: the edge writes a ``tracked`` line for them with the track's
@@ -30,10 +30,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from edge.routing import ANY_RECOGNIZER, ClassRouter
-from vcascade.coco import COCO_CLASSES
-from vcascade.config import RoiPolicyConfig
-from vcascade.detections import Detections
+from vcascade.core.coco import COCO_CLASSES
+from vcascade.core.config import RoiPolicyConfig
+from vcascade.core.detections import Detections
+from vcascade.edge.routing import ANY_RECOGNIZER, ClassRouter
 
 SENT_REASONS = ("first", "refresh", "better", "every_detection")
 """Why a detection was sent."""
@@ -56,7 +56,7 @@ class Decision:
         index: row of the detection in the frame's :class:`Detections`.
         send: True when it becomes an ROI.
         reason: one of :data:`SENT_REASONS` when sent, else one of :data:`SUPPRESS_REASONS`.
-        recognizer: the recognizer its ROI is for (:mod:`edge.routing`; ``""``: any), set once routed.
+        recognizer: the recognizer its ROI is for (:mod:`vcascade.edge.routing`; ``""``: any), set once routed.
     """
 
     index: int

@@ -5,7 +5,7 @@ recognizer for vehicles), each in its own workers. The edge names the recognizer
 (``wire.Roi.recognizer``) and the broker gives the ROI only to a worker announcing that recognizer (the
 Majordomo pattern, ZeroMQ Guide ch. 4: requests name a service). Routes come from the config
 (``edges.<name>.roi.routes``, overridden per camera by ``cameras.<name>.routes``; without routes every ROI goes
-to the one recognizer the edge's brokers serve, :meth:`vcascade.schema.Deployment.routes_of`):
+to the one recognizer the edge's brokers serve, :meth:`vcascade.core.schema.Deployment.routes_of`):
 
 * a route with ``classes`` takes those detector classes; a route without takes every class left;
 * a class no route takes is not sent (the ROI policy suppresses it as ``no_route``);
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from vcascade.config import Deployment, RouteConfig
+from vcascade.core.config import Deployment, RouteConfig
 
 ANY_RECOGNIZER = ""
 """The recognizer of ROIs from a camera without routes (no single recognizer known): any worker takes them."""

@@ -11,8 +11,8 @@ from typing import Any, Protocol
 
 import zmq
 
-from vcascade.config import JsonlSinkConfig, SinkConfig, ZmqPubSinkConfig
-from vcascade.sockets import make_socket
+from vcascade.core.config import JsonlSinkConfig, SinkConfig, ZmqPubSinkConfig
+from vcascade.core.sockets import make_socket
 
 
 class Sink(Protocol):

@@ -1,18 +1,18 @@
 """Camera readers: one supervisor thread per camera, decoding through a capture session it can abandon.
 
 Follow one camera: :class:`CameraReader` (the supervisor) starts a :class:`CaptureSession` thread, which opens
-the source (:func:`edge.capture.open_capture`) and decodes frames into the shared :class:`FrameSlots`. The
+the source (:func:`vcascade.edge.capture.open_capture`) and decodes frames into the shared :class:`FrameSlots`. The
 supervisor watches the session: a live source that opens too slowly or delivers no frame for
 ``read_timeout_s`` is *stalled*; its session is abandoned (an OpenCV read cannot be interrupted: the abandoned
 thread releases its capture when the read returns, and that frame is discarded) and the camera reconnects
-after a capped, fully jittered exponential backoff (:mod:`edge.backoff`). A session waiting because the
+after a capped, fully jittered exponential backoff (:mod:`vcascade.edge.backoff`). A session waiting because the
 detector has not taken its frames (``every_frame`` slot full) is *blocked*, not stalled: it is left alone and
 the time is counted separately (``vcascade_edge_camera_blocked_seconds_total``).
 
 Policies: files give every frame (``every_frame``), or with ``realtime: true`` are paced by their PTS into a
 newest-frame slot like a live camera (``loop: true`` starts again at the end); live sources use the
 newest-frame slot. ``detect_fps`` thins frames by PTS before the slot. States and reasons:
-:mod:`edge.camera_state`.
+:mod:`vcascade.edge.camera_state`.
 """
 
 from __future__ import annotations
@@ -25,15 +25,15 @@ from dataclasses import replace
 
 import cv2
 
-from edge import metrics
-from edge.backoff import Backoff
-from edge.camera_state import CameraStateMachine
-from edge.capture import SourceError, is_live, normalize_image, open_capture, stopped_early, stream_info
-from edge.frames import Frame, FramePolicy, FrameSlots
-from edge.timing import Pacer, PtsMonitor, RateGate
-from vcascade.config import CameraConfig
-from vcascade.redact import redact_url
-from vcascade.resources import resolve
+from vcascade.core.config import CameraConfig
+from vcascade.core.redact import redact_url
+from vcascade.core.resources import resolve
+from vcascade.edge import metrics
+from vcascade.edge.backoff import Backoff
+from vcascade.edge.camera_state import CameraStateMachine
+from vcascade.edge.capture import SourceError, is_live, normalize_image, open_capture, stopped_early, stream_info
+from vcascade.edge.frames import Frame, FramePolicy, FrameSlots
+from vcascade.edge.timing import Pacer, PtsMonitor, RateGate
 
 __all__ = ["CameraReader", "CaptureSession", "SourceError", "is_live", "open_capture", "resolve_or_same"]
 
@@ -67,16 +67,16 @@ class CameraReader(threading.Thread):
     Attributes:
         camera: camera name.
         policy: ``every_frame`` (files) or ``newest`` (live sources and ``realtime`` files).
-        state: current state (:data:`edge.camera_state.STATES`).
+        state: current state (:data:`vcascade.edge.camera_state.STATES`).
         error: why it failed or ended early (credentials redacted), else None.
         frames: frames decoded so far, all sessions together.
         reconnects: reconnect attempts so far.
         blocked_s: seconds spent waiting for the detector to take frames (backpressure).
         rate_skipped: frames not handed over because of ``detect_fps``.
-        corrupt_frames: frames counted lost or unusable (see :class:`edge.timing.PtsMonitor`).
+        corrupt_frames: frames counted lost or unusable (see :class:`vcascade.edge.timing.PtsMonitor`).
         loops: times a ``loop: true`` file started again.
         removal: None, or for a camera removed at run time ``removing`` (reader stopping, ROIs in flight) and
-            then ``closed`` (its books are final); set by :class:`edge.camera_set.CameraSet`.
+            then ``closed`` (its books are final); set by :class:`vcascade.edge.camera_set.CameraSet`.
     """
 
     def __init__(self, edge: str, name: str, cfg: CameraConfig, slots: FrameSlots, stop: threading.Event) -> None:
@@ -99,7 +99,7 @@ class CameraReader(threading.Thread):
 
     @property
     def state(self) -> str:
-        """The current state (see :mod:`edge.camera_state`)."""
+        """The current state (see :mod:`vcascade.edge.camera_state`)."""
         return self.machine.state
 
     @property
@@ -331,7 +331,7 @@ class CaptureSession(threading.Thread):
 def capture_threads_alive() -> bool:
     """True while a capture session thread of this process still runs, e.g. a read abandoned by the watchdog
     that is still blocked inside FFmpeg. Such a thread must not be unwound by interpreter finalisation (it
-    aborts the process: OpenCV's C++ frames swallow the forced unwind); see :func:`vcascade.launcher.exit_now`.
+    aborts the process: OpenCV's C++ frames swallow the forced unwind); see :func:`vcascade.app.launcher.exit_now`.
     """
     return any(session.is_alive() for session in list(_SESSIONS))
 

@@ -18,8 +18,8 @@ import numpy as np
 import supervision as sv
 from trackers import ByteTrackTracker
 
-from vcascade.config import TrackerConfig
-from vcascade.detections import Detections
+from vcascade.core.config import TrackerConfig
+from vcascade.core.detections import Detections
 
 REFERENCE_FPS = 30.0
 """Frame rate the library's Kalman noise and lost-track buffer are tuned for (ByteTrack on MOT17, 30 fps).

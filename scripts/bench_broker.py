@@ -36,9 +36,9 @@ import numpy as np
 import yaml
 import zmq
 
-from vcascade import wire
-from vcascade.ports import free_port
-from vcascade.sockets import make_socket
+from vcascade.core import wire
+from vcascade.core.ports import free_port
+from vcascade.core.sockets import make_socket
 
 REPO = Path(__file__).resolve().parents[1]
 DEMO = REPO / "configs" / "demo.yaml"
@@ -267,7 +267,7 @@ class Bench:
     def _start_broker(self, folder: Path) -> None:
         front, back = (int(ep.rsplit(":", 1)[1]) for ep in self.endpoints["broker"])
         config = _broker_config(folder, front, back)
-        cmd = [sys.executable, "-m", "vcascade.cli", "broker", "--config", str(config), "--name", BROKER_NAME]
+        cmd = [sys.executable, "-m", "vcascade", "broker", "--config", str(config), "--name", BROKER_NAME]
         self.broker = subprocess.Popen([*cmd, "--log-level", "WARNING"], stdout=subprocess.DEVNULL)
 
     def run(self, target: str, seconds: float, rate: float = 0.0) -> dict:

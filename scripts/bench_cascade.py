@@ -23,7 +23,7 @@ import numpy as np
 import psutil
 import yaml
 
-from vcascade.ports import free_port
+from vcascade.core.ports import free_port
 
 REPO = Path(__file__).resolve().parents[1]
 DEMO = REPO / "configs" / "demo.yaml"
@@ -102,7 +102,7 @@ def run_cascade(deploy: Path, model_dir: str | None, timeout_s: float = 1800.0) 
     data = yaml.safe_load(deploy.read_text())
     ports = _metrics_ports(data)
     summary = deploy.parent / "summary.json"
-    cmd = [sys.executable, "-m", "vcascade.cli", "run", str(deploy), "--summary-json", str(summary)]
+    cmd = [sys.executable, "-m", "vcascade", "run", str(deploy), "--summary-json", str(summary)]
     if model_dir:
         cmd += ["--model-dir", str(model_dir)]
     launched_unix_ms = time.time() * 1000.0

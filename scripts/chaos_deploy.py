@@ -27,7 +27,7 @@ from typing import Any
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from vcascade.ports import free_port
+from vcascade.core.ports import free_port
 
 REPO = Path(__file__).resolve().parents[1]
 HTTP_TIMEOUT_S = 2.0

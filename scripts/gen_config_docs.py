@@ -14,7 +14,7 @@ from pathlib import Path
 from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
 
-from vcascade import config
+from vcascade.core import config
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "CONFIG.md"
 SECTIONS = [
@@ -63,7 +63,7 @@ def _strip_annotated(text: str) -> str:
 
 def _type_name(annotation) -> str:
     text = annotation.__name__ if isinstance(annotation, type) else _strip_annotated(str(annotation))
-    text = text.replace("typing.", "").replace("vcascade.config.", "").replace("vcascade.schema.", "")
+    text = text.replace("typing.", "").replace("vcascade.core.config.", "").replace("vcascade.core.schema.", "")
     return re.sub(r"Union\[(\w+)\]", r"\1", text).replace("|", "\\|")
 
 
@@ -71,7 +71,7 @@ def render() -> str:
     out = [
         "# Configuration reference",
         "",
-        "Generated from `vcascade/schema.py` by `python scripts/gen_config_docs.py`; do not edit by hand.",
+        "Generated from `vcascade/core/schema.py` by `python scripts/gen_config_docs.py`; do not edit by hand.",
         "Every mapping rejects unknown keys. Strings may use `${VAR}` or `${VAR:-default}` (environment).",
         "Names (keys of `cameras`, `edges`, ...) match `" + config.NAME_PATTERN + "`.",
         "",

@@ -31,12 +31,12 @@ import bench_center as bc  # noqa: E402  (also puts the repository on sys.path)
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from center.microbatch import MicroBatch, RoiItem  # noqa: E402
-from center.preprocess import PreprocessSpec  # noqa: E402
-from center.recognizer import build_model, load_stages, run_chained  # noqa: E402
-from center.stages import StageEngine  # noqa: E402
-from center.transfer import Placed, decode_items_uint8, normalise_on_device  # noqa: E402
-from vcascade.config import Deployment  # noqa: E402
+from vcascade.center.microbatch import MicroBatch, RoiItem  # noqa: E402
+from vcascade.center.preprocess import PreprocessSpec  # noqa: E402
+from vcascade.center.recognizer import build_model, load_stages, run_chained  # noqa: E402
+from vcascade.center.stages import StageEngine  # noqa: E402
+from vcascade.center.transfer import Placed, decode_items_uint8, normalise_on_device  # noqa: E402
+from vcascade.core.config import Deployment  # noqa: E402
 
 TOLERANCE = 2e-2
 """Largest accepted |CUDA - CPU| on L2-normalisable embeddings: cuDNN may use TF32 and other algorithms."""

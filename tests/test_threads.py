@@ -1,4 +1,4 @@
-"""Thread counts from the cores a process is given (vcascade.threads)."""
+"""Thread counts from the cores a process is given (vcascade.core.threads)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from vcascade.threads import DetectorThreads, available_cpus, cgroup_cpu_quota, detector_threads, threads_per_stage
+from vcascade.core.threads import DetectorThreads, available_cpus, cgroup_cpu_quota, detector_threads, threads_per_stage
 
 
 def test_cgroup_v2_quota_caps_the_affinity_mask(tmp_path):
@@ -53,7 +53,7 @@ def test_process_threads_set_torch_opencv_and_numpys_blas_apart():
     code = """
 import json, cv2, numpy, torch
 from threadpoolctl import threadpool_info
-from vcascade.threads import set_process_threads
+from vcascade.core.threads import set_process_threads
 set_process_threads(2, 1)
 blas = [p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas" and "numpy" in p["filepath"]]
 print(json.dumps({"torch": torch.get_num_threads(), "cv2": cv2.getNumThreads(), "numpy_blas": blas}))

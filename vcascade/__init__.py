@@ -1,12 +1,14 @@
 """vcascade: live video analytics across many cameras (edge detection, ZeroMQ brokers, pipeline-parallel center).
 
-This shared package holds the wire protocol (:mod:`vcascade.wire`), the configuration schema
-(:mod:`vcascade.config`), telemetry, model fetch, the launcher and the ``vcascade`` command.
+One import root, in layers that only point down (docs/DESIGN.md, "Layout"):
+
+* :mod:`vcascade.core` — wire protocol, config schema, detections, telemetry, sockets, security, threads;
+* :mod:`vcascade.edge`, :mod:`vcascade.broker`, :mod:`vcascade.center` — the three components (the
+  repository's ``edge/``, ``broker/`` and ``center/`` folders); they import the core, never each other;
+* :mod:`vcascade.app` — the ``vcascade`` command, the launcher, status, plan and camera control.
+
+Importing this package loads nothing else.
 """
 
-from vcascade.config import ConfigError, Deployment, load_config
-from vcascade.detections import Detections
-from vcascade.wire import PROTOCOL_VERSION, MalformedMessage
-
 __version__ = "0.1.0"
-__all__ = ["PROTOCOL_VERSION", "ConfigError", "Deployment", "Detections", "MalformedMessage", "load_config"]
+__all__ = ["__version__"]

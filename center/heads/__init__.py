@@ -7,17 +7,17 @@ Heads are built from the recognizer's ``head`` config through a registry keyed b
 * ``classifier`` (:class:`ClassifierHead`): top-k labels with scores (``labels``, ``label_scores``),
 * ``text`` (:class:`TextHead`): CTC greedy decoding of OCR output (``text``, ``text_score``).
 
-Each head's outputs fill their own :class:`vcascade.wire.Result` fields (``HeadOutput.result_fields``).
+Each head's outputs fill their own :class:`vcascade.core.wire.Result` fields (``HeadOutput.result_fields``).
 """
 
 from __future__ import annotations
 
 from typing import Any, Callable
 
-from center.heads.base import Head, HeadContext, HeadOutput, head_context, head_input, read_list
-from center.heads.classifier import ClassifierHead, Labels, softmax
-from center.heads.embedding import EPS, EmbeddingHead, Match, l2_normalise
-from center.heads.text import TextHead, Text, ctc_classes, ctc_greedy_decode, read_model_charset
+from vcascade.center.heads.base import Head, HeadContext, HeadOutput, head_context, head_input, read_list
+from vcascade.center.heads.classifier import ClassifierHead, Labels, softmax
+from vcascade.center.heads.embedding import EPS, EmbeddingHead, Match, l2_normalise
+from vcascade.center.heads.text import Text, TextHead, ctc_classes, ctc_greedy_decode, read_model_charset
 
 HeadBuilder = Callable[[Any, HeadContext], Head]
 """Builds a head from its config (one of the ``*HeadConfig`` models) and the recognizer's context."""

@@ -1,7 +1,7 @@
 """What every recognition head shares: the :class:`Head` protocol, its outputs, its build context, list files.
 
 A head turns the last pipeline stage's output for a micro-batch of ``n`` ROIs into ``n`` results. Each result
-(:class:`HeadOutput`) knows which :class:`vcascade.wire.Result` fields it fills, so the worker needs no
+(:class:`HeadOutput`) knows which :class:`vcascade.core.wire.Result` fields it fills, so the worker needs no
 per-head code. Heads are called from one thread (the worker's head thread) and need not be thread-safe.
 """
 
@@ -13,13 +13,16 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from vcascade.core.models import find_model
+from vcascade.core.resources import resolve
+
 
 @runtime_checkable
 class HeadOutput(Protocol):
     """One ROI's answer from a head."""
 
     def result_fields(self) -> dict[str, Any]:
-        """The :class:`vcascade.wire.Result` fields this answer sets, by field name (JSON-able values)."""
+        """The :class:`vcascade.core.wire.Result` fields this answer sets, by field name (JSON-able values)."""
         ...
 
 
@@ -53,14 +56,12 @@ class HeadContext:
 def head_context(recognizer_cfg: Any, model_dir: str | Path | None = None) -> HeadContext:
     """The :class:`HeadContext` of a recognizer config: its ONNX ``model`` when it has one (read with ``getattr``,
     so recognizer types without a ``model`` field work too). A ``package://`` URI is resolved; a path that is not
-    a file is looked up as a file name in the model folders (:func:`vcascade.models.find_model`: ``model_dir``,
+    a file is looked up as a file name in the model folders (:func:`vcascade.core.models.find_model`: ``model_dir``,
     ``$VCASCADE_MODEL_DIR`` and the user cache, where ``scripts/fetch_models.py --text`` puts it).
 
     Raises:
-        vcascade.resources.ResourceNotFound: a ``package://`` model URI that does not resolve.
+        vcascade.core.resources.ResourceNotFound: a ``package://`` model URI that does not resolve.
     """
-    from vcascade.models import find_model
-    from vcascade.resources import resolve
 
     model = getattr(recognizer_cfg, "model", None)
     if not model:

@@ -14,7 +14,7 @@ class Labels(NamedTuple):
     scores: tuple[float, ...]
 
     def result_fields(self) -> dict[str, Any]:
-        """``labels`` and ``label_scores`` of :class:`vcascade.wire.Result`."""
+        """``labels`` and ``label_scores`` of :class:`vcascade.core.wire.Result`."""
         return {"labels": list(self.labels), "label_scores": list(self.scores)}
 
 

@@ -22,7 +22,7 @@ class Match(NamedTuple):
     enrolled: bool
 
     def result_fields(self) -> dict[str, Any]:
-        """``identity_id``, ``similarity`` and ``enrolled`` of :class:`vcascade.wire.Result`."""
+        """``identity_id``, ``similarity`` and ``enrolled`` of :class:`vcascade.core.wire.Result`."""
         return {"identity_id": self.identity_id, "similarity": self.similarity, "enrolled": self.enrolled}
 
 
@@ -53,7 +53,7 @@ class EmbeddingHead:
     """
 
     input_ndim = 2
-    """Takes (n, D) embeddings (see :class:`center.heads.base.Head`)."""
+    """Takes (n, D) embeddings (see :class:`vcascade.center.heads.base.Head`)."""
 
     def __init__(self, match_threshold: float, max_identities: int) -> None:
         if max_identities < 1:

@@ -30,7 +30,7 @@ class Text(NamedTuple):
     score: float
 
     def result_fields(self) -> dict[str, Any]:
-        """``text`` and ``text_score`` of :class:`vcascade.wire.Result`."""
+        """``text`` and ``text_score`` of :class:`vcascade.core.wire.Result`."""
         return {"text": self.text, "text_score": self.score}
 
 

@@ -3,12 +3,12 @@
 =========  ======================  ============================================  ===================================
 type       output                  preprocessing                                 module
 =========  ======================  ============================================  ===================================
-yolox      ``[B, A, 5+C]`` grid    top-left letterbox, pad 114, BGR 0..255       :mod:`edge.detectors.yolox`
-yolov5     ``[B, N, 5+C]`` px      centred letterbox, pad 114, RGB 0..1          :mod:`edge.detectors.yolov5`
-yolov8     ``[B, 4+C, N]`` px      centred letterbox, pad 114, RGB 0..1          :mod:`edge.detectors.yolov8`
+yolox      ``[B, A, 5+C]`` grid    top-left letterbox, pad 114, BGR 0..255       :mod:`vcascade.edge.detectors.yolox`
+yolov5     ``[B, N, 5+C]`` px      centred letterbox, pad 114, RGB 0..1          :mod:`vcascade.edge.detectors.yolov5`
+yolov8     ``[B, 4+C, N]`` px      centred letterbox, pad 114, RGB 0..1          :mod:`vcascade.edge.detectors.yolov8`
 =========  ======================  ============================================  ===================================
 
-Every detector checks its model's contract at start-up (:mod:`edge.detectors.contract`) and offers
+Every detector checks its model's contract at start-up (:mod:`vcascade.edge.detectors.contract`) and offers
 ``detector(frame)`` and ``detector.detect_batch(frames)`` (:class:`~edge.detectors.base.Detector`).
 """
 
@@ -17,15 +17,15 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from edge.detectors.base import Detector, OnnxDetector
-from edge.detectors.contract import DetectorContractError
-from edge.detectors.letterbox import PAD_VALUE, Placement, letterbox_centered, letterbox_top_left, to_bgr
-from edge.detectors.nms import batched_nms, select_detections
-from edge.detectors.yolov5 import Yolov5Detector
-from edge.detectors.yolov8 import Yolov8Detector
-from edge.detectors.yolox import YoloxDetector
-from vcascade.coco import COCO_CLASSES
-from vcascade.config import DetectorConfig
+from vcascade.core.coco import COCO_CLASSES
+from vcascade.core.config import DetectorConfig
+from vcascade.edge.detectors.base import Detector, OnnxDetector
+from vcascade.edge.detectors.contract import DetectorContractError
+from vcascade.edge.detectors.letterbox import PAD_VALUE, Placement, letterbox_centered, letterbox_top_left, to_bgr
+from vcascade.edge.detectors.nms import batched_nms, select_detections
+from vcascade.edge.detectors.yolov5 import Yolov5Detector
+from vcascade.edge.detectors.yolov8 import Yolov8Detector
+from vcascade.edge.detectors.yolox import YoloxDetector
 
 DETECTOR_TYPES: dict[str, type[OnnxDetector]] = {
     "yolox": YoloxDetector,
@@ -64,8 +64,8 @@ def build_detector(
     cfg: DetectorConfig, model_path: str | os.PathLike[str], *, device: str = "cpu"
 ) -> OnnxDetector:
     """Open the detector a config describes on the model file ``model_path`` (located by
-    :func:`vcascade.models.ensure_detector_model`). ``cfg.intra_op_threads`` None means 1 here; the edge fills
-    it in from its cores first (:func:`vcascade.threads.detector_threads`).
+    :func:`vcascade.edge.detectors.model_file.ensure_detector_model`). ``cfg.intra_op_threads`` None means 1 here; the edge fills
+    it in from its cores first (:func:`vcascade.core.threads.detector_threads`).
 
     Raises:
         KeyError: an unknown ``cfg.type`` (the config schema prevents it).

@@ -17,17 +17,17 @@ from typing import ClassVar, Protocol, runtime_checkable
 
 import numpy as np
 
-from edge.detectors.contract import InputSpec, OutputLayout, check_contract, check_output_array
-from edge.detectors.letterbox import Placement
-from edge.detectors.nms import select_detections
-from vcascade.onnx_session import make_session
-from vcascade.coco import COCO_CLASSES
-from vcascade.detections import Detections
+from vcascade.core.coco import COCO_CLASSES
+from vcascade.core.detections import Detections
+from vcascade.core.onnx_session import make_session
+from vcascade.edge.detectors.contract import InputSpec, OutputLayout, check_contract, check_output_array
+from vcascade.edge.detectors.letterbox import Placement
+from vcascade.edge.detectors.nms import select_detections
 
 
 @runtime_checkable
 class Detector(Protocol):
-    """An object detector: frames in, :class:`~vcascade.detections.Detections` in frame px out.
+    """An object detector: frames in, :class:`~vcascade.core.detections.Detections` in frame px out.
 
     Attributes:
         class_names: name of each class id the detector emits.
@@ -57,7 +57,7 @@ class OnnxDetector:
         intra_op_threads: ONNX Runtime intra-op threads of one run. Runs from several threads at once are
             safe (one session; ONNX Runtime releases the GIL), which is how the edge uses its cores.
         allow_spinning: let idle ONNX Runtime threads busy-wait.
-        device: ``"cpu"`` or ``"cuda:N"`` (see :func:`vcascade.onnx_session.make_session`).
+        device: ``"cpu"`` or ``"cuda:N"`` (see :func:`vcascade.core.onnx_session.make_session`).
 
     Raises:
         FileNotFoundError: no file at ``model_path``.
@@ -112,7 +112,7 @@ class OnnxDetector:
             Detections with ``xyxy`` in frame px clipped to [0, W] x [0, H], highest score first, track ids -1.
 
         Raises:
-            ValueError: unsupported frame (see :func:`edge.detectors.letterbox.to_bgr`).
+            ValueError: unsupported frame (see :func:`vcascade.edge.detectors.letterbox.to_bgr`).
         """
         return self.detect_batch([frame])[0]
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 import cv2
 import numpy as np
 
-from edge.detectors.letterbox import Placement
-from vcascade.detections import Detections
+from vcascade.core.detections import Detections
+from vcascade.edge.detectors.letterbox import Placement
 
 
 def batched_nms(xyxy: np.ndarray, score: np.ndarray, class_id: np.ndarray, iou_threshold: float) -> np.ndarray:

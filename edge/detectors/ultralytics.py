@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from edge.detectors.base import OnnxDetector
-from edge.detectors.letterbox import Placement, letterbox_centered
+from vcascade.edge.detectors.base import OnnxDetector
+from vcascade.edge.detectors.letterbox import Placement, letterbox_centered
 
 
 def ultralytics_preprocess(frame: np.ndarray, size: int) -> tuple[np.ndarray, Placement]:
@@ -21,7 +21,7 @@ def ultralytics_preprocess(frame: np.ndarray, size: int) -> tuple[np.ndarray, Pl
         size: square network input side, px.
 
     Raises:
-        ValueError: unsupported frame (see :func:`edge.detectors.letterbox.to_bgr`).
+        ValueError: unsupported frame (see :func:`vcascade.edge.detectors.letterbox.to_bgr`).
     """
     canvas, placement = letterbox_centered(frame, size)
     tensor = canvas[:, :, ::-1].transpose(2, 0, 1).astype(np.float32)

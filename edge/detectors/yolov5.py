@@ -3,16 +3,16 @@
 Each of the N rows is [cx, cy, w, h, objectness, C class scores], box in network-input px, sigmoids applied
 (YOLOv5 ``models/yolo.py`` ``Detect.forward`` in export mode). Score = objectness x class score and the best
 class per row is kept, as in YOLOv5 ``utils/general.py`` ``non_max_suppression`` (``x[:, 5:] *= x[:, 4:5]``,
-``multi_label=False``, ``max_det=300``). Preprocessing: :mod:`edge.detectors.ultralytics`.
+``multi_label=False``, ``max_det=300``). Preprocessing: :mod:`vcascade.edge.detectors.ultralytics`.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from edge.detectors.contract import OutputLayout
-from edge.detectors.nms import xywh_to_xyxy
-from edge.detectors.ultralytics import UltralyticsDetector
+from vcascade.edge.detectors.contract import OutputLayout
+from vcascade.edge.detectors.nms import xywh_to_xyxy
+from vcascade.edge.detectors.ultralytics import UltralyticsDetector
 
 LAYOUT = OutputLayout("yolov5", "[B, N, 5+C]", values_axis=2, extra=5)
 

@@ -4,16 +4,16 @@ Each of the N columns is [cx, cy, w, h, C class scores], box in network-input px
 ``ultralytics/nn/modules/head.py`` ``Detect``). The best class score is the confidence, as in Ultralytics
 ``ultralytics/utils/ops.py`` ``non_max_suppression`` (``prediction.transpose(-1, -2)``, ``cls.max(1)``,
 ``multi_label=False``, ``max_det=300``). Exports made with ``nms=True`` (output ``[B, 300, 6]``) are not this
-layout and are refused by the contract check. Preprocessing: :mod:`edge.detectors.ultralytics`.
+layout and are refused by the contract check. Preprocessing: :mod:`vcascade.edge.detectors.ultralytics`.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from edge.detectors.contract import OutputLayout
-from edge.detectors.nms import xywh_to_xyxy
-from edge.detectors.ultralytics import UltralyticsDetector
+from vcascade.edge.detectors.contract import OutputLayout
+from vcascade.edge.detectors.nms import xywh_to_xyxy
+from vcascade.edge.detectors.ultralytics import UltralyticsDetector
 
 LAYOUT = OutputLayout("yolov8", "[B, 4+C, N]", values_axis=1, extra=4)
 

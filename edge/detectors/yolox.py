@@ -17,9 +17,9 @@ from typing import Any
 import numpy as np
 import onnxruntime as ort
 
-from edge.detectors.base import OnnxDetector
-from edge.detectors.contract import OutputLayout, check_contract
-from edge.detectors.letterbox import Placement, letterbox_top_left
+from vcascade.edge.detectors.base import OnnxDetector
+from vcascade.edge.detectors.contract import OutputLayout, check_contract
+from vcascade.edge.detectors.letterbox import Placement, letterbox_top_left
 
 STRIDES: tuple[int, ...] = (8, 16, 32)
 """YOLOX head strides, px per grid cell, in output order (``demo_postprocess``)."""
@@ -92,7 +92,7 @@ def letterbox(frame_bgr: np.ndarray, size: int) -> tuple[np.ndarray, float]:
     """YOLOX ``preproc`` as a network input: (1, 3, size, size) float32 BGR 0..255 tensor and the scale r.
 
     r = min(size / H, size / W) maps frame px to canvas px; the frame lies in the top-left corner, the rest is 114.
-    See :func:`edge.detectors.letterbox.letterbox_top_left`.
+    See :func:`vcascade.edge.detectors.letterbox.letterbox_top_left`.
 
     Raises:
         ValueError: not uint8, an unsupported shape, or an empty frame.

@@ -12,10 +12,10 @@ import yaml
 import zmq
 from prometheus_client import REGISTRY
 
-from broker import run_broker
-from vcascade import wire
-from vcascade.config import Deployment
-from vcascade.sockets import make_socket
+from vcascade.broker import run_broker
+from vcascade.core import wire
+from vcascade.core.config import Deployment
+from vcascade.core.sockets import make_socket
 
 DEMO = Path(__file__).resolve().parents[2] / "configs" / "demo.yaml"
 _names = itertools.count()

@@ -6,7 +6,7 @@ import itertools
 
 import pytest
 
-from broker.dispatch import Dispatcher, InFlight, Pending, WorkerLimit
+from vcascade.broker.dispatch import Dispatcher, InFlight, Pending, WorkerLimit
 
 
 def roi(roi_id: str, camera: str = "cam", t: float = 0.0, ttl_ms: float = 0.0) -> Pending:

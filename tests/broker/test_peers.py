@@ -7,9 +7,9 @@ import errno
 import pytest
 import zmq
 
-from broker.books import MIN_TTL_MS, broker_hops, remaining_ttl_ms, send_failure_reason
-from broker.dispatch import InFlight, Pending
-from broker.peers import EdgeTable
+from vcascade.broker.books import MIN_TTL_MS, broker_hops, remaining_ttl_ms, send_failure_reason
+from vcascade.broker.dispatch import InFlight, Pending
+from vcascade.broker.peers import EdgeTable
 
 
 def test_edges_are_live_within_the_window_and_forgotten_after():

@@ -7,8 +7,8 @@ from collections import Counter
 
 import pytest
 
-import broker.dispatch as dispatch_module
-from broker.dispatch import Dispatcher, InFlight, Pending
+import vcascade.broker.dispatch as dispatch_module
+from vcascade.broker.dispatch import Dispatcher, InFlight, Pending
 
 
 def roi(roi_id: str, camera: str = "cam", t: float = 0.0, ttl_ms: float = 0.0) -> Pending:

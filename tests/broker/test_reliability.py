@@ -11,10 +11,10 @@ import msgspec
 import pytest
 import zmq
 
-import broker.metrics as broker_metrics
+import vcascade.broker.metrics as broker_metrics
 from tests.broker.test_server import answer, make_roi, recv, recv_n, send_roi
-from vcascade import wire
-from vcascade.sockets import make_socket
+from vcascade.core import wire
+from vcascade.core.sockets import make_socket
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -6,8 +6,8 @@ import random
 
 import pytest
 
-from broker.dispatch import Dispatcher, InFlight, Pending, RecognizerChanged
-from broker.queues import RoiQueues
+from vcascade.broker.dispatch import Dispatcher, InFlight, Pending, RecognizerChanged
+from vcascade.broker.queues import RoiQueues
 
 
 def roi(roi_id: str, recognizer: str = "", camera: str = "cam", t: float = 0.0, ttl_ms: float = 0.0) -> Pending:

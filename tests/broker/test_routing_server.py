@@ -7,7 +7,7 @@ import time
 import pytest
 import zmq
 
-from vcascade import wire
+from vcascade.core import wire
 
 pytestmark = pytest.mark.timeout(90)
 

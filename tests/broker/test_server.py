@@ -9,7 +9,7 @@ import urllib.request
 import pytest
 import zmq
 
-from vcascade import wire
+from vcascade.core import wire
 
 pytestmark = pytest.mark.timeout(60)
 

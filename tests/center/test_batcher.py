@@ -7,10 +7,10 @@ import time
 
 import numpy as np
 
-from center.batcher import STOP, MicroBatcher, preprocess_items, split_stale
-from center.microbatch import RoiItem
-from center.preprocess import PreprocessSpec
-from vcascade.wire import Roi
+from vcascade.center.batcher import STOP, MicroBatcher, preprocess_items, split_stale
+from vcascade.center.microbatch import RoiItem
+from vcascade.center.preprocess import PreprocessSpec
+from vcascade.core.wire import Roi
 
 SPEC = PreprocessSpec((32, 16), "rgb", (0.5, 0.5, 0.5), (0.25, 0.25, 0.25))
 

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 import torch
 
-from center.heads import ClassifierHead, Labels, build_head, head_input, softmax
 from tests.center.head_models import embed_crops
-from vcascade.config import ClassifierHeadConfig
+from vcascade.center.heads import ClassifierHead, Labels, build_head, head_input, softmax
+from vcascade.core.config import ClassifierHeadConfig
 
 CLASSES = ["bike", "car", "roof"]
 

@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from center.microbatch import MicroBatch
-from center.stages import AsyncStage, StageEngine
+from vcascade.center.microbatch import MicroBatch
+from vcascade.center.stages import AsyncStage, StageEngine
 
 
 def _batch(seq: int, rows: int) -> MicroBatch:

@@ -11,9 +11,9 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from center.heads import HEADS, ClassifierHead, EmbeddingHead, Labels, Text, TextHead, build_head, l2_normalise
-from vcascade import wire
-from vcascade.config import (
+from vcascade.center.heads import HEADS, ClassifierHead, EmbeddingHead, Labels, Text, TextHead, build_head, l2_normalise
+from vcascade.core import wire
+from vcascade.core.config import (
     ClassifierHeadConfig,
     ConfigError,
     Deployment,

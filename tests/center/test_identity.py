@@ -11,9 +11,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from center.heads import EmbeddingHead
-from center.preprocess import PreprocessSpec, decode_jpeg, stack_batch, to_input
-from center.recognizer import TorchStage, run_chained
+from vcascade.center.heads import EmbeddingHead
+from vcascade.center.preprocess import PreprocessSpec, decode_jpeg, stack_batch, to_input
+from vcascade.center.recognizer import TorchStage, run_chained
 
 
 def _embed(embedder, spec: PreprocessSpec, payloads: list[bytes]) -> np.ndarray:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from center.microbatch import MicroBatch, RoiItem
-from vcascade.wire import Roi
+from vcascade.center.microbatch import MicroBatch, RoiItem
+from vcascade.core.wire import Roi
 
 
 def _item(t_received_s: float, ttl_ms: float = 0.0) -> RoiItem:

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from center.onnx_stages import (
+from vcascade.center.onnx_stages import (
     OnnxStage,
     build_onnx_stages,
     check_split_points,
@@ -19,8 +19,8 @@ from center.onnx_stages import (
     session_options,
     split_onnx,
 )
-from center.runtimes import load_recognizer_stages, warm_up
-from vcascade.config import OnnxRecognizerConfig
+from vcascade.center.runtimes import load_recognizer_stages, warm_up
+from vcascade.core.config import OnnxRecognizerConfig
 
 OCR_FILE = "PP-OCRv6_rec_small.onnx"
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import copy
 
 from tests.center.conftest import serve_rois
-from vcascade import wire
-from vcascade.config import Deployment
+from vcascade.core import wire
+from vcascade.core.config import Deployment
 
 
 def _roi(roi_id: str) -> bytes:

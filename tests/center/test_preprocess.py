@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from center.preprocess import DecodeError, PreprocessSpec, decode_jpeg, stack_batch, to_device, to_input
+from vcascade.center.preprocess import DecodeError, PreprocessSpec, decode_jpeg, stack_batch, to_device, to_input
 
 IMAGENET = PreprocessSpec((224, 224), "rgb", (0.485, 0.456, 0.406), (0.229, 0.224, 0.225))
 

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import torch
 
-from center.onnx_stages import cut_points, load_onnx
-from center.profile import candidate_units, profile_onnx, profile_torch
-from center.recognizer import build_model
+from vcascade.center.onnx_stages import cut_points, load_onnx
+from vcascade.center.profile import candidate_units, profile_onnx, profile_torch
+from vcascade.center.recognizer import build_model
 
 FEATURES = [f"features.{i}" for i in range(19)]
 
@@ -83,7 +83,7 @@ def test_runs_must_be_positive(ocr, embedder_model):
 
 
 def test_calibration_scales_each_stage_to_its_measured_time(ocr_profile):
-    from center.balance import plan_for_cuts
+    from vcascade.center.balance import plan_for_cuts
 
     cuts = [40, 80]
     calibrated = ocr_profile.calibrated(cuts, [10.0, 20.0, 30.0])

@@ -7,9 +7,9 @@ import time
 
 from prometheus_client import REGISTRY
 
-from center.metrics import WorkerTelemetry
-from center.microbatch import MicroBatch
-from center.stages import StageEngine
+from vcascade.center.metrics import WorkerTelemetry
+from vcascade.center.microbatch import MicroBatch
+from vcascade.center.stages import StageEngine
 
 
 def test_worker_queue_depth_gauge_shows_micro_batches_waiting_before_a_busy_stage():

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from center.recognizer import TorchStage, as_activations, import_factory, run_chained, split_model
+from vcascade.center.recognizer import TorchStage, as_activations, import_factory, run_chained, split_model
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -67,11 +67,11 @@ def test_as_activations_normalises_tensor_and_tuple():
 
 # ---------------------------------------------------------------- K stages, torch.export programs, auto, config
 
-from center.profile import candidate_units  # noqa: E402
-from center.recognizer import build_model, check_split_points, place_stages  # noqa: E402
-from center.runtimes import load_recognizer_stages  # noqa: E402
-from vcascade.config import ConfigError, load_config  # noqa: E402
 from tests.demo import torch_demo_text  # noqa: E402
+from vcascade.center.profile import candidate_units  # noqa: E402
+from vcascade.center.recognizer import build_model, check_split_points, place_stages  # noqa: E402
+from vcascade.center.runtimes import load_recognizer_stages  # noqa: E402
+from vcascade.core.config import ConfigError, load_config  # noqa: E402
 
 SPLITS = {1: [], 2: ["features.7"], 3: ["features.3", "features.10"], 4: ["features.3", "features.7", "features.14"]}
 
@@ -176,14 +176,14 @@ def test_config_onnx_recognizer_validates(tmp_path):
 
 
 def test_build_without_factory_weights_or_program_says_what_is_needed():
-    from vcascade.config import TorchRecognizerConfig
+    from vcascade.core.config import TorchRecognizerConfig
 
     with pytest.raises(ValueError, match="`factory` \\+ `weights`, or `program`"):
         build_model(TorchRecognizerConfig(type="torch"))
 
 
 def test_missing_program_file_is_named(tmp_path):
-    from center.recognizer import load_program
+    from vcascade.center.recognizer import load_program
 
     with pytest.raises(FileNotFoundError, match="nope.pt2"):
         load_program(str(tmp_path / "nope.pt2"))

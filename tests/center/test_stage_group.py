@@ -19,19 +19,19 @@ import yaml
 import zmq
 from prometheus_client import REGISTRY
 
-from center.microbatch import MicroBatch
-from center.preprocess import PreprocessSpec
-from center.recognizer import load_stages, run_chained
-from center.stage_group import load_stage_range
-from center.stage_link import RemoteStageError, RemoteStages, StageUnreachable, decode_message, encode_message
-from center.stages import StageEngine
-from center.transfer import prepare_batch
-from center.worker import run_worker
-from vcascade import wire
-from vcascade.config import ConfigError, load_config
-from vcascade.keys import generate_keys
-from vcascade.security import secure_client
-from vcascade.sockets import make_socket
+from vcascade.center.microbatch import MicroBatch
+from vcascade.center.preprocess import PreprocessSpec
+from vcascade.center.recognizer import load_stages, run_chained
+from vcascade.center.stage_group import load_stage_range
+from vcascade.center.stage_link import RemoteStageError, RemoteStages, StageUnreachable, decode_message, encode_message
+from vcascade.center.stages import StageEngine
+from vcascade.center.transfer import prepare_batch
+from vcascade.center.worker import run_worker
+from vcascade.core import wire
+from vcascade.core.config import ConfigError, load_config
+from vcascade.core.keys import generate_keys
+from vcascade.core.security import secure_client
+from vcascade.core.sockets import make_socket
 
 VCASCADE = str(Path(sys.executable).with_name("vcascade"))
 pytestmark = pytest.mark.filterwarnings("ignore:The given buffer is not writable")  # tensors are views on frames

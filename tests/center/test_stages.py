@@ -5,8 +5,8 @@ from __future__ import annotations
 import threading
 import time
 
-from center.microbatch import MicroBatch
-from center.stages import StageEngine
+from vcascade.center.microbatch import MicroBatch
+from vcascade.center.stages import StageEngine
 
 
 def _batch(seq: int, rows: int = 2) -> MicroBatch:

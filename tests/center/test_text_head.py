@@ -9,7 +9,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from center.heads import (
+from tests.center.head_models import OCR_HW, PPOCR_MEAN_STD, ort_session, render_text
+from vcascade.center.heads import (
     HeadContext,
     Text,
     TextHead,
@@ -19,9 +20,8 @@ from center.heads import (
     head_context,
     read_model_charset,
 )
-from center.preprocess import PreprocessSpec, stack_batch, to_input
-from tests.center.head_models import OCR_HW, PPOCR_MEAN_STD, ort_session, render_text
-from vcascade.config import TextHeadConfig
+from vcascade.center.preprocess import PreprocessSpec, stack_batch, to_input
+from vcascade.core.config import TextHeadConfig
 
 CHARSET = ["a", "b", "c"]
 """Classes: 0 blank, 1 a, 2 b, 3 c, 4 space."""

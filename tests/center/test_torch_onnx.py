@@ -9,10 +9,11 @@ import pytest
 import torch
 from torch import nn
 
-from center.recognizer import build_model
-from center.runtimes import load_recognizer_stages, runtime_key, stage_input
-from center.torch_onnx import ExportError, torch_to_onnx
-from vcascade.config import load_config
+from vcascade.center.recognizer import build_model
+from vcascade.center.runtimes import load_recognizer_stages, runtime_key, stage_input
+from vcascade.center.torch_onnx import ExportError, torch_to_onnx
+from vcascade.core.config import load_config
+
 REPO = Path(__file__).resolve().parents[2]
 
 

@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 import torch
 
-from center.batcher import preprocess_items
-from center.microbatch import RoiItem
-from center.preprocess import PreprocessSpec
-from center.recognizer import TorchStage, run_chained
-from center.transfer import Placed, Placement, decode_items_uint8, normalise_on_device, prepare_batch
-from vcascade import wire
+from vcascade.center.batcher import preprocess_items
+from vcascade.center.microbatch import RoiItem
+from vcascade.center.preprocess import PreprocessSpec
+from vcascade.center.recognizer import TorchStage, run_chained
+from vcascade.center.transfer import Placed, Placement, decode_items_uint8, normalise_on_device, prepare_batch
+from vcascade.core import wire
 
 
 def _item(roi_id: str, payload: bytes) -> RoiItem:

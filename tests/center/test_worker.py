@@ -10,10 +10,10 @@ import pytest
 import zmq
 from prometheus_client import REGISTRY
 
-from center.worker import run_worker
-from vcascade import wire
-from vcascade.config import Deployment
-from vcascade.sockets import make_socket
+from vcascade.center.worker import run_worker
+from vcascade.core import wire
+from vcascade.core.config import Deployment
+from vcascade.core.sockets import make_socket
 
 
 def _roi(roi_id: str, ttl_ms: float = 0.0) -> bytes:

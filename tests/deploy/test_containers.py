@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from vcascade.config import load_config
+from vcascade.core.config import load_config
 
 REPO = Path(__file__).resolve().parents[2]
 DOCKERFILES = [REPO / "docker" / "Dockerfile.cpu", REPO / "docker" / "Dockerfile.cuda"]

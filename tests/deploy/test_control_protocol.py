@@ -12,12 +12,20 @@ import numpy as np
 import pytest
 import yaml
 
-from edge.camera_set import CameraChangeError
-from edge.control import camera_config
-from edge.frames import Frame, FrameSlots
-from vcascade.config import ConfigError, load_config
-from vcascade.control_protocol import CameraAdd, CameraList, CameraRemove, Reply, decode_reply, decode_request, encode
 from tests.demo import demo_data
+from vcascade.core.config import ConfigError, load_config
+from vcascade.core.control_protocol import (
+    CameraAdd,
+    CameraList,
+    CameraRemove,
+    Reply,
+    decode_reply,
+    decode_request,
+    encode,
+)
+from vcascade.edge.camera_set import CameraChangeError
+from vcascade.edge.control import camera_config
+from vcascade.edge.frames import Frame, FrameSlots
 
 REPO = Path(__file__).resolve().parents[2]
 

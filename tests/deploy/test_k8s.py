@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from broker import metrics as broker_metrics
-from vcascade.config import Deployment, load_config
-from vcascade.keys import component_names, generate_keys
-from vcascade.security import check_keys
+from vcascade.broker import metrics as broker_metrics
+from vcascade.core.config import Deployment, load_config
+from vcascade.core.keys import component_names, generate_keys
+from vcascade.core.security import check_keys
 
 kubernetes_validate = pytest.importorskip("kubernetes_validate", reason="pip install kubernetes-validate (test extras)")
 

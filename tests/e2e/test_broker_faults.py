@@ -19,11 +19,11 @@ import yaml
 import zmq
 from prometheus_client.parser import text_string_to_metric_families
 
-from broker.server import DRAIN_TIMEOUT_S as BROKER_DRAIN_S
-from center.worker import DRAIN_TIMEOUT_S as WORKER_DRAIN_S
-from vcascade import wire
-from vcascade.sockets import make_socket
 from tests.demo import demo_data
+from vcascade.broker.server import DRAIN_TIMEOUT_S as BROKER_DRAIN_S
+from vcascade.center.worker import DRAIN_TIMEOUT_S as WORKER_DRAIN_S
+from vcascade.core import wire
+from vcascade.core.sockets import make_socket
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 
@@ -56,7 +56,7 @@ class Cluster:
 
     def start(self, kind: str, name: str) -> subprocess.Popen:
         self.procs[name] = subprocess.Popen(
-            [sys.executable, "-m", "vcascade.cli", kind, "--config", str(self.config), "--name", name,
+            [sys.executable, "-m", "vcascade", kind, "--config", str(self.config), "--name", name,
              "--log-level", "WARNING"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )  # fmt: skip
         return self.procs[name]

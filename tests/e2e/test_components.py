@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+
 from tests.demo import demo_data
 
 pytestmark = pytest.mark.e2e
@@ -31,7 +32,7 @@ def test_edge_broker_worker_as_separate_commands(tmp_path, free_port, models_dir
 
     def start(kind: str, name: str, *extra: str) -> subprocess.Popen:
         return subprocess.Popen(
-            [sys.executable, "-m", "vcascade.cli", kind, "--config", str(config), "--name", name, *extra],
+            [sys.executable, "-m", "vcascade", kind, "--config", str(config), "--name", name, *extra],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )
 
@@ -58,7 +59,7 @@ def test_edge_broker_worker_as_separate_commands(tmp_path, free_port, models_dir
 
 def test_unknown_component_name_is_a_clear_error(tmp_path):
     proc = subprocess.run(
-        [sys.executable, "-m", "vcascade.cli", "broker", "--config", str(REPO / "configs" / "demo.yaml"),
+        [sys.executable, "-m", "vcascade", "broker", "--config", str(REPO / "configs" / "demo.yaml"),
          "--name", "nope"], capture_output=True, text=True, timeout=60,
     )
     assert proc.returncode == 1

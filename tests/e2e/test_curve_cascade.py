@@ -16,10 +16,10 @@ import pytest
 import yaml
 import zmq
 
-from vcascade import wire
-from vcascade.keys import generate_keys
-from vcascade.security import load_keypair, load_public_key
 from tests.demo import demo_data
+from vcascade.core import wire
+from vcascade.core.keys import generate_keys
+from vcascade.core.security import load_keypair, load_public_key
 
 pytestmark = pytest.mark.e2e
 
@@ -45,7 +45,7 @@ def _curve_deployment(tmp_path: Path, free_port) -> tuple[Path, dict]:
 
 def _vcascade(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "vcascade.cli", *args], capture_output=True, text=True, cwd=cwd, timeout=300
+        [sys.executable, "-m", "vcascade", *args], capture_output=True, text=True, cwd=cwd, timeout=300
     )
 
 
@@ -78,7 +78,7 @@ def test_a_client_with_an_unknown_key_gets_nothing_through_a_curve_broker(tmp_pa
     generate_keys(tmp_path / "keys", ["broker-1", "edge-1", "worker-1"])
     generate_keys(tmp_path / "rogue", ["intruder"])  # a valid keypair, not among the broker's authorized keys
     broker = subprocess.Popen(
-        [sys.executable, "-m", "vcascade.cli", "broker", "--config", str(config), "--name", "broker-1"],
+        [sys.executable, "-m", "vcascade", "broker", "--config", str(config), "--name", "broker-1"],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp_path,
     )
     ctx = zmq.Context()

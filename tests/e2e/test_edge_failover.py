@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
+
 from tests.demo import demo_data
 
 pytestmark = pytest.mark.e2e
@@ -65,7 +66,7 @@ class Cluster:
     def start(self, kind: str, name: str) -> subprocess.Popen:
         extra = ["--model-dir", str(self.models_dir)] if kind == "edge" else []
         proc = subprocess.Popen(
-            [sys.executable, "-m", "vcascade.cli", kind, "--config", str(self.config), "--name", name,
+            [sys.executable, "-m", "vcascade", kind, "--config", str(self.config), "--name", name,
              "--log-level", "WARNING", *extra],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )  # fmt: skip

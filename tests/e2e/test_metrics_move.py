@@ -1,4 +1,4 @@
-"""Every metric in vcascade/metric_names.py moves when its event happens (no metric that always reads 0).
+"""Every metric in vcascade/core/metric_names.py moves when its event happens (no metric that always reads 0).
 
 One deployment stages every event at once, with real processes, video and sockets:
 
@@ -34,10 +34,10 @@ import yaml
 import zmq
 from prometheus_client.parser import text_string_to_metric_families
 
-from vcascade import wire
-from vcascade.metric_names import METRICS, family_of
-from vcascade.sockets import make_socket
 from tests.demo import demo_data
+from vcascade.core import wire
+from vcascade.core.metric_names import METRICS, family_of
+from vcascade.core.sockets import make_socket
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(420)]
 
@@ -133,7 +133,7 @@ def _start(config: Path, kind: str, name: str, *extra: str) -> subprocess.Popen:
     out, err = (open(config.parent / f"{name}.{ext}", "w") for ext in ("out", "err"))
     with out, err:
         return subprocess.Popen(
-            [sys.executable, "-m", "vcascade.cli", kind, "--config", str(config), "--name", name, *extra],
+            [sys.executable, "-m", "vcascade", kind, "--config", str(config), "--name", name, *extra],
             stdout=out, stderr=err, text=True,
         )  # fmt: skip
 

@@ -34,8 +34,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from vcascade.keys import generate_keys
 from tests.demo import demo_data
+from vcascade.core.keys import generate_keys
 
 pytestmark = pytest.mark.e2e
 
@@ -139,7 +139,7 @@ def _write_config(tmp_path: Path, h: Hosts) -> Path:
 
 def _start(ns: str, kind: str, name: str, config: Path, tmp_path: Path, *extra: str) -> subprocess.Popen:
     """``vcascade KIND --config FILE --name NAME`` inside namespace ``ns``; output to files (never a full pipe)."""
-    cmd = ["ip", "netns", "exec", ns, sys.executable, "-m", "vcascade.cli", kind,
+    cmd = ["ip", "netns", "exec", ns, sys.executable, "-m", "vcascade", kind,
            "--config", str(config), "--name", name, *extra]
     with open(tmp_path / f"{name}.out", "w") as out, open(tmp_path / f"{name}.err", "w") as err:
         return subprocess.Popen(cmd, stdout=out, stderr=err, text=True, cwd=tmp_path)  # the child keeps its copies

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+
 from tests.demo import demo_data
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
@@ -42,7 +43,7 @@ def _deployment(tmp_path: Path, free_port) -> tuple[Path, dict]:
 
 
 def _vcascade(*args: str, **kwargs) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "vcascade.cli", *args], capture_output=True, text=True, **kwargs)
+    return subprocess.run([sys.executable, "-m", "vcascade", *args], capture_output=True, text=True, **kwargs)
 
 
 @pytest.fixture
@@ -106,7 +107,7 @@ def _values(result: list[dict], key: str) -> dict[str, float]:
 
 def _start(config: Path, kind: str, name: str, *extra: str) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "-m", "vcascade.cli", kind, "--config", str(config), "--name", name, "--log-level",
+        [sys.executable, "-m", "vcascade", kind, "--config", str(config), "--name", name, "--log-level",
          "WARNING", *extra], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
 

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+
 from tests.demo import demo_data
 
 pytestmark = pytest.mark.e2e
@@ -84,7 +85,7 @@ def test_rois_reach_only_workers_of_their_recognizer(tmp_path, free_port, models
     config, data = _deployment(tmp_path, free_port)
     summary_path = tmp_path / "summary.json"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "vcascade.cli", "run", str(config), "--model-dir", str(models_dir),
+        [sys.executable, "-m", "vcascade", "run", str(config), "--model-dir", str(models_dir),
          "--summary-json", str(summary_path)],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp_path,
     )  # fmt: skip

@@ -70,7 +70,7 @@ def test_run_short_clip_end_to_end(tmp_path, free_port, models_dir):
     config, data = _deployment(tmp_path, free_port)
     summary_path = tmp_path / "summary.json"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "vcascade.cli", "run", str(config), "--model-dir", str(models_dir),
+        [sys.executable, "-m", "vcascade", "run", str(config), "--model-dir", str(models_dir),
          "--summary-json", str(summary_path)],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp_path,
     )

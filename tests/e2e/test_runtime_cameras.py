@@ -22,11 +22,11 @@ import pytest
 import yaml
 import zmq
 
-from vcascade import control_protocol as control
-from vcascade.config import load_config
-from vcascade.keys import generate_keys
-from vcascade.security import load_keypair, load_public_key
 from tests.demo import demo_data
+from vcascade.core import control_protocol as control
+from vcascade.core.config import load_config
+from vcascade.core.keys import generate_keys
+from vcascade.core.security import load_keypair, load_public_key
 
 pytestmark = pytest.mark.e2e
 
@@ -63,14 +63,14 @@ def _write_config(tmp_path: Path, free_port) -> Path:
 def _start(kind: str, name: str, config: Path, tmp_path: Path, *extra: str) -> subprocess.Popen:
     with open(tmp_path / f"{name}.out", "w") as out, open(tmp_path / f"{name}.err", "w") as err:
         return subprocess.Popen(  # the child keeps its own copies of the two files
-            [sys.executable, "-m", "vcascade.cli", kind, "--config", str(config), "--name", name, *extra],
+            [sys.executable, "-m", "vcascade", kind, "--config", str(config), "--name", name, *extra],
             stdout=out, stderr=err, text=True, cwd=tmp_path,
         )
 
 
 def _camera(config: Path, *args: str, timeout_s: float = 240) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "vcascade.cli", "camera", *args, "--config", str(config), "--edge", "edge-1"],
+        [sys.executable, "-m", "vcascade", "camera", *args, "--config", str(config), "--edge", "edge-1"],
         capture_output=True, text=True, timeout=timeout_s,
     )
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.e2e.test_run_demo import _sample, _scrape
 from tests.demo import demo_data
+from tests.e2e.test_run_demo import _sample, _scrape
 
 pytestmark = pytest.mark.e2e
 
@@ -35,7 +35,7 @@ def test_run_with_a_stage_group_accounts_every_roi(tmp_path, free_port, models_d
     config.write_text(yaml.safe_dump(data))
 
     proc = subprocess.Popen(
-        [sys.executable, "-m", "vcascade.cli", "run", str(config), "--model-dir", str(models_dir),
+        [sys.executable, "-m", "vcascade", "run", str(config), "--model-dir", str(models_dir),
          "--summary-json", str(tmp_path / "summary.json")],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp_path,
     )

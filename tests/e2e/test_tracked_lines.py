@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+
 from tests.demo import demo_data
 
 pytestmark = pytest.mark.e2e
@@ -41,7 +42,7 @@ def test_tracked_lines_carry_track_ids_and_cached_identities(tmp_path, free_port
     config = _deployment(tmp_path, free_port)
     summary_path = tmp_path / "summary.json"
     proc = subprocess.run(
-        [sys.executable, "-m", "vcascade.cli", "run", str(config), "--model-dir", str(models_dir),
+        [sys.executable, "-m", "vcascade", "run", str(config), "--model-dir", str(models_dir),
          "--summary-json", str(summary_path)],
         capture_output=True, text=True, cwd=tmp_path, timeout=300,
     )

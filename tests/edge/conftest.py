@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from edge.frames import Frame, FrameSlots
-from edge.source import CameraReader
-from vcascade.config import CameraConfig
+from vcascade.core.config import CameraConfig
+from vcascade.edge.frames import Frame, FrameSlots
+from vcascade.edge.source import CameraReader
 
 REPO = Path(__file__).resolve().parents[2]
 SERVER_START_TIMEOUT_S = 30.0

@@ -1,13 +1,12 @@
 """The latency account: ordered hops, all positive, summing exactly to end_to_end."""
 
+import numpy as np
 import pytest
 
-import numpy as np
-
-from edge.account import PendingRoi, close_account, drop_record, result_record, tracked_record
-from edge.frames import Frame
-from edge.identity_cache import TrackIdentity
-from vcascade.wire import Result, Roi
+from vcascade.core.wire import Result, Roi
+from vcascade.edge.account import PendingRoi, close_account, drop_record, result_record, tracked_record
+from vcascade.edge.frames import Frame
+from vcascade.edge.identity_cache import TrackIdentity
 
 
 def _pending():

@@ -28,8 +28,8 @@ import pytest
 import yaml
 from onnx import TensorProto, helper
 
-from edge.detectors import DetectorContractError, build_detector
-from vcascade.config import DetectorConfig
+from vcascade.core.config import DetectorConfig
+from vcascade.edge.detectors import DetectorContractError, build_detector
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "scripts"))

@@ -10,13 +10,13 @@ import pytest
 import torch
 import zmq
 
-from edge.detectors import Yolov8Detector
-from edge.frames import Frame, FrameSlots
-from edge.identity_cache import IdentityCache
-from edge.link import BrokerLink
-from edge.node import EdgeNode
-from vcascade.config import Deployment
 from tests.demo import demo_data
+from vcascade.core.config import Deployment
+from vcascade.edge.detectors import Yolov8Detector
+from vcascade.edge.frames import Frame, FrameSlots
+from vcascade.edge.identity_cache import IdentityCache
+from vcascade.edge.link import BrokerLink
+from vcascade.edge.node import EdgeNode
 
 REPO = Path(__file__).resolve().parents[2]
 S = 64

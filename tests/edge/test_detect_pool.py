@@ -9,10 +9,10 @@ import cv2
 import numpy as np
 import pytest
 
-from edge.detect_pool import DetectorPool, detect_frames
-from edge.detectors import build_detector
-from edge.frames import Frame, FrameSlots
-from vcascade.config import DetectorConfig
+from vcascade.core.config import DetectorConfig
+from vcascade.edge.detect_pool import DetectorPool, detect_frames
+from vcascade.edge.detectors import build_detector
+from vcascade.edge.frames import Frame, FrameSlots
 
 
 @pytest.fixture(scope="module")

@@ -10,8 +10,9 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from edge.detector import YoloxDetector, batched_nms, decode_outputs, expected_anchors, letterbox
-from vcascade.onnx_session import make_session
+from vcascade.core.onnx_session import make_session
+from vcascade.edge.detectors.nms import batched_nms
+from vcascade.edge.detectors.yolox import YoloxDetector, decode_outputs, expected_anchors, letterbox
 
 cv2.setNumThreads(1)
 

@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 import torch
 
-from edge.detectors import (
+from vcascade.core.config import DetectorConfig
+from vcascade.edge.detectors import (
     DetectorContractError,
     Yolov5Detector,
     Yolov8Detector,
@@ -23,7 +24,6 @@ from edge.detectors import (
     build_detector,
     load_class_names,
 )
-from vcascade.config import DetectorConfig
 
 torch.set_num_threads(1)
 cv2.setNumThreads(1)

@@ -7,8 +7,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from vcascade.config import ConfigError, DetectorConfig, load_config
-from vcascade.models import ModelUnavailable, ensure_detector_model
+from vcascade.core.config import ConfigError, DetectorConfig, load_config
+from vcascade.core.models import ModelUnavailable
+from vcascade.edge.detectors.model_file import ensure_detector_model
 
 DEMO = Path(__file__).resolve().parents[2] / "configs" / "demo.yaml"
 

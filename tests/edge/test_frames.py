@@ -4,7 +4,7 @@ import threading
 
 import numpy as np
 
-from edge.frames import Frame, FrameSlots
+from vcascade.edge.frames import Frame, FrameSlots
 
 
 def _frame(camera, seq):

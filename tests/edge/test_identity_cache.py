@@ -2,7 +2,7 @@
 
 import threading
 
-from edge.identity_cache import IdentityCache
+from vcascade.edge.identity_cache import IdentityCache
 
 
 def ok(track_id, identity_id, ts_ms, camera="cam", roi_id="r"):
@@ -75,9 +75,10 @@ def test_writer_and_reader_threads():
 def test_a_text_result_is_cached_with_its_text_and_repeated_on_tracked_lines():
     """Regression: a text head's result line has no identity fields; it was counted as a bad record and its
     track's ``tracked`` lines never showed what was read."""
-    from edge.account import tracked_record
-    from edge.frames import Frame
     import numpy as np
+
+    from vcascade.edge.account import tracked_record
+    from vcascade.edge.frames import Frame
 
     cache = IdentityCache("e")
     cache.retain("cam", {4})

@@ -12,11 +12,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from edge.capture import normalize_image
-from edge.detector import YoloxDetector
-from edge.frames import FrameSlots
-from edge.source import CameraReader
-from vcascade.config import CameraConfig
+from vcascade.core.config import CameraConfig
+from vcascade.edge.capture import normalize_image
+from vcascade.edge.detectors import YoloxDetector
+from vcascade.edge.frames import FrameSlots
+from vcascade.edge.source import CameraReader
 
 
 def ffmpeg(*args: str) -> None:

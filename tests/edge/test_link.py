@@ -15,12 +15,12 @@ import pytest
 import zmq
 from prometheus_client import REGISTRY
 
-from edge.account import PendingRoi
-from edge.link import BrokerLink
-from edge.sinks import JsonlSink
-from vcascade import wire
-from vcascade.config import Deployment, JsonlSinkConfig
 from tests.demo import demo_data
+from vcascade.core import wire
+from vcascade.core.config import Deployment, JsonlSinkConfig
+from vcascade.edge.account import PendingRoi
+from vcascade.edge.link import BrokerLink
+from vcascade.edge.sinks import JsonlSink
 
 REPO = Path(__file__).resolve().parents[2]
 INTERVAL_S = 0.1
@@ -205,7 +205,7 @@ def test_rois_of_a_dead_broker_are_retried_at_once_through_a_live_one(make_link,
 def test_a_closed_connection_retries_at_once_without_waiting_for_silence(make_link, tmp_path, caplog):
     link, peers = make_link(2, liveness=100, roi_timeout_s=600.0)  # silence alone would take 10 s to notice
     victim, survivor, on_victim = _spread_four_rois(link, peers)
-    with caplog.at_level("WARNING", logger="edge.link"):
+    with caplog.at_level("WARNING", logger="vcascade.edge.link"):
         victim.sock.close()  # its process is gone: the kernel closes the TCP connection
         _until(lambda: {roi.roi_id for _, roi in survivor.rois} >= on_victim, [survivor])
     assert f"broker {victim.name} lost (disconnected)" in caplog.text  # not by the 10-s silence

@@ -2,7 +2,7 @@
 
 import pytest
 
-from edge.link_state import BrokerTable, may_retry
+from vcascade.edge.link_state import BrokerTable, may_retry
 
 
 def _table(n=2, interval_s=1.0, liveness=3):

@@ -3,9 +3,9 @@
 import cv2
 import numpy as np
 
-from edge.roi import crop_box, encode_jpeg, select_crops
-from vcascade.config import RoiConfig
-from vcascade.detections import Detections
+from vcascade.core.config import RoiConfig
+from vcascade.core.detections import Detections
+from vcascade.edge.roi import crop_box, encode_jpeg, select_crops
 
 
 def test_crop_box_pads_and_clamps():

@@ -4,10 +4,10 @@
 import numpy as np
 import pytest
 
-from edge.roi_policy import FOLLOWED_REASONS, SENT_REASONS, SUPPRESS_REASONS, RoiPolicy, SentCrop, is_better
-from vcascade.config import RoiPolicyConfig
-from vcascade.detections import Detections
 from tests.demo import demo_data
+from vcascade.core.config import RoiPolicyConfig
+from vcascade.core.detections import Detections
+from vcascade.edge.roi_policy import FOLLOWED_REASONS, SENT_REASONS, SUPPRESS_REASONS, RoiPolicy, SentCrop, is_better
 
 PERSON, CAR = 0, 2
 
@@ -145,7 +145,7 @@ def test_config_rejects_policies_that_would_resend_every_frame():
 def test_camera_overrides_its_edges_policy_and_classes_are_checked(tmp_path):
     import yaml
 
-    from vcascade.config import ConfigError, load_config
+    from vcascade.core.config import ConfigError, load_config
 
     data = demo_data()
     data["cameras"]["street-2"]["roi_policy"] = {"mode": "every_detection"}

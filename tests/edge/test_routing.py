@@ -7,12 +7,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from edge.roi_policy import FOLLOWED_REASONS, SUPPRESS_REASONS, RoiPolicy
-from edge.routing import ANY_RECOGNIZER, ClassRouter
-from vcascade.coco import COCO_CLASSES
-from vcascade.config import Deployment, RoiPolicyConfig, RouteConfig
-from vcascade.detections import Detections
 from tests.demo import demo_data
+from vcascade.core.coco import COCO_CLASSES
+from vcascade.core.config import Deployment, RoiPolicyConfig, RouteConfig
+from vcascade.core.detections import Detections
+from vcascade.edge.roi_policy import FOLLOWED_REASONS, SUPPRESS_REASONS, RoiPolicy
+from vcascade.edge.routing import ANY_RECOGNIZER, ClassRouter
 
 PERSON, BICYCLE, CAR, DOG = (COCO_CLASSES.index(n) for n in ("person", "bicycle", "car", "dog"))
 DEMO = Path(__file__).resolve().parents[2] / "configs" / "demo.yaml"

@@ -8,7 +8,6 @@ import time
 import pytest
 from prometheus_client import REGISTRY
 
-
 FAST = {"open_timeout_s": 2.0, "read_timeout_s": 1.5, "backoff_initial_s": 0.2, "backoff_max_s": 1.0}
 """Short timeouts so faults show within seconds (defaults are 10 s)."""
 

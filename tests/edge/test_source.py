@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from edge.frames import FrameSlots
-from edge.source import CameraReader, SourceError, open_capture
-from vcascade.config import CameraConfig
+from vcascade.core.config import CameraConfig
+from vcascade.edge.frames import FrameSlots
+from vcascade.edge.source import CameraReader, SourceError, open_capture
 
 REPO = Path(__file__).resolve().parents[2]
 

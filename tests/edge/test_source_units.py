@@ -8,11 +8,11 @@ import random
 import pytest
 from prometheus_client import REGISTRY
 
-from edge.backoff import Backoff
-from edge.camera_state import CameraStateMachine
-from edge.capture import SourceError, StreamInfo, device_index, is_live, open_capture, stopped_early
-from edge.timing import PtsMonitor, RateGate
-from vcascade.config import CameraConfig
+from vcascade.core.config import CameraConfig
+from vcascade.edge.backoff import Backoff
+from vcascade.edge.camera_state import CameraStateMachine
+from vcascade.edge.capture import SourceError, StreamInfo, device_index, is_live, open_capture, stopped_early
+from vcascade.edge.timing import PtsMonitor, RateGate
 
 
 def test_backoff_is_full_jitter_under_a_doubling_capped_bound():
@@ -67,7 +67,7 @@ def test_state_machine_sets_one_state_counts_reasons_and_logs_once(caplog):
     value = lambda state: REGISTRY.get_sample_value(  # noqa: E731
         "vcascade_edge_camera_state", {"edge": "edge-u", "camera": "cam-u", "state": state})
     assert value("connecting") == 1 and value("streaming") == 0
-    with caplog.at_level(logging.INFO, logger="edge.camera_state"):
+    with caplog.at_level(logging.INFO, logger="vcascade.edge.camera_state"):
         assert machine.to("streaming", "opened")
         assert not machine.to("streaming", "opened")  # no change: nothing logged or counted
         machine.to("stalled", "read_timeout", "no frame for 2.0 s")

@@ -4,10 +4,10 @@ import cv2
 import numpy as np
 import pytest
 
-from edge.detector import YoloxDetector
-from edge.tracking import CameraTracker
-from vcascade.config import TrackerConfig
-from vcascade.detections import Detections
+from vcascade.core.config import TrackerConfig
+from vcascade.core.detections import Detections
+from vcascade.edge.detectors import YoloxDetector
+from vcascade.edge.tracking import CameraTracker
 
 FIRST, LAST = 26, 46  # a cyclist crosses the frame from about frame 30; nothing is detected before ~25
 

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from vcascade.cli import main
-from vcascade.config import ConfigError, load_config
+from vcascade.app.cli import main
+from vcascade.core.config import ConfigError, load_config
 
 DEMO = Path(__file__).resolve().parents[2] / "configs" / "demo.yaml"
 
@@ -99,7 +99,7 @@ def test_check_command_exit_codes(tmp_path, capsys):
 
 def test_check_as_a_process_prints_no_traceback(tmp_path):
     path = _write(tmp_path, {"cameras": "nope"})
-    proc = subprocess.run([sys.executable, "-m", "vcascade.cli", "check", str(path)], capture_output=True, text=True)
+    proc = subprocess.run([sys.executable, "-m", "vcascade", "check", str(path)], capture_output=True, text=True)
     assert proc.returncode == 2
     assert "cameras = 'nope': expected a valid dictionary" in proc.stderr
     assert "Traceback" not in proc.stderr

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from vcascade.config import load_config
-from vcascade.metric_names import METRICS, family_of
-from vcascade.promconfig import render
+from vcascade.app.promconfig import render
+from vcascade.core.config import load_config
+from vcascade.core.metric_names import METRICS, family_of
 
 REPO = Path(__file__).resolve().parents[2]
 DASHBOARD = REPO / "configs" / "grafana" / "vcascade.json"
@@ -79,7 +79,7 @@ def test_every_query_names_exported_metrics_and_their_labels(source):
         assert names, expr
         families = {n: family_of(n) for n in names if n != "up"}
         unknown = sorted(n for n, fam in families.items() if fam is None)
-        assert not unknown, f"{unknown} in {expr!r} is not exported (vcascade/metric_names.py)"
+        assert not unknown, f"{unknown} in {expr!r} is not exported (vcascade/core/metric_names.py)"
         known_labels = TARGET_LABELS.union(*(METRICS[f].labels for f in families.values()))
         for group in _GROUPING.findall(expr):
             labels = {label.strip() for label in group.split(",") if label.strip()}
@@ -128,7 +128,7 @@ def test_generated_scrape_config_is_valid(tmp_path):
 
 
 def test_scrape_config_targets_and_intervals():
-    from vcascade.promconfig import metrics_targets, prometheus_config
+    from vcascade.app.promconfig import metrics_targets, prometheus_config
 
     dep = load_config(REPO / "configs" / "demo.yaml")
     targets = {(t.kind, t.name): t.address for t in metrics_targets(dep)}

@@ -17,16 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from vcascade.config import DetectorConfig
-from vcascade.models import (
-    ModelUnavailable,
-    download_model,
-    ensure_detector_model,
-    find_model,
-    model_search_dirs,
-    verify_yolox,
-)
-from vcascade.ocr_models import (
+from vcascade.center.ocr_models import (
     PPOCR_REC_MODEL,
     RAPIDOCR_WHEEL,
     RAPIDOCR_WHEEL_MEMBER,
@@ -35,6 +26,14 @@ from vcascade.ocr_models import (
     find_wheel,
     verify_ppocr_rec,
 )
+from vcascade.core.config import DetectorConfig
+from vcascade.core.models import (
+    ModelUnavailable,
+    download_model,
+    find_model,
+    model_search_dirs,
+)
+from vcascade.edge.detectors.model_file import ensure_detector_model, verify_yolox
 
 REPO = Path(__file__).resolve().parents[2]
 NAME = "yolox_nano.onnx"
@@ -75,7 +74,7 @@ def isolated_env(tmp_path: Path, monkeypatch) -> Path:
 
 def test_download_succeeds_and_verifies(served, tmp_path, yolox_path):
     dest = tmp_path / "models" / NAME
-    assert download_model(f"{served}/{NAME}", dest) == dest
+    assert download_model(f"{served}/{NAME}", dest, verify=verify_yolox) == dest
     assert dest.read_bytes() == yolox_path.read_bytes()
     assert os.listdir(dest.parent) == [NAME]  # no temporary file left
 
@@ -84,7 +83,7 @@ def test_http_404_says_what_failed_and_what_to_do(served, tmp_path, isolated_env
     dest = tmp_path / "models" / NAME
     url = f"{served}/missing.onnx"
     with pytest.raises(ModelUnavailable) as info:
-        download_model(url, dest)
+        download_model(url, dest, verify=verify_yolox)
     message = str(info.value)
     for needed in ("HTTP 404", url, str(dest.parent), str(isolated_env), "--model-dir", "VCASCADE_MODEL_DIR"):
         assert needed in message
@@ -93,7 +92,7 @@ def test_http_404_says_what_failed_and_what_to_do(served, tmp_path, isolated_env
 
 def test_connection_refused_is_model_unavailable(tmp_path, free_port, isolated_env):
     with pytest.raises(ModelUnavailable, match="network error"):
-        download_model(f"http://127.0.0.1:{free_port()}/{NAME}", tmp_path / NAME, timeout_s=5)
+        download_model(f"http://127.0.0.1:{free_port()}/{NAME}", tmp_path / NAME, verify=verify_yolox, timeout_s=5)
 
 
 def test_html_served_as_model_is_rejected_and_nothing_left_behind(served, tmp_path, isolated_env):
@@ -101,7 +100,7 @@ def test_html_served_as_model_is_rejected_and_nothing_left_behind(served, tmp_pa
     dest.parent.mkdir()
     dest.write_bytes(b"previous")
     with pytest.raises(ModelUnavailable, match="not a loadable ONNX model"):
-        download_model(f"{served}/fake.onnx", dest)
+        download_model(f"{served}/fake.onnx", dest, verify=verify_yolox)
     assert os.listdir(dest.parent) == [NAME]
     assert dest.read_bytes() == b"previous"  # the old file is untouched by a failed download
 
@@ -151,13 +150,13 @@ def test_default_cache_is_home_dot_cache(monkeypatch, tmp_path):
 def test_ensure_downloads_into_model_dir_then_finds_it(served, tmp_path, isolated_env, caplog):
     config = DetectorConfig(url=f"{served}/{NAME}")
     model_dir = tmp_path / "models"
-    with caplog.at_level(logging.INFO, logger="vcascade.models"):
+    with caplog.at_level(logging.INFO, logger="vcascade.edge.detectors.model_file"):
         path = ensure_detector_model(config, model_dir)
     assert path == model_dir / NAME and path.is_file()
     assert "downloading" in caplog.text and config.url in caplog.text and "verified" in caplog.text
     caplog.clear()
     broken = DetectorConfig(url=f"{served}/missing.onnx")
-    with caplog.at_level(logging.INFO, logger="vcascade.models"):
+    with caplog.at_level(logging.INFO, logger="vcascade.edge.detectors.model_file"):
         assert ensure_detector_model(broken, model_dir) == path  # found: no download attempted
     assert "downloading" not in caplog.text
 

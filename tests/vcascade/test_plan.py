@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from vcascade.config import load_config
-from vcascade.plan import plan_worker, stage_rows
 from tests.demo import torch_demo_text
+from vcascade.app.plan import plan_worker, stage_rows
+from vcascade.core.config import load_config
 
 REPO = Path(__file__).resolve().parents[2]
 VCASCADE = Path(sys.executable).with_name("vcascade")

@@ -1,10 +1,10 @@
-"""vcascade.ports.free_port: below the kernel's ephemeral range, never the same port twice, actually free."""
+"""vcascade.core.ports.free_port: below the kernel's ephemeral range, never the same port twice, actually free."""
 
 from __future__ import annotations
 
 import socket
 
-from vcascade import ports
+from vcascade.core import ports
 
 
 def test_ports_are_below_the_ephemeral_range_distinct_and_bindable():

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from vcascade.config import ConfigError, load_config
 from tests.demo import demo_data
+from vcascade.core.config import ConfigError, load_config
 
 DEMO = Path(__file__).resolve().parents[2] / "configs" / "demo.yaml"
 

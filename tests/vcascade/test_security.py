@@ -16,9 +16,9 @@ import zmq
 from prometheus_client import REGISTRY
 
 from tests.demo import demo_data
-from vcascade.config import ConfigError, CurveConfig, Deployment, SecurityConfig, load_config
-from vcascade.keys import generate_keys
-from vcascade.security import (
+from vcascade.core.config import ConfigError, CurveConfig, Deployment, SecurityConfig, load_config
+from vcascade.core.keys import generate_keys
+from vcascade.core.security import (
     CURVE_OVERHEAD_BYTES,
     SecurityError,
     check_keys,
@@ -29,7 +29,7 @@ from vcascade.security import (
     start_authenticator,
     watch_auth_failures,
 )
-from vcascade.sockets import MAX_MESSAGE_BYTES, make_socket
+from vcascade.core.sockets import MAX_MESSAGE_BYTES, make_socket
 
 REPO = Path(__file__).resolve().parents[2]
 DEMO = REPO / "configs" / "demo.yaml"

@@ -11,10 +11,10 @@ import zmq
 from prometheus_client import REGISTRY
 from zmq.utils.monitor import recv_monitor_message
 
-from broker import run_broker
-from vcascade import wire
-from vcascade.config import Deployment
-from vcascade.sockets import LINGER_MS, MAX_MESSAGE_BYTES, make_socket
+from vcascade.broker import run_broker
+from vcascade.core import wire
+from vcascade.core.config import Deployment
+from vcascade.core.sockets import LINGER_MS, MAX_MESSAGE_BYTES, make_socket
 
 DEMO = Path(__file__).resolve().parents[2] / "configs" / "demo.yaml"
 WAIT_S = 20.0  # generous: the CI machine is slow and shared

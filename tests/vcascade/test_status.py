@@ -12,11 +12,11 @@ import pytest
 import yaml
 from rich.console import Console
 
-from broker.server import run_broker
-from vcascade.config import load_config
-from vcascade.promconfig import MetricsTarget
-from vcascade.status import Scrape, histogram_quantile, rate, run_status, scrape
 from tests.demo import demo_data
+from vcascade.app.promconfig import MetricsTarget
+from vcascade.app.status import Scrape, histogram_quantile, rate, run_status, scrape
+from vcascade.broker.server import run_broker
+from vcascade.core.config import load_config
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -1,12 +1,12 @@
-"""The restart-storm policy (vcascade/supervise.py): backoff doubling, the sliding window, giving up."""
+"""The restart-storm policy (vcascade/app/supervise.py): backoff doubling, the sliding window, giving up."""
 
 from __future__ import annotations
 
 import pytest
 
-from vcascade.config import Deployment
-from vcascade.schema import SupervisionConfig
-from vcascade.supervise import RestartPolicy, RestartTracker
+from vcascade.app.supervise import RestartPolicy, RestartTracker
+from vcascade.core.config import Deployment
+from vcascade.core.schema import SupervisionConfig
 
 
 def test_backoff_doubles_within_the_window_and_is_capped():

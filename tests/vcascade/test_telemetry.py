@@ -9,8 +9,8 @@ import urllib.request
 
 import pytest
 
-from vcascade.health import Readiness
-from vcascade.telemetry import LATENCY_BUCKETS_S, MetricsPortInUse, safe_label, serve_metrics
+from vcascade.core.health import Readiness
+from vcascade.core.telemetry import LATENCY_BUCKETS_S, MetricsPortInUse, safe_label, serve_metrics
 
 
 def _get(port: int, path: str) -> tuple[int, str]:

@@ -9,10 +9,10 @@ import time
 import zmq
 from prometheus_client import REGISTRY
 
-from vcascade.keys import generate_keys
-from vcascade.schema import CurveConfig, SecurityConfig
-from vcascade.security import secure_client, secure_server, start_authenticator, watch_auth_failures
-from vcascade.sockets import make_socket
+from vcascade.core.keys import generate_keys
+from vcascade.core.schema import CurveConfig, SecurityConfig
+from vcascade.core.security import secure_client, secure_server, start_authenticator, watch_auth_failures
+from vcascade.core.sockets import make_socket
 
 
 def test_a_refused_worker_counts_its_auth_failures(tmp_path, free_port):

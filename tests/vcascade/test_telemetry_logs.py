@@ -1,4 +1,4 @@
-"""Process logging (vcascade.logs): component in every line, JSON format, repeated warnings rate-limited."""
+"""Process logging (vcascade.core.logs): component in every line, JSON format, repeated warnings rate-limited."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ import time
 import pytest
 import yaml
 
-from vcascade.logs import RateLimitFilter, configure_logging
 from tests.demo import demo_data
+from vcascade.core.logs import RateLimitFilter, configure_logging
 
 
 class FakeClock:
@@ -48,14 +48,14 @@ def _capture(fmt: str, interval_s: float = 60.0) -> tuple[logging.Handler, io.St
 
 def test_text_lines_name_the_component(restore_root_logging):
     _, stream = _capture("text")
-    logging.getLogger("edge.source").info("camera %s: streaming", "street-1")
+    logging.getLogger("vcascade.edge.source").info("camera %s: streaming", "street-1")
     line = stream.getvalue().strip()
-    assert " edge:edge-1 INFO edge.source: camera street-1: streaming" in line
+    assert " edge:edge-1 INFO vcascade.edge.source: camera street-1: streaming" in line
 
 
 def test_json_lines_parse_and_carry_component_name_and_exception(restore_root_logging):
     _, stream = _capture("json")
-    log = logging.getLogger("broker.server")
+    log = logging.getLogger("vcascade.broker.server")
     log.warning("worker %s lost", "worker-1")
     try:
         raise RuntimeError("boom")
@@ -63,7 +63,7 @@ def test_json_lines_parse_and_carry_component_name_and_exception(restore_root_lo
         log.exception("stage failed")
     first, second = (json.loads(line) for line in stream.getvalue().splitlines())
     assert first["component"] == "edge" and first["name"] == "edge-1" and first["level"] == "WARNING"
-    assert first["msg"] == "worker worker-1 lost" and first["logger"] == "broker.server"
+    assert first["msg"] == "worker worker-1 lost" and first["logger"] == "vcascade.broker.server"
     assert first["ts"].endswith("Z")
     assert "RuntimeError: boom" in second["exc"]
 
@@ -103,7 +103,7 @@ def test_unknown_format_is_refused(restore_root_logging):
 
 
 def test_cli_refuses_an_unknown_log_format():
-    proc = subprocess.run([sys.executable, "-m", "vcascade.cli", "broker", "--config", "x.yaml", "--name", "b",
+    proc = subprocess.run([sys.executable, "-m", "vcascade", "broker", "--config", "x.yaml", "--name", "b",
                            "--log-format", "xml"], capture_output=True, text=True, timeout=60)  # fmt: skip
     assert proc.returncode == 2 and "--log-format" in proc.stderr
 
@@ -115,7 +115,7 @@ def test_a_broker_process_logs_json_lines_naming_itself(tmp_path, free_port):
     config.write_text(yaml.safe_dump(data))
     err = tmp_path / "broker.err"
     with err.open("w") as stderr:
-        command = [sys.executable, "-m", "vcascade.cli", "broker", "--config", str(config), "--name", "broker-1",
+        command = [sys.executable, "-m", "vcascade", "broker", "--config", str(config), "--name", "broker-1",
                    "--log-format", "json"]  # fmt: skip
         proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=stderr)
     try:

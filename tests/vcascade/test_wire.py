@@ -5,7 +5,7 @@ import pickle
 import msgspec
 import pytest
 
-from vcascade import wire
+from vcascade.core import wire
 
 
 def _roi(**overrides):

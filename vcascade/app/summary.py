@@ -62,7 +62,7 @@ def summary_tables(snapshots: Snapshots, elapsed_s: float) -> list[Table]:
 
 
 def restarts_table(components: list[dict[str, Any]]) -> Table:
-    """Components the launcher restarted or gave up (rows of :meth:`vcascade.launcher.Launcher.status`)."""
+    """Components the launcher restarted or gave up (rows of :meth:`vcascade.app.launcher.Launcher.status`)."""
     table = Table(title="restarted components")
     for col in ("process", "restarts", "exit codes of past runs", "state"):
         table.add_column(col)

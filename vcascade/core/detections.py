@@ -14,7 +14,7 @@ class Detections:
     Attributes:
         xyxy: (n, 4) float32, boxes as x1, y1, x2, y2 in original-frame pixels.
         score: (n,) float32, confidence 0..1 (YOLOX: objectness x class score).
-        class_id: (n,) int32, detector class index (COCO order, see :data:`vcascade.coco.COCO_CLASSES`).
+        class_id: (n,) int32, detector class index (COCO order, see :data:`vcascade.core.coco.COCO_CLASSES`).
         track_id: (n,) int64, tracker id, -1 when untracked.
 
     Raises:

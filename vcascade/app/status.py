@@ -1,6 +1,6 @@
 """``vcascade status FILE``: a live terminal view of a whole deployment, read from its metrics endpoints.
 
-Every component's ``/metrics`` and ``/readyz`` (targets from :func:`vcascade.promconfig.metrics_targets`) are
+Every component's ``/metrics`` and ``/readyz`` (targets from :func:`vcascade.app.promconfig.metrics_targets`) are
 scraped twice, ``interval`` seconds apart; rates (fps, ROIs/s) are the counter differences over that interval
 and latency percentiles come from the histogram buckets that filled in it (the whole history when none did),
 interpolated like PromQL's ``histogram_quantile``. A component that does not answer is shown as
@@ -25,7 +25,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from rich.console import Console, Group
 from rich.table import Table
 
-from vcascade.promconfig import MetricsTarget, metrics_targets
+from vcascade.app.promconfig import MetricsTarget, metrics_targets
+from vcascade.core.config import load_config
 
 SCRAPE_TIMEOUT_S = 2.0
 """Per request, seconds: an unreachable component costs at most this per refresh."""
@@ -279,7 +280,6 @@ def run_status(file: Path, once: bool, interval_s: float, console: Console | Non
     """Show the view for deployment ``file``: one snapshot (``once``) or a live view until Ctrl-C."""
     from rich.live import Live
 
-    from vcascade.config import load_config
 
     console = console or Console(width=None if sys.stdout.isatty() else 160)
     targets = metrics_targets(load_config(file))

@@ -11,7 +11,7 @@ Installing that package would break this one (it requires ``opencv-python-headle
 3. the model member is extracted (a wheel is a zip file) to another temporary file, verified by loading it
    with ONNX Runtime and checking its signature (:func:`verify_ppocr_rec`), then renamed into place.
 
-The search order for an existing copy is :func:`vcascade.models.find_model`'s (``--model-dir``,
+The search order for an existing copy is :func:`vcascade.core.models.find_model`'s (``--model-dir``,
 ``$VCASCADE_MODEL_DIR``, the user cache).
 """
 
@@ -28,16 +28,18 @@ import urllib.request
 import zipfile
 from pathlib import Path
 
-from vcascade.models import (
+from vcascade.center.heads.text import read_model_charset
+from vcascade.core.models import (
     MODEL_DIR_ENV,
     ModelUnavailable,
     _fetch,
     _reason,
-    _writable_dir,
     find_model,
     model_search_dirs,
     user_cache_dir,
+    writable_dir,
 )
+from vcascade.core.onnx_session import make_session
 
 log = logging.getLogger(__name__)
 
@@ -59,14 +61,11 @@ SIMPLE_JSON = "application/vnd.pypi.simple.v1+json"
 def verify_ppocr_rec(path: str | os.PathLike[str]) -> None:
     """Check that a file is a PaddleOCR CTC recognition model: ONNX Runtime loads it (CPU, 1 thread), its one
     input is (N, 3, 48, W), its first output (N, T, C), and C = its ``character`` metadata entries + 2 (blank,
-    characters, space; see :mod:`center.heads.text`).
+    characters, space; see :mod:`vcascade.center.heads.text`).
 
     Raises:
         ModelUnavailable: not loadable, or the signature or metadata does not fit (the message says which).
     """
-    from center.heads.text import read_model_charset
-    from vcascade.onnx_session import make_session
-
     try:
         session = make_session(path, intra_op_threads=1)
         charset = read_model_charset(str(path))
@@ -182,7 +181,7 @@ def ensure_text_model(
     wheel_url: str | None = None,
     sha256: str | None = RAPIDOCR_WHEEL_SHA256,
 ) -> Path:
-    """Path to ``PP-OCRv6_rec_small.onnx``: found on disk (:func:`vcascade.models.find_model`), else extracted
+    """Path to ``PP-OCRv6_rec_small.onnx``: found on disk (:func:`vcascade.core.models.find_model`), else extracted
     from the rapidocr wheel into ``model_dir`` (when writable) or the user cache.
 
     Args:
@@ -201,7 +200,7 @@ def ensure_text_model(
     index_sha256 = ""
     if wheel_url is None:
         wheel_url, index_sha256 = find_wheel(RAPIDOCR_PROJECT, RAPIDOCR_WHEEL, index_url)
-    folder = Path(model_dir) if model_dir and _writable_dir(Path(model_dir)) else user_cache_dir()
+    folder = Path(model_dir) if model_dir and writable_dir(Path(model_dir)) else user_cache_dir()
     log.info("extracting %s from %s into %s", PPOCR_REC_MODEL, wheel_url, folder)
     dest = download_from_wheel(
         wheel_url, RAPIDOCR_WHEEL_MEMBER, folder / PPOCR_REC_MODEL, sha256=index_sha256 if sha256 is None else sha256

@@ -13,8 +13,8 @@ from pathlib import Path
 import zmq.auth
 from pydantic import TypeAdapter, ValidationError
 
-from vcascade.config import Deployment, Name
-from vcascade.security import key_files
+from vcascade.core.config import Deployment, Name
+from vcascade.core.security import key_files
 
 SECRET_MODE = 0o600
 """File mode of secret key files: owner read/write only."""

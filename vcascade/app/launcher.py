@@ -4,7 +4,7 @@ Brokers start first, then workers, then edges, each in a ``spawn``-ed process (C
 in a forked child). Each child reports snapshots on its own pipe (a child killed mid-write corrupts only its
 own pipe, never its siblings' reports). A component that exits unexpectedly (a crash, a signal, a nonzero
 exit) is restarted after a backoff; more than ``supervision.max_restarts`` restarts within ``window_s`` stop
-it for good (:mod:`vcascade.supervise`; a broker or worker stopped that way ends the run). When every edge
+it for good (:mod:`vcascade.app.supervise`; a broker or worker stopped that way ends the run). When every edge
 has finished (its file cameras ended and its in-flight ROIs drained) or on Ctrl-C, the launcher stops the
 workers and brokers and prints the summary. Exit code 0 only when the last run of every process exited
 cleanly, no component was given up, and every ROI of every edge run that ended on its own is accounted for
@@ -32,10 +32,12 @@ from typing import Any
 from rich.console import Console
 from rich.live import Live
 
-from vcascade.config import Deployment
-from vcascade.models import ensure_detector_model
-from vcascade.summary import progress_line, restarts_table, summary_tables
-from vcascade.supervise import RestartPolicy, RestartTracker
+from vcascade.app.components import run_component
+from vcascade.app.summary import progress_line, restarts_table, summary_tables
+from vcascade.app.supervise import RestartPolicy, RestartTracker
+from vcascade.core.config import Deployment
+from vcascade.core.logs import configure_logging
+from vcascade.edge.detectors.model_file import ensure_detector_model
 
 log = logging.getLogger(__name__)
 
@@ -49,9 +51,6 @@ STATUS_INTERVAL_S = 1.0
 
 def _child(kind: str, config_path: str, name: str, model_dir: str | None, stop: Any, conn: Any, log_level: str) -> None:
     """Process entry point of one component (module-level so ``spawn`` can import it)."""
-    from vcascade.components import run_component
-    from vcascade.logs import configure_logging
-
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the launcher coordinates Ctrl-C
     configure_logging(log_level, kind, name)  # format from $VCASCADE_LOG_FORMAT (set by the CLI)
     report = _pipe_reporter(conn)
@@ -89,7 +88,7 @@ def exit_now(kind: str, code: int, status: Any = None) -> None:
     """End a component process with ``code``; skip interpreter finalisation if a camera read still hangs.
 
     A camera read the watchdog abandoned may still be blocked inside FFmpeg in a daemon thread
-    (:func:`edge.source.capture_threads_alive`); at normal interpreter exit such a thread is unwound through
+    (:func:`vcascade.edge.source.capture_threads_alive`); at normal interpreter exit such a thread is unwound through
     OpenCV's C++ frames, which aborts the process ("FATAL: exception not rethrown", exit code -6). Only then
     the process leaves with ``os._exit`` after flushing what it wrote (everything it owns is closed by then);
     otherwise it exits normally. ``status``: the report pipe (or queue) to close first.
@@ -107,9 +106,10 @@ def exit_now(kind: str, code: int, status: Any = None) -> None:
 
 
 def _capture_threads_alive() -> bool:
-    from edge.source import capture_threads_alive  # edge processes only: brokers and workers never load cv2
-
-    return capture_threads_alive()
+    """True when this process runs an edge (it has loaded the edge's capture module) with a capture thread alive.
+    Looked up, not imported: brokers and workers never load OpenCV."""
+    source = sys.modules.get("vcascade.edge.source")
+    return source is not None and source.capture_threads_alive()
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
@@ -338,7 +338,7 @@ def run_deployment(
     runs there. ``status_path``: rewrite :meth:`Launcher.status` there about once a second while running.
 
     Raises:
-        vcascade.models.ModelUnavailable: a detector model is missing and cannot be fetched (checked before any
+        vcascade.core.models.ModelUnavailable: a detector model is missing and cannot be fetched (checked before any
             process starts, so the user sees one clear message).
     """
     for edge in dep.edges.values():

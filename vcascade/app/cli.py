@@ -11,7 +11,7 @@
                                                           Prometheus scrape config, one job per component kind
     vcascade status FILE [--once] [--interval S]          live view of every component's metrics endpoint
     vcascade camera add|remove|list --config FILE --edge NAME ...
-                                                          cameras of a running edge (vcascade/control_cli.py)
+                                                          cameras of a running edge (vcascade/app/control_cli.py)
     vcascade plan FILE [--worker NAME] [--batch N] [--model-dir DIR]
                                                           profile recognizers, show their stage split
 
@@ -29,10 +29,10 @@ import sys
 import threading
 from pathlib import Path
 
-from vcascade.components import COMPONENT_KINDS, run_component
-from vcascade.config import ConfigError, Deployment, load_config
-from vcascade.logs import FORMAT_ENV, LOG_FORMATS, configure_logging
-from vcascade.control_cli import add_camera_parser
+from vcascade.app.components import COMPONENT_KINDS, run_component
+from vcascade.app.control_cli import add_camera_parser
+from vcascade.core.config import ConfigError, Deployment, load_config
+from vcascade.core.logs import FORMAT_ENV, LOG_FORMATS, configure_logging
 
 EXIT_FAILURE, EXIT_CONFIG = 1, 2
 
@@ -74,8 +74,8 @@ def _parser() -> argparse.ArgumentParser:
             _model_dir_option(one)
         one.set_defaults(handler=_one, kind=kind)
     _keys_parser(sub)
-    from vcascade import promconfig, status
-    from vcascade.plan import add_plan_parser
+    from vcascade.app import promconfig, status
+    from vcascade.app.plan import add_plan_parser
 
     promconfig.add_parser(sub)
     status.add_parser(sub)
@@ -100,7 +100,7 @@ def _keys_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _keys_generate(args: argparse.Namespace) -> int:
-    from vcascade.keys import KeysExist, component_names, generate_keys
+    from vcascade.core.keys import KeysExist, component_names, generate_keys
 
     names = [*(component_names(load_config(args.config)) if args.config else []), *args.name]
     if not names:
@@ -120,8 +120,8 @@ def _keys_generate(args: argparse.Namespace) -> int:
 
 
 def _keys_check(args: argparse.Namespace) -> int:
-    from vcascade.keys import component_names
-    from vcascade.security import SecurityError, check_keys
+    from vcascade.core.keys import component_names
+    from vcascade.core.security import SecurityError, check_keys
 
     dep = load_config(args.config)
     if not dep.security.curve.enabled:
@@ -163,8 +163,8 @@ def _check(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from vcascade.launcher import run_deployment
-    from vcascade.models import ModelUnavailable
+    from vcascade.app.launcher import run_deployment
+    from vcascade.core.models import ModelUnavailable
 
     dep = load_config(args.file)
     os.environ[FORMAT_ENV] = args.log_format  # the launcher's children inherit it
@@ -177,9 +177,9 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _one(args: argparse.Namespace) -> int:
-    from vcascade.launcher import exit_now
-    from vcascade.models import ModelUnavailable
-    from vcascade.security import SecurityError
+    from vcascade.app.launcher import exit_now
+    from vcascade.core.models import ModelUnavailable
+    from vcascade.core.security import SecurityError
 
     load_config(args.config)  # config errors exit 2 before anything starts
     configure_logging(args.log_level, args.kind, args.name, args.log_format)

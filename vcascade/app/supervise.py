@@ -4,7 +4,7 @@ Frigate's watchdog pattern (docs/DESIGN.md, "Code shape"): a process that exits 
 after a capped exponential backoff; when it has already been restarted ``max_restarts`` times within the last
 ``window_s`` seconds it is in a restart storm, and the supervisor stops restarting it and reports it instead
 of hiding a crash loop. The policy is pure (it is given the time, it starts nothing), so it is tested without
-processes; :mod:`vcascade.launcher` applies it.
+processes; :mod:`vcascade.app.launcher` applies it.
 """
 
 from __future__ import annotations

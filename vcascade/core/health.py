@@ -66,4 +66,4 @@ class Readiness:
 
 
 READINESS = Readiness()
-"""The readiness checks of this process, read by :mod:`vcascade.telemetry`'s ``/readyz``."""
+"""The readiness checks of this process, read by :mod:`vcascade.core.telemetry`'s ``/readyz``."""

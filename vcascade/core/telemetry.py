@@ -2,10 +2,10 @@
 
 Each process serves its own registry on its own port (no multiprocess mode) with :func:`serve_metrics`:
 ``/metrics`` (Prometheus text exposition), ``/healthz`` (200 while the process runs) and ``/readyz`` (200 when
-every check of :data:`vcascade.health.READINESS` passes, else 503 with a JSON body naming the failing checks).
+every check of :data:`vcascade.core.health.READINESS` passes, else 503 with a JSON body naming the failing checks).
 Metric names follow ``vcascade_<component>_<thing>_<unit>``: counters end in ``_total``, durations are
 ``_seconds`` histograms with :data:`LATENCY_BUCKETS_S`. Each component declares its metrics in its own
-``metrics`` module; :mod:`vcascade.metric_names` lists them all. Process CPU and memory come from
+``metrics`` module; :mod:`vcascade.core.metric_names` lists them all. Process CPU and memory come from
 prometheus_client's default process collector (``process_cpu_seconds_total``,
 ``process_resident_memory_bytes``, Linux only).
 """
@@ -20,8 +20,8 @@ from urllib.parse import urlsplit
 
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, Gauge, generate_latest
 
-from vcascade.health import READINESS, Readiness
-from vcascade.redact import redact_url
+from vcascade.core.health import READINESS, Readiness
+from vcascade.core.redact import redact_url
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +44,7 @@ class MetricsPortInUse(OSError):
 
 
 def safe_label(value: str) -> str:
-    """A label value without credentials: URLs have their user info replaced (:func:`vcascade.redact.redact_url`).
+    """A label value without credentials: URLs have their user info replaced (:func:`vcascade.core.redact.redact_url`).
 
     Component and camera names are config keys (no credentials); use this for anything derived from a URL.
     """

@@ -1,4 +1,4 @@
-"""Find the detector model on disk, or download and verify it once.
+"""Model files: find one on disk, or download and verify it once.
 
 Search order for a model file name (an absolute path is used as is):
 
@@ -13,7 +13,6 @@ atomically: a crash or a bad download never leaves a half-written model where th
 
 from __future__ import annotations
 
-import functools
 import logging
 import os
 import shutil
@@ -23,8 +22,6 @@ import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
-
-from vcascade.config import DetectorConfig
 
 log = logging.getLogger(__name__)
 
@@ -74,33 +71,12 @@ def find_model(name: str, model_dir: str | os.PathLike[str] | None) -> Path | No
     return None
 
 
-def verify_yolox(path: str | os.PathLike[str], input_size: int = 416) -> None:
-    """Check that a file is a YOLOX ONNX model for ``input_size`` (loads it with ONNX Runtime, CPU, 1 thread).
-
-    Raises:
-        ModelUnavailable: the file is not a loadable ONNX model, or its signature does not fit
-            (:func:`edge.detector.check_yolox_signature`).
-    """
-    # Imported here: brokers and workers import vcascade.* and should not pay for OpenCV and ONNX Runtime.
-    from edge.detector import check_yolox_signature
-    from vcascade.onnx_session import make_session
-
-    try:
-        session = make_session(path, intra_op_threads=1)
-    except Exception as exc:  # noqa: BLE001 - ORT raises its own exception types for unreadable models
-        raise ModelUnavailable(f"{path} is not a loadable ONNX model: {exc}") from exc
-    try:
-        check_yolox_signature(session, input_size, model_path=str(path))
-    except ValueError as exc:
-        raise ModelUnavailable(f"{path}: {exc}") from exc
-
-
 def download_model(
     url: str,
     dest: str | os.PathLike[str],
     *,
+    verify: Callable[[Path], None],
     timeout_s: float = 60.0,
-    verify: Callable[[Path], None] = verify_yolox,
 ) -> Path:
     """Download ``url`` to ``dest``: temp file in dest's folder, ``verify(temp)``, atomic rename.
 
@@ -108,7 +84,8 @@ def download_model(
         url: http(s) URL of the model file.
         dest: final path; its folder is created if missing.
         timeout_s: socket timeout per blocking operation, s.
-        verify: raises (any exception) when the downloaded file is not acceptable; default :func:`verify_yolox`.
+        verify: raises (any exception) when the downloaded file is not acceptable (the edge's detector:
+            :func:`vcascade.edge.detectors.model_file.verify_yolox`).
 
     Returns:
         ``dest`` as an absolute Path.
@@ -161,46 +138,7 @@ def _unavailable_message(dest: Path, url: str, reason: str) -> str:
     )
 
 
-def ensure_detector_model(detector_cfg: DetectorConfig, model_dir: str | os.PathLike[str] | None) -> Path:
-    """Path to the detector model: ``detector_cfg.path`` when set (user models, never downloaded), else found on
-    disk (:func:`find_model`), else downloaded from ``detector_cfg.url``
-    into ``model_dir`` (when given and writable) or the user cache, and verified (:func:`verify_yolox`).
-
-    Raises:
-        ModelUnavailable: not found and the download or verification failed, or ``detector_cfg.model`` is an
-            absolute path to a missing file (absolute paths are never downloaded to).
-    """
-    if detector_cfg.path is not None:
-        return _local_model(detector_cfg.path)
-    name = detector_cfg.model
-    found = find_model(name, model_dir)
-    if found is not None:
-        log.info("using detector model %s", found)
-        return found
-    if Path(name).expanduser().is_absolute():
-        raise ModelUnavailable(
-            f"detector model {name} does not exist. To fix: download {detector_cfg.url} and save it there, or "
-            f"set the detector's `model` to a file name found in --model-dir DIR / {MODEL_DIR_ENV}=DIR."
-        )
-    folder = Path(model_dir) if model_dir and _writable_dir(Path(model_dir)) else user_cache_dir()
-    dest = folder / name
-    log.info("downloading detector model %s from %s", dest, detector_cfg.url)
-    verify = functools.partial(verify_yolox, input_size=detector_cfg.input_size)
-    dest = download_model(detector_cfg.url, dest, verify=verify)
-    log.info("verified detector model %s", dest)
-    return dest
-
-
-def _local_model(path: str) -> Path:
-    """The detector config's ``path`` (a user model: used as is, never downloaded); ModelUnavailable if missing."""
-    local = Path(path).expanduser().absolute()
-    if not local.is_file():
-        raise ModelUnavailable(f"detector model {local} (the detector's `path`) does not exist or is not a file")
-    log.info("using detector model %s", local)
-    return local
-
-
-def _writable_dir(folder: Path) -> bool:
+def writable_dir(folder: Path) -> bool:
     """True when ``folder`` exists (or can be created) and the process may create files in it."""
     try:
         folder.mkdir(parents=True, exist_ok=True)

@@ -1,12 +1,12 @@
 """Deployment configuration: one YAML file describing cameras, edges, brokers, workers and recognizers.
 
 Loaded with :func:`load_config`, which interpolates ``${VAR}`` / ``${VAR:-default}`` in string values,
-validates the whole file with the pydantic v2 models of :mod:`vcascade.schema` (re-exported here) and then
+validates the whole file with the pydantic v2 models of :mod:`vcascade.core.schema` (re-exported here) and then
 checks cross references (a camera's edge exists, a worker's recognizer exists, ports are not reused, ...). Every problem becomes a :class:`ConfigError` that names the key
 path, the bad value and what was expected; the CLI prints it and exits with code 2, without a traceback.
 
 Validation is pure: no file, device or network is touched except reading the YAML itself (model files are
-located at start-up by :mod:`vcascade.models`, not here).
+located at start-up by :mod:`vcascade.core.models`, not here).
 """
 
 from __future__ import annotations
@@ -20,8 +20,10 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from vcascade.coco import COCO_CLASSES
-from vcascade.schema import (  # noqa: F401  (re-exported: the schema is part of this module's API)
+from vcascade.core.coco import COCO_CLASSES
+from vcascade.core.schema import (  # noqa: F401  (re-exported: the schema is part of this module's API)
+    NAME_PATTERN,
+    YOLOX_NANO_URL,
     BrokerConfig,
     CameraConfig,
     ClassifierHeadConfig,
@@ -34,7 +36,6 @@ from vcascade.schema import (  # noqa: F401  (re-exported: the schema is part of
     HeartbeatConfig,
     JsonlSinkConfig,
     Name,
-    NAME_PATTERN,
     OnnxRecognizerConfig,
     Port,
     RecognizerConfig,
@@ -48,9 +49,9 @@ from vcascade.schema import (  # noqa: F401  (re-exported: the schema is part of
     TorchRecognizerConfig,
     TrackerConfig,
     WorkerConfig,
-    YOLOX_NANO_URL,
     ZmqPubSinkConfig,
 )
+
 
 class ConfigError(Exception):
     """The deployment file is unreadable or invalid. ``str()`` is the user-facing message, one problem a line.

@@ -1,7 +1,7 @@
 """The edge control protocol (``vcascade camera`` <-> an edge's control socket): typed msgpack messages.
 
 Kept outside the ``edge`` package so that the command-line client imports only msgspec, not the edge's
-detector stack. The server side is :mod:`edge.control`. Each message carries ``v`` (protocol version); a
+detector stack. The server side is :mod:`vcascade.edge.control`. Each message carries ``v`` (protocol version); a
 request's ``op`` tag selects its type; unknown fields are refused.
 """
 

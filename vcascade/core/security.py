@@ -32,7 +32,7 @@ from prometheus_client import Counter
 from zmq.auth.thread import ThreadAuthenticator
 from zmq.utils.monitor import recv_monitor_message
 
-from vcascade.config import Deployment, SecurityConfig
+from vcascade.core.config import Deployment, SecurityConfig
 
 log = logging.getLogger(__name__)
 

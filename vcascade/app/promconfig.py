@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from vcascade.config import Deployment
+from vcascade.core.config import Deployment, load_config
 
 JOB_PREFIX = "vcascade-"
 """Scrape job names are ``vcascade-<kind>``."""
@@ -89,8 +89,6 @@ def _duration(seconds: float) -> str:
 
 def main(args: Any) -> int:
     """CLI handler: print (or write to ``--output``) the configuration. Returns the exit code."""
-    from vcascade.config import load_config
-
     text = render(load_config(args.file), args.scrape_interval, [str(p) for p in args.rule_file])
     if args.output:
         Path(args.output).write_text(text)

@@ -25,6 +25,11 @@ from typing import Any
 
 import yaml
 
+from vcascade.core.config import load_config
+from vcascade.core.control_protocol import CameraAdd, CameraList, CameraRemove, decode_reply, encode
+from vcascade.core.security import SecurityError, secure_client
+from vcascade.core.sockets import make_socket
+
 EXIT_FAILURE, EXIT_CONFIG = 1, 2
 POLL_INTERVAL_S = 0.5
 """Period of ``camera list`` requests while ``remove`` waits for the books to close, s."""
@@ -60,10 +65,6 @@ def _op_parser(ops: argparse._SubParsersAction, op: str, help_text: str, name: b
 
 
 def _handle(args: argparse.Namespace) -> int:
-    from vcascade.control_protocol import CameraAdd, CameraList, CameraRemove
-    from vcascade.config import load_config
-    from vcascade.security import SecurityError
-
     dep = load_config(args.config)
     if args.edge not in dep.edges or dep.edges[args.edge].control_port is None:
         where = "no edge of that name" if args.edge not in dep.edges else "edges.%s.control_port is not set" % args.edge
@@ -96,17 +97,13 @@ def _setting(item: str) -> tuple[str, Any]:
 
 
 def request(dep, edge: str, message, key: str | None, timeout_s: float):
-    """Send one request to an edge's control socket and return its :class:`vcascade.control_protocol.Reply`.
+    """Send one request to an edge's control socket and return its :class:`vcascade.core.control_protocol.Reply`.
 
     Raises:
         ControlUnreachable: no reply within ``timeout_s`` seconds.
-        vcascade.security.SecurityError: CurveZMQ is on and a key file is missing.
+        vcascade.core.security.SecurityError: CurveZMQ is on and a key file is missing.
     """
     import zmq
-
-    from vcascade.control_protocol import decode_reply, encode
-    from vcascade.security import secure_client
-    from vcascade.sockets import make_socket
 
     ctx = zmq.Context()
     sock = make_socket(ctx, zmq.REQ)
@@ -124,8 +121,6 @@ def request(dep, edge: str, message, key: str | None, timeout_s: float):
 
 
 def _wait_closed(dep, args: argparse.Namespace, reply):
-    from vcascade.control_protocol import CameraList
-
     deadline = time.monotonic() + args.wait_s
     while (reply.cameras.get(args.name) or {}).get("removal") != "closed" and time.monotonic() < deadline:
         time.sleep(POLL_INTERVAL_S)

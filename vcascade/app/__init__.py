@@ -1,0 +1,3 @@
+"""The application on top of the components: the ``vcascade`` command (:mod:`vcascade.app.cli`), the launcher
+that runs a whole deployment as local processes, status, plan and camera control. Nothing below imports it.
+"""

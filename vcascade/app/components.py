@@ -1,0 +1,61 @@
+"""Run one component of a deployment in the current process (used by the launcher's children and the CLI).
+
+Each kind's runner is named by its module path and resolved when a process runs it, so a broker process never
+imports torch or OpenCV, and the launcher, which only starts children, imports none of the components.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+from vcascade.core.config import load_config
+from vcascade.core.stop import StopFlag
+
+
+class ComponentKind(NamedTuple):
+    """Where a kind's entries live in the deployment file and which function runs one."""
+
+    section: str
+    """Deployment attribute holding this kind's entries by name (``edges``, ``brokers``, ...)."""
+    runner: str
+    """``module:function`` that runs one entry: ``(deployment, name, stop, report[, model_dir])``."""
+    takes_model_dir: bool
+    """True when the runner takes the ``--model-dir`` argument (it may fetch models)."""
+
+
+COMPONENT_KINDS: dict[str, ComponentKind] = {
+    "edge": ComponentKind("edges", "vcascade.edge.node:run_edge", True),
+    "broker": ComponentKind("brokers", "vcascade.broker.server:run_broker", False),
+    "worker": ComponentKind("workers", "vcascade.center.worker:run_worker", True),
+    "stage-group": ComponentKind("stage_groups", "vcascade.center.stage_group:run_stage_group", False),
+}
+"""The component kinds a deployment file declares, by the name the CLI uses."""
+
+
+def run_component(
+    kind: str,
+    config_path: str,
+    name: str,
+    stop: StopFlag,
+    report: Callable[[dict[str, Any]], None] | None,
+    model_dir: str | None = None,
+) -> None:
+    """Load the deployment and run component ``kind`` named ``name`` until ``stop`` is set (edges: until done).
+
+    Raises:
+        KeyError: no component of that kind and name in the file.
+        ConfigError: the file is invalid.
+    """
+    component = COMPONENT_KINDS[kind]
+    dep = load_config(config_path)
+    section = getattr(dep, component.section)
+    if name not in section:
+        raise KeyError(f"no {kind} named {name!r} in {config_path} (have: {', '.join(sorted(section))})")
+    module, function = component.runner.split(":")
+    runner = getattr(importlib.import_module(module), function)
+    if component.takes_model_dir:
+        runner(dep, name, stop, report, model_dir)
+    else:
+        runner(dep, name, stop, report)
