@@ -67,7 +67,7 @@ _EDGE = (
     _m("vcascade_edge_broker_up", "gauge", ("edge", "broker"), "a broker heard", "pipeline"),
     _m("vcascade_edge_broker_rois_sent_total", "counter", ("edge", "broker"), "an ROI sent to a broker", "pipeline"),
     _m("vcascade_edge_auth_failures_total", "counter", ("edge", "reason"), "a refused CurveZMQ handshake",
-       "covered:tests/vcascade/test_security.py"),
+       "covered:tests/core/test_security.py"),
 )
 _BROKER = (
     _m("vcascade_broker_rois_received_total", "counter", ("broker", "camera"), "an ROI from an edge", "pipeline"),
@@ -88,7 +88,7 @@ _BROKER = (
     _m("vcascade_broker_worker_credits", "gauge", ("broker", "worker"), "a worker's Ready", "pipeline"),
     _m("vcascade_broker_queue_seconds", "histogram", ("broker",), "an ROI dispatched", "pipeline"),
     _m("vcascade_broker_auth_failures_total", "counter", ("broker", "reason"), "a refused CurveZMQ handshake",
-       "covered:tests/vcascade/test_security.py"),
+       "covered:tests/core/test_security.py"),
 )
 _WORKER = (
     _m("vcascade_worker_rois_received_total", "counter", ("worker",), "an ROI received", "pipeline"),
@@ -109,7 +109,7 @@ _WORKER = (
     _m("vcascade_worker_in_flight", "gauge", ("worker",), "ROIs held", "pipeline"),
     _m("vcascade_worker_credits", "gauge", ("worker",), "the worker started", "pipeline"),
     _m("vcascade_worker_auth_failures_total", "counter", ("worker", "reason"), "a refused CurveZMQ handshake",
-       "covered:tests/vcascade/test_telemetry_auth.py"),
+       "covered:tests/core/test_telemetry_auth.py"),
 )
 _PROCESS = (
     _m("vcascade_build_info", "gauge", ("component", "name", "version"), "a component started", "pipeline"),

@@ -1,5 +1,5 @@
 """vcascade_worker_auth_failures_total moves when a worker's CurveZMQ handshake is refused (real ZAP
-authenticator, real keys): the worker-side twin of tests/vcascade/test_security.py's edge and broker cases."""
+authenticator, real keys): the worker-side twin of tests/core/test_security.py's edge and broker cases."""
 
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
 from bench import BASELINE_STEPS, CASCADE_STEPS, edge_cpu_per_frame, floor_fps  # noqa: E402
 
 CAL = {

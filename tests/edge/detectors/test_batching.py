@@ -18,7 +18,7 @@ from vcascade.edge.identity_cache import IdentityCache
 from vcascade.edge.link import BrokerLink
 from vcascade.edge.node import EdgeNode
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 S = 64
 pytestmark = pytest.mark.filterwarnings("ignore:.*(legacy TorchScript-based ONNX export|feature will be removed)")
 

@@ -11,7 +11,7 @@ from vcascade.core.config import ConfigError, DetectorConfig, load_config
 from vcascade.core.models import ModelUnavailable
 from vcascade.edge.detectors.model_file import ensure_detector_model
 
-DEMO = Path(__file__).resolve().parents[2] / "configs" / "demo.yaml"
+DEMO = Path(__file__).resolve().parents[3] / "configs" / "demo.yaml"
 
 
 def _load_with_detector(tmp_path: Path, detector: dict):
