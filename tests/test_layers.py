@@ -1,0 +1,159 @@
+"""The package's shape: one import root, layers that only point down, cheap imports of the pure modules.
+
+Layers (docs/DESIGN.md, "Layout"), bottom to top:
+
+    vcascade.core                                   imports only vcascade.core
+    vcascade.edge | vcascade.broker | vcascade.center   import vcascade.core and themselves, never each other
+    vcascade.app                                    may import anything
+
+Read from the source with ``ast`` (no module is executed), so a new import that breaks a rule fails here
+before it can build a cycle. Every ``import`` statement counts, including those inside functions: an import
+written inside a function to dodge a cycle is itself a failure.
+"""
+
+from __future__ import annotations
+
+import ast
+import shutil
+import subprocess
+import sys
+import tomllib
+import zipfile
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+PACKAGE_DIRS = {"vcascade": REPO / "vcascade", "vcascade.edge": REPO / "edge", "vcascade.broker": REPO / "broker",
+                "vcascade.center": REPO / "center"}
+"""Where each top of the import tree lives in the repository (pyproject.toml's package-dir)."""
+ALLOWED = {
+    "core": {"core"},
+    "edge": {"core", "edge"},
+    "broker": {"core", "broker"},
+    "center": {"core", "center"},
+    "app": {"core", "edge", "broker", "center", "app"},
+    "root": {"root", "app"},  # vcascade/__init__.py and __main__.py
+}
+PURE_MODULES = ["vcascade.broker.dispatch", "vcascade.core.wire", "vcascade.edge.roi_policy", "vcascade.center.balance"]
+HEAVY = ["torch", "cv2", "onnxruntime"]
+
+
+def layer_of(module: str) -> str:
+    """The layer of a dotted ``vcascade...`` module name: core, edge, broker, center, app, or root."""
+    parts = module.split(".")
+    if len(parts) == 1 or parts[1] in ("__main__",):
+        return "root"
+    if parts[1] not in ALLOWED:
+        raise ValueError(f"{module}: not in a layer (vcascade.core, .edge, .broker, .center or .app)")
+    return parts[1]
+
+
+def source_modules() -> dict[str, Path]:
+    """Every module of the package, by dotted name, from the folders pyproject.toml maps into it."""
+    modules = {}
+    for package, folder in PACKAGE_DIRS.items():
+        for path in folder.rglob("*.py"):
+            rel = path.relative_to(folder).with_suffix("")
+            parts = [p for p in rel.parts if p != "__init__"]
+            name = ".".join([package, *parts])
+            if package == "vcascade" and len(parts) > 0 and parts[0] in ("edge", "broker", "center"):
+                raise AssertionError(f"{path}: a folder vcascade/{parts[0]} would shadow the repository's {parts[0]}/")
+            modules[name] = path
+    return modules
+
+
+def imported_modules(path: Path, module: str) -> list[tuple[int, str]]:
+    """``(line, absolute module name)`` of every vcascade import in the file, relative ones resolved."""
+    found = []
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                found.append((node.lineno, f"{base}.{node.module}" if node.module else base))
+            elif node.module:
+                found.append((node.lineno, node.module))
+    return [(line, name) for line, name in found if name == "vcascade" or name.startswith("vcascade.")]
+
+
+def test_every_import_points_down_or_sideways_within_a_component():
+    broken = []
+    for module, path in sorted(source_modules().items()):
+        here = layer_of(module)
+        for line, target in imported_modules(path, module):
+            if target == "vcascade":
+                continue  # the root holds only __version__
+            if layer_of(target) not in ALLOWED[here]:
+                broken.append(f"{path.relative_to(REPO)}:{line}: {here} module {module} imports {target}")
+    assert not broken, "imports against the layers:\n" + "\n".join(broken)
+
+
+def test_no_vcascade_import_inside_a_function():
+    """An import of the package inside a function is how a cycle gets dodged; load lazily with
+    :mod:`vcascade.core.exports` (package re-exports) or a registry of module names instead."""
+    found = []
+    for module, path in sorted(source_modules().items()):
+        tree = ast.parse(path.read_text(), str(path))
+        for func in ast.walk(tree):
+            if not isinstance(func, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            for node in ast.walk(func):
+                if isinstance(node, ast.Import | ast.ImportFrom):
+                    names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or "."]
+                    if node.__class__ is ast.ImportFrom and node.level or any(n.startswith("vcascade") for n in names):
+                        found.append(f"{path.relative_to(REPO)}:{node.lineno} in {func.name}()")
+    assert not found, "function-local imports of vcascade modules:\n" + "\n".join(found)
+
+
+def test_the_layer_checks_catch_a_component_importing_another(tmp_path):
+    """The rules themselves: an edge module importing the center is refused, the app may import both."""
+    bad = tmp_path / "bad.py"
+    bad.write_text("import os\nfrom vcascade.center.worker import run_worker\n")
+    imports = imported_modules(bad, "vcascade.edge.bad")
+    assert imports == [(2, "vcascade.center.worker")]
+    assert layer_of(imports[0][1]) not in ALLOWED["edge"]
+    assert layer_of(imports[0][1]) in ALLOWED["app"]
+    relative = tmp_path / "rel.py"
+    relative.write_text("from ..broker import dispatch\n")
+    assert imported_modules(relative, "vcascade.edge.rel") == [(1, "vcascade.broker")]
+
+
+@pytest.mark.parametrize("module", PURE_MODULES)
+def test_importing_a_pure_module_loads_no_heavy_library(module):
+    code = f"import sys, {module}; print(','.join(m for m in {HEAVY!r} if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert out == "", f"import {module} loaded {out}"
+
+
+def test_importing_the_package_loads_nothing_else():
+    code = "import sys, vcascade; print(sorted(m for m in sys.modules if m.startswith('vcascade')))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert out == "['vcascade']"
+
+
+def test_pyproject_lists_every_package_folder():
+    """setuptools builds only the packages pyproject.toml lists: a new folder missing there would be missing
+    from the wheel while the editable install still finds it."""
+    config = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
+    assert config["package-dir"] == {k: v.name for k, v in PACKAGE_DIRS.items() if k != "vcascade"}
+    on_disk = {name for name, path in source_modules().items() if path.name == "__init__.py"}
+    assert sorted(config["packages"]) == sorted(on_disk)
+
+
+def test_the_wheel_has_one_top_level_name(tmp_path):
+    """Built from a copy of the sources: the wheel holds ``vcascade/`` and its metadata, nothing else
+    (no top-level ``edge``, ``broker`` or ``center`` to clash with other distributions)."""
+    src = tmp_path / "src"
+    shutil.copytree(REPO, src, ignore=shutil.ignore_patterns(".git", ".venv", "out", "build", "*.egg-info",
+                                                               "__pycache__", "tests", "docs", "deploy"))
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w",
+                    str(tmp_path / "dist"), str(src)], check=True, capture_output=True)
+    (wheel,) = (tmp_path / "dist").glob("vcascade-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    top = {name.split("/")[0] for name in names}
+    assert top == {"vcascade", f"{wheel.name.split('-')[0]}-{wheel.name.split('-')[1]}.dist-info"}
+    for module, path in source_modules().items():
+        assert module.replace(".", "/") + ("/__init__.py" if path.name == "__init__.py" else ".py") in names
