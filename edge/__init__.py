@@ -3,7 +3,7 @@ and sinks.
 
 Follow one ROI from :func:`vcascade.edge.node.run_edge`: :mod:`vcascade.edge.source` (camera supervisor, capture sessions,
 :mod:`vcascade.edge.camera_state`) -> :mod:`vcascade.edge.frames` -> :mod:`vcascade.edge.detectors` -> :mod:`vcascade.edge.tracking` ->
-:mod:`vcascade.edge.roi_policy` (:mod:`vcascade.edge.routing`) -> :mod:`vcascade.edge.roi` -> :mod:`vcascade.edge.link` (-> broker -> worker ->) :mod:`vcascade.edge.account`
+:mod:`vcascade.edge.roi_policy` (:mod:`vcascade.edge.routing`) -> :mod:`vcascade.edge.roi_selection` -> :mod:`vcascade.edge.roi` -> :mod:`vcascade.edge.link` (-> broker -> worker ->) :mod:`vcascade.edge.account`
 -> :mod:`vcascade.edge.sinks` (and :mod:`vcascade.edge.identity_cache` for later detections of the same track).
 """
 
@@ -24,11 +24,12 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "BrokerLink": ".link",
     "EdgeNode": ".node",
     "run_edge": ".node",
-    "Crop": ".roi",
-    "crop_box": ".roi",
+    "crop_pixels": ".roi",
     "encode_jpeg": ".roi",
-    "select_crops": ".roi",
+    "roi_header": ".roi",
     "RoiPolicy": ".roi_policy",
+    "RoiSelection": ".roi_selection",
+    "crop_boxes": ".roi_selection",
     "ClassRouter": ".routing",
     "CameraReader": ".source",
     "SourceError": ".source",

@@ -3,10 +3,12 @@
 Follow one ROI: a :class:`~edge.source.CameraReader` decodes a frame into the :class:`~edge.frames.FrameSlots`;
 one of the :class:`~edge.detect_pool.DetectorPool`'s threads takes it and runs the detector (as many runs at once
 as the edge has cores, :mod:`vcascade.core.threads`); :func:`run_edge`'s loop gets the detections back in take
-order and :meth:`EdgeNode.handle` tracks them (:mod:`vcascade.edge.tracking`), lets the ROI policy pick the ones worth sending (:mod:`vcascade.edge.roi_policy`; the others
-get a ``tracked`` line with their track's cached identity, :mod:`vcascade.edge.identity_cache`), crops and
-JPEG-encodes each (:mod:`vcascade.edge.roi`) and submits it to the :class:`~edge.link.BrokerLink`, which sends it to a
-broker, receives the result, closes the latency account (:mod:`vcascade.edge.account`) and writes the sinks.
+order and :meth:`EdgeNode.handle` tracks them (:mod:`vcascade.edge.tracking`), lets the ROI policy select the ones
+worth sending (:mod:`vcascade.edge.roi_policy`: one :class:`~vcascade.edge.roi_selection.RoiSelection` per frame;
+the others get a ``tracked`` line with their track's cached identity, :mod:`vcascade.edge.identity_cache`), crops,
+JPEG-encodes and heads each selected row (:mod:`vcascade.edge.roi`) and submits it to the
+:class:`~edge.link.BrokerLink`, which sends it to a broker, receives the result, closes the latency account
+(:mod:`vcascade.edge.account`) and writes the sinks.
 """
 
 from __future__ import annotations
@@ -22,8 +24,7 @@ from typing import Any
 import numpy as np
 import zmq
 
-from vcascade.core import wire
-from vcascade.core.config import CameraConfig, Deployment, RoiPolicyConfig
+from vcascade.core.config import CameraConfig, Deployment, RoiConfig, RoiPolicyConfig
 from vcascade.core.detections import Detections
 from vcascade.core.health import READINESS
 from vcascade.core.stop import StopFlag
@@ -40,8 +41,9 @@ from vcascade.edge.detectors.model_file import ensure_detector_model
 from vcascade.edge.frames import Frame, FrameSlots
 from vcascade.edge.identity_cache import IdentityCache
 from vcascade.edge.link import BrokerLink
-from vcascade.edge.roi import encode_jpeg, select_crops
-from vcascade.edge.roi_policy import FOLLOWED_REASONS, Decision, RoiPolicy
+from vcascade.edge.roi import crop_pixels, encode_jpeg, roi_header
+from vcascade.edge.roi_policy import RoiPolicy
+from vcascade.edge.roi_selection import RoiSelection
 from vcascade.edge.routing import ClassRouter
 from vcascade.edge.sinks import open_sinks
 from vcascade.edge.source import CameraReader
@@ -57,9 +59,11 @@ FRAME_AGE_WINDOW = 2000
 class CameraTracking:
     """The tracking state of one camera: its ByteTrack tracker and its ROI policy."""
 
-    def __init__(self, policy_cfg: RoiPolicyConfig, min_size_px: int, router: ClassRouter | None = None) -> None:
+    def __init__(self, policy_cfg: RoiPolicyConfig, roi_cfg: RoiConfig, router: ClassRouter | None = None) -> None:
+        """``policy_cfg``: the camera's ROI policy; ``roi_cfg``: its edge's ``roi`` (minimum size, padding);
+        ``router``: its routes (None: every ROI for any recognizer)."""
         self.tracker = CameraTracker(policy_cfg.tracker)
-        self.policy = RoiPolicy(policy_cfg, min_size_px, router)
+        self.policy = RoiPolicy(policy_cfg, roi_cfg.min_size_px, roi_cfg.padding_px, router)
         self.emit_tracked = policy_cfg.emit_tracked
         self.detected = 0
         self.frame_ages_ms: deque[float] = deque(maxlen=FRAME_AGE_WINDOW)
@@ -95,7 +99,7 @@ class EdgeNode:
         self._counter = 0
         self._cameras = {
             cam: CameraTracking(
-                dep.roi_policy_of(cam), self.cfg.roi.min_size_px, ClassRouter.for_camera(dep, cam, detector.class_names)
+                dep.roi_policy_of(cam), self.cfg.roi, ClassRouter.for_camera(dep, cam, detector.class_names)
             )
             for cam in dep.cameras_of(name)
         }
@@ -111,7 +115,7 @@ class EdgeNode:
         or the edge's, and its own routes or the edge's (:meth:`Deployment.routes_for`)."""
         policy = cam_cfg.roi_policy or self.cfg.roi.policy
         router = ClassRouter(self._dep.routes_for(self.name, cam_cfg), self.detector.class_names)
-        self._cameras[camera] = CameraTracking(policy, self.cfg.roi.min_size_px, router)
+        self._cameras[camera] = CameraTracking(policy, self.cfg.roi, router)
         self.link.add_camera(camera)
 
     def remove_camera(self, camera: str) -> None:
@@ -170,57 +174,41 @@ class EdgeNode:
         alive = cam.tracker.alive_ids()
         cam.policy.retain(alive)
         self.identities.retain(frame.camera, alive)
-        decisions = cam.policy.decide(tracked, frame.stream_ts_ms)
-        for decision in decisions:
-            if not decision.send:
-                self._suppressed(frame, tracked, decision, cam.emit_tracked)
-        sent_decisions = [d for d in decisions if d.send]
-        sent = tracked[np.array([d.index for d in sent_decisions], dtype=np.int64)]
-        recognizers = [d.recognizer for d in sent_decisions]
-        return self._submit(frame, sent, [d.reason for d in sent_decisions], detect_start_s, detect_end_s, recognizers)
+        selection = cam.policy.decide(tracked, frame.stream_ts_ms, frame.image.shape[:2])
+        self._suppressed(frame, selection, cam.emit_tracked)
+        return self._submit(frame, selection, detect_start_s, detect_end_s)
 
-    def _suppressed(self, frame: Frame, tracked: Detections, decision: Decision, emit_tracked: bool) -> None:
-        """Count a detection the policy did not send; write its ``tracked`` line when it is a followed one."""
-        metrics.ROIS_SUPPRESSED.labels(self.name, frame.camera, decision.reason).inc()
-        if not emit_tracked or decision.reason not in FOLLOWED_REASONS:
+    def _suppressed(self, frame: Frame, selection: RoiSelection, emit_tracked: bool) -> None:
+        """Count the detections the policy did not send, per reason; write a ``tracked`` line for each followed one
+        (:meth:`RoiSelection.followed`) with its track's cached identity."""
+        for reason, count in selection.suppressed_counts().items():
+            metrics.ROIS_SUPPRESSED.labels(self.name, frame.camera, reason).inc(count)
+        if not emit_tracked:
             return
-        i = decision.index
-        track_id = int(tracked.track_id[i])
-        identity = self.identities.get(frame.camera, track_id) if track_id >= 0 else None
-        class_id = int(tracked.class_id[i])
-        record = tracked_record(
-            frame, tracked.xyxy[i], class_id, float(tracked.score[i]), track_id, identity, self._class_name(class_id)
-        )
-        self.link.publish(record)
-        metrics.TRACKED_LINES.labels(self.name, frame.camera).inc()
-
-    def _submit(
-        self, frame: Frame, sent: Detections, reasons: list[str], detect_start_s: float, detect_end_s: float,
-        recognizers: list[str] | None = None,
-    ) -> int:
-        """Crop, encode and submit one ROI per row of ``sent`` (``reasons[i]``: why row i is sent;
-        ``recognizers[i]``: the recognizer its ROI is for; None or ``""``: any).
-
-        Returns the number submitted.
-        """
-        crops = select_crops(frame.image, sent, self.cfg.roi)
-        for crop in crops:
-            payload = encode_jpeg(crop.pixels, self.cfg.roi.jpeg_quality)
-            self._counter += 1
-            i = crop.index
-            roi = wire.Roi(
-                roi_id=f"{self.name}-{self.run_id}-{self._counter}", camera=frame.camera, frame_seq=frame.seq,
-                stream_ts_ms=frame.stream_ts_ms, capture_unix_ms=frame.capture_unix_ms,
-                xyxy=tuple(float(v) for v in sent.xyxy[i]), crop_xyxy=crop.crop_xyxy,
-                class_id=int(sent.class_id[i]), score=float(sent.score[i]), track_id=int(sent.track_id[i]),
-                recognizer=recognizers[i] if recognizers else "",
+        followed = selection.followed()
+        for row in range(len(followed)):
+            track_id = int(followed.track_id[row])
+            identity = self.identities.get(frame.camera, track_id) if track_id >= 0 else None
+            class_id = int(followed.class_id[row])
+            record = tracked_record(
+                frame, followed.xyxy[row], class_id, float(followed.score[row]), track_id, identity,
+                self._class_name(class_id),
             )
+            self.link.publish(record)
+            metrics.TRACKED_LINES.labels(self.name, frame.camera).inc()
+
+    def _submit(self, frame: Frame, selection: RoiSelection, detect_start_s: float, detect_end_s: float) -> int:
+        """Crop, encode and submit the ROI of each sent row of ``selection``; returns the number submitted."""
+        for row in range(len(selection)):
+            payload = encode_jpeg(crop_pixels(frame.image, selection.crop_xyxy[row]), self.cfg.roi.jpeg_quality)
+            self._counter += 1
+            roi = roi_header(frame, selection, row, f"{self.name}-{self.run_id}-{self._counter}")
             pending = PendingRoi(
                 roi, frame.capture_s, detect_start_s, detect_end_s, encoded_s=time.perf_counter(),
-                send_reason=reasons[i], class_name=self._class_name(roi.class_id),
+                send_reason=str(selection.send_reason[row]), class_name=self._class_name(roi.class_id),
             )
             self.link.submit(pending, payload)
-        return len(crops)
+        return len(selection)
 
 
 def build_detector(dep: Deployment, name: str, model_dir: str | Path | None) -> tuple[Detector, DetectorThreads]:

@@ -18,51 +18,35 @@ trip to the center:
 Policy ``every_detection`` sends every detection that passes the filters (the behaviour before tracking).
 
 Filters, in order, for both policies: ``classes`` (reason ``class``), box size (``size``: narrower or shorter
-than ``roi.min_size_px``, or wider or higher than ``max_size_px``), ``min_score`` (``score``) and, with a
+than ``roi.min_size_px``, wider or higher than ``max_size_px``, or wholly outside the frame, so that nothing is
+left to crop), ``min_score`` (``score``) and, with a
 router, the camera's routes (``no_route``: no route takes the class, :mod:`vcascade.edge.routing`). Detections
 that pass them but are not sent are suppressed as ``tentative`` (no confirmed track yet; ByteTrack confirms a
 track on its second match at the earliest) or ``sent_recently`` (the track was sent and nothing calls for a
 new crop). Only those two kinds are *followed*: the edge writes a ``tracked`` line for them with the track's
-last identity (:data:`FOLLOWED_REASONS`); filtered detections are not objects of interest and get no line.
+last identity (:data:`~vcascade.edge.roi_selection.FOLLOWED_REASONS`); filtered detections are not objects of
+interest and get no line.
+
+The policy's answer for a frame is one :class:`~vcascade.edge.roi_selection.RoiSelection`: the detections sent,
+with their reasons, recognizers and crop rectangles (``roi.padding_px`` on each side, clamped to the frame), and
+the detections suppressed, with their reasons. The minimum size is applied here only: the crop step
+(:mod:`vcascade.edge.roi`) takes the selection as it is.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from vcascade.core.coco import COCO_CLASSES
 from vcascade.core.config import RoiPolicyConfig
 from vcascade.core.detections import Detections
+from vcascade.edge.roi_selection import SENT_REASONS, RoiSelection, crop_boxes
 from vcascade.edge.routing import ANY_RECOGNIZER, ClassRouter
-
-SENT_REASONS = ("first", "refresh", "better", "every_detection")
-"""Why a detection was sent."""
-
-SUPPRESS_REASONS = ("class", "size", "score", "no_route", "tentative", "sent_recently")
-"""Why a detection was not sent (the ``reason`` label of ``vcascade_edge_rois_suppressed_total``)."""
-
-FOLLOWED_REASONS = frozenset({"tentative", "sent_recently"})
-"""Suppressed detections that are objects being followed, which get a ``tracked`` output line."""
 
 SCORE_EPS = 1e-6
 """Tolerance on score comparisons: scores are float32 (0.8 + 0.15 must reach 0.95)."""
-
-
-@dataclass(frozen=True)
-class Decision:
-    """The policy's verdict on one detection.
-
-    Attributes:
-        index: row of the detection in the frame's :class:`Detections`.
-        send: True when it becomes an ROI.
-        reason: one of :data:`SENT_REASONS` when sent, else one of :data:`SUPPRESS_REASONS`.
-        recognizer: the recognizer its ROI is for (:mod:`vcascade.edge.routing`; ``""``: any), set once routed.
-    """
-
-    index: int
-    send: bool
-    reason: str
-    recognizer: str = ANY_RECOGNIZER
 
 
 @dataclass(frozen=True)
@@ -81,32 +65,37 @@ class RoiPolicy:
     call :meth:`retain` with the tracker's live ids each frame.
     """
 
-    def __init__(self, cfg: RoiPolicyConfig, min_size_px: int, router: ClassRouter | None = None) -> None:
+    def __init__(
+        self, cfg: RoiPolicyConfig, min_size_px: int, padding_px: int, router: ClassRouter | None = None
+    ) -> None:
         """``min_size_px``: the edge's ``roi.min_size_px`` (boxes narrower or shorter are filtered as ``size``);
+        ``padding_px``: the edge's ``roi.padding_px`` (pixels added on each side of a box to crop it);
         ``router``: the camera's routes (None: every ROI for any recognizer)."""
         self.cfg = cfg
         self.min_size_px = min_size_px
+        self.padding_px = padding_px
         self.router = router
         self._class_ids = None if cfg.classes is None else frozenset(COCO_CLASSES.index(c) for c in cfg.classes)
         self._sent: dict[int, SentCrop] = {}
 
-    def decide(self, detections: Detections, stream_ts_ms: float) -> list[Decision]:
-        """One :class:`Decision` per detection row, in order; records the crops it decides to send.
+    def decide(self, detections: Detections, stream_ts_ms: float, frame_hw: tuple[int, int]) -> RoiSelection:
+        """The frame's :class:`RoiSelection`: each row sent or suppressed, with its reason; records the crops it
+        decides to send.
 
         Args:
-            detections: the frame's detections with ``track_id`` set (-1: no confirmed track).
+            detections: the frame's detections with ``track_id`` set (-1: no confirmed track), boxes in
+                original-frame pixels.
             stream_ts_ms: the frame's PTS, ms.
+            frame_hw: (height, width) of the frame, px: crop rectangles are padded boxes clamped to it.
         """
-        decisions = []
-        for i in range(len(detections)):
-            reason, recognizer = self._filter(detections, i), ANY_RECOGNIZER
-            if reason is None and self.router is not None:
-                routed = self.router.route(int(detections.class_id[i]), int(detections.track_id[i]))
-                reason, recognizer = ("no_route", ANY_RECOGNIZER) if routed is None else (None, routed)
-            if reason is None:
-                reason = self._track_reason(detections, i, stream_ts_ms)
-            decisions.append(Decision(i, reason in SENT_REASONS, reason, recognizer))
-        return decisions
+        crop_xyxy = crop_boxes(detections.xyxy, frame_hw, self.padding_px)
+        verdicts = [self._verdict(detections, i, crop_xyxy[i], stream_ts_ms) for i in range(len(detections))]
+        reasons = np.array([reason for reason, _ in verdicts], dtype=str)
+        recognizers = np.array([recognizer for _, recognizer in verdicts], dtype=str)
+        sent = np.isin(reasons, SENT_REASONS)
+        return RoiSelection(
+            detections[sent], reasons[sent], recognizers[sent], crop_xyxy[sent], detections[~sent], reasons[~sent]
+        )
 
     def retain(self, alive_track_ids: set[int]) -> None:
         """Forget the tracks the tracker no longer keeps."""
@@ -120,8 +109,23 @@ class RoiPolicy:
         """Number of tracks with a remembered sent crop."""
         return len(self._sent)
 
-    def _filter(self, detections: Detections, i: int) -> str | None:
-        """The filter that rejects row ``i`` (``class``, ``size``, ``score``), or None when it passes."""
+    def _verdict(self, detections: Detections, i: int, crop_xyxy: np.ndarray, stream_ts_ms: float) -> tuple[str, str]:
+        """Why row ``i`` is sent or suppressed, and the recognizer of its ROI (:data:`ANY_RECOGNIZER` unless
+        routed): the filters, then the routes, then its track (:meth:`_track_reason`)."""
+        reason = self._filter(detections, i, crop_xyxy)
+        if reason is not None:
+            return reason, ANY_RECOGNIZER
+        recognizer = (
+            ANY_RECOGNIZER if self.router is None
+            else self.router.route(int(detections.class_id[i]), int(detections.track_id[i]))
+        )
+        if recognizer is None:
+            return "no_route", ANY_RECOGNIZER
+        return self._track_reason(detections, i, stream_ts_ms), recognizer
+
+    def _filter(self, detections: Detections, i: int, crop_xyxy: np.ndarray) -> str | None:
+        """The filter that rejects row ``i`` (``class``, ``size``, ``score``), or None when it passes; its crop
+        rectangle ``crop_xyxy`` (x1, y1, x2, y2) is empty only when the box lies wholly outside the frame."""
         if self._class_ids is not None and int(detections.class_id[i]) not in self._class_ids:
             return "class"
         x1, y1, x2, y2 = (float(v) for v in detections.xyxy[i])
@@ -129,6 +133,8 @@ class RoiPolicy:
         if w < self.min_size_px or h < self.min_size_px:
             return "size"
         if self.cfg.max_size_px is not None and (w > self.cfg.max_size_px or h > self.cfg.max_size_px):
+            return "size"
+        if crop_xyxy[2] <= crop_xyxy[0] or crop_xyxy[3] <= crop_xyxy[1]:
             return "size"
         if float(detections.score[i]) < self.cfg.min_score:
             return "score"

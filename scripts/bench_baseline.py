@@ -36,11 +36,12 @@ import cv2  # noqa: E402
 from vcascade.center.heads import EmbeddingHead  # noqa: E402
 from vcascade.center.preprocess import PreprocessSpec, decode_jpeg, stack_batch, to_input  # noqa: E402
 from vcascade.center.runtimes import as_numpy, load_recognizer_stages, stage_input, with_stage_threads  # noqa: E402
-from vcascade.core.config import load_config  # noqa: E402
+from vcascade.core.config import RoiConfig, RoiPolicyConfig, load_config  # noqa: E402
 from vcascade.core.resources import resolve  # noqa: E402
 from vcascade.core.threads import set_process_threads  # noqa: E402
 from vcascade.edge.node import build_detector  # noqa: E402
-from vcascade.edge.roi import encode_jpeg, select_crops  # noqa: E402
+from vcascade.edge.roi import crop_pixels, encode_jpeg  # noqa: E402
+from vcascade.edge.roi_policy import RoiPolicy  # noqa: E402
 from vcascade.edge.tracking import CameraTracker  # noqa: E402
 
 
@@ -96,10 +97,10 @@ def run_baseline(urls, frames_per_camera, detector, model, spec, head, roi_cfg, 
             t_first_frame = t_first_frame or read_s
             counts[index] += 1
             frames += 1
-            crops = select_crops(image, detector(image), roi_cfg)
+            crops = every_crop(image, detector(image), roi_cfg)
             for start in range(0, len(crops), max_batch):
                 chunk = crops[start:start + max_batch]
-                batch = stack_batch([to_input(crop.pixels, spec) for crop in chunk])
+                batch = stack_batch([to_input(crop, spec) for crop in chunk])
                 embeddings = model(batch).reshape(len(chunk), -1)
                 head(embeddings)
                 done_s = time.perf_counter()
@@ -134,8 +135,8 @@ def calibrate(url, frames, detector, tracker, model, spec, head, roi_cfg, max_ba
         detections = _timed(per_frame, "detect", detector, image)
         pts_ms = cap.get(cv2.CAP_PROP_POS_MSEC)
         _timed(per_frame, "track", tracker.update, detections, pts_ms)
-        for crop in select_crops(image, detections, roi_cfg):
-            payloads.append(_timed(per_roi, "encode", encode_jpeg, crop.pixels, roi_cfg.jpeg_quality))
+        for crop in every_crop(image, detections, roi_cfg):
+            payloads.append(_timed(per_roi, "encode", encode_jpeg, crop, roi_cfg.jpeg_quality))
     cap.release()
     inputs = [_timed(per_roi, "prep", lambda p: to_input(decode_jpeg(p), spec), p) for p in payloads]
     usable = _full_batches(len(inputs), max_batch)
@@ -163,7 +164,7 @@ def contended_costs(url, detector, model, spec, roi_cfg, max_batch, threads, fra
     cap = cv2.VideoCapture(url)
     images = [image for ok, image in (cap.read() for _ in range(frames)) if ok]
     cap.release()
-    crops = [crop.pixels for image in images for crop in select_crops(image, detector(image), roi_cfg)]
+    crops = [crop for image in images for crop in every_crop(image, detector(image), roi_cfg)]
     inputs = [to_input(decode_jpeg(encode_jpeg(c, roi_cfg.jpeg_quality)), spec) for c in crops]
     usable = _full_batches(len(inputs), max_batch)  # as :func:`calibrate`
     batches = [stack_batch(inputs[i:i + max_batch]) for i in range(0, usable, max_batch)]
@@ -171,6 +172,14 @@ def contended_costs(url, detector, model, spec, roi_cfg, max_batch, threads, fra
     recog_s = _cpu_of_threads(threads, lambda: [model(batch) for batch in batches])
     return {"detect": detect_s * 1e3 / (threads * len(images)),
             "recog": recog_s * 1e3 / (threads * max(usable, 1))}  # fmt: skip
+
+
+def every_crop(image, detections, roi_cfg: RoiConfig) -> list:
+    """Views of ``image`` ((H, W, 3) uint8 BGR) cropping each of its ``detections`` that the edge's size rules keep:
+    the ROI policy ``every_detection`` with no other filter (its crop rectangles, ``roi.padding_px``)."""
+    policy = RoiPolicy(RoiPolicyConfig(mode="every_detection"), roi_cfg.min_size_px, roi_cfg.padding_px)
+    selection = policy.decide(detections, 0.0, image.shape[:2])
+    return [crop_pixels(image, crop_xyxy) for crop_xyxy in selection.crop_xyxy]
 
 
 def _full_batches(items: int, max_batch: int) -> int:

@@ -1,4 +1,5 @@
-"""The ROI policy on hand-made sequences of tracked detections: filters, first send, refresh, better crop."""
+"""The ROI policy on hand-made sequences of tracked detections: filters, first send, refresh, better crop, and
+the selection it returns (crop rectangles, the size rule applied once)."""
 
 
 import numpy as np
@@ -7,9 +8,11 @@ import pytest
 from tests.demo import demo_data
 from vcascade.core.config import RoiPolicyConfig
 from vcascade.core.detections import Detections
-from vcascade.edge.roi_policy import FOLLOWED_REASONS, SENT_REASONS, SUPPRESS_REASONS, RoiPolicy, SentCrop, is_better
+from vcascade.edge.roi_policy import RoiPolicy, SentCrop, is_better
+from vcascade.edge.roi_selection import FOLLOWED_REASONS, SENT_REASONS, SUPPRESS_REASONS
 
 PERSON, CAR = 0, 2
+FRAME_HW = (480, 640)
 
 
 def dets(*rows):
@@ -18,8 +21,29 @@ def dets(*rows):
     return Detections(arr[:, :4], arr[:, 4], arr[:, 5].astype(int), arr[:, 6].astype(int))
 
 
-def verdicts(policy, detections, ts_ms):
-    return [(d.send, d.reason) for d in policy.decide(detections, ts_ms)]
+def verdicts(policy, detections, ts_ms, frame_hw=FRAME_HW):
+    """(sent, reason) of each row of ``detections``, in frame order, from the policy's selection.
+
+    The sent and the suppressed rows each keep frame order, so walking the frame's rows against both finds each
+    row's verdict; every row must be in exactly one of them.
+    """
+    selection = policy.decide(detections, ts_ms, frame_hw)
+    groups = {True: (selection.detections, selection.send_reason), False: (selection.suppressed, selection.suppress_reason)}
+    taken = {True: 0, False: 0}
+    got = []
+    for i in range(len(detections)):
+        send = next(s for s in (True, False) if _same_row(groups[s][0], taken[s], detections, i))
+        got.append((send, str(groups[send][1][taken[send]])))
+        taken[send] += 1
+    assert taken == {True: len(selection), False: len(selection.suppressed)}, "a selected row is not a frame row"
+    return got
+
+
+def _same_row(rows, k, detections, i):
+    return k < len(rows) and all(
+        np.array_equal(getattr(rows, name)[k], getattr(detections, name)[i])
+        for name in ("xyxy", "score", "class_id", "track_id")
+    )
 
 
 def box(track_id, size=40.0, score=0.8, cls=PERSON, x=10.0):
@@ -27,7 +51,7 @@ def box(track_id, size=40.0, score=0.8, cls=PERSON, x=10.0):
 
 
 def test_track_is_sent_once_then_suppressed_until_refresh():
-    policy = RoiPolicy(RoiPolicyConfig(refresh_s=2.0), min_size_px=16)
+    policy = RoiPolicy(RoiPolicyConfig(refresh_s=2.0), min_size_px=16, padding_px=0)
     assert verdicts(policy, dets(box(-1)), 0) == [(False, "tentative")]
     assert verdicts(policy, dets(box(5)), 40) == [(True, "first")]
     for ts in range(80, 2040, 40):  # same crop for 2 s of stream time
@@ -37,13 +61,13 @@ def test_track_is_sent_once_then_suppressed_until_refresh():
 
 
 def test_refresh_zero_never_refreshes():
-    policy = RoiPolicy(RoiPolicyConfig(refresh_s=0), min_size_px=16)
+    policy = RoiPolicy(RoiPolicyConfig(refresh_s=0), min_size_px=16, padding_px=0)
     assert verdicts(policy, dets(box(1)), 0) == [(True, "first")]
     assert verdicts(policy, dets(box(1)), 3_600_000) == [(False, "sent_recently")]
 
 
 def test_tracks_are_independent():
-    policy = RoiPolicy(RoiPolicyConfig(), min_size_px=16)
+    policy = RoiPolicy(RoiPolicyConfig(), min_size_px=16, padding_px=0)
     assert verdicts(policy, dets(box(1), box(2, x=100)), 0) == [(True, "first"), (True, "first")]
     assert verdicts(policy, dets(box(1), box(3, x=100)), 40) == [(False, "sent_recently"), (True, "first")]
 
@@ -60,13 +84,13 @@ def test_tracks_are_independent():
     ],
 )
 def test_better_crop(size, score, expected):
-    policy = RoiPolicy(RoiPolicyConfig(better_area_ratio=1.5, better_score_margin=0.15), min_size_px=16)
+    policy = RoiPolicy(RoiPolicyConfig(better_area_ratio=1.5, better_score_margin=0.15), min_size_px=16, padding_px=0)
     assert verdicts(policy, dets(box(7, size=40.0, score=0.8)), 0) == [(True, "first")]
     assert verdicts(policy, dets(box(7, size=size, score=score)), 40) == [expected]
 
 
 def test_better_is_measured_against_the_last_sent_crop():
-    policy = RoiPolicy(RoiPolicyConfig(better_area_ratio=2.0), min_size_px=16)
+    policy = RoiPolicy(RoiPolicyConfig(better_area_ratio=2.0), min_size_px=16, padding_px=0)
     verdicts(policy, dets(box(1, size=20.0)), 0)  # area 400 sent
     assert verdicts(policy, dets(box(1, size=25.0)), 40) == [(False, "sent_recently")]  # 625, not remembered
     assert verdicts(policy, dets(box(1, size=29.0)), 80) == [(True, "better")]  # 841 >= 800
@@ -85,7 +109,7 @@ def test_is_better_needs_the_other_measure_not_worse():
 
 def test_filters_come_first_and_are_not_followed():
     cfg = RoiPolicyConfig(classes=["car"], min_score=0.5, max_size_px=100)
-    policy = RoiPolicy(cfg, min_size_px=16)
+    policy = RoiPolicy(cfg, min_size_px=16, padding_px=0)
     frame = dets(
         box(1, cls=PERSON),  # class
         box(2, cls=CAR, size=10.0),  # narrower than 16
@@ -103,15 +127,35 @@ def test_filters_come_first_and_are_not_followed():
 
 
 def test_size_filter_uses_width_and_height():
-    policy = RoiPolicy(RoiPolicyConfig(), min_size_px=16)
+    policy = RoiPolicy(RoiPolicyConfig(), min_size_px=16, padding_px=0)
     thin = (0.0, 0.0, 15.0, 200.0, 0.9, PERSON, 1)
     flat = (0.0, 0.0, 200.0, 15.9, 0.9, PERSON, 2)
     ok = (0.0, 0.0, 16.0, 16.0, 0.9, PERSON, 3)
     assert verdicts(policy, dets(thin, flat, ok), 0) == [(False, "size"), (False, "size"), (True, "first")]
 
 
+def test_selection_holds_the_sent_rows_with_their_crop_rectangles():
+    """The size rule is the policy's alone: the narrow row is suppressed here and the others get their padded
+    rectangles clamped to the frame, which the crop step takes as they are."""
+    policy = RoiPolicy(RoiPolicyConfig(mode="every_detection"), min_size_px=16, padding_px=2)
+    frame = Detections(np.array([[10, 10, 60, 90], [100, 10, 105, 90], [150, 50, 199, 99]], np.float32),
+                       np.array([0.9, 0.8, 0.7]), np.array([0, 1, 2]))
+    selection = policy.decide(frame, 0, (100, 200))
+    assert selection.detections.class_id.tolist() == [0, 2]
+    assert selection.crop_xyxy.tolist() == [[8, 8, 62, 92], [148, 48, 200, 100]]  # the second clamped at 200 x 100
+    assert selection.send_reason.tolist() == ["every_detection"] * 2 and selection.recognizer.tolist() == ["", ""]
+    assert selection.suppressed.class_id.tolist() == [1] and selection.suppress_reason.tolist() == ["size"]
+
+
+def test_a_box_wholly_outside_the_frame_is_suppressed_as_size_and_leaves_no_state():
+    policy = RoiPolicy(RoiPolicyConfig(), min_size_px=16, padding_px=4)
+    frame = dets(box(1, x=700.0), box(2, x=630.0))  # 640 px wide: none of track 1 in view, 10 px of track 2
+    assert verdicts(policy, frame, 0) == [(False, "size"), (True, "first")]
+    assert policy.tracks_remembered == 1
+
+
 def test_every_detection_sends_all_that_pass_filters():
-    policy = RoiPolicy(RoiPolicyConfig(mode="every_detection", min_score=0.5), min_size_px=16)
+    policy = RoiPolicy(RoiPolicyConfig(mode="every_detection", min_score=0.5), min_size_px=16, padding_px=0)
     for ts in (0, 40, 80):
         got = verdicts(policy, dets(box(1), box(-1, x=100), box(2, score=0.3)), ts)
         assert got == [(True, "every_detection"), (True, "every_detection"), (False, "score")]
@@ -119,7 +163,7 @@ def test_every_detection_sends_all_that_pass_filters():
 
 
 def test_retain_forgets_expired_tracks():
-    policy = RoiPolicy(RoiPolicyConfig(), min_size_px=16)
+    policy = RoiPolicy(RoiPolicyConfig(), min_size_px=16, padding_px=0)
     verdicts(policy, dets(box(1), box(2, x=100)), 0)
     assert policy.tracks_remembered == 2
     policy.retain({2})
@@ -128,8 +172,9 @@ def test_retain_forgets_expired_tracks():
 
 
 def test_empty_frame_and_reason_sets():
-    policy = RoiPolicy(RoiPolicyConfig(), min_size_px=16)
-    assert policy.decide(Detections.empty(), 0) == []
+    policy = RoiPolicy(RoiPolicyConfig(), min_size_px=16, padding_px=0)
+    selection = policy.decide(Detections.empty(), 0, FRAME_HW)
+    assert len(selection) == 0 and len(selection.suppressed) == 0 and selection.crop_xyxy.shape == (0, 4)
     assert not set(SENT_REASONS) & set(SUPPRESS_REASONS) and FOLLOWED_REASONS <= set(SUPPRESS_REASONS)
 
 

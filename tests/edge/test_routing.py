@@ -11,11 +11,13 @@ from tests.demo import demo_data
 from vcascade.core.coco import COCO_CLASSES
 from vcascade.core.config import Deployment, RoiPolicyConfig, RouteConfig
 from vcascade.core.detections import Detections
-from vcascade.edge.roi_policy import FOLLOWED_REASONS, SUPPRESS_REASONS, RoiPolicy
+from vcascade.edge.roi_policy import RoiPolicy
+from vcascade.edge.roi_selection import FOLLOWED_REASONS, SUPPRESS_REASONS
 from vcascade.edge.routing import ANY_RECOGNIZER, ClassRouter
 
 PERSON, BICYCLE, CAR, DOG = (COCO_CLASSES.index(n) for n in ("person", "bicycle", "car", "dog"))
 DEMO = Path(__file__).resolve().parents[2] / "configs" / "demo.yaml"
+FRAME_HW = (480, 640)
 ROUTES = [
     RouteConfig(recognizer="plate-text", classes=["car", "bus", "truck"]),
     RouteConfig(recognizer="embedder", classes=["person", "bicycle"]),
@@ -27,6 +29,15 @@ def dets(*rows):
     n = len(rows)
     xyxy = np.tile(np.array([10.0, 10.0, 50.0, 50.0]), (n, 1))
     return Detections(xyxy, np.full(n, 0.9), np.array([r[0] for r in rows]), np.array([r[1] for r in rows]))
+
+
+def sent_and_suppressed(policy, detections, ts_ms):
+    """The policy's selection as (track id, reason, recognizer) of each sent row and (track id, reason) of each
+    suppressed row, in frame order."""
+    selection = policy.decide(detections, ts_ms, FRAME_HW)
+    sent = zip(selection.detections.track_id.tolist(), selection.send_reason.tolist(), selection.recognizer.tolist())
+    suppressed = zip(selection.suppressed.track_id.tolist(), selection.suppress_reason.tolist())
+    return list(sent), list(suppressed)
 
 
 def test_first_matching_route_wins_and_unrouted_classes_have_none():
@@ -72,24 +83,27 @@ def test_unknown_class_name_fails_at_start():
 
 
 def test_policy_suppresses_unrouted_classes_as_no_route_and_names_the_recognizer():
-    policy = RoiPolicy(RoiPolicyConfig(), min_size_px=16, router=ClassRouter(ROUTES, COCO_CLASSES))
-    got = [(d.send, d.reason, d.recognizer) for d in policy.decide(dets((PERSON, 1), (CAR, 2), (DOG, 3)), 0.0)]
-    assert got == [(True, "first", "embedder"), (True, "first", "plate-text"), (False, "no_route", "")]
+    policy = RoiPolicy(RoiPolicyConfig(), min_size_px=16, padding_px=4, router=ClassRouter(ROUTES, COCO_CLASSES))
+    got = sent_and_suppressed(policy, dets((PERSON, 1), (CAR, 2), (DOG, 3)), 0.0)
+    assert got == ([(1, "first", "embedder"), (2, "first", "plate-text")], [(3, "no_route")])
     assert "no_route" in SUPPRESS_REASONS and "no_route" not in FOLLOWED_REASONS  # not an object of interest
-    got = [(d.send, d.reason, d.recognizer) for d in policy.decide(dets((CAR, 1), (DOG, 3)), 40.0)]
-    assert got == [(False, "sent_recently", "embedder"), (False, "no_route", "")]
+    got = sent_and_suppressed(policy, dets((CAR, 1), (DOG, 3)), 40.0)
+    assert got == ([], [(1, "sent_recently"), (3, "no_route")])
+    assert policy.router.route(CAR, track_id=1) == "embedder"  # the suppressed row's track kept its recognizer
     policy.retain({2})
     assert policy.router.tracks_pinned == 1
 
 
 def test_filters_come_before_routing():
-    policy = RoiPolicy(RoiPolicyConfig(classes=["person"]), min_size_px=16, router=ClassRouter(ROUTES, COCO_CLASSES))
-    assert [d.reason for d in policy.decide(dets((CAR, 1), (DOG, 2)), 0.0)] == ["class", "class"]
+    policy = RoiPolicy(
+        RoiPolicyConfig(classes=["person"]), min_size_px=16, padding_px=4, router=ClassRouter(ROUTES, COCO_CLASSES)
+    )
+    assert sent_and_suppressed(policy, dets((CAR, 1), (DOG, 2)), 0.0) == ([], [(1, "class"), (2, "class")])
 
 
 def test_without_a_router_every_roi_is_for_any_recognizer():
-    policy = RoiPolicy(RoiPolicyConfig(), min_size_px=16)
-    assert [(d.reason, d.recognizer) for d in policy.decide(dets((DOG, 1)), 0.0)] == [("first", "")]
+    policy = RoiPolicy(RoiPolicyConfig(), min_size_px=16, padding_px=4)
+    assert sent_and_suppressed(policy, dets((DOG, 1)), 0.0) == ([(1, "first", "")], [])
 
 
 def _deployment(edge_routes=None, camera_routes=None, recognizers=("embedder",)) -> Deployment:
