@@ -1,0 +1,67 @@
+"""EdgeNode after detection: the ROI policy's selection becomes submitted ROIs, suppressed counts per reason and
+``tracked`` lines (real detector, tracker, policy and broker link; the link is not started, so nothing leaves)."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+import zmq
+from prometheus_client import REGISTRY
+
+from tests.demo import demo_data
+from vcascade.core.config import Deployment
+from vcascade.core.detections import Detections
+from vcascade.edge.frames import Frame
+from vcascade.edge.identity_cache import IdentityCache
+from vcascade.edge.link import BrokerLink
+from vcascade.edge.node import EdgeNode, build_detector
+from vcascade.edge.roi_selection import SUPPRESS_REASONS
+
+EDGE, CAMERA = "edge-1", "street-1"
+
+
+@pytest.fixture
+def node(models_dir, free_port):
+    raw = demo_data()
+    del raw["cameras"]["street-2"]
+    for broker in raw["brokers"].values():
+        broker["frontend_port"], broker["backend_port"], broker["metrics_port"] = free_port(), free_port(), free_port()
+    dep = Deployment.model_validate(raw)
+    detector, _ = build_detector(dep, EDGE, models_dir)
+    ctx = zmq.Context()
+    identities = IdentityCache(EDGE)
+    link = BrokerLink(EDGE, dep, ctx, [identities])  # never started: ROIs wait in its queue, lines in its outbox
+    yield EdgeNode(EDGE, dep, detector, link, identities)
+    ctx.destroy(linger=0)
+
+
+def _suppressed() -> dict[str, float]:
+    labels = {"edge": EDGE, "camera": CAMERA}
+    return {
+        reason: REGISTRY.get_sample_value("vcascade_edge_rois_suppressed_total", {**labels, "reason": reason}) or 0.0
+        for reason in SUPPRESS_REASONS
+    }
+
+
+def _tracked_lines() -> float:
+    return REGISTRY.get_sample_value("vcascade_edge_tracked_lines_total", {"edge": EDGE, "camera": CAMERA}) or 0.0
+
+
+def test_a_track_is_sent_once_and_the_rest_is_counted_per_reason_and_followed(node):
+    """A wide and a narrow person over three frames (demo policy: ``track``, ``min_size_px`` 24)."""
+    detections = Detections(np.array([[10, 10, 60, 90], [100, 10, 110, 90]], np.float32), np.array([0.9, 0.9]),
+                            np.array([0, 0]))
+    image = np.zeros((480, 640, 3), np.uint8)
+    suppressed_before, lines_before = _suppressed(), _tracked_lines()
+    submitted = []
+    for seq in range(3):
+        now_s = time.perf_counter()
+        frame = Frame(CAMERA, seq, image, 40.0 * seq, now_s, 1.7e12)
+        submitted.append(node.handle_detections(frame, detections, now_s, now_s))
+    assert submitted == [0, 1, 0]  # tentative on its first frame, sent on its second (first), then sent_recently
+    counted = {reason: n - suppressed_before[reason] for reason, n in _suppressed().items()}
+    assert counted == {"class": 0, "size": 3, "score": 0, "no_route": 0, "tentative": 1, "sent_recently": 1}
+    assert _tracked_lines() - lines_before == 2  # the tentative and the sent_recently rows; never a size-filtered one
+    assert node.link.tally_copy()[CAMERA].sent == 1
