@@ -71,7 +71,7 @@ class RoiSelection:
         return len(self.detections)
 
     def suppressed_counts(self) -> dict[str, int]:
-        """Suppressed detections per reason (only the reasons that occur), for ``vcascade_edge_rois_suppressed_total``."""
+        """Suppressed detections per reason (only the reasons that occur): ``vcascade_edge_rois_suppressed_total``."""
         reasons, counts = np.unique(self.suppress_reason, return_counts=True)
         return {str(reason): int(count) for reason, count in zip(reasons, counts)}
 

@@ -28,7 +28,10 @@ def verdicts(policy, detections, ts_ms, frame_hw=FRAME_HW):
     row's verdict; every row must be in exactly one of them.
     """
     selection = policy.decide(detections, ts_ms, frame_hw)
-    groups = {True: (selection.detections, selection.send_reason), False: (selection.suppressed, selection.suppress_reason)}
+    groups = {
+        True: (selection.detections, selection.send_reason),
+        False: (selection.suppressed, selection.suppress_reason),
+    }
     taken = {True: 0, False: 0}
     got = []
     for i in range(len(detections)):

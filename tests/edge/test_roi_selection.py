@@ -83,7 +83,8 @@ def test_reasons_out_of_their_set_and_empty_crops_raise_value_error(change, mess
 
 
 def test_suppressed_counts_per_reason_and_followed_rows_in_frame_order():
-    selection = RoiSelection(**valid(suppressed=dets(4), suppress_reason=["tentative", "size", "sent_recently", "size"]))
+    reasons = ["tentative", "size", "sent_recently", "size"]
+    selection = RoiSelection(**valid(suppressed=dets(4), suppress_reason=reasons))
     assert selection.suppressed_counts() == {"tentative": 1, "size": 2, "sent_recently": 1}
     followed = selection.followed()
     assert followed.track_id.tolist() == [0, 2]  # the size-filtered rows are not objects of interest
