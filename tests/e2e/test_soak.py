@@ -8,11 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "scripts"))
-from soak import bucket_width_ms, check, histogram_quantile, rise  # noqa: E402
+from soak import RSS_CHECK, bucket_width_ms, check, histogram_quantile, rise, rss_growth  # noqa: E402
 
 pytestmark = [pytest.mark.e2e]
 
@@ -50,9 +51,40 @@ def test_checks_flag_rss_growth_and_rising_latency_but_not_noise():
     assert all(ok for *_, ok in check(flat, warmup_s=15))  # the 120 MB spike is in the warm-up
     leaking = _rows("worker w", [100, 100, 101, 103, 105, 107, 109, 112])  # after warm-up: 103 -> 109 MB
     failed = [name for _, name, _, ok in check(leaking, warmup_s=15) if not ok]
-    assert failed == ["RSS growth < 5%"]
+    assert failed == [RSS_CHECK]
     lagging = _rows("edge e", [100] * 8, p99_ms=[100, 100, 200, 300, 400, 500, 600, 700])
     assert [name for _, name, _, ok in check(lagging, warmup_s=15) if not ok] == ["p99_ms flat"]
+
+
+def _rss(t_s: list[float], base_mb: float, extra_mb) -> list[float]:
+    """RSS samples at ``t_s``: ``base_mb + extra_mb(t)`` plus a seeded +-2 MB of sampling noise."""
+    noise = np.random.default_rng(7).uniform(-2.0, 2.0, len(t_s))
+    return [base_mb + extra_mb(t) + n for t, n in zip(t_s, noise)]
+
+
+CI_AFTER_WARMUP_S = [30.0 + 5.0 * k for k in range(19)]
+"""The 2-minute CI soak's samples after its 30-s warm-up (one every 5 s, to 120 s)."""
+LONG_AFTER_WARMUP_S = [450.0 + 30.0 * k for k in range(46)]
+"""The 30-minute soak's samples after its 450-s warm-up (one every 30 s)."""
+
+
+def test_rss_growth_passes_flat_and_a_step_at_warm_up_and_fails_a_leak_of_1_mb_per_10_s():
+    slope, bound = rss_growth(CI_AFTER_WARMUP_S, _rss(CI_AFTER_WARMUP_S, 414.0, lambda t: 0.0))
+    assert bound == 3.0 and abs(slope) < 1.0  # 414 MB over 1.5 min: 5% would allow 13.8 MB/min; the rate cap holds
+    # +23 MB (+5.6%) from the third sample on, flat after (an allocator reaching its high-water mark): the old
+    # check (median of the last three vs the first three) failed it; it is not growth over time
+    slope, bound = rss_growth(CI_AFTER_WARMUP_S, _rss(CI_AFTER_WARMUP_S, 414.0, lambda t: 23.0 * (t >= 40)))
+    assert slope < bound
+    # 1 MB per 10 s: 9 MB over the 90 s, 2.2% (the old 5% check passed it); 6 MB/min, twice the cap
+    slope, bound = rss_growth(CI_AFTER_WARMUP_S, _rss(CI_AFTER_WARMUP_S, 414.0, lambda t: t / 10.0))
+    assert slope == pytest.approx(6.0, abs=1.0) and slope > bound
+
+
+def test_rss_growth_over_a_long_run_is_held_to_5_percent_of_the_window():
+    slope, bound = rss_growth(LONG_AFTER_WARMUP_S, _rss(LONG_AFTER_WARMUP_S, 345.0, lambda t: 0.0))
+    assert bound == pytest.approx(0.05 * 345.0 / 22.5, rel=0.01) and abs(slope) < 0.1 < bound  # 0.77 MB/min
+    slope, bound = rss_growth(LONG_AFTER_WARMUP_S, _rss(LONG_AFTER_WARMUP_S, 345.0, lambda t: t / 60.0))
+    assert slope == pytest.approx(1.0, abs=0.1) and slope > bound  # 1 MB/min: 22.5 MB (6.5%) over the window
 
 
 def test_checks_flag_fd_and_thread_growth_and_restarts():
