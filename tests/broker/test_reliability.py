@@ -12,6 +12,7 @@ import pytest
 import zmq
 
 import vcascade.broker.metrics as broker_metrics
+from tests.broker.test_routing_server import wait_for
 from tests.broker.test_server import answer, make_roi, recv, recv_n, send_roi
 from vcascade.core import wire
 from vcascade.core.sockets import make_socket
@@ -117,9 +118,13 @@ def test_camera_labels_are_bounded_and_the_rest_folded_into_other(start_broker, 
 
 def test_a_slow_worker_receives_less_work_than_a_fast_one(start_broker):
     """Credit-based dispatch over real sockets: the slow worker (answers 50 ms after receipt) holds its credits
-    longer, so the least-loaded choice sends most ROIs to the fast worker (answers at once)."""
+    longer, so the least-loaded choice sends most ROIs to the fast worker (answers at once).
+
+    Regression: under load the ROIs reached the broker before the slow worker's Ready, so the fast worker took
+    all 120 (``{'fast': 120, 'slow': 0}``); the ROIs are now sent once the broker shows both workers' credits."""
     b = start_broker(worker_timeout_s=60)
     edge, fast, slow = b.edge("e1"), b.worker("fast", credits=2), b.worker("slow", credits=2)
+    assert wait_for(lambda: all(b.sample("vcascade_broker_worker_credits", worker=w) == 2 for w in ("fast", "slow")))
     total = 120
     for i in range(total):
         send_roi(edge, f"r{i}", camera=f"cam-{i % 3}")
