@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from vcascade.core.config import ConfigError, DetectorConfig, load_config
+from vcascade.core.config import ConfigError, Yolov8DetectorConfig, load_config
 from vcascade.core.models import ModelUnavailable
 from vcascade.edge.detectors.model_file import ensure_detector_model
 
@@ -60,6 +60,6 @@ def test_class_filter_is_checked_against_the_class_names(tmp_path):
 def test_path_is_used_as_is_and_never_downloaded(tmp_path):
     model = tmp_path / "v8.onnx"
     model.write_bytes(b"not checked here")
-    assert ensure_detector_model(DetectorConfig(type="yolov8", path=str(model)), None) == model
+    assert ensure_detector_model(Yolov8DetectorConfig(type="yolov8", path=str(model)), None) == model
     with pytest.raises(ModelUnavailable, match="absent.onnx.*`path`.*does not exist"):
-        ensure_detector_model(DetectorConfig(type="yolov8", path=str(tmp_path / "absent.onnx")), None)
+        ensure_detector_model(Yolov8DetectorConfig(type="yolov8", path=str(tmp_path / "absent.onnx")), None)
