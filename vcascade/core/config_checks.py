@@ -28,18 +28,11 @@ DEVICE_PATTERN = re.compile(r"cpu|cuda(:\d+)?")
 
 def check_deployment(dep: Deployment) -> list[str]:
     """Every cross-section problem of ``dep``, one message each, section by section (empty: the file is good)."""
-    return [
-        *_check_cameras(dep),
-        *_check_edges(dep),
-        *_check_camera_policies(dep),
-        *_check_workers(dep),
-        *_check_routing(dep),
-        *_check_recognizers(dep),
-        *_check_stage_groups(dep),
-        *_check_ports(dep),
-        *_check_security(dep),
-        *_check_heads(dep),
-    ]
+    checks = (
+        _check_cameras, _check_edges, _check_camera_policies, _check_workers, _check_routing, _check_recognizers,
+        _check_stage_groups, _check_ports, _check_security, _check_heads,
+    )
+    return [problem for check in checks for problem in check(dep)]
 
 
 # ---------------------------------------------------------------- cameras and edges
@@ -87,15 +80,17 @@ def _check_broker_names(key: str, brokers: list[str], dep: Deployment) -> list[s
     ]
 
 
-def _check_class_filter(key: str, classes: list[str] | None, names: Sequence[str] | None) -> list[str]:
-    """An ROI policy's ``classes`` are class names of the detector (unchecked when they come from a file)."""
+def _check_class_filter(
+    key: str,
+    classes: list[str] | None,
+    names: Sequence[str] | None,
+    expected: str = "one of the detector's class names",
+) -> list[str]:
+    """A class filter (an ROI policy's or the detector's ``classes``) picks among the detector's class names
+    (unchecked when they come from a file)."""
     if names is None:
         return []
-    return [
-        f"{key}[{i}] = {cls!r}: expected one of the detector's class names"
-        for i, cls in enumerate(classes or [])
-        if cls not in names
-    ]
+    return [f"{key}[{i}] = {cls!r}: expected {expected}" for i, cls in enumerate(classes or []) if cls not in names]
 
 
 # ---------------------------------------------------------------- detector
@@ -117,15 +112,18 @@ def _check_detector(key: str, det: DetectorConfig) -> list[str]:
     names = _inline_class_names(det)
     if names is None:
         return []
-    problems = [f"{key}.class_names = []: expected at least one class name"] if not names else []
-    problems += [
-        f"{key}.class_names[{i}] = {cls!r}: expected each name once" for i, cls in enumerate(names) if cls in names[:i]
+    expected = "a COCO class name" if det.class_names is None else "one of `class_names`"
+    return [
+        *_check_class_names(f"{key}.class_names", names),
+        *_check_class_filter(f"{key}.classes", det.classes, names, expected),
     ]
-    kind = "a COCO class name" if det.class_names is None else "one of `class_names`"
-    problems += [
-        f"{key}.classes[{i}] = {cls!r}: expected {kind}" for i, cls in enumerate(det.classes or []) if cls not in names
-    ]
-    return problems
+
+
+def _check_class_names(key: str, names: Sequence[str]) -> list[str]:
+    """A detector's inline class names: at least one, each once."""
+    problems = [f"{key} = []: expected at least one class name"] if not names else []
+    twice = [f"{key}[{i}] = {cls!r}: expected each name once" for i, cls in enumerate(names) if cls in names[:i]]
+    return problems + twice
 
 
 # ---------------------------------------------------------------- workers and stage groups

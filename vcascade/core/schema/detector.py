@@ -47,7 +47,8 @@ class YoloxDetectorConfig(DetectorConfigBase):
     model: str = Field("yolox_nano.onnx", description="File name in the model directory, or an absolute path.")
     url: str = Field(YOLOX_NANO_URL, description="Where to download the model when it is not in the model directory.")
     path: str | None = Field(
-        None, description="Local ONNX file of a user YOLOX model, used as is and never downloaded (instead of `model`/`url`)."
+        None,
+        description="Local ONNX file of a user YOLOX model, used as is and never downloaded (instead of `model`/`url`).",
     )
 
     @model_validator(mode="after")
