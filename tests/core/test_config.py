@@ -56,7 +56,6 @@ def test_wrong_sink_type(tmp_path):
     assert "edges.edge-1.sinks[0].type = 'kafka': expected one of 'jsonl', 'zmq_pub'" in _error(tmp_path, data)
 
 
-
 def test_unknown_head_type_is_reported_on_the_type_key(tmp_path):
     data = _demo()
     data["recognizers"]["ppocr-text"]["head"]["type"] = "segmenter"
@@ -79,6 +78,7 @@ def test_a_name_equal_to_a_union_tag_stays_in_the_key_path(tmp_path):
     msg = _error(tmp_path, data)
     assert "cameras.onnx.fps: unknown key" in msg
     assert "edges.yolov8.path: unknown key" in msg
+
 
 @pytest.mark.parametrize(
     ("mutate", "expected"),

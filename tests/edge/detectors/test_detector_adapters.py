@@ -293,8 +293,8 @@ def test_registry_builds_each_type_from_config(models, tmp_path):
     names_file = tmp_path / "names.txt"
     names_file.write_text("\n".join(NAMES) + "\n\n")
     assert load_class_names(str(names_file)) == NAMES
-    cfg = Yolov8DetectorConfig(type="yolov8", path=str(models["v8_dynamic"]), input_size=S, class_names=str(names_file),
-                         classes=["truck"], max_batch=2)
+    cfg = Yolov8DetectorConfig(type="yolov8", path=str(models["v8_dynamic"]), input_size=S,
+                               class_names=str(names_file), classes=["truck"], max_batch=2)
     detector = build_detector(cfg, models["v8_dynamic"])
     assert isinstance(detector, Yolov8Detector) and detector.frames_per_run == 2
     assert all(set(d.class_id) <= {5} for d in detector.detect_batch(_frames()))
