@@ -18,7 +18,7 @@ import logging
 import sys
 
 from vcascade.center.ocr_models import PYPI_SIMPLE_URL, RAPIDOCR_WHEEL_SHA256, ensure_text_model
-from vcascade.core.config import DetectorConfig
+from vcascade.core.config import YoloxDetectorConfig
 from vcascade.core.models import ModelUnavailable
 from vcascade.edge.detectors.model_file import ensure_detector_model
 
@@ -33,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--wheel-url", help="the rapidocr wheel's URL (skips the index and the pinned hash)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    config = DetectorConfig(url=args.url) if args.url else DetectorConfig()
+    config = YoloxDetectorConfig(url=args.url) if args.url else YoloxDetectorConfig()
     try:
         path = ensure_detector_model(config, args.model_dir)
         print(path)

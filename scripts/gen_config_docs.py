@@ -21,7 +21,9 @@ SECTIONS = [
     ("Top level", config.Deployment),
     ("`cameras.<name>`", config.CameraConfig),
     ("`edges.<name>`", config.EdgeConfig),
-    ("`edges.<name>.detector`", config.DetectorConfig),
+    ("`edges.<name>.detector` with `type: yolox` (the default)", config.YoloxDetectorConfig),
+    ("`edges.<name>.detector` with `type: yolov5`", config.Yolov5DetectorConfig),
+    ("`edges.<name>.detector` with `type: yolov8` (also YOLO11)", config.Yolov8DetectorConfig),
     ("`edges.<name>.roi`", config.RoiConfig),
     ("`edges.<name>.roi.policy` (and `cameras.<name>.roi_policy`)", config.RoiPolicyConfig),
     ("`edges.<name>.roi.policy.tracker`", config.TrackerConfig),
@@ -63,7 +65,7 @@ def _strip_annotated(text: str) -> str:
 
 def _type_name(annotation) -> str:
     text = annotation.__name__ if isinstance(annotation, type) else _strip_annotated(str(annotation))
-    text = text.replace("typing.", "").replace("vcascade.core.config.", "").replace("vcascade.core.schema.", "")
+    text = re.sub(r"vcascade\.core(\.\w+)*\.", "", text.replace("typing.", ""))
     return re.sub(r"Union\[(\w+)\]", r"\1", text).replace("|", "\\|")
 
 
@@ -71,7 +73,7 @@ def render() -> str:
     out = [
         "# Configuration reference",
         "",
-        "Generated from `vcascade/core/schema.py` by `python scripts/gen_config_docs.py`; do not edit by hand.",
+        "Generated from `vcascade/core/schema/` by `python scripts/gen_config_docs.py`; do not edit by hand.",
         "Every mapping rejects unknown keys. Strings may use `${VAR}` or `${VAR:-default}` (environment).",
         "Names (keys of `cameras`, `edges`, ...) match `" + config.NAME_PATTERN + "`.",
         "",

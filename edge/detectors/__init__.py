@@ -32,7 +32,9 @@ DETECTOR_TYPES: dict[str, type[OnnxDetector]] = {
     "yolov5": Yolov5Detector,
     "yolov8": Yolov8Detector,
 }
-"""Registry: detector config ``type`` -> detector class."""
+"""Registry: detector config ``type`` -> detector class (each ``type`` has its own config class,
+:mod:`vcascade.core.schema.detector`; its model file is found by
+:data:`vcascade.edge.detectors.model_file.MODEL_FILES`)."""
 
 
 def load_class_names(spec: list[str] | tuple[str, ...] | str | os.PathLike[str] | None) -> tuple[str, ...]:
@@ -63,9 +65,10 @@ def load_class_names(spec: list[str] | tuple[str, ...] | str | os.PathLike[str] 
 def build_detector(
     cfg: DetectorConfig, model_path: str | os.PathLike[str], *, device: str = "cpu"
 ) -> OnnxDetector:
-    """Open the detector a config describes on the model file ``model_path`` (located by
-    :func:`vcascade.edge.detectors.model_file.ensure_detector_model`). ``cfg.intra_op_threads`` None means 1 here; the edge fills
-    it in from its cores first (:func:`vcascade.core.threads.detector_threads`).
+    """Open the detector a config describes (the :data:`DETECTOR_TYPES` entry of its ``type``) on the model file
+    ``model_path`` (located by :func:`vcascade.edge.detectors.model_file.ensure_detector_model`).
+    ``cfg.intra_op_threads`` None means 1 here; the edge fills it in from its cores first
+    (:func:`vcascade.core.threads.detector_threads`).
 
     Raises:
         KeyError: an unknown ``cfg.type`` (the config schema prevents it).

@@ -56,6 +56,30 @@ def test_wrong_sink_type(tmp_path):
     assert "edges.edge-1.sinks[0].type = 'kafka': expected one of 'jsonl', 'zmq_pub'" in _error(tmp_path, data)
 
 
+def test_unknown_head_type_is_reported_on_the_type_key(tmp_path):
+    data = _demo()
+    data["recognizers"]["ppocr-text"]["head"]["type"] = "segmenter"
+    msg = _error(tmp_path, data)  # the key was printed as `head._head_type()`
+    assert "recognizers.ppocr-text.head.type = 'segmenter': expected 'embedding', 'classifier' or 'text'" in msg
+
+
+def test_union_tags_are_not_printed_as_keys(tmp_path):
+    data = _demo()
+    data["recognizers"]["ppocr-text"]["head"] = {"type": "classifier", "top_k": 0}
+    msg = _error(tmp_path, data)
+    assert "recognizers.ppocr-text.head.labels: missing (required)" in msg.splitlines()[0]
+    assert "recognizers.ppocr-text.head.top_k = 0: expected a value greater than or equal to 1" in msg
+
+
+def test_a_name_equal_to_a_union_tag_stays_in_the_key_path(tmp_path):
+    data = _demo()
+    data["cameras"]["onnx"] = {"url": "x.mp4", "edge": "edge-1", "fps": 5}  # the name was dropped as a tag
+    data["edges"]["yolov8"] = {**data["edges"]["edge-1"], "metrics_port": 9200, "path": "/m/v8.onnx"}
+    msg = _error(tmp_path, data)
+    assert "cameras.onnx.fps: unknown key" in msg
+    assert "edges.yolov8.path: unknown key" in msg
+
+
 @pytest.mark.parametrize(
     ("mutate", "expected"),
     [

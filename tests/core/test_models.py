@@ -26,7 +26,7 @@ from vcascade.center.ocr_models import (
     find_wheel,
     verify_ppocr_rec,
 )
-from vcascade.core.config import DetectorConfig
+from vcascade.core.config import YoloxDetectorConfig
 from vcascade.core.models import (
     ModelUnavailable,
     download_model,
@@ -148,14 +148,14 @@ def test_default_cache_is_home_dot_cache(monkeypatch, tmp_path):
 
 
 def test_ensure_downloads_into_model_dir_then_finds_it(served, tmp_path, isolated_env, caplog):
-    config = DetectorConfig(url=f"{served}/{NAME}")
+    config = YoloxDetectorConfig(url=f"{served}/{NAME}")
     model_dir = tmp_path / "models"
     with caplog.at_level(logging.INFO, logger="vcascade.edge.detectors.model_file"):
         path = ensure_detector_model(config, model_dir)
     assert path == model_dir / NAME and path.is_file()
     assert "downloading" in caplog.text and config.url in caplog.text and "verified" in caplog.text
     caplog.clear()
-    broken = DetectorConfig(url=f"{served}/missing.onnx")
+    broken = YoloxDetectorConfig(url=f"{served}/missing.onnx")
     with caplog.at_level(logging.INFO, logger="vcascade.edge.detectors.model_file"):
         assert ensure_detector_model(broken, model_dir) == path  # found: no download attempted
     assert "downloading" not in caplog.text
@@ -164,20 +164,20 @@ def test_ensure_downloads_into_model_dir_then_finds_it(served, tmp_path, isolate
 def test_ensure_falls_back_to_user_cache_when_model_dir_unusable(served, tmp_path, isolated_env):
     blocker = tmp_path / "a-file"
     blocker.write_bytes(b"")
-    config = DetectorConfig(url=f"{served}/{NAME}")
+    config = YoloxDetectorConfig(url=f"{served}/{NAME}")
     assert ensure_detector_model(config, blocker / "models") == isolated_env / NAME
     assert ensure_detector_model(config, None) == isolated_env / NAME
 
 
 def test_ensure_rejects_a_model_of_another_input_size(served, tmp_path, isolated_env):
-    config = DetectorConfig(url=f"{served}/{NAME}", input_size=640)
+    config = YoloxDetectorConfig(url=f"{served}/{NAME}", input_size=640)
     with pytest.raises(ModelUnavailable, match="input_size 640"):
         ensure_detector_model(config, tmp_path / "models")
     assert os.listdir(tmp_path / "models") == []
 
 
 def test_ensure_never_downloads_to_a_missing_absolute_path(served, tmp_path, isolated_env):
-    config = DetectorConfig(model=str(tmp_path / NAME), url=f"{served}/{NAME}")
+    config = YoloxDetectorConfig(model=str(tmp_path / NAME), url=f"{served}/{NAME}")
     with pytest.raises(ModelUnavailable, match="does not exist"):
         ensure_detector_model(config, None)
 

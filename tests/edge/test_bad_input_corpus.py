@@ -28,7 +28,7 @@ import pytest
 import yaml
 from onnx import TensorProto, helper
 
-from vcascade.core.config import DetectorConfig
+from vcascade.core.config import YoloxDetectorConfig
 from vcascade.edge.detectors import DetectorContractError, build_detector
 
 REPO = Path(__file__).resolve().parents[2]
@@ -185,7 +185,7 @@ def _declared_batch_2(model: onnx.ModelProto) -> None:
 
 
 def _open(path: Path):
-    return build_detector(DetectorConfig(type="yolox", path=str(path), score_threshold=0.3), path)
+    return build_detector(YoloxDetectorConfig(type="yolox", path=str(path), score_threshold=0.3), path)
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,7 @@ import cv2
 import numpy as np
 import pytest
 
-from vcascade.core.config import DetectorConfig
+from vcascade.core.config import YoloxDetectorConfig
 from vcascade.edge.detect_pool import DetectorPool, detect_frames
 from vcascade.edge.detectors import build_detector
 from vcascade.edge.frames import Frame, FrameSlots
@@ -25,7 +25,7 @@ def frames(bikes_path) -> list[Frame]:
 
 @pytest.fixture(scope="module")
 def detector(yolox_path):
-    return build_detector(DetectorConfig(classes=None), yolox_path)
+    return build_detector(YoloxDetectorConfig(classes=None), yolox_path)
 
 
 def _fill(slots: FrameSlots, frames: list[Frame]) -> None:

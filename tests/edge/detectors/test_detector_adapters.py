@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import torch
 
-from vcascade.core.config import DetectorConfig
+from vcascade.core.config import Yolov5DetectorConfig, Yolov8DetectorConfig, YoloxDetectorConfig
 from vcascade.edge.detectors import (
     DetectorContractError,
     Yolov5Detector,
@@ -293,12 +293,12 @@ def test_registry_builds_each_type_from_config(models, tmp_path):
     names_file = tmp_path / "names.txt"
     names_file.write_text("\n".join(NAMES) + "\n\n")
     assert load_class_names(str(names_file)) == NAMES
-    cfg = DetectorConfig(type="yolov8", path=str(models["v8_dynamic"]), input_size=S, class_names=str(names_file),
-                         classes=["truck"], max_batch=2)
+    cfg = Yolov8DetectorConfig(type="yolov8", path=str(models["v8_dynamic"]), input_size=S,
+                               class_names=str(names_file), classes=["truck"], max_batch=2)
     detector = build_detector(cfg, models["v8_dynamic"])
     assert isinstance(detector, Yolov8Detector) and detector.frames_per_run == 2
     assert all(set(d.class_id) <= {5} for d in detector.detect_batch(_frames()))
-    cfg5 = DetectorConfig(type="yolov5", path="x.onnx", input_size=S, class_names=list(NAMES), classes=["kite"])
+    cfg5 = Yolov5DetectorConfig(type="yolov5", path="x.onnx", input_size=S, class_names=list(NAMES), classes=["kite"])
     with pytest.raises(ValueError, match="kite"):
         build_detector(cfg5, models["v5_dynamic"])
     with pytest.raises(ValueError, match="more than once"):
@@ -311,7 +311,7 @@ def test_real_yolox_nano_through_the_registry(yolox_path, bikes_path):
         ok, frame = capture.read()
         assert ok
     capture.release()
-    detector = build_detector(DetectorConfig(), yolox_path)
+    detector = build_detector(YoloxDetectorConfig(), yolox_path)
     assert isinstance(detector, YoloxDetector) and detector.frames_per_run == 1  # YOLOX-nano is fixed at batch 1
     small = cv2.resize(frame, (320, 136))
     single, batch = detector(frame), detector.detect_batch([frame, small, frame])

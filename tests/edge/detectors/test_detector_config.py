@@ -3,13 +3,24 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import get_args
 
 import pytest
 import yaml
 
-from vcascade.core.config import ConfigError, DetectorConfig, load_config
+from vcascade.core.config import (
+    YOLOX_NANO_URL,
+    ConfigError,
+    DetectorConfig,
+    EdgeConfig,
+    Yolov5DetectorConfig,
+    Yolov8DetectorConfig,
+    YoloxDetectorConfig,
+    load_config,
+)
 from vcascade.core.models import ModelUnavailable
-from vcascade.edge.detectors.model_file import ensure_detector_model
+from vcascade.edge.detectors import DETECTOR_TYPES
+from vcascade.edge.detectors.model_file import MODEL_FILES, ensure_detector_model
 
 DEMO = Path(__file__).resolve().parents[3] / "configs" / "demo.yaml"
 
@@ -60,6 +71,21 @@ def test_class_filter_is_checked_against_the_class_names(tmp_path):
 def test_path_is_used_as_is_and_never_downloaded(tmp_path):
     model = tmp_path / "v8.onnx"
     model.write_bytes(b"not checked here")
-    assert ensure_detector_model(DetectorConfig(type="yolov8", path=str(model)), None) == model
+    assert ensure_detector_model(Yolov8DetectorConfig(type="yolov8", path=str(model)), None) == model
     with pytest.raises(ModelUnavailable, match="absent.onnx.*`path`.*does not exist"):
-        ensure_detector_model(DetectorConfig(type="yolov8", path=str(tmp_path / "absent.onnx")), None)
+        ensure_detector_model(Yolov8DetectorConfig(type="yolov8", path=str(tmp_path / "absent.onnx")), None)
+
+
+def test_each_detector_type_has_its_config_class_detector_and_model_file():
+    (union, _) = get_args(DetectorConfig)
+    config_types = {get_args(member)[0].model_fields["type"].default: get_args(member)[0] for member in get_args(union)}
+    assert config_types == {"yolox": YoloxDetectorConfig, "yolov5": Yolov5DetectorConfig, "yolov8": Yolov8DetectorConfig}
+    assert set(DETECTOR_TYPES) == set(MODEL_FILES) == set(config_types)
+
+
+def test_the_default_detector_is_the_downloaded_yolox_nano():
+    detector = EdgeConfig(brokers=["b"], metrics_port=9000).detector
+    assert isinstance(detector, YoloxDetectorConfig)
+    assert (detector.model, detector.url, detector.path) == ("yolox_nano.onnx", YOLOX_NANO_URL, None)
+    for user_model in (Yolov5DetectorConfig, Yolov8DetectorConfig):  # only YOLOX is downloaded
+        assert {"model", "url"}.isdisjoint(user_model.model_fields) and user_model.model_fields["path"].is_required()

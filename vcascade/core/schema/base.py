@@ -1,0 +1,77 @@
+"""Building blocks of the deployment schema: the frozen base model, names and ports, the thread fields several
+processes share, and the ``type`` key that picks a backend's config class.
+
+A user error the schema finds beyond pydantic's own checks is a :func:`key_problem`: the key it is about, the
+bad value and the reason, which :mod:`vcascade.core.config` prints as one line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Annotated, Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict, Discriminator, Field
+from pydantic_core import PydanticCustomError
+
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$"
+Name = Annotated[str, Field(pattern=NAME_PATTERN)]
+Port = Annotated[int, Field(ge=1, le=65535)]
+
+KEY_PROBLEM = "key_problem"
+"""pydantic error type of :func:`key_problem` (and of an unknown ``type`` of a :func:`type_discriminator` union)."""
+
+
+class ConfigModel(BaseModel):
+    """Base of every config section: unknown keys are errors, instances are frozen."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    key_notes: ClassVar[Mapping[str, str]] = {}
+    """Message for a key of this section that is missing or unknown, instead of pydantic's generic one."""
+
+
+def key_problem(key: str, value: Any, reason: str) -> PydanticCustomError:
+    """The error a validator raises for one key of its section: ``{section}.{key} = {value!r}: {reason}``."""
+    return PydanticCustomError(KEY_PROBLEM, "{reason}", {"key": key, "value": value, "reason": reason})
+
+
+def type_discriminator(default: str, tags: Sequence[str]) -> Discriminator:
+    """Picks a union member by the ``type`` key, ``default`` when the key is omitted; an unknown type is reported
+    on the ``type`` key like a ``Literal`` field (``expected 'a', 'b' or 'c'``).
+
+    Args:
+        default: the tag of the member used when ``type`` is omitted.
+        tags: every member's tag, in the union's order (each member is ``Annotated[Class, Tag(tag)]``).
+    """
+
+    def type_of(value: Any) -> Any:
+        return value.get("type", default) if isinstance(value, dict) else getattr(value, "type", default)
+
+    expected = ", ".join(repr(tag) for tag in tags[:-1]) + f" or {tags[-1]!r}"
+    return Discriminator(
+        type_of, custom_error_type=KEY_PROBLEM, custom_error_message=f"Input should be {expected}",
+        custom_error_context={"key": "type", "reason": f"expected {expected}"},
+    )
+
+
+# ---------------------------------------------------------------- threads (vcascade/core/threads.py)
+
+
+def cpus_field() -> Any:
+    """``cpus``: the cores a process is given, from which its thread defaults derive."""
+    return Field(
+        None, ge=1, le=4096,
+        description="Cores this process is given; thread defaults derive from it (None: its CPU affinity, capped by "
+        "its cgroup CPU quota; README, threads).",
+    )
+
+
+def torch_threads_field() -> Any:
+    """``torch_threads`` of a worker or stage group."""
+    return Field(None, ge=1, le=256, description="torch threads of each stage thread (None: `cpus // stages`, at least 1).")
+
+
+def spinning_field() -> Any:
+    """``allow_spinning`` of an ONNX Runtime session."""
+    return Field(False, description="Let idle ONNX Runtime threads busy-wait (lower latency, burns the cores others share).")
+

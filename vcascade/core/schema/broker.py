@@ -1,0 +1,73 @@
+"""The broker links of the deployment file: broker processes, heartbeats, and their transport security."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from vcascade.core.schema.base import ConfigModel, Port
+
+# ---------------------------------------------------------------- broker
+
+
+class BrokerConfig(ConfigModel):
+    """One broker process: ROUTER for edges (frontend), ROUTER for workers (backend)."""
+
+    host: str = Field("127.0.0.1", description="Address peers connect to.")
+    bind: str | None = Field(None, description="Address the broker binds (default: `host`; `*` for all).")
+    frontend_port: Port = Field(description="Port edges connect to.")
+    backend_port: Port = Field(description="Port workers connect to.")
+    queue_max: int = Field(10_000, ge=1, description="ROIs waiting for worker credit, at most (oldest dropped).")
+    metrics_port: Port = Field(description="Port serving Prometheus /metrics for this process.")
+    max_attempts: int = Field(
+        2, ge=1, le=100,
+        description="Dispatches of one ROI at most: a dead worker's ROIs are re-dispatched until this many "
+        "attempts, then dropped as `worker_lost` (2 = one re-dispatch).",
+    )
+
+    def endpoint(self, side: Literal["frontend", "backend"], *, bind: bool = False) -> str:
+        """ZeroMQ tcp endpoint of one side, for connecting peers or (``bind=True``) for the broker itself."""
+        port = self.frontend_port if side == "frontend" else self.backend_port
+        host = (self.bind or self.host) if bind else self.host
+        return f"tcp://{host}:{port}"
+
+
+class HeartbeatConfig(ConfigModel):
+    """Liveness between brokers and their peers (Paranoid Pirate pattern, ZeroMQ Guide chapter 4)."""
+
+    interval_s: float = Field(1.0, gt=0, le=60, description="Seconds between heartbeats on every link, both ways.")
+    liveness: int = Field(3, ge=1, le=100, description="Intervals without any message after which a peer is dead.")
+
+
+# ---------------------------------------------------------------- security
+
+
+class CurveConfig(ConfigModel):
+    """CurveZMQ encryption and authentication of the tcp links between brokers and their edges and workers.
+
+    Key files are made by ``vcascade keys generate DIR``: ``NAME.key`` (public) and ``NAME.key_secret``
+    (secret, mode 0600) per component name. Each host holds only its own ``NAME.key_secret`` and the public
+    ``BROKER.key`` of the brokers it connects to; a broker holds the public keys of the clients it accepts.
+    """
+
+    enabled: bool = Field(False, description="Encrypt and authenticate every broker link with CurveZMQ.")
+    keys_dir: str = Field(
+        "keys",
+        description="Folder with this host's `NAME.key_secret` and the brokers' public `BROKER.key` files "
+        "(relative paths: to the working directory).",
+    )
+    authorized_dir: str | None = Field(
+        None,
+        description="Broker side: folder whose `*.key` public keys are the edges and workers allowed to connect "
+        "(None: every `*.key` in `keys_dir`).",
+    )
+
+
+class SecurityConfig(ConfigModel):
+    """Transport security of the deployment (README, section Security)."""
+
+    curve: CurveConfig = Field(CurveConfig(), description="CurveZMQ on the broker links.")
+    allow_plaintext_remote: bool = Field(
+        False, description="Allow a broker to bind a non-loopback address with CurveZMQ disabled (trusted networks)."
+    )

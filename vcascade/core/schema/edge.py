@@ -1,0 +1,182 @@
+"""The edge side of the deployment file: cameras, tracking and ROI policy, routes, crops, sinks, edge processes."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal, Union
+
+from pydantic import Field
+
+from vcascade.core.schema.base import ConfigModel, Name, Port, cpus_field
+from vcascade.core.schema.detector import DetectorConfig, YoloxDetectorConfig
+
+# ---------------------------------------------------------------- tracking and ROI policy
+
+
+class TrackerConfig(ConfigModel):
+    """ByteTrack settings (Roboflow ``trackers.ByteTrackTracker``; defaults from the ByteTrack reference code)."""
+
+    high_score: float = Field(
+        0.5, gt=0, le=1, description="Detections this sure are matched first; less sure ones only keep tracks alive."
+    )
+    new_track_score: float = Field(0.6, gt=0, le=1, description="A detection this sure may start a new track.")
+    min_iou: float = Field(0.1, gt=0, le=1, description="Box IoU below which a detection never matches a track.")
+    min_hits: int = Field(
+        2, ge=1, le=100, description="Frames a new track must be matched in before it gets an id (1 and 2 act alike)."
+    )
+    lost_track_s: float = Field(1.0, gt=0, le=600, description="Stream seconds a lost track is kept for re-matching.")
+
+
+class RoiPolicyConfig(ConfigModel):
+    """Which detections become ROIs (the rules: edge/roi_policy.py; README, "Tracking and ROI policy")."""
+
+    mode: Literal["track", "every_detection"] = Field(
+        "track", description="`track`: send a track once, then on refresh or a better crop; `every_detection`: all."
+    )
+    refresh_s: float = Field(10.0, ge=0, description="Resend a track's crop after this many stream seconds (0: never).")
+    better_area_ratio: float = Field(
+        1.5, gt=1, description="Resend when the box area reaches this multiple of the last sent one (score not lower)."
+    )
+    better_score_margin: float = Field(
+        0.15, gt=0, le=1, description="Resend when the score beats the last sent one by this much (area not smaller)."
+    )
+    classes: list[str] | None = Field(None, min_length=1, description="COCO class names to send (None: all detected).")
+    min_score: float = Field(0.0, ge=0, le=1, description="Detections scoring lower are not sent.")
+    max_size_px: int | None = Field(None, ge=1, description="Detections wider or higher than this are not sent.")
+    emit_tracked: bool = Field(
+        True, description="Write a `tracked` line (with the track's last identity) for each detection not sent."
+    )
+    tracker: TrackerConfig = Field(TrackerConfig(), description="Tracker settings.")
+
+
+class RouteConfig(ConfigModel):
+    """Sends detections of some classes to one recognizer (README, "Routing"; first matching route wins)."""
+
+    recognizer: Name = Field(description="Name of the recognizer (key under `recognizers`) these ROIs go to.")
+    classes: list[str] | None = Field(
+        None, min_length=1, description="Detector class names routed here (None: every class no earlier route took)."
+    )
+
+
+# ---------------------------------------------------------------- cameras
+
+
+class CameraConfig(ConfigModel):
+    """One camera: where its frames come from and which edge process reads it."""
+
+    url: str = Field(
+        description="Video file path, rtsp(s):// or http(s):// (MJPEG, HLS) URL, device://N (local camera index N), "
+        "or package://<distribution>/<file> for sample data."
+    )
+    edge: Name = Field(description="Name of the edge (key under `edges`) that reads this camera.")
+    rtsp_transport: Literal["tcp", "udp"] = Field("tcp", description="RTSP transport (rtsp:// URLs only).")
+    max_frames: int | None = Field(None, ge=1, description="Stop after this many decoded frames (None: to the end).")
+    open_timeout_s: float = Field(
+        10.0, gt=0, le=600, description="Give up opening after this many seconds (live: back off and retry; file: fail)."
+    )
+    read_timeout_s: float = Field(
+        10.0, gt=0, le=600,
+        description="No frame for this many seconds = stalled: the read is abandoned; live: reconnect, file: fail.",
+    )
+    backoff_initial_s: float = Field(
+        0.5, gt=0, le=600, description="Cap of the first reconnect delay, s (exponential backoff with full jitter)."
+    )
+    backoff_max_s: float = Field(30.0, gt=0, le=3600, description="Largest reconnect delay cap, s.")
+    realtime: bool = Field(
+        False, description="Files only: pace frames to the file's own timestamps, newest-frame slot (like a live camera)."
+    )
+    loop: bool = Field(False, description="Files only: start again at the end (timestamps keep increasing).")
+    detect_fps: float | None = Field(
+        None, gt=0, le=1000,
+        description="Hand at most this many frames per second of stream time (PTS) to the detector (None: every frame).",
+    )
+    roi_policy: RoiPolicyConfig | None = Field(None, description="Overrides the edge's `roi.policy` for this camera.")
+    routes: list[RouteConfig] | None = Field(
+        None, min_length=1, description="Overrides the edge's `roi.routes` for this camera."
+    )
+
+
+
+# ---------------------------------------------------------------- edge
+
+
+class RoiConfig(ConfigModel):
+    """How a detection becomes a crop."""
+
+    padding_px: int = Field(4, ge=0, le=512, description="Pixels added on each side of the box before cropping.")
+    min_size_px: int = Field(16, ge=1, le=4096, description="Detections whose box is narrower or shorter are not sent.")
+    jpeg_quality: int = Field(90, ge=1, le=100, description="JPEG quality of the encoded crop.")
+    ttl_ms: float = Field(
+        0.0, ge=0, description="Deadline: max age of an ROI, ms from frame capture to start of compute (0: none)."
+    )
+    policy: RoiPolicyConfig = Field(RoiPolicyConfig(), description="Tracking and which detections are sent.")
+    routes: list[RouteConfig] | None = Field(
+        None, min_length=1,
+        description="Which recognizer each class goes to, first match wins; a class no route matches is not sent "
+        "(None: every ROI to the one recognizer the workers on this edge's brokers run).",
+    )
+
+
+class JsonlSinkConfig(ConfigModel):
+    """Append one JSON object per result line to a file (created with its folders)."""
+
+    type: Literal["jsonl"] = Field(description="Sink kind.")
+    path: str = Field(description="Output file; relative paths are relative to the working directory.")
+    mode: Literal["append", "truncate"] = Field("append", description="Keep earlier lines, or start the file afresh.")
+
+
+class ZmqPubSinkConfig(ConfigModel):
+    """Publish each result as a JSON frame on a ZeroMQ PUB socket (topic frame = camera name)."""
+
+    type: Literal["zmq_pub"] = Field(description="Sink kind.")
+    endpoint: str = Field(pattern=r"^(tcp|ipc|inproc)://", description="Bind address, e.g. tcp://127.0.0.1:5570.")
+
+
+SinkConfig = Annotated[Union[JsonlSinkConfig, ZmqPubSinkConfig], Field(discriminator="type")]
+
+
+class EdgeConfig(ConfigModel):
+    """One edge process: reads its cameras, detects, crops and sends ROIs, joins results, writes sinks."""
+
+    brokers: list[Name] = Field(min_length=1, description="Brokers to send ROIs to.")
+    detector: DetectorConfig = Field(YoloxDetectorConfig(), description="Object detector settings.")
+    roi: RoiConfig = Field(RoiConfig(), description="Crop settings.")
+    sinks: list[SinkConfig] = Field(default_factory=list, description="Where results are written.")
+    max_in_flight: int = Field(64, ge=1, le=100_000, description="ROIs sent and not yet answered, at most.")
+    send_queue_max: int = Field(256, ge=1, le=1_000_000, description="ROIs waiting for the in-flight window, at most.")
+    overflow: Literal["block", "drop_oldest"] = Field(
+        "block", description="Full send queue: block the detector (files), or drop the oldest ROI (live)."
+    )
+    roi_timeout_s: float = Field(
+        30.0, gt=0, description="An ROI unanswered for this long is re-sent (see `max_attempts`), then dropped as `timeout`."
+    )
+    max_attempts: int = Field(
+        2, ge=1, le=10, description="Sends of one ROI at most, first included (retries on timeout or a lost broker)."
+    )
+    drain_timeout_s: float = Field(60.0, ge=0, description="At shutdown, wait this long for in-flight results.")
+    cpus: int | None = cpus_field()
+    opencv_threads: int = Field(
+        1, ge=0, le=256,
+        description="cv2.setNumThreads for this process (0: OpenCV default; 1: readers and detector runs are "
+        "threads of their own already).",
+    )
+    metrics_port: Port = Field(description="Port serving Prometheus /metrics for this process.")
+    host: str = Field(
+        "127.0.0.1", description="Address this edge's control socket is reached at (`vcascade camera add|remove|list`)."
+    )
+    bind: str | None = Field(None, description="Address the control socket binds (default: `host`; `*` for all).")
+    control_port: Port | None = Field(
+        None,
+        description="Port of the control socket that adds and removes cameras at run time (docs/DEPLOY.md; "
+        "None: no control socket). With it, the edge runs until stopped, even with no camera left.",
+    )
+
+    def control_endpoint(self, *, bind: bool = False) -> str:
+        """ZeroMQ tcp endpoint of the control socket, for ``vcascade camera`` or (``bind=True``) for the edge.
+
+        Raises:
+            ValueError: ``control_port`` is not set.
+        """
+        if self.control_port is None:
+            raise ValueError("control_port is not set")
+        host = (self.bind or self.host) if bind else self.host
+        return f"tcp://{host}:{self.control_port}"
