@@ -1,4 +1,5 @@
-"""``vcascade plan FILE [--worker NAME] [--batch N] [--model-dir DIR]``: show how each worker's recognizer is split.
+"""How each worker's recognizer is split into stages: profile it, predict each stage's cost, print the tables
+(``vcascade plan``, :mod:`vcascade.app.commands.plan`).
 
 For each worker (or the one named) the recognizer is loaded and profiled on a sample micro-batch (random
 normal input at the recognizer's ``input_hw``, ``--batch`` items, default the worker's ``max_batch``) exactly
@@ -8,27 +9,28 @@ worker gives each stage's device, its layers (first..last and count), its predic
 share of the total, and the balance ratio (slowest / mean stage). Explicit split points are shown as
 configured (predicted on the same calibrated profile), with what ``auto`` would choose beside them; ``auto``
 shows the choice the worker makes at start-up. Nothing is written to disk.
-
-Exit codes: 0 printed, 1 a model could not be loaded, 2 bad configuration or a split point the model lacks.
 """
 
 from __future__ import annotations
 
-import argparse
-import os
-import sys
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
+import torch
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from vcascade.core.config import Deployment, load_config
+from vcascade.center.runtimes import (
+    auto_split,
+    default_sample,
+    explicit_plan,
+    runtime_key,
+    runtime_of,
+    with_stage_threads,
+)
+from vcascade.core.config import Deployment
 from vcascade.core.threads import stage_threads_of
-
-EXIT_FAILURE, EXIT_CONFIG = 1, 2
 
 
 @dataclass(frozen=True)
@@ -63,17 +65,6 @@ def plan_worker(dep: Deployment, worker: str, batch: int | None = None, model_di
         KeyError: no such worker; ValueError: a configured split point the model cannot be split at;
         FileNotFoundError / model load errors from :func:`vcascade.center.runtimes.runtime_of`'s loader.
     """
-    import torch
-
-    from vcascade.center.runtimes import (
-        auto_split,
-        default_sample,
-        explicit_plan,
-        runtime_key,
-        runtime_of,
-        with_stage_threads,
-    )
-
     cfg = dep.workers[worker]
     threads = stage_threads_of(cfg)
     rec = with_stage_threads(dep.recognizers[cfg.recognizer], threads)
@@ -127,41 +118,3 @@ def _table(wp: WorkerPlan, plan) -> Table:
     for stage, device, first, last, count, ms, share in stage_rows(wp, plan):
         table.add_row(stage, Text(device), Text(first), Text(last), str(count), f"{ms:.1f}", f"{share:.0f}%")
     return table
-
-
-def add_plan_parser(sub: argparse._SubParsersAction) -> None:
-    """Register ``vcascade plan`` on the CLI's subparsers."""
-    plan = sub.add_parser("plan", help="profile each worker's recognizer and show its stage split and balance")
-    plan.add_argument("file", type=Path)
-    plan.add_argument("--worker", help="only this worker (default: all)")
-    plan.add_argument("--batch", type=int, help="micro-batch size profiled (default: the worker's max_batch)")
-    plan.add_argument(
-        "--model-dir", default=os.environ.get("VCASCADE_MODEL_DIR"),
-        help="folder searched first for ONNX recognizer model names (default: $VCASCADE_MODEL_DIR)",
-    )  # fmt: skip
-    plan.set_defaults(handler=run_plan)
-
-
-def run_plan(args: argparse.Namespace) -> int:
-    """Handler of ``vcascade plan``: returns the exit code (ConfigError propagates to the CLI: exit 2)."""
-    dep = load_config(args.file)
-    if args.worker is not None and args.worker not in dep.workers:
-        print(f"vcascade plan: no worker {args.worker!r} in {args.file} (have: {', '.join(sorted(dep.workers))})",
-              file=sys.stderr)  # fmt: skip
-        return EXIT_CONFIG
-    if args.batch is not None and args.batch < 1:
-        print(f"vcascade plan: --batch must be >= 1, got {args.batch}", file=sys.stderr)
-        return EXIT_CONFIG
-    console = Console()
-    for worker in [args.worker] if args.worker else list(dep.workers):
-        recognizer = dep.workers[worker].recognizer
-        try:
-            wp = plan_worker(dep, worker, args.batch, args.model_dir)
-        except ValueError as exc:
-            print(f"vcascade plan: {args.file}: recognizers.{recognizer}.split_points: {exc}", file=sys.stderr)
-            return EXIT_CONFIG
-        except (OSError, RuntimeError, ImportError) as exc:
-            print(f"vcascade plan: worker {worker}: cannot load recognizer {recognizer!r}: {exc}", file=sys.stderr)
-            return EXIT_FAILURE
-        render(console, wp)
-    return 0

@@ -1,4 +1,5 @@
-"""``vcascade prometheus-config FILE``: a Prometheus scrape configuration for every component of a deployment.
+"""A Prometheus scrape configuration for every component of a deployment (``vcascade prometheus-config FILE``,
+:mod:`vcascade.app.commands.prometheus_config`).
 
 One scrape job per component kind (``vcascade-edge``, ``vcascade-broker``, ``vcascade-worker``); each target is
 one component's metrics port, with ``instance`` set to the component's name (so queries read
@@ -8,12 +9,11 @@ one component's metrics port, with ``instance`` set to the component's name (so 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import yaml
 
-from vcascade.core.config import Deployment, load_config
+from vcascade.core.config import Deployment
 
 JOB_PREFIX = "vcascade-"
 """Scrape job names are ``vcascade-<kind>``."""
@@ -85,24 +85,3 @@ def render(dep: Deployment, scrape_interval_s: float = 15.0, rule_files: list[st
 def _duration(seconds: float) -> str:
     """Prometheus duration text: whole seconds as ``15s``, else milliseconds (``500ms``)."""
     return f"{int(seconds)}s" if float(seconds).is_integer() else f"{round(seconds * 1000)}ms"
-
-
-def main(args: Any) -> int:
-    """CLI handler: print (or write to ``--output``) the configuration. Returns the exit code."""
-    text = render(load_config(args.file), args.scrape_interval, [str(p) for p in args.rule_file])
-    if args.output:
-        Path(args.output).write_text(text)
-    else:
-        print(text, end="")
-    return 0
-
-
-def add_parser(sub: Any) -> None:
-    """Register ``prometheus-config`` on the CLI's subparsers."""
-    cmd = sub.add_parser("prometheus-config", help="print a Prometheus scrape config for every component of FILE")
-    cmd.add_argument("file", type=Path)
-    cmd.add_argument("--scrape-interval", type=float, default=15.0, help="seconds between scrapes (default 15)")
-    cmd.add_argument("--rule-file", type=Path, action="append", default=[],
-                     help="a rule file for Prometheus to load, e.g. configs/prometheus/alerts.yml (repeatable)")
-    cmd.add_argument("--output", "-o", type=Path, help="write here instead of stdout")
-    cmd.set_defaults(handler=main)

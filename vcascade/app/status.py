@@ -1,4 +1,5 @@
-"""``vcascade status FILE``: a live terminal view of a whole deployment, read from its metrics endpoints.
+"""A live terminal view of a whole deployment, read from its metrics endpoints (``vcascade status FILE``,
+:mod:`vcascade.app.commands.status`).
 
 Every component's ``/metrics`` and ``/readyz`` (targets from :func:`vcascade.app.promconfig.metrics_targets`) are
 scraped twice, ``interval`` seconds apart; rates (fps, ROIs/s) are the counter differences over that interval
@@ -19,10 +20,10 @@ from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 from rich.console import Console, Group
+from rich.live import Live
 from rich.table import Table
 
 from vcascade.app.promconfig import MetricsTarget, metrics_targets
@@ -278,9 +279,6 @@ def render(before: dict[str, Scrape], after: dict[str, Scrape], title: str) -> G
 
 def run_status(file: Path, once: bool, interval_s: float, console: Console | None = None) -> int:
     """Show the view for deployment ``file``: one snapshot (``once``) or a live view until Ctrl-C."""
-    from rich.live import Live
-
-
     console = console or Console(width=None if sys.stdout.isatty() else 160)
     targets = metrics_targets(load_config(file))
     before = scrape_all(targets)
@@ -298,12 +296,3 @@ def run_status(file: Path, once: bool, interval_s: float, console: Console | Non
                 before = after
         except KeyboardInterrupt:
             return 0
-
-
-def add_parser(sub: Any) -> None:
-    """Register ``status`` on the CLI's subparsers."""
-    cmd = sub.add_parser("status", help="live view of a deployment read from its components' metrics endpoints")
-    cmd.add_argument("file", type=Path)
-    cmd.add_argument("--once", action="store_true", help="print one snapshot (rates over --interval) and exit")
-    cmd.add_argument("--interval", type=float, default=1.0, help="seconds between scrapes (default 1)")
-    cmd.set_defaults(handler=lambda args: run_status(args.file, args.once, args.interval))

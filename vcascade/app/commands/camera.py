@@ -1,15 +1,14 @@
-"""``vcascade camera add|remove|list``: change the cameras of a running edge over its control socket.
+"""``vcascade camera add|remove|list``: change the cameras of a running edge over its control socket
+(:mod:`vcascade.app.control_client`).
 
     vcascade camera add    --config FILE --edge EDGE --name CAM --url URL [--set KEY=VALUE ...]
     vcascade camera remove --config FILE --edge EDGE --name CAM [--wait-s S]
     vcascade camera list   --config FILE --edge EDGE
 
-The edge is reached at ``edges.EDGE.host:control_port`` of the file. With CurveZMQ on, this command is a
-CurveZMQ client holding the keypair ``--key NAME`` (default: the edge's own, so it works on the edge's host)
-from ``security.curve.keys_dir``, and it pins the edge's public key ``EDGE.key``; the edge admits only the keys
-of its authorized folder. ``--set`` takes any camera setting of the file (docs/CONFIG.md, ``cameras.<name>``),
-its value read as YAML (``--set realtime=true --set detect_fps=5``). ``remove`` waits until the camera's books
-are closed (every ROI it sent has a result or a drop) and prints them.
+With CurveZMQ on, this command connects with the keypair ``--key NAME`` (default: the edge's own, so it works on
+the edge's host). ``--set`` takes any camera setting of the file (docs/CONFIG.md, ``cameras.<name>``), its value
+read as YAML (``--set realtime=true --set detect_fps=5``). ``remove`` waits until the camera's books are closed
+(every ROI it sent has a result or a drop) and prints them.
 
 Prints JSON; exit codes: 0 done, 1 refused, unreachable or not closed in time, 2 invalid configuration/usage.
 """
@@ -19,31 +18,21 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from vcascade.app.commands import EXIT_CONFIG, EXIT_FAILURE, EXIT_OK
+from vcascade.app.control_client import ControlUnreachable, request, wait_closed
 from vcascade.core.config import load_config
-from vcascade.core.control_protocol import CameraAdd, CameraList, CameraRemove, decode_reply, encode
-from vcascade.core.security import SecurityError, secure_client
-from vcascade.core.sockets import make_socket
-
-EXIT_FAILURE, EXIT_CONFIG = 1, 2
-POLL_INTERVAL_S = 0.5
-"""Period of ``camera list`` requests while ``remove`` waits for the books to close, s."""
+from vcascade.core.control_protocol import CameraAdd, CameraList, CameraRemove, Reply
+from vcascade.core.security import SecurityError
 
 
-class ControlUnreachable(ConnectionError):
-    """No reply from the edge's control socket in time: the edge is down, the port or host is wrong, or the
-    CurveZMQ handshake was refused (a key the edge does not admit). Recovery: check those, then retry."""
-
-
-def add_camera_parser(sub: argparse._SubParsersAction) -> None:
-    """Register ``vcascade camera add|remove|list`` on the top-level subcommands."""
-    camera = sub.add_parser("camera", help="add, remove or list the cameras of a running edge")
-    ops = camera.add_subparsers(dest="camera_command", required=True)
+def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:
+    """The ``add``, ``remove`` and ``list`` subcommands."""
+    ops = parser.add_subparsers(dest="camera_command", required=True)
     add = _op_parser(ops, "add", "start reading a new camera on the edge")
     add.add_argument("--url", required=True, help="video file, rtsp(s)://, http(s)://, device://N, package://")
     add.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="another camera setting")
@@ -60,11 +49,12 @@ def _op_parser(ops: argparse._SubParsersAction, op: str, help_text: str, name: b
         parser.add_argument("--name", required=True, help="camera name")
     parser.add_argument("--key", help="CurveZMQ keypair NAME in keys_dir to connect with (default: the edge's)")
     parser.add_argument("--timeout-s", type=float, default=15.0, help="wait this long for each reply")
-    parser.set_defaults(handler=_handle, op=op)
+    parser.set_defaults(op=op)
     return parser
 
 
-def _handle(args: argparse.Namespace) -> int:
+def handle(args: argparse.Namespace) -> int:
+    """Send the request (and for ``remove``, wait for the books); print the reply as JSON."""
     dep = load_config(args.config)
     if args.edge not in dep.edges or dep.edges[args.edge].control_port is None:
         where = "no edge of that name" if args.edge not in dep.edges else "edges.%s.control_port is not set" % args.edge
@@ -82,7 +72,7 @@ def _handle(args: argparse.Namespace) -> int:
     try:
         reply = request(dep, args.edge, message, args.key, args.timeout_s)
         if reply.ok and args.op == "remove" and args.wait_s > 0:
-            reply = _wait_closed(dep, args, reply)
+            reply = wait_closed(dep, args.edge, args.name, reply, args.key, args.timeout_s, args.wait_s)
     except (ControlUnreachable, SecurityError) as exc:
         print(f"vcascade camera {args.op}: {exc}", file=sys.stderr)
         return EXIT_FAILURE
@@ -96,48 +86,16 @@ def _setting(item: str) -> tuple[str, Any]:
     return key, yaml.safe_load(value)
 
 
-def request(dep, edge: str, message, key: str | None, timeout_s: float):
-    """Send one request to an edge's control socket and return its :class:`vcascade.core.control_protocol.Reply`.
-
-    Raises:
-        ControlUnreachable: no reply within ``timeout_s`` seconds.
-        vcascade.core.security.SecurityError: CurveZMQ is on and a key file is missing.
-    """
-    import zmq
-
-    ctx = zmq.Context()
-    sock = make_socket(ctx, zmq.REQ)
-    try:
-        secure_client(sock, dep.security, key or edge, edge)
-        endpoint = dep.edges[edge].control_endpoint()
-        sock.connect(endpoint)
-        sock.send(encode(message))
-        if not sock.poll(int(timeout_s * 1000)):
-            raise ControlUnreachable(f"edge {edge} at {endpoint}: no reply within {timeout_s:.0f} s")
-        return decode_reply(sock.recv())
-    finally:
-        sock.close(linger=0)
-        ctx.term()
-
-
-def _wait_closed(dep, args: argparse.Namespace, reply):
-    deadline = time.monotonic() + args.wait_s
-    while (reply.cameras.get(args.name) or {}).get("removal") != "closed" and time.monotonic() < deadline:
-        time.sleep(POLL_INTERVAL_S)
-        reply = request(dep, args.edge, CameraList(), args.key, args.timeout_s)
-    return reply
-
-
-def _print_reply(args: argparse.Namespace, reply) -> int:
+def _print_reply(args: argparse.Namespace, reply: Reply) -> int:
     if not reply.ok:
         print(f"vcascade camera {args.op}: {reply.error}", file=sys.stderr)
         return EXIT_FAILURE
     if args.op == "list":
         print(json.dumps(reply.cameras, indent=2))
-        return 0
+        return EXIT_OK
     camera = reply.cameras.get(args.name, {})
     print(json.dumps({args.name: camera}, indent=2))
     if args.op == "remove" and args.wait_s > 0 and camera.get("removal") != "closed":
         print(f"vcascade camera remove: {args.name}: books not closed after {args.wait_s:.0f} s", file=sys.stderr)
         return EXIT_FAILURE
-    return 0
+    return EXIT_OK
