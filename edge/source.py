@@ -331,7 +331,7 @@ class CaptureSession(threading.Thread):
 def capture_threads_alive() -> bool:
     """True while a capture session thread of this process still runs, e.g. a read abandoned by the watchdog
     that is still blocked inside FFmpeg. Such a thread must not be unwound by interpreter finalisation (it
-    aborts the process: OpenCV's C++ frames swallow the forced unwind); see :func:`vcascade.app.launcher.exit_now`.
+    aborts the process: OpenCV's C++ frames swallow the forced unwind); see :func:`vcascade.app.process_exit.exit_now`.
     """
     return any(session.is_alive() for session in list(_SESSIONS))
 

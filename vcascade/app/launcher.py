@@ -33,6 +33,7 @@ from rich.console import Console
 from rich.live import Live
 
 from vcascade.app.components import run_component
+from vcascade.app.process_exit import exit_now
 from vcascade.app.summary import progress_line, restarts_table, summary_tables
 from vcascade.app.supervise import RestartPolicy, RestartTracker
 from vcascade.core.config import Deployment
@@ -82,34 +83,6 @@ def _pipe_reporter(conn: Connection) -> Any:
                 log.warning("cannot report to the launcher any more: %s", exc)
 
     return report
-
-
-def exit_now(kind: str, code: int, status: Any = None) -> None:
-    """End a component process with ``code``; skip interpreter finalisation if a camera read still hangs.
-
-    A camera read the watchdog abandoned may still be blocked inside FFmpeg in a daemon thread
-    (:func:`vcascade.edge.source.capture_threads_alive`); at normal interpreter exit such a thread is unwound through
-    OpenCV's C++ frames, which aborts the process ("FATAL: exception not rethrown", exit code -6). Only then
-    the process leaves with ``os._exit`` after flushing what it wrote (everything it owns is closed by then);
-    otherwise it exits normally. ``status``: the report pipe (or queue) to close first.
-    """
-    if kind != "edge" or not _capture_threads_alive():
-        sys.exit(code)
-    if status is not None:  # a multiprocessing queue's feeder thread must deliver the final report first
-        status.close()
-        if hasattr(status, "join_thread"):
-            status.join_thread()
-    logging.shutdown()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
-
-
-def _capture_threads_alive() -> bool:
-    """True when this process runs an edge (it has loaded the edge's capture module) with a capture thread alive.
-    Looked up, not imported: brokers and workers never load OpenCV."""
-    source = sys.modules.get("vcascade.edge.source")
-    return source is not None and source.capture_threads_alive()
 
 
 def write_json_atomic(path: Path, data: Any) -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 from vcascade.app.commands import EXIT_FAILURE, EXIT_OK
 from vcascade.app.commands.options import add_log_format, add_model_dir
 from vcascade.app.components import COMPONENT_KINDS, run_component
-from vcascade.app.launcher import exit_now
+from vcascade.app.process_exit import exit_now
 from vcascade.core.config import load_config
 from vcascade.core.logs import configure_logging
 from vcascade.core.models import ModelUnavailable
