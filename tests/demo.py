@@ -12,6 +12,8 @@ engine against torch.
 
 from __future__ import annotations
 
+import http.client
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -42,3 +44,13 @@ def torch_demo_text() -> str:
     start = text.index("    engine: onnxruntime")
     end = text.index("\n", text.index("    split_points: auto", start)) + 1
     return text[:start] + "    split_points: [features.3]\n" + text[end:]
+
+
+def scrape_metrics(port: int) -> str:
+    """The text of ``/metrics`` on 127.0.0.1:``port``, or "" while nothing answers there, including a process
+    that exits in the middle of its answer (``http.client.IncompleteRead``)."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=1) as resp:
+            return resp.read().decode()
+    except (OSError, http.client.HTTPException):
+        return ""

@@ -13,13 +13,12 @@ import json
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 import yaml
 
-from tests.demo import demo_data
+from tests.demo import demo_data, scrape_metrics
 
 pytestmark = pytest.mark.e2e
 
@@ -51,13 +50,6 @@ def _deployment(tmp_path: Path, free_port) -> tuple[Path, dict]:
     path.write_text(yaml.safe_dump(data))
     return path, data
 
-
-def _scrape(port: int) -> str:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=1) as resp:
-            return resp.read().decode()
-    except OSError:
-        return ""
 
 
 def _samples(text: str, name: str) -> dict[str, float]:
@@ -94,8 +86,8 @@ def test_rois_reach_only_workers_of_their_recognizer(tmp_path, free_port, models
     edge_text = broker_text = ""
     deadline = time.monotonic() + 300
     while proc.poll() is None and time.monotonic() < deadline:  # keep the last scrape of each while it runs
-        edge_text = _scrape(edge_port) or edge_text
-        broker_text = _scrape(broker_port) or broker_text
+        edge_text = scrape_metrics(edge_port) or edge_text
+        broker_text = scrape_metrics(broker_port) or broker_text
         time.sleep(0.5)
     output = proc.communicate(timeout=max(1, deadline - time.monotonic()))[0]
     assert proc.returncode == 0, output

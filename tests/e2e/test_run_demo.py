@@ -13,13 +13,12 @@ import json
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 import yaml
 
-from tests.demo import EMBEDDER, TEXT, demo_data
+from tests.demo import EMBEDDER, TEXT, demo_data, scrape_metrics
 
 pytestmark = pytest.mark.e2e
 
@@ -49,13 +48,6 @@ def _deployment(tmp_path: Path, free_port) -> tuple[Path, dict]:
     return path, data
 
 
-def _scrape(port: int) -> str:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=1) as resp:
-            return resp.read().decode()
-    except OSError:
-        return ""
-
 
 def _sample(text: str, name: str) -> float:
     """Sum of every sample of one metric (all label sets)."""
@@ -83,7 +75,7 @@ def test_run_short_clip_end_to_end(tmp_path, free_port, models_dir):
     deadline = time.monotonic() + 240
     while proc.poll() is None and time.monotonic() < deadline:
         for kind, (port, metric) in ports.items():
-            if kind not in moved and _sample(_scrape(port), metric) > 0:
+            if kind not in moved and _sample(scrape_metrics(port), metric) > 0:
                 moved.add(kind)
         time.sleep(0.3)
     output = proc.communicate(timeout=max(1, deadline - time.monotonic()))[0]
