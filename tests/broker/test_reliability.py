@@ -152,7 +152,7 @@ def _malformed_messages(rng: random.Random, n: int) -> list[tuple[str, list[byte
         lambda: ("backend", [rng.randbytes(rng.randint(1, 200))]),
         lambda: ("frontend", [pickle.dumps({"kind": "roi", "roi_id": "p"}, protocol=rng.randint(0, 5)), b"j"]),
         lambda: ("backend", [pickle.dumps(("ready", rng.random()), protocol=rng.randint(2, 5))]),
-        lambda: ("frontend", [msgspec.msgpack.encode({**good_roi, "v": rng.choice([0, 2, 99])}), b"jpeg"]),
+        lambda: ("frontend", [msgspec.msgpack.encode({**good_roi, "v": rng.choice([0, wire.PROTOCOL_VERSION - 1, wire.PROTOCOL_VERSION + 1, 99])}), b"jpeg"]),
         lambda: ("frontend", [wire.encode(make_roi("no-payload"))]),
         lambda: ("frontend", [wire.encode(make_roi("3-payloads")), b"a", b"b", b"c"]),
         lambda: ("backend", [wire.encode(wire.Result(roi_id="r", worker="w")), b"extra"]),
