@@ -128,11 +128,11 @@ def test_malformed_messages_are_counted_and_the_broker_keeps_working(start_broke
     cases = [
         (edge, [garbage], "frontend", _reason(garbage)),
         (edge, [pickled, b"payload"], "frontend", "pickle"),
-        (edge, [wire.encode(wire.Ready(worker="e1", credits=1))], "frontend", "wrong_kind"),
+        (edge, [wire.encode(wire.Ready(worker="e1", credits=1, recognizer="embed"))], "frontend", "wrong_kind"),
         (edge, [wire.encode(make_roi("two-payloads")), b"a", b"b"], "frontend", "frames"),
         (edge, [b""], "frontend", "empty"),
         (worker, [wire.encode(make_roi("from-worker")), b"jpeg"], "backend", "wrong_kind"),
-        (worker, [wire.encode(wire.Ready(worker="w1", credits=-3))], "backend", "bad_credits"),
+        (worker, [wire.encode(wire.Ready(worker="w1", credits=-3, recognizer="embed"))], "backend", "bad_credits"),
         (worker, [pickled], "backend", "pickle"),
     ]
     expected: dict[tuple[str, str], int] = {}

@@ -29,7 +29,7 @@ def _roi(**overrides):
         wire.Result(roi_id="r", worker="w", output=wire.TextOutput("AB 12", 0.97)),
         wire.Result(roi_id="r", worker="w"),
         wire.Drop(roi_id="r", reason="stale", where="broker-1"),
-        wire.Ready(worker="w", credits=64),
+        wire.Ready(worker="w", credits=64, recognizer="embedder"),
         wire.Heartbeat(sender="b"),
         wire.Bye(sender="w"),
     ],
@@ -72,7 +72,7 @@ def test_pickled_frame_is_rejected_without_unpickling():
         (msgspec.msgpack.encode({"kind": "roi", "v": wire.PROTOCOL_VERSION}), "bad_fields"),
         (msgspec.msgpack.encode({"kind": "teleport", "v": wire.PROTOCOL_VERSION}), "bad_fields"),
         (msgspec.msgpack.encode(
-            {"kind": "ready", "v": wire.PROTOCOL_VERSION, "worker": "w", "credits": "many"},
+            {"kind": "ready", "v": wire.PROTOCOL_VERSION, "worker": "w", "credits": "many", "recognizer": "r"},
         ), "bad_fields"),
         (msgspec.msgpack.encode({"kind": "ready", "v": 99, "worker": "w", "credits": 1}), "version"),
         (msgspec.msgpack.encode([1, 2, 3]), "bad_fields"),
@@ -110,6 +110,11 @@ def _result(output, **fields) -> bytes:
         (msgspec.msgpack.encode(
             {"kind": "result", "v": 1, "roi_id": "r", "worker": "w", "identity_id": 3, "head": "embedding"},
         ), "version"),  # a worker of protocol 1 (every head's fields side by side)
+        (msgspec.msgpack.encode({"kind": "ready", "v": wire.PROTOCOL_VERSION, "worker": "w", "credits": 1}),
+         "bad_fields"),  # a worker naming no recognizer
+        (msgspec.msgpack.encode(
+            {"kind": "ready", "v": wire.PROTOCOL_VERSION, "worker": "w", "credits": 1, "recognizer": ""},
+        ), "bad_fields"),
     ],
 )
 def test_hostile_head_outputs_are_malformed_not_crashes(frame, reason):

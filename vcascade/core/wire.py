@@ -23,13 +23,14 @@ monotonic clock, so no clock synchronisation between hosts is needed (see DESIGN
 
 from __future__ import annotations
 
-from typing import Union
+from typing import Annotated, Union
 
 import msgspec
 
 PROTOCOL_VERSION = 2
 """Bumped on any incompatible header change; a peer speaking another version is dropped as malformed.
-2: ``Result`` carries one typed ``output`` per head kind instead of every head's fields side by side."""
+2: ``Result`` carries one typed ``output`` per head kind instead of every head's fields side by side, and
+``Ready`` must name its recognizer."""
 
 MAX_HEADER_BYTES = 64 * 1024
 """Headers above this size are rejected before decoding (a header is a few hundred bytes in practice)."""
@@ -179,13 +180,13 @@ class Drop(_Header, tag="drop"):
 class Ready(_Header, tag="ready"):
     """A worker announces itself and its credits: how many ROIs it can hold in flight at once.
 
-    ``recognizer`` names the recognizer it runs (``recognizers`` key); ``""``: unnamed (before routing), such
-    a worker is given only ROIs without a recognizer.
+    ``recognizer`` names the recognizer it runs (``recognizers`` key, never empty); the broker gives it only
+    ROIs for that recognizer or for any (``Roi.recognizer`` ``""``).
     """
 
     worker: str
     credits: int
-    recognizer: str = ""
+    recognizer: Annotated[str, msgspec.Meta(min_length=1)]
 
 
 class Heartbeat(_Header, tag="heartbeat"):
