@@ -42,13 +42,13 @@ import zmq  # noqa: E402
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from vcascade import wire  # noqa: E402
 from vcascade.center.heads import EmbeddingHead  # noqa: E402
 from vcascade.center.microbatch import MicroBatch  # noqa: E402
 from vcascade.center.preprocess import PreprocessSpec  # noqa: E402
 from vcascade.center.recognizer import TorchStage, build_model, run_chained, split_model  # noqa: E402
 from vcascade.center.stages import StageEngine  # noqa: E402
 from vcascade.center.transfer import decode_items_uint8, normalise_on_device  # noqa: E402
+from vcascade.core import wire  # noqa: E402
 from vcascade.core.config import Deployment  # noqa: E402
 from vcascade.core.ports import free_port  # noqa: E402
 from vcascade.core.resources import resolve  # noqa: E402
