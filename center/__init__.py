@@ -14,7 +14,6 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "ClassifierHead": ".heads",
     "EmbeddingHead": ".heads",
     "HeadContext": ".heads",
-    "Match": ".heads",
     "TextHead": ".heads",
     "build_head": ".heads",
     "l2_normalise": ".heads",

@@ -348,10 +348,7 @@ class _Worker:
         t_done = time.perf_counter()
         for row, (item, output) in enumerate(zip(batch.items, outputs)):
             hops = batch.hops(row, t_done)
-            result = wire.Result(
-                roi_id=item.roi.roi_id, worker=self.name, hops=hops, head=self.recognizer.head.type,
-                **output.result_fields(),
-            )
+            result = wire.Result(roi_id=item.roi.roi_id, worker=self.name, output=output, hops=hops)
             self.outbox.send(item.broker, wire.encode(result))
             self.telemetry.result_sent(hops)
 

@@ -18,6 +18,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import msgspec
+
 from vcascade.core.coco import COCO_CLASSES
 from vcascade.core.wire import Result, Roi
 from vcascade.edge.frames import Frame
@@ -146,15 +148,28 @@ def result_record(pending: PendingRoi, result: Result, received_s: float) -> dic
     }
 
 
+HEAD_FIELD_DECIMALS = 4
+"""Decimals kept of the head output's float fields (similarities, scores) in output lines."""
+
+
 def head_fields(result: Result) -> dict[str, Any]:
-    """The fields of the head that made the result (``Result.head``): the embedding head's ``identity_id``,
-    ``similarity``, ``enrolled``; the classifier's ``labels``/``label_scores``; the text head's ``text``/
-    ``text_score`` (always present for a text result, ``''`` when nothing was read)."""
-    if result.head == "classifier":
-        return {"labels": list(result.labels), "label_scores": [round(score, 4) for score in result.label_scores]}
-    if result.head == "text":
-        return {"text": result.text, "text_score": round(result.text_score, 4)}
-    return {"identity_id": result.identity_id, "similarity": round(result.similarity, 4), "enrolled": result.enrolled}
+    """The fields of the result's head output, by field name, for the result line (nothing when the result has
+    no output): the embedding head's ``identity_id``, ``similarity``, ``enrolled``; the classifier's ``labels``/
+    ``label_scores``; the text head's ``text``/``text_score`` (``''`` when nothing was read). Written generically
+    from the output struct's fields (:data:`vcascade.core.wire.HEAD_OUTPUTS`): tuples as lists, floats rounded to
+    :data:`HEAD_FIELD_DECIMALS` decimals; the ``head`` tag is not written (``recognizer`` names the recognizer)."""
+    output = result.output
+    if output is None:
+        return {}
+    return {field.name: _line_value(getattr(output, field.name)) for field in msgspec.structs.fields(output)}
+
+
+def _line_value(value: Any) -> Any:
+    if isinstance(value, float):
+        return round(value, HEAD_FIELD_DECIMALS)
+    if isinstance(value, (tuple, list)):
+        return [_line_value(item) for item in value]
+    return value
 
 
 def drop_record(pending: PendingRoi, reason: str, where: str) -> dict[str, Any]:
@@ -175,9 +190,9 @@ def tracked_record(
     """The output line for a followed detection that was not sent (``status: "tracked"``; not an ROI).
 
     It carries the track's last identity (``identity_id``/``similarity``/``identity_roi_id``: the ROI whose
-    result gave it; ``identity_id`` -1 and the ``text``/``labels`` fields when a text or classifier head gave
-    it), or nulls when no result for the track has arrived yet. ``roi_id`` is null: these lines are
-    outside the ``sent = results + drops`` account.
+    result gave it; ``identity_id`` -1 when a head other than the embedding head gave it) and the other head
+    fields of that result (``TrackIdentity.extra``), or nulls when no result for the track has arrived yet.
+    ``roi_id`` is null: these lines are outside the ``sent = results + drops`` account.
     """
     return {
         "roi_id": None,

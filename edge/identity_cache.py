@@ -12,6 +12,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
+from vcascade.core.wire import HEAD_OUTPUTS
 from vcascade.edge import metrics
 
 
@@ -24,8 +25,8 @@ class TrackIdentity:
         similarity: cosine similarity to that identity, -1..1.
         roi_id: the ROI whose result this is.
         stream_ts_ms: PTS of that ROI's frame, ms (a result for an older crop never replaces a newer one).
-        extra: the other heads' fields of that result (``text``/``text_score``, ``labels``/``label_scores``),
-            repeated on the track's ``tracked`` lines.
+        extra: that result's other head fields (:data:`EXTRA_FIELDS` present in its line: ``enrolled``,
+            ``text``/``text_score``, ``labels``/``label_scores``, ...), repeated on the track's ``tracked`` lines.
     """
 
     identity_id: int
@@ -35,8 +36,13 @@ class TrackIdentity:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-EXTRA_FIELDS = ("text", "text_score", "labels", "label_scores")
-"""Result-line fields of the classifier and text heads (edge/account.py ``head_fields``) kept per track."""
+IDENTITY_FIELDS = ("identity_id", "similarity")
+"""Result-line fields a ``tracked`` line always has (null before the track's first result)."""
+
+EXTRA_FIELDS = tuple(dict.fromkeys(
+    field for output in HEAD_OUTPUTS for field in output.__struct_fields__ if field not in IDENTITY_FIELDS
+))
+"""The other head-output fields of result lines (every head's, edge/account.py ``head_fields``) kept per track."""
 
 
 class IdentityCache:

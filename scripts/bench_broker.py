@@ -69,7 +69,7 @@ def run_worker(backend: str, name: str, send_ready: bool) -> None:
     ctx = zmq.Context()
     sock = make_socket(ctx, zmq.DEALER, identity=name)
     sock.connect(backend)
-    ready = wire.encode(wire.Ready(worker=name, credits=WORKER_CREDITS))
+    ready = wire.encode(wire.Ready(worker=name, credits=WORKER_CREDITS, recognizer="bench"))
     next_ready_s = 0.0
     while True:
         now_s = time.perf_counter()

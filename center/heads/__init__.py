@@ -2,22 +2,25 @@
 
 Heads are built from the recognizer's ``head`` config through a registry keyed by its ``type``:
 
-* ``embedding`` (:class:`EmbeddingHead`): re-identification against a gallery (``identity_id``, ``similarity``,
-  ``enrolled``),
-* ``classifier`` (:class:`ClassifierHead`): top-k labels with scores (``labels``, ``label_scores``),
-* ``text`` (:class:`TextHead`): CTC greedy decoding of OCR output (``text``, ``text_score``).
+* ``embedding`` (:class:`EmbeddingHead`): re-identification against a gallery
+  (:class:`vcascade.core.wire.EmbeddingOutput`),
+* ``classifier`` (:class:`ClassifierHead`): top-k labels with scores (:class:`vcascade.core.wire.ClassifierOutput`),
+* ``text`` (:class:`TextHead`): CTC greedy decoding of OCR output (:class:`vcascade.core.wire.TextOutput`).
 
-Each head's outputs fill their own :class:`vcascade.core.wire.Result` fields (``HeadOutput.result_fields``).
+Each head answers with its own typed output, tagged with the same name as its registry key, which goes into
+:class:`vcascade.core.wire.Result` as it is. Adding a head: its module here, its entry in :data:`HEADS`, its
+output struct in :mod:`vcascade.core.wire` (``HEAD_OUTPUTS``: the broker and the edge decode it and import no
+center code) and its config class in :mod:`vcascade.core.schema`.
 """
 
 from __future__ import annotations
 
 from typing import Any, Callable
 
-from vcascade.center.heads.base import Head, HeadContext, HeadOutput, head_context, head_input, read_list
-from vcascade.center.heads.classifier import ClassifierHead, Labels, softmax
-from vcascade.center.heads.embedding import EPS, EmbeddingHead, Match, l2_normalise
-from vcascade.center.heads.text import Text, TextHead, ctc_classes, ctc_greedy_decode, read_model_charset
+from vcascade.center.heads.base import Head, HeadContext, head_context, head_input, read_list
+from vcascade.center.heads.classifier import ClassifierHead, softmax
+from vcascade.center.heads.embedding import EPS, EmbeddingHead, l2_normalise
+from vcascade.center.heads.text import TextHead, ctc_classes, ctc_greedy_decode, read_model_charset
 
 HeadBuilder = Callable[[Any, HeadContext], Head]
 """Builds a head from its config (one of the ``*HeadConfig`` models) and the recognizer's context."""
@@ -42,7 +45,7 @@ def _text(cfg, context: HeadContext) -> TextHead:
 
 
 HEADS: dict[str, HeadBuilder] = {"embedding": _embedding, "classifier": _classifier, "text": _text}
-"""Head builders by config ``type``."""
+"""Head builders by config ``type``, which is also the ``head`` tag of the head's output."""
 
 
 def build_head(cfg, context: HeadContext | None = None) -> Head:
@@ -65,7 +68,7 @@ def build_head(cfg, context: HeadContext | None = None) -> Head:
 
 
 __all__ = [
-    "EPS", "HEADS", "ClassifierHead", "EmbeddingHead", "Head", "HeadBuilder", "HeadContext", "HeadOutput", "Labels",
-    "Match", "Text", "TextHead", "build_head", "ctc_classes", "ctc_greedy_decode", "head_context", "head_input",
-    "l2_normalise", "read_list", "read_model_charset", "softmax",
+    "EPS", "HEADS", "ClassifierHead", "EmbeddingHead", "Head", "HeadBuilder", "HeadContext", "TextHead",
+    "build_head", "ctc_classes", "ctc_greedy_decode", "head_context", "head_input", "l2_normalise", "read_list",
+    "read_model_charset", "softmax",
 ]

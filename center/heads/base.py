@@ -1,29 +1,22 @@
-"""What every recognition head shares: the :class:`Head` protocol, its outputs, its build context, list files.
+"""What every recognition head shares: the :class:`Head` protocol, its build context, list files.
 
-A head turns the last pipeline stage's output for a micro-batch of ``n`` ROIs into ``n`` results. Each result
-(:class:`HeadOutput`) knows which :class:`vcascade.core.wire.Result` fields it fills, so the worker needs no
-per-head code. Heads are called from one thread (the worker's head thread) and need not be thread-safe.
+A head turns the last pipeline stage's output for a micro-batch of ``n`` ROIs into ``n`` typed outputs (one of
+:data:`vcascade.core.wire.HEAD_OUTPUTS`, tagged by the head's kind), which the worker puts in each ROI's
+:class:`vcascade.core.wire.Result` as they are, so it needs no per-head code. Heads are called from one thread
+(the worker's head thread) and need not be thread-safe.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol
 
 import numpy as np
 
 from vcascade.core.models import find_model
 from vcascade.core.resources import resolve
-
-
-@runtime_checkable
-class HeadOutput(Protocol):
-    """One ROI's answer from a head."""
-
-    def result_fields(self) -> dict[str, Any]:
-        """The :class:`vcascade.core.wire.Result` fields this answer sets, by field name (JSON-able values)."""
-        ...
+from vcascade.core.wire import HeadOutput
 
 
 class Head(Protocol):
@@ -37,7 +30,8 @@ class Head(Protocol):
     input_ndim: int
 
     def __call__(self, outputs: np.ndarray) -> list[HeadOutput]:
-        """One :class:`HeadOutput` per row of ``outputs`` (float array of rank ``input_ndim``), in row order."""
+        """One output per row of ``outputs`` (float array of rank ``input_ndim``), in row order, all of the
+        head's own :data:`vcascade.core.wire.HeadOutput` type."""
         ...
 
 

@@ -2,20 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
-
 import numpy as np
 
-
-class Labels(NamedTuple):
-    """The classifier's answer for one ROI: the top-k labels and their scores, best first (same length)."""
-
-    labels: tuple[str, ...]
-    scores: tuple[float, ...]
-
-    def result_fields(self) -> dict[str, Any]:
-        """``labels`` and ``label_scores`` of :class:`vcascade.core.wire.Result`."""
-        return {"labels": list(self.labels), "label_scores": list(self.scores)}
+from vcascade.core.wire import ClassifierOutput
 
 
 def softmax(logits: np.ndarray) -> np.ndarray:
@@ -51,8 +40,9 @@ class ClassifierHead:
         self.top_k = int(top_k)
         self.softmax = bool(softmax)
 
-    def __call__(self, outputs: np.ndarray) -> list[Labels]:
-        """One :class:`Labels` per row.
+    def __call__(self, outputs: np.ndarray) -> list[ClassifierOutput]:
+        """One :class:`vcascade.core.wire.ClassifierOutput` per row: the top-k labels and their scores, best
+        first.
 
         Args:
             outputs: (n, C) float array of logits (``softmax=True``) or probabilities.
@@ -66,7 +56,7 @@ class ClassifierHead:
         k = min(self.top_k, scores.shape[1])
         top = np.argsort(-scores, axis=1, kind="stable")[:, :k]  # (n, k) class indices, best first
         return [
-            Labels(tuple(self.labels[c] for c in row), tuple(float(s) for s in scores[i, row]))
+            ClassifierOutput(tuple(self.labels[c] for c in row), tuple(float(s) for s in scores[i, row]))
             for i, row in enumerate(top)
         ]
 

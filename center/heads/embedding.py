@@ -6,24 +6,12 @@ similarity (re-identification: the same object seen again, on this or another ca
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
-
 import numpy as np
+
+from vcascade.core.wire import EmbeddingOutput
 
 EPS = 1e-12
 """Floor on vector norms before dividing, so an all-zero embedding does not produce NaN."""
-
-
-class Match(NamedTuple):
-    """The head's answer for one ROI: identity id (>= 0), cosine similarity (-1..1; 1.0 when enrolled), enrolled."""
-
-    identity_id: int
-    similarity: float
-    enrolled: bool
-
-    def result_fields(self) -> dict[str, Any]:
-        """``identity_id``, ``similarity`` and ``enrolled`` of :class:`vcascade.core.wire.Result`."""
-        return {"identity_id": self.identity_id, "similarity": self.similarity, "enrolled": self.enrolled}
 
 
 def l2_normalise(x: np.ndarray) -> np.ndarray:
@@ -76,7 +64,7 @@ class EmbeddingHead:
         """Ids of the identities in the gallery (unordered)."""
         return [int(i) for i in self._ids[: self._size]]
 
-    def __call__(self, embeddings: np.ndarray) -> list[Match]:
+    def __call__(self, embeddings: np.ndarray) -> list[EmbeddingOutput]:
         """Match (or enrol) each row, in row order.
 
         Rows are processed sequentially, so two crops of the same new object in one micro-batch get the same
@@ -88,7 +76,8 @@ class EmbeddingHead:
             embeddings: (n, D) float array (any scale; normalised here). D must not change between calls.
 
         Returns:
-            One :class:`Match` per row.
+            One :class:`vcascade.core.wire.EmbeddingOutput` per row: identity id (>= 0), cosine similarity
+            (-1..1; 1.0 when enrolled), enrolled.
 
         Raises:
             ValueError: not 2-D, or D differs from earlier calls.
@@ -109,7 +98,7 @@ class EmbeddingHead:
             raise ValueError(f"embedding size {dim} differs from the gallery's {self._gallery.shape[1]}")
         return l2_normalise(embeddings)
 
-    def _match_row(self, unit: np.ndarray, sims: np.ndarray, touched: list[int]) -> Match:
+    def _match_row(self, unit: np.ndarray, sims: np.ndarray, touched: list[int]) -> EmbeddingOutput:
         if touched:  # slots enrolled earlier in this call lie past the end of ``sims``: extend, then recompute
             sims = np.concatenate([sims, np.empty(self._size - len(sims), np.float32)])
             sims[touched] = self._gallery[touched] @ unit
@@ -118,10 +107,10 @@ class EmbeddingHead:
         if best >= 0 and sims[best] >= self.match_threshold:
             self._update(best, unit)
             touched.append(best)
-            return Match(int(self._ids[best]), float(sims[best]), False)
+            return EmbeddingOutput(int(self._ids[best]), float(sims[best]), False)
         slot = self._enrol(unit)
         touched.append(slot)
-        return Match(int(self._ids[slot]), 1.0, True)
+        return EmbeddingOutput(int(self._ids[slot]), 1.0, True)
 
     def _update(self, slot: int, unit: np.ndarray) -> None:
         self._sums[slot] += unit

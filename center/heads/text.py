@@ -13,25 +13,14 @@ probability, and 0.0 when nothing is kept: PaddleOCR's ``CTCLabelDecode`` (ppocr
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
-
 import numpy as np
+
+from vcascade.core.wire import TextOutput
 
 BLANK = "<blank>"
 """Placeholder for class 0, the CTC blank (never part of decoded text)."""
 MODEL_CHARSET_KEY = "character"
 """ONNX metadata property holding a PaddleOCR model's character set, one character per line."""
-
-
-class Text(NamedTuple):
-    """The text head's answer for one ROI: decoded text ('' when rejected) and its score, 0..1."""
-
-    text: str
-    score: float
-
-    def result_fields(self) -> dict[str, Any]:
-        """``text`` and ``text_score`` of :class:`vcascade.core.wire.Result`."""
-        return {"text": self.text, "text_score": self.score}
 
 
 def read_model_charset(model_path: str) -> list[str]:
@@ -77,7 +66,7 @@ def ctc_classes(charset: list[str], n_classes: int) -> list[str]:
     )
 
 
-def ctc_greedy_decode(scores: np.ndarray, classes: list[str]) -> list[Text]:
+def ctc_greedy_decode(scores: np.ndarray, classes: list[str]) -> list[TextOutput]:
     """Greedy CTC decoding of a batch.
 
     Args:
@@ -85,8 +74,8 @@ def ctc_greedy_decode(scores: np.ndarray, classes: list[str]) -> list[Text]:
         classes: C strings; class 0 is the blank (see :func:`ctc_classes`).
 
     Returns:
-        One :class:`Text` per row: the decoded string and the mean max-probability of its kept steps (0.0
-        when every step is blank).
+        One :class:`vcascade.core.wire.TextOutput` per row: the decoded string and the mean max-probability of
+        its kept steps (0.0 when every step is blank).
     """
     best = scores.argmax(axis=2)  # (n, T) class per step
     best_prob = np.take_along_axis(scores, best[:, :, None], axis=2)[:, :, 0]  # (n, T) its probability
@@ -97,7 +86,7 @@ def ctc_greedy_decode(scores: np.ndarray, classes: list[str]) -> list[Text]:
     for row in range(len(best)):
         kept = best[row][keep[row]]
         score = float(best_prob[row][keep[row]].mean()) if len(kept) else 0.0
-        out.append(Text("".join(classes[c] for c in kept), score))
+        out.append(TextOutput("".join(classes[c] for c in kept), score))
     return out
 
 
@@ -125,8 +114,9 @@ class TextHead:
         self.min_score = float(min_score)
         self._classes: list[str] | None = None
 
-    def __call__(self, outputs: np.ndarray) -> list[Text]:
-        """One :class:`Text` per row of (n, T, C) probabilities.
+    def __call__(self, outputs: np.ndarray) -> list[TextOutput]:
+        """One :class:`vcascade.core.wire.TextOutput` per row of (n, T, C) probabilities ('' with its score when
+        the score is under ``min_score``).
 
         Raises:
             ValueError: not 3-D, or C does not fit the charset (:func:`ctc_classes`).
@@ -137,4 +127,4 @@ class TextHead:
         if self._classes is None or len(self._classes) != scores.shape[2]:
             self._classes = ctc_classes(self.charset, scores.shape[2])
         texts = ctc_greedy_decode(scores, self._classes)
-        return [t if t.score >= self.min_score else Text("", t.score) for t in texts]
+        return [t if t.text_score >= self.min_score else TextOutput("", t.text_score) for t in texts]

@@ -40,7 +40,7 @@ class BrokerHandle:
     def worker(self, ident: str, credits: int | None = None) -> zmq.Socket:
         sock = self._dealer(ident, "backend")
         if credits is not None:
-            sock.send(wire.encode(wire.Ready(worker=ident, credits=credits)))
+            sock.send(wire.encode(wire.Ready(worker=ident, credits=credits, recognizer="embed")))
         return sock
 
     def _dealer(self, ident: str, side: str) -> zmq.Socket:

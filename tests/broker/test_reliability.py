@@ -50,7 +50,7 @@ def test_worker_silent_for_the_liveness_window_of_the_config_is_lost(start_broke
     assert recv(w1)[0].roi_id == "r0"
     w2 = b.worker("w2", credits=1)
     for _ in range(10):  # w2 heartbeats with Ready, w1 says nothing
-        w2.send(wire.encode(wire.Ready(worker="w2", credits=1)))
+        w2.send(wire.encode(wire.Ready(worker="w2", credits=1, recognizer="embed")))
         time.sleep(0.05)
     roi, _ = recv(w2)
     assert roi.roi_id == "r0" and b.sample("vcascade_broker_rois_redispatched_total") == 1
@@ -157,14 +157,14 @@ def _malformed_messages(rng: random.Random, n: int) -> list[tuple[str, list[byte
         lambda: ("backend", [rng.randbytes(rng.randint(1, 200))]),
         lambda: ("frontend", [pickle.dumps({"kind": "roi", "roi_id": "p"}, protocol=rng.randint(0, 5)), b"j"]),
         lambda: ("backend", [pickle.dumps(("ready", rng.random()), protocol=rng.randint(2, 5))]),
-        lambda: ("frontend", [msgspec.msgpack.encode({**good_roi, "v": rng.choice([0, 2, 99])}), b"jpeg"]),
+        lambda: ("frontend", [msgspec.msgpack.encode({**good_roi, "v": rng.choice([0, wire.PROTOCOL_VERSION - 1, wire.PROTOCOL_VERSION + 1, 99])}), b"jpeg"]),
         lambda: ("frontend", [wire.encode(make_roi("no-payload"))]),
         lambda: ("frontend", [wire.encode(make_roi("3-payloads")), b"a", b"b", b"c"]),
         lambda: ("backend", [wire.encode(wire.Result(roi_id="r", worker="w")), b"extra"]),
         lambda: ("frontend", [b"\x81\xa1v\x01" + b"\x00" * (wire.MAX_HEADER_BYTES + 1), b"jpeg"]),
         lambda: ("frontend", [wire.encode(wire.Result(roi_id="r", worker="w"))]),
         lambda: ("backend", [wire.encode(make_roi("from-worker")), b"jpeg"]),
-        lambda: ("backend", [wire.encode(wire.Ready(worker="w", credits=rng.choice([-1, 10**9])))]),
+        lambda: ("backend", [wire.encode(wire.Ready(worker="w", credits=rng.choice([-1, 10**9]), recognizer="embed"))]),
         lambda: ("frontend", [msgspec.msgpack.encode({**good_roi, "frame_seq": "seven"}), b"jpeg"]),
         lambda: ("frontend", [b""]),
     ]

@@ -6,6 +6,7 @@ import pickle
 import time
 import urllib.request
 
+import msgspec
 import pytest
 import zmq
 
@@ -55,7 +56,8 @@ def recv_n(sock: zmq.Socket, n: int, timeout_s: float = 5.0) -> list[wire.Messag
 
 
 def answer(worker, roi: wire.Roi) -> None:
-    worker.send(wire.encode(wire.Result(roi_id=roi.roi_id, worker="w1", identity_id=7, hops=WORKER_HOPS)))
+    output = wire.EmbeddingOutput(7, 0.9, False)
+    worker.send(wire.encode(wire.Result(roi_id=roi.roi_id, worker="w1", output=output, hops=WORKER_HOPS)))
 
 
 def test_rois_reach_the_worker_and_results_reach_the_right_edge(start_broker):
@@ -77,7 +79,7 @@ def test_rois_reach_the_worker_and_results_reach_the_right_edge(start_broker):
         results = recv_n(edge, 3)
         assert sorted(r.roi_id for r in results) == [f"{name}-{i}" for i in range(3)]
         for r in results:
-            assert isinstance(r, wire.Result) and r.identity_id == 7 and r.worker == "w1"
+            assert isinstance(r, wire.Result) and r.output == wire.EmbeddingOutput(7, 0.9, False) and r.worker == "w1"
             assert [hop for hop, _ in r.hops] == [
                 "decode", "compute", "broker_queue", "transit_broker_worker", "broker_return",
             ]  # fmt: skip
@@ -126,11 +128,11 @@ def test_malformed_messages_are_counted_and_the_broker_keeps_working(start_broke
     cases = [
         (edge, [garbage], "frontend", _reason(garbage)),
         (edge, [pickled, b"payload"], "frontend", "pickle"),
-        (edge, [wire.encode(wire.Ready(worker="e1", credits=1))], "frontend", "wrong_kind"),
+        (edge, [wire.encode(wire.Ready(worker="e1", credits=1, recognizer="embed"))], "frontend", "wrong_kind"),
         (edge, [wire.encode(make_roi("two-payloads")), b"a", b"b"], "frontend", "frames"),
         (edge, [b""], "frontend", "empty"),
         (worker, [wire.encode(make_roi("from-worker")), b"jpeg"], "backend", "wrong_kind"),
-        (worker, [wire.encode(wire.Ready(worker="w1", credits=-3))], "backend", "bad_credits"),
+        (worker, [wire.encode(wire.Ready(worker="w1", credits=-3, recognizer="embed"))], "backend", "bad_credits"),
         (worker, [pickled], "backend", "pickle"),
     ]
     expected: dict[tuple[str, str], int] = {}
@@ -146,6 +148,29 @@ def test_malformed_messages_are_counted_and_the_broker_keeps_working(start_broke
         got = b.sample("vcascade_broker_malformed_messages_total", side=side, reason=reason)
         assert got == n, (side, reason)
     assert b.sample("vcascade_broker_rois_received_total", camera="cam-1") == 1
+
+
+def test_a_result_with_a_hostile_head_output_is_counted_and_dropped(start_broker):
+    """An unknown head kind, or a classifier output whose labels and scores do not pair up, for an ROI the worker
+    really holds: counted as ``bad_fields``, never forwarded; the ROI stays in flight for the real answer."""
+    b = start_broker()
+    edge, worker = b.edge("e1"), b.worker("w1", credits=1)
+    send_roi(edge, "r0")
+    roi, _ = recv(worker)
+    hostile_outputs = [
+        {"head": "segmenter", "mask": [1, 0]},
+        {"head": "classifier", "labels": ["car", "bus"], "label_scores": [0.9]},
+    ]
+    for output in hostile_outputs:
+        worker.send(msgspec.msgpack.encode({
+            "kind": "result", "v": wire.PROTOCOL_VERSION, "roi_id": roi.roi_id, "worker": "w1", "output": output,
+        }))  # fmt: skip
+    answer(worker, roi)
+    (result,) = recv_n(edge, 1)
+    assert result.roi_id == "r0" and result.output == wire.EmbeddingOutput(7, 0.9, False)
+    assert recv(edge, timeout_s=0.2) is None
+    assert b.sample("vcascade_broker_malformed_messages_total", side="backend", reason="bad_fields") == 2
+    assert b.sample("vcascade_broker_results_total") == 1
 
 
 def test_late_or_unknown_answers_are_counted(start_broker):

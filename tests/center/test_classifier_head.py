@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from tests.center.head_models import embed_crops
-from vcascade.center.heads import ClassifierHead, Labels, build_head, head_input, softmax
+from vcascade.center.heads import ClassifierHead, build_head, head_input, softmax
+from vcascade.core import wire
 from vcascade.core.config import ClassifierHeadConfig
 
 CLASSES = ["bike", "car", "roof"]
@@ -35,23 +36,23 @@ def test_top_k_of_real_features_through_a_softmax_layer(features):
     out = head(logits)
     assert [o.labels[0] for o in out] == ["bike", "bike", "car", "roof"]  # bike170/180 vs the bike150 prototype
     for o, row in zip(out, softmax(logits)):
-        assert len(o.labels) == len(o.scores) == 2 and o.scores[0] >= o.scores[1]
-        assert o.scores == pytest.approx(tuple(np.sort(row)[::-1][:2]), rel=1e-6)
+        assert len(o.labels) == len(o.label_scores) == 2 and o.label_scores[0] >= o.label_scores[1]
+        assert o.label_scores == pytest.approx(tuple(np.sort(row)[::-1][:2]), rel=1e-6)
         assert o.labels[1] == CLASSES[int(np.argsort(-row)[1])]
-    assert out[0].result_fields() == {"labels": list(out[0].labels), "label_scores": list(out[0].scores)}
+    assert wire.decode(wire.encode(wire.Result(roi_id="r", worker="w", output=out[0]))).output == out[0]
 
 
 def test_probabilities_pass_through_without_softmax():
     probs = np.array([[0.1, 0.7, 0.2], [0.5, 0.2, 0.3]], np.float32)
     out = ClassifierHead(CLASSES, top_k=3, softmax=False)(probs)
-    assert out[0] == Labels(("car", "roof", "bike"), pytest.approx((0.7, 0.2, 0.1)))
+    assert out[0].labels == ("car", "roof", "bike") and out[0].label_scores == pytest.approx((0.7, 0.2, 0.1))
     assert out[1].labels == ("bike", "roof", "car")
 
 
 def test_top_k_larger_than_classes_reports_all_and_softmax_rows_sum_to_one():
     out = ClassifierHead(CLASSES, top_k=10, softmax=True)(np.array([[1000.0, 0.0, -1000.0]]))  # no overflow
     assert out[0].labels == ("bike", "car", "roof")
-    assert sum(out[0].scores) == pytest.approx(1.0) and out[0].scores[0] == pytest.approx(1.0)
+    assert sum(out[0].label_scores) == pytest.approx(1.0) and out[0].label_scores[0] == pytest.approx(1.0)
 
 
 def test_labels_from_a_file(tmp_path):

@@ -11,7 +11,7 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from vcascade.center.heads import HEADS, ClassifierHead, EmbeddingHead, Labels, Text, TextHead, build_head, l2_normalise
+from vcascade.center.heads import HEADS, ClassifierHead, EmbeddingHead, TextHead, build_head, l2_normalise
 from vcascade.core import wire
 from vcascade.core.config import (
     ClassifierHeadConfig,
@@ -37,7 +37,7 @@ def test_l2_normalise_rows_to_unit_norm_and_keeps_zero_rows():
 def test_first_sight_enrols_with_similarity_one():
     head = EmbeddingHead(match_threshold=0.8, max_identities=10)
     (match,) = head(_basis(4, 0) * 7.0)
-    assert match == (0, 1.0, True)
+    assert match == wire.EmbeddingOutput(0, 1.0, True)
     assert len(head) == 1
 
 
@@ -82,7 +82,7 @@ def test_eviction_drops_least_recently_matched_identity():
     head(_basis(3, 1))  # id 1
     head(_basis(3, 0))  # id 0 matched again: id 1 is now the least recently matched
     (new,) = head(_basis(3, 2))  # gallery full: evicts id 1
-    assert new == (2, 1.0, True)
+    assert new == wire.EmbeddingOutput(2, 1.0, True)
     assert sorted(head.identities()) == [0, 2]
     (again,) = head(_basis(3, 1))  # id 1 is gone: comes back as a new identity, evicting id 0
     assert again.identity_id == 3 and again.enrolled
@@ -153,16 +153,27 @@ def test_unknown_head_type_names_the_known_ones():
         build_head(SimpleNamespace(type="segmenter"))
 
 
-def test_each_head_output_fills_its_own_result_fields():
-    (match,) = EmbeddingHead(0.8, 4)(_basis(3, 1))
-    fields = match.result_fields()
-    assert fields == {"identity_id": 0, "similarity": 1.0, "enrolled": True}
-    result = wire.decode(wire.encode(wire.Result(roi_id="r", worker="w", **fields)))
-    assert (result.identity_id, result.labels, result.text) == (0, [], "")
-    labelled = wire.Result(roi_id="r", worker="w", **Labels(("car", "bus"), (0.75, 0.25)).result_fields())
-    assert wire.decode(wire.encode(labelled)).label_scores == [0.75, 0.25]
-    texted = wire.decode(wire.encode(wire.Result(roi_id="r", worker="w", **Text("AB 12", 0.97).result_fields())))
-    assert (texted.text, texted.text_score, texted.identity_id) == ("AB 12", 0.97, -1)
+def test_each_head_answers_with_its_own_typed_output_tagged_by_its_registry_key():
+    heads = {
+        "embedding": EmbeddingHead(0.8, 4),
+        "classifier": ClassifierHead(["car", "bus"], top_k=2),
+        "text": TextHead(["A"]),
+    }
+    assert set(heads) == set(HEADS)
+    inputs = {"embedding": _basis(3, 1), "classifier": np.array([[0.25, 0.75]]), "text": np.eye(2)[None, [1]]}
+    outputs = {kind: head(inputs[kind])[0] for kind, head in heads.items()}
+    assert outputs == {
+        "embedding": wire.EmbeddingOutput(identity_id=0, similarity=1.0, enrolled=True),
+        "classifier": wire.ClassifierOutput(labels=("bus", "car"), label_scores=(0.75, 0.25)),
+        "text": wire.TextOutput(text="A", text_score=1.0),
+    }
+    for kind, output in outputs.items():
+        assert type(output).__struct_config__.tag == kind
+        assert wire.decode(wire.encode(wire.Result(roi_id="r", worker="w", output=output))).output == output
+
+
+def test_every_head_kind_has_an_output_type_on_the_wire():
+    assert {t.__struct_config__.tag for t in wire.HEAD_OUTPUTS} == set(HEADS)
 
 
 def test_head_config_is_chosen_by_type_and_embedding_stays_the_default(demo_raw):

@@ -245,7 +245,8 @@ def test_worker_with_a_stage_group_survives_its_death_and_reconnects(demo_raw, f
         first = _answers(router, 3, 120)
         assert all(isinstance(a, wire.Result) for a in first.values()), first
         assert [n for n, _ in first["a-car"].hops] == ["batch_wait", "preprocess", "stage0", "stage1", "link", "head"]
-        assert first["a-bike150"].identity_id == first["a-bike170"].identity_id != first["a-car"].identity_id
+        ids = {name: answer.output.identity_id for name, answer in first.items()}
+        assert ids["a-bike150"] == ids["a-bike170"] != ids["a-car"]
 
         assert _stop(group, signal.SIGKILL) == -signal.SIGKILL  # the group dies without a word
         for i in range(4):
@@ -265,7 +266,7 @@ def test_worker_with_a_stage_group_survives_its_death_and_reconnects(demo_raw, f
                 recovered = answer
                 break
             time.sleep(0.5)
-        assert recovered is not None and recovered.identity_id == first["a-bike150"].identity_id
+        assert recovered is not None and recovered.output.identity_id == first["a-bike150"].output.identity_id
     finally:
         stop.set()
         worker.join(timeout=30)

@@ -12,7 +12,6 @@ import pytest
 from tests.center.head_models import OCR_HW, PPOCR_MEAN_STD, ort_session, render_text
 from vcascade.center.heads import (
     HeadContext,
-    Text,
     TextHead,
     build_head,
     ctc_classes,
@@ -22,6 +21,7 @@ from vcascade.center.heads import (
 )
 from vcascade.center.preprocess import PreprocessSpec, stack_batch, to_input
 from vcascade.core.config import TextHeadConfig
+from vcascade.core.wire import TextOutput
 
 CHARSET = ["a", "b", "c"]
 """Classes: 0 blank, 1 a, 2 b, 3 c, 4 space."""
@@ -49,7 +49,7 @@ def test_repeats_collapse_blanks_drop_and_blank_separates_doubled_letters():
     (text,) = TextHead(CHARSET)(scores)
     assert text.text == "aabc"
     # kept steps: first of each non-blank run: 0 (0.9), 3 (0.7), 4 (0.6), 8 (0.5)
-    assert text.score == pytest.approx(np.mean([0.9, 0.7, 0.6, 0.5]), rel=1e-6)
+    assert text.text_score == pytest.approx(np.mean([0.9, 0.7, 0.6, 0.5]), rel=1e-6)
 
 
 def test_last_class_is_the_space_when_the_model_has_one_more_class():
@@ -59,7 +59,7 @@ def test_last_class_is_the_space_when_the_model_has_one_more_class():
 
 def test_all_blank_decodes_to_empty_text_with_score_zero():
     (text,) = TextHead(CHARSET)(_scores([0, 0, 0], [0.99] * 3))
-    assert text == Text("", 0.0)
+    assert text == TextOutput("", 0.0)
 
 
 def test_without_space_class_the_charset_fills_all_classes():
@@ -76,7 +76,7 @@ def test_min_score_rejects_unsure_text_but_reports_its_score():
     head = TextHead(CHARSET, min_score=0.8)
     sure, unsure = head(np.concatenate([_scores([1, 2], [0.9, 0.9]), _scores([1, 2], [0.5, 0.6])]))
     assert sure.text == "ab"
-    assert unsure == Text("", pytest.approx(0.55))
+    assert unsure == TextOutput("", pytest.approx(0.55))
 
 
 def test_class_count_that_does_not_fit_the_charset_fails_clearly():
@@ -130,7 +130,7 @@ def test_ppocr_reads_rendered_text(ppocr_path):
     head = build_head(TextHeadConfig(type="text", min_score=0.5), HeadContext(model_path=ppocr_path))
     texts = head(scores)
     assert [t.text for t in texts] == lines
-    assert all(t.score > 0.9 for t in texts), texts
+    assert all(t.text_score > 0.9 for t in texts), texts
 
 
 def test_head_context_finds_the_recognizer_model_by_name_in_the_model_dir(ppocr_path, monkeypatch, tmp_path):

@@ -93,9 +93,9 @@ def test_worker_answers_every_roi_once_counts_malformed_and_says_bye(broker, cro
         names = [name for name, _ in result.hops]
         assert names == ["batch_wait", "preprocess", "stage0", "stage1", "head"]
         assert all(ms > 0 for _, ms in result.hops), result.hops
-        assert result.identity_id >= 0
-    assert answers["r-bike170"].identity_id == answers["r-bike150"].identity_id
-    assert answers["r-car"].identity_id != answers["r-bike150"].identity_id
+        assert result.output.identity_id >= 0
+    assert answers["r-bike170"].output.identity_id == answers["r-bike150"].output.identity_id
+    assert answers["r-car"].output.identity_id != answers["r-bike150"].output.identity_id
 
     stop.set()
     thread.join(timeout=15)

@@ -50,10 +50,10 @@ def test_text_head_end_to_end(demo_raw, free_port, models_dir: Path, tmp_path):
     for i, line in enumerate(LINES):
         result = answers[f"t{i}"]
         assert isinstance(result, wire.Result), result
-        assert result.text == line and result.text_score > 0.9, result
-        assert result.identity_id == -1 and result.labels == []
+        assert isinstance(result.output, wire.TextOutput), result  # no identity, no labels
+        assert result.output.text == line and result.output.text_score > 0.9, result
         assert [name for name, _ in result.hops] == ["batch_wait", "preprocess", "stage0", "head"]
-        assert head_fields(result) == {"text": line, "text_score": round(result.text_score, 4)}
+        assert head_fields(result) == {"text": line, "text_score": round(result.output.text_score, 4)}
 
 
 @pytest.fixture
@@ -76,21 +76,24 @@ def test_classifier_head_end_to_end(demo_raw, free_port, crops, classifier_weigh
         "head": {"type": "classifier", "labels": CLASSES, "top_k": 2, "softmax": True},
     })
     answers = serve_rois(deployment, {"b": crops["bike170"], "c": crops["car"], "r": crops["roof"]}, _roi)
-    assert {k: answers[k].labels[0] for k in "bcr"} == {"b": "bike", "c": "car", "r": "roof"}
+    assert {k: answers[k].output.labels[0] for k in "bcr"} == {"b": "bike", "c": "car", "r": "roof"}
     for result in answers.values():
-        assert len(result.labels) == len(result.label_scores) == 2 and result.text == ""
-        assert 1.0 >= result.label_scores[0] >= result.label_scores[1] >= 0.0
+        assert isinstance(result.output, wire.ClassifierOutput), result  # no text
+        assert len(result.output.labels) == len(result.output.label_scores) == 2
+        assert 1.0 >= result.output.label_scores[0] >= result.output.label_scores[1] >= 0.0
     line = head_fields(answers["b"])
-    assert line["labels"] == answers["b"].labels and set(line) == {"labels", "label_scores"}
+    assert line["labels"] == list(answers["b"].output.labels) and set(line) == {"labels", "label_scores"}
 
 
 def test_edge_result_line_carries_the_fields_of_the_head_that_made_it():
-    embedding = result_record(_pending(), wire.Result(roi_id="e-1", worker="w", identity_id=3, similarity=0.9), 100.1)
+    embedding = wire.Result(roi_id="e-1", worker="w", output=wire.EmbeddingOutput(3, 0.9, False))
+    embedding = result_record(_pending(), embedding, 100.1)
     assert embedding["identity_id"] == 3 and not {"labels", "label_scores", "text", "text_score"} & set(embedding)
-    text = wire.Result(roi_id="e-1", worker="w", text="AB 12", text_score=0.97123, head="text")
+    text = wire.Result(roi_id="e-1", worker="w", output=wire.TextOutput("AB 12", 0.97123))
     line = result_record(_pending(), text, 100.1)
     assert (line["text"], line["text_score"]) == ("AB 12", 0.9712) and "identity_id" not in line
-    nothing_read = result_record(_pending(), wire.Result(roi_id="e-1", worker="w", head="text"), 100.1)
+    nothing_read = wire.Result(roi_id="e-1", worker="w", output=wire.TextOutput("", 0.0))
+    nothing_read = result_record(_pending(), nothing_read, 100.1)
     assert (nothing_read["text"], nothing_read["text_score"]) == ("", 0.0)  # a text result says so, even empty
-    labels = wire.Result(roi_id="e-1", worker="w", labels=["car", "bus"], label_scores=[0.61234, 0.2], head="classifier")
+    labels = wire.Result(roi_id="e-1", worker="w", output=wire.ClassifierOutput(("car", "bus"), (0.61234, 0.2)))
     assert result_record(_pending(), labels, 100.1)["label_scores"] == [0.6123, 0.2]

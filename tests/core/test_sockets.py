@@ -111,7 +111,7 @@ def test_broker_keeps_serving_after_an_oversized_roi(ctx, free_port):
         flooder = dealer("edge-big", "frontend")
         flooder.send_multipart([_roi("big-1"), bytes(MAX_MESSAGE_BYTES + 1)])
         worker = dealer("worker-a", "backend")
-        worker.send(wire.encode(wire.Ready(worker="worker-a", credits=4)))
+        worker.send(wire.encode(wire.Ready(worker="worker-a", credits=4, recognizer="embed")))
         assert not worker.poll(int(SILENCE_S * 1000), zmq.POLLIN) or _no_roi(worker), "oversized ROI forwarded"
 
         edge = dealer("edge-good", "frontend")

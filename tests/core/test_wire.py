@@ -1,4 +1,4 @@
-"""Wire protocol: round trips, and rejection of malformed, pickled and foreign-version headers."""
+"""Wire protocol: round trips, and rejection of malformed, pickled and foreign-version headers and head outputs."""
 
 import pickle
 
@@ -21,9 +21,15 @@ def _roi(**overrides):
     [
         _roi(),
         _roi(ttl_ms=150.0, attempt=2),
-        wire.Result(roi_id="r", worker="w", identity_id=3, similarity=0.93, hops=[("batch_wait", 1.5), ("stage0", 4.0)]),
+        wire.Result(
+            roi_id="r", worker="w", output=wire.EmbeddingOutput(3, 0.93, False),
+            hops=[("batch_wait", 1.5), ("stage0", 4.0)],
+        ),
+        wire.Result(roi_id="r", worker="w", output=wire.ClassifierOutput(("car", "bus"), (0.75, 0.25))),
+        wire.Result(roi_id="r", worker="w", output=wire.TextOutput("AB 12", 0.97)),
+        wire.Result(roi_id="r", worker="w"),
         wire.Drop(roi_id="r", reason="stale", where="broker-1"),
-        wire.Ready(worker="w", credits=64),
+        wire.Ready(worker="w", credits=64, recognizer="embedder"),
         wire.Heartbeat(sender="b"),
         wire.Bye(sender="w"),
     ],
@@ -35,6 +41,12 @@ def test_round_trip(header):
 def test_header_is_msgpack_with_kind_and_version():
     raw = msgspec.msgpack.decode(wire.encode(_roi()))
     assert raw["kind"] == "roi" and raw["v"] == wire.PROTOCOL_VERSION
+
+
+def test_a_result_carries_its_head_output_tagged_by_head_kind():
+    raw = msgspec.msgpack.decode(wire.encode(wire.Result(roi_id="r", worker="w", output=wire.TextOutput("K", 0.6))))
+    assert raw["output"] == {"head": "text", "text": "K", "text_score": 0.6}
+    assert [t.__struct_config__.tag for t in wire.HEAD_OUTPUTS] == ["embedding", "classifier", "text"]
 
 
 def _reason(frame: bytes) -> str:
@@ -57,9 +69,11 @@ def test_pickled_frame_is_rejected_without_unpickling():
     [
         (b"", "empty"),
         (b"\xc1garbage", "not_msgpack"),
-        (msgspec.msgpack.encode({"kind": "roi", "v": 1}), "bad_fields"),
-        (msgspec.msgpack.encode({"kind": "teleport", "v": 1}), "bad_fields"),
-        (msgspec.msgpack.encode({"kind": "ready", "v": 1, "worker": "w", "credits": "many"}), "bad_fields"),
+        (msgspec.msgpack.encode({"kind": "roi", "v": wire.PROTOCOL_VERSION}), "bad_fields"),
+        (msgspec.msgpack.encode({"kind": "teleport", "v": wire.PROTOCOL_VERSION}), "bad_fields"),
+        (msgspec.msgpack.encode(
+            {"kind": "ready", "v": wire.PROTOCOL_VERSION, "worker": "w", "credits": "many", "recognizer": "r"},
+        ), "bad_fields"),
         (msgspec.msgpack.encode({"kind": "ready", "v": 99, "worker": "w", "credits": 1}), "version"),
         (msgspec.msgpack.encode([1, 2, 3]), "bad_fields"),
         (b"\x91" + b"\x00" * (wire.MAX_HEADER_BYTES + 1), "too_large"),
@@ -67,6 +81,55 @@ def test_pickled_frame_is_rejected_without_unpickling():
 )
 def test_malformed_headers_are_rejected_with_a_reason(frame, reason):
     assert _reason(frame) == reason
+
+
+def _result(output, **fields) -> bytes:
+    """A result header as a hostile or foreign peer might write it: ``output`` and ``fields`` as given."""
+    return msgspec.msgpack.encode(
+        {"kind": "result", "v": wire.PROTOCOL_VERSION, "roi_id": "r", "worker": "w", "output": output, **fields}
+    )
+
+
+@pytest.mark.parametrize(
+    ("frame", "reason"),
+    [
+        (_result({"head": "segmenter", "mask": [1, 0]}), "bad_fields"),  # unknown head kind
+        (_result({"identity_id": 3, "similarity": 0.9, "enrolled": False}), "bad_fields"),  # no tag
+        (_result({"head": None, "text": "K", "text_score": 0.5}), "bad_fields"),
+        (_result({"head": 7, "text": "K", "text_score": 0.5}), "bad_fields"),
+        (_result({"head": "embedding", "identity_id": "7", "similarity": 0.9, "enrolled": False}), "bad_fields"),
+        (_result({"head": "embedding", "identity_id": 7, "similarity": 0.9}), "bad_fields"),  # missing field
+        (_result({"head": "text", "text": b"K", "text_score": 0.5}), "bad_fields"),
+        (_result({"head": "text", "text": "K", "text_score": "high"}), "bad_fields"),
+        (_result({"head": "classifier", "labels": ["car", "bus"], "label_scores": [0.9]}), "bad_fields"),
+        (_result({"head": "classifier", "labels": "car", "label_scores": [0.9]}), "bad_fields"),
+        (_result({"head": "classifier", "labels": [1], "label_scores": [0.9]}), "bad_fields"),
+        (_result([["embedding", 3, 0.9, False]]), "bad_fields"),  # an array, not a tagged map
+        (_result("text"), "bad_fields"),
+        (_result({"head": "text", "text": {"nested": "K"}, "text_score": 0.5}), "bad_fields"),
+        (msgspec.msgpack.encode(
+            {"kind": "result", "v": 1, "roi_id": "r", "worker": "w", "identity_id": 3, "head": "embedding"},
+        ), "version"),  # a worker of protocol 1 (every head's fields side by side)
+        (msgspec.msgpack.encode({"kind": "ready", "v": wire.PROTOCOL_VERSION, "worker": "w", "credits": 1}),
+         "bad_fields"),  # a worker naming no recognizer
+        (msgspec.msgpack.encode(
+            {"kind": "ready", "v": wire.PROTOCOL_VERSION, "worker": "w", "credits": 1, "recognizer": ""},
+        ), "bad_fields"),
+    ],
+)
+def test_hostile_head_outputs_are_malformed_not_crashes(frame, reason):
+    assert _reason(frame) == reason
+
+
+def test_a_valid_output_in_the_same_frame_decodes():
+    """The control for the hostile cases above: only their ``output`` makes them malformed."""
+    result = wire.decode(_result({"head": "text", "text": "K", "text_score": 0.5}))
+    assert result == wire.Result(roi_id="r", worker="w", output=wire.TextOutput("K", 0.5))
+
+
+def test_classifier_output_labels_and_scores_pair_up():
+    with pytest.raises(ValueError, match="2 labels but 1 label_scores"):
+        wire.ClassifierOutput(("car", "bus"), (0.9,))
 
 
 def test_split_message_checks_payload_count():

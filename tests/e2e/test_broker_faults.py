@@ -248,7 +248,7 @@ def _broker_stops_on_time_with_peers_gone(c: Cluster, crops: list[bytes]) -> Non
     worker.connect(c.endpoint("backend"))
     edge = Edge(c.endpoint("frontend"), crops)
     try:
-        worker.send(wire.encode(wire.Ready(worker="doomed-worker", credits=4)))
+        worker.send(wire.encode(wire.Ready(worker="doomed-worker", credits=4, recognizer="embed")))
         for i in range(8):
             edge.send(f"gone{i}", camera="cam-b")
         assert worker.poll(30_000), "the restarted broker dispatched nothing"

@@ -2,6 +2,14 @@
 
 import threading
 
+import msgspec
+import numpy as np
+import pytest
+
+from tests.edge.test_account import _pending
+from vcascade.core.wire import ClassifierOutput, EmbeddingOutput, Result, TextOutput
+from vcascade.edge.account import result_record, tracked_record
+from vcascade.edge.frames import Frame
 from vcascade.edge.identity_cache import IdentityCache
 
 
@@ -75,11 +83,6 @@ def test_writer_and_reader_threads():
 def test_a_text_result_is_cached_with_its_text_and_repeated_on_tracked_lines():
     """Regression: a text head's result line has no identity fields; it was counted as a bad record and its
     track's ``tracked`` lines never showed what was read."""
-    import numpy as np
-
-    from vcascade.edge.account import tracked_record
-    from vcascade.edge.frames import Frame
-
     cache = IdentityCache("e")
     cache.retain("cam", {4})
     cache.write({"status": "ok", "camera": "cam", "track_id": 4, "roi_id": "t", "stream_ts_ms": 40.0,
@@ -89,3 +92,24 @@ def test_a_text_result_is_cached_with_its_text_and_repeated_on_tracked_lines():
     frame = Frame("cam", 2, np.zeros((4, 4, 3), np.uint8), 80.0, 0.0, 0.0)
     line = tracked_record(frame, (0.0, 0.0, 2.0, 2.0), 2, 0.8, 4, got, "car")
     assert line["text"] == "KA 123" and line["identity_roi_id"] == "t" and line["status"] == "tracked"
+
+
+@pytest.mark.parametrize(("output", "identity"), [
+    (EmbeddingOutput(5, 0.91, False), (5, 0.91)),
+    (ClassifierOutput(("car", "bus"), (0.75, 0.25)), (-1, 0.0)),
+    (TextOutput("KA 123", 0.93), (-1, 0.0)),
+])
+def test_tracked_lines_repeat_the_head_fields_of_their_tracks_result_line(output, identity):
+    """Whatever the head: the result line's head fields come back on the track's ``tracked`` lines, with
+    ``identity_id``/``similarity`` always there (-1/0.0 when the head gives no identity)."""
+    pending = _pending()
+    pending.roi = msgspec.structs.replace(pending.roi, track_id=4)
+    record = result_record(pending, Result(roi_id=pending.roi_id, worker="w", output=output, hops=[]), 100.1)
+    cache = IdentityCache("e")
+    cache.retain("cam", {4})
+    cache.write(record)
+    frame = Frame("cam", 9, np.zeros((4, 4, 3), np.uint8), 360.0, 0.0, 0.0)
+    line = tracked_record(frame, (0.0, 0.0, 2.0, 2.0), 2, 0.8, 4, cache.get("cam", 4))
+    head_keys = set(output.__struct_fields__)
+    assert {key: line[key] for key in head_keys} == {key: record[key] for key in head_keys}
+    assert (line["identity_id"], line["similarity"], line["identity_roi_id"]) == (*identity, pending.roi_id)

@@ -58,7 +58,7 @@ class Peer:
 
     def answer(self, roi: wire.Roi, identity: bytes, drop: str | None = None) -> None:
         msg = wire.Drop(roi_id=roi.roi_id, reason=drop, where=self.name) if drop else wire.Result(
-            roi_id=roi.roi_id, worker="w", identity_id=1, similarity=1.0
+            roi_id=roi.roi_id, worker="w", output=wire.EmbeddingOutput(1, 1.0, False)
         )
         self.sock.send_multipart([identity, wire.encode(msg)])
 

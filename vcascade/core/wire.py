@@ -10,6 +10,9 @@ A message on any vcascade socket is a ZeroMQ multipart message::
   ``reason`` that the receiver counts in its ``*_malformed_messages_total{reason}`` metric before dropping
   the message. Nothing here ever unpickles: pickle on a socket is remote code execution.
 * ``payload`` frames are raw bytes (a JPEG crop for ``roi``), never re-encoded.
+* A ``result`` carries one typed head output (:data:`HeadOutput`), itself tagged by its ``head`` field
+  (``embedding``, ``classifier``, ``text``: the recognizer's ``head.type``); an unknown tag or a wrongly typed
+  field is ``bad_fields`` like any other.
 
 Routing: edges and workers talk only to brokers. The broker remembers, per ROI id, which edge sent it and
 which worker holds it, so workers need no routing frames and results find their way back by ``roi_id``.
@@ -20,12 +23,14 @@ monotonic clock, so no clock synchronisation between hosts is needed (see DESIGN
 
 from __future__ import annotations
 
-from typing import Union
+from typing import Annotated, Union
 
 import msgspec
 
-PROTOCOL_VERSION = 1
-"""Bumped on any incompatible header change; a peer speaking another version is dropped as malformed."""
+PROTOCOL_VERSION = 2
+"""Bumped on any incompatible header change; a peer speaking another version is dropped as malformed.
+2: ``Result`` carries one typed ``output`` per head kind instead of every head's fields side by side, and
+``Ready`` must name its recognizer."""
 
 MAX_HEADER_BYTES = 64 * 1024
 """Headers above this size are rejected before decoding (a header is a few hundred bytes in practice)."""
@@ -57,7 +62,8 @@ class Roi(_Header, tag="roi"):
         attempt: 0 for the first send, incremented on each retry.
         track_id: the edge tracker's id of the detection's track on its camera, ``-1`` when untracked.
         recognizer: name of the recognizer this ROI is for (``recognizers`` key); brokers dispatch it only to
-            workers announcing that recognizer. ``""``: any worker (messages from before routing).
+            workers announcing that recognizer. ``""``: any worker (a camera without routes whose edge's
+            brokers serve several recognizers, :meth:`vcascade.core.schema.Deployment.routes_of`).
     """
 
     roi_id: str
@@ -76,37 +82,85 @@ class Roi(_Header, tag="roi"):
     recognizer: str = ""
 
 
+class _HeadOutputBase(msgspec.Struct, tag_field="head", frozen=True):
+    """What one recognition head answered for one ROI, tagged by ``head`` (the head's config ``type``).
+
+    The edge writes an output's fields as top-level keys of the ROI's result line, by their names, so field
+    names are the line's keys and must not collide with the line's other keys (``roi_id``, ``camera``, ...).
+    The structs live here, not with the heads (``vcascade.center.heads``), because every receiver of a
+    ``Result`` (broker, edge) decodes and validates them and must not import the center.
+    """
+
+
+class EmbeddingOutput(_HeadOutputBase, tag="embedding"):
+    """The embedding head's answer: a gallery identity (re-identification across cameras).
+
+    Attributes:
+        identity_id: the gallery identity matched or enrolled, >= 0.
+        similarity: cosine similarity to that identity, -1..1 (1.0 for a newly enrolled identity).
+        enrolled: True when the embedding enrolled a new identity instead of matching one.
+    """
+
+    identity_id: int
+    similarity: float
+    enrolled: bool
+
+
+class ClassifierOutput(_HeadOutputBase, tag="classifier"):
+    """The classifier head's answer: the top-k labels, best first.
+
+    Attributes:
+        labels: the top-k class names, best first.
+        label_scores: their scores (probabilities when the head applies a softmax), 0..1, same length and
+            order as ``labels``.
+
+    Raises:
+        ValueError: ``labels`` and ``label_scores`` differ in length (on decoding: ``bad_fields``).
+    """
+
+    labels: tuple[str, ...]
+    label_scores: tuple[float, ...]
+
+    def __post_init__(self) -> None:
+        if len(self.labels) != len(self.label_scores):
+            raise ValueError(f"{len(self.labels)} labels but {len(self.label_scores)} label_scores")
+
+
+class TextOutput(_HeadOutputBase, tag="text"):
+    """The text head's answer (CTC text recognition).
+
+    Attributes:
+        text: the decoded text; ``''`` when nothing was read or its score is under the head's ``min_score``.
+        text_score: mean max-probability of the decoded characters' time steps, 0..1 (0.0 for no text).
+    """
+
+    text: str
+    text_score: float
+
+
+HEAD_OUTPUTS = (EmbeddingOutput, ClassifierOutput, TextOutput)
+"""Every head output type; a new head kind adds its output struct here (and its head to
+``vcascade.center.heads.HEADS`` under the same tag)."""
+
+HeadOutput = Union[HEAD_OUTPUTS]
+"""One of :data:`HEAD_OUTPUTS`, told apart by its ``head`` tag."""
+
+
 class Result(_Header, tag="result"):
     """The recognition result for one ROI, from a worker back through the broker to the edge. No payload.
 
     Attributes:
         roi_id: the id of the ROI this answers.
         worker: name of the worker that computed it.
-        identity_id: gallery identity (embedding head); ``-1`` when the head is not an embedding head.
-        similarity: cosine similarity to the matched identity, -1..1 (1.0 for a newly enrolled identity).
-        enrolled: True when the embedding enrolled a new identity instead of matching one.
+        output: what the recognizer's head answered (one of :data:`HEAD_OUTPUTS`); None: an answer without
+            a head output (load generators such as ``scripts/bench_broker.py``).
         hops: latency account appended by the worker and the broker, in order, durations in ms.
-        labels: classifier head: the top-k class names, best first; empty for other heads.
-        label_scores: classifier head: their scores (probabilities when the head applies a softmax), 0..1,
-            same length and order as ``labels``.
-        text: text head: the decoded text ('' for other heads, no text, or a score under the head's
-            ``min_score``).
-        text_score: text head: mean max-probability of the decoded characters' time steps, 0..1 (0.0 otherwise).
-        head: the kind of head that made it (``embedding``, ``classifier``, ``text``), so that the edge writes
-            that head's fields; ``""`` from workers that predate the heads registry (read as ``embedding``).
     """
 
     roi_id: str
     worker: str
-    identity_id: int = -1
-    similarity: float = 0.0
-    enrolled: bool = False
+    output: HeadOutput | None = None
     hops: list[Hop] = msgspec.field(default_factory=list)
-    labels: list[str] = msgspec.field(default_factory=list)
-    label_scores: list[float] = msgspec.field(default_factory=list)
-    text: str = ""
-    text_score: float = 0.0
-    head: str = ""
 
 
 class Drop(_Header, tag="drop"):
@@ -126,13 +180,13 @@ class Drop(_Header, tag="drop"):
 class Ready(_Header, tag="ready"):
     """A worker announces itself and its credits: how many ROIs it can hold in flight at once.
 
-    ``recognizer`` names the recognizer it runs (``recognizers`` key); ``""``: unnamed (before routing), such
-    a worker is given only ROIs without a recognizer.
+    ``recognizer`` names the recognizer it runs (``recognizers`` key, never empty); the broker gives it only
+    ROIs for that recognizer or for any (``Roi.recognizer`` ``""``).
     """
 
     worker: str
     credits: int
-    recognizer: str = ""
+    recognizer: Annotated[str, msgspec.Meta(min_length=1)]
 
 
 class Heartbeat(_Header, tag="heartbeat"):
@@ -148,6 +202,7 @@ class Bye(_Header, tag="bye"):
 
 
 Message = Union[Roi, Result, Drop, Ready, Heartbeat, Bye]
+
 
 class _VersionProbe(msgspec.Struct):
     v: int
