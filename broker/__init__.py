@@ -3,7 +3,6 @@
 * :mod:`vcascade.broker.dispatch` — the pure policy (:class:`Dispatcher`), no sockets, no clock.
 * :mod:`vcascade.broker.queues` — the per-(recognizer, camera) FIFO queues in round-robin order (:class:`RoiQueues`).
 * :mod:`vcascade.broker.server` — the ZeroMQ ROUTER/ROUTER loop (:func:`run_broker`); :mod:`vcascade.broker.bind` its sockets.
-* :mod:`vcascade.broker.peers` — the bounded table of recently heard edges (heartbeat targets).
 * :mod:`vcascade.broker.books` — what is kept per ROI and counted per run; deadline and hop arithmetic.
 * :mod:`vcascade.broker.metrics` — ``vcascade_broker_*`` Prometheus metrics.
 """
@@ -18,6 +17,6 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "WorkerLimit": ".dispatch",
     "RoiQueues": ".queues",
     "DRAIN_TIMEOUT_S": ".server",
-    "WORKER_TIMEOUT_S": ".server",
+    "WORKER_TIMEOUT_S": ".dispatch",
     "run_broker": ".server",
 })

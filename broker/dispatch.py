@@ -23,8 +23,8 @@ Policy (DESIGN.md "Load balancing and reliability"):
   least recently used worker.
 * **Deadlines**: an ROI with ``ttl_ms > 0`` that waited longer than ``ttl_ms`` is stale; stale heads are set
   aside when dispatching and :meth:`Dispatcher.stale` sweeps every queue.
-* **Liveness**: a worker not seen for ``timeout_s`` is expired; its in-flight ROIs are handed back to the
-  caller so every ROI is answered exactly once.
+* **Liveness**: a worker silent for ``worker_timeout_s`` (:class:`vcascade.core.liveness.PeerLiveness`) is
+  expired; its in-flight ROIs are handed back to the caller so every ROI is answered exactly once.
 * **Re-dispatch, bounded**: the caller hands a lost worker's ROIs to :meth:`Dispatcher.requeue`; each goes
   back to the *head* of its queue (it is older than anything queued behind it; same recognizer) until it has been
   dispatched ``max_attempts`` times, after which it is returned to the caller to be dropped (``worker_lost``).
@@ -43,9 +43,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from vcascade.broker.queues import RoiQueues
+from vcascade.core.liveness import PeerLiveness
 
 MAX_WORKERS = 1024
 """Default bound on registered workers (a rogue peer sending Ready from many identities cannot grow memory)."""
+
+WORKER_TIMEOUT_S = 3.0
+"""Default liveness window, s: ``HeartbeatConfig`` defaults (3 missed 1-s heartbeats; Paranoid Pirate, ZeroMQ
+Guide ch. 4). The broker passes ``liveness * interval_s`` of the deployment unless told otherwise."""
 
 TAKEN_MEMORY = 65_536
 """Re-dispatched ROI ids remembered (oldest forgotten first) to tell a late answer from an unknown one."""
@@ -98,7 +103,6 @@ class InFlight:
 @dataclass(slots=True)
 class _Worker:
     credits: int
-    last_seen_s: float
     recognizer: str = ""
     last_used: int = 0  # dispatch counter value of its last assignment; 0 = never used (least recent)
     in_flight: set[str] = field(default_factory=set)
@@ -130,15 +134,17 @@ class Dispatcher:
         queue_max: ROIs that may wait at most (all cameras together), >= 1.
         max_workers: workers that may be registered at once, >= 1.
         max_attempts: dispatches of one ROI at most (``BrokerConfig.max_attempts``), >= 1.
+        worker_timeout_s: a worker silent for longer is expired by :meth:`expire_workers`, seconds (> 0).
 
     Raises:
-        ValueError: a bound below 1.
+        ValueError: a bound below 1, or ``worker_timeout_s <= 0``.
     """
 
-    def __init__(self, queue_max: int, max_workers: int = MAX_WORKERS, max_attempts: int = 2) -> None:
-        if queue_max < 1 or max_workers < 1 or max_attempts < 1:
+    def __init__(self, queue_max: int, max_workers: int = MAX_WORKERS, max_attempts: int = 2,
+                 worker_timeout_s: float = WORKER_TIMEOUT_S) -> None:  # fmt: skip
+        if queue_max < 1 or max_workers < 1 or max_attempts < 1 or worker_timeout_s <= 0:
             bounds = f"queue_max={queue_max}, max_workers={max_workers}, max_attempts={max_attempts}"
-            raise ValueError(f"{bounds}: each must be >= 1")
+            raise ValueError(f"{bounds}: each must be >= 1; worker_timeout_s={worker_timeout_s} must be > 0")
         self.queue_max = queue_max
         self.max_workers = max_workers
         self.max_attempts = max_attempts
@@ -146,6 +152,7 @@ class Dispatcher:
         self._queues = RoiQueues()
         self._seq = 0
         self._workers: dict[Hashable, _Worker] = {}
+        self._heard: PeerLiveness[Hashable] = PeerLiveness(worker_timeout_s, max_workers)  # registered workers only
         self._in_flight: dict[str, InFlight] = {}
         self._dispatches = 0
 
@@ -269,12 +276,13 @@ class Dispatcher:
         if state is not None:
             if state.recognizer != recognizer:
                 raise RecognizerChanged(f"worker {worker!r} runs {state.recognizer!r}, announced {recognizer!r}")
-            state.credits, state.last_seen_s = credits, now_s
-            return False
-        if len(self._workers) >= self.max_workers:
+            state.credits = credits
+        elif len(self._workers) >= self.max_workers:
             raise WorkerLimit(f"{len(self._workers)} workers registered (max {self.max_workers})")
-        self._workers[worker] = _Worker(credits=credits, last_seen_s=now_s, recognizer=recognizer)
-        return True
+        else:
+            self._workers[worker] = _Worker(credits=credits, recognizer=recognizer)
+        self._heard.heard(worker, now_s)
+        return state is None
 
     def recognizer(self, worker: Hashable) -> str | None:
         """The recognizer the worker registered with, or None when it is not registered."""
@@ -301,10 +309,9 @@ class Dispatcher:
 
     def worker_seen(self, worker: Hashable, now_s: float) -> bool:
         """Mark a registered worker alive at ``now_s`` (any message from it). Returns False if unknown."""
-        state = self._workers.get(worker)
-        if state is None:
+        if worker not in self._workers:
             return False
-        state.last_seen_s = now_s
+        self._heard.heard(worker, now_s)
         return True
 
     def worker_gone(self, worker: Hashable) -> list[InFlight]:
@@ -312,16 +319,17 @@ class Dispatcher:
         state = self._workers.pop(worker, None)
         if state is None:
             return []
+        self._heard.forget(worker)
         return [self._in_flight.pop(roi_id) for roi_id in sorted(state.in_flight)]
 
-    def expire_workers(self, now_s: float, timeout_s: float) -> list[tuple[Hashable, list[InFlight]]]:
-        """Unregister every worker not seen for more than ``timeout_s`` seconds at ``now_s``.
+    def expire_workers(self, now_s: float) -> list[tuple[Hashable, list[InFlight]]]:
+        """Unregister every worker not seen for more than ``worker_timeout_s`` seconds at ``now_s``.
 
         Returns:
-            ``(worker, its in-flight ROIs)`` for each expired worker.
+            ``(worker, its in-flight ROIs)`` for each expired worker, in registration order.
         """
-        silent = [w for w, state in self._workers.items() if now_s - state.last_seen_s > timeout_s]
-        return [(worker, self.worker_gone(worker)) for worker in silent]
+        silent = set(self._heard.expired(now_s))
+        return [(worker, self.worker_gone(worker)) for worker in list(self._workers) if worker in silent]
 
     # ------------------------------------------------------------------ dispatch
 

@@ -10,8 +10,9 @@ answered with a ``Drop`` so the edge's books balance (DESIGN.md "Wire protocol",
 Bad input is counted in ``vcascade_broker_malformed_messages_total`` and dropped; nothing a peer sends can
 crash the loop.
 
-Liveness (Paranoid Pirate; DESIGN.md "Load balancing and reliability"): heartbeats to workers and recent edges;
-a lost worker's ROIs are re-queued up to ``max_attempts`` dispatches, its late answers counted, never forwarded.
+Liveness (Paranoid Pirate; DESIGN.md "Load balancing and reliability"): heartbeats to workers and recent edges
+(who is silent: :class:`vcascade.core.liveness.PeerLiveness`); a lost worker's ROIs are re-queued up to
+``max_attempts`` dispatches, its late answers counted, never forwarded.
 """
 
 from __future__ import annotations
@@ -28,19 +29,16 @@ from vcascade.broker.bind import broker_sockets
 from vcascade.broker.books import Envelope, Stats, broker_hops, ms, remaining_ttl_ms, send_failure_reason
 from vcascade.broker.dispatch import Dispatcher, InFlight, Pending, RecognizerChanged, WorkerLimit
 from vcascade.broker.metrics import BrokerMetrics
-from vcascade.broker.peers import EdgeTable
 from vcascade.core import wire
 from vcascade.core.config import Deployment, HeartbeatConfig
 from vcascade.core.health import READINESS
+from vcascade.core.liveness import PeerLiveness
 from vcascade.core.security import start_authenticator
+from vcascade.core.sockets import waiting_messages
 from vcascade.core.stop import StopFlag
 from vcascade.core.telemetry import serve_metrics
 
 log = logging.getLogger(__name__)
-
-WORKER_TIMEOUT_S = 3.0
-"""Default liveness window, s: ``HeartbeatConfig`` defaults (3 missed 1-s heartbeats; Paranoid Pirate, ZeroMQ
-Guide ch. 4). The broker uses ``liveness * interval_s`` of the deployment unless told otherwise."""
 
 DRAIN_TIMEOUT_S = 2.0
 """At shutdown, how long in-flight ROIs may still come back before they are answered with Drop ``shutdown``."""
@@ -48,8 +46,10 @@ DRAIN_TIMEOUT_S = 2.0
 POLL_MS = 100
 """Poll timeout, ms: the longest the loop goes without checking stop, worker expiry and deadlines."""
 
-RECV_BATCH = 256
-"""Messages taken from one socket per poll round, so neither side starves the other."""
+MAX_EDGES = 4096
+"""Edges remembered at most (heartbeat targets); the least recently heard is forgotten first (a peer cycling
+identities cannot grow memory). A forgotten edge still gets its answers (they carry its routing id), only no
+heartbeats until its next message."""
 
 REPORT_EVERY_S = 1.0
 """Interval of the ``report`` callback, seconds."""
@@ -97,10 +97,10 @@ def run_broker(
         frontend.bind(cfg.endpoint("frontend", bind=True))
         backend.bind(cfg.endpoint("backend", bind=True))
         log.info("broker %s: edges on %s, workers on %s", name, cfg.endpoint("frontend"), cfg.endpoint("backend"))
-        dispatcher = Dispatcher(cfg.queue_max, max_attempts=cfg.max_attempts)
+        dispatcher = Dispatcher(cfg.queue_max, max_attempts=cfg.max_attempts, worker_timeout_s=window_s)
         READINESS.set(f"broker:{name}:bound", True)
         READINESS.add_check(f"broker:{name}:workers", lambda: (dispatcher.workers > 0, "no worker registered"))
-        loop = _BrokerLoop(name, frontend, backend, dispatcher, window_s, beat, report)
+        loop = _BrokerLoop(name, frontend, backend, dispatcher, beat, report)
         loop.serve(stop)
         loop.shutdown(drain_timeout_s)
     finally:
@@ -120,16 +120,14 @@ class _BrokerLoop:
         frontend: zmq.Socket,
         backend: zmq.Socket,
         dispatcher: Dispatcher,
-        worker_timeout_s: float,
         heartbeat: HeartbeatConfig,
         report: Callable[[dict], None] | None,
     ) -> None:
         self.name = name
         self.frontend, self.backend = frontend, backend
         self.dispatcher = dispatcher
-        self.worker_timeout_s = worker_timeout_s
         self.heartbeat_interval_s = heartbeat.interval_s
-        self.edges = EdgeTable(heartbeat.liveness * heartbeat.interval_s)
+        self.edges: PeerLiveness[bytes] = PeerLiveness(heartbeat.liveness * heartbeat.interval_s, MAX_EDGES)
         self._heartbeat = wire.encode(wire.Heartbeat(sender=name))
         self._last_heartbeat_s = 0.0
         self.report = report
@@ -169,17 +167,11 @@ class _BrokerLoop:
     def _poll_round(self, timeout_ms: int) -> None:
         events = dict(self.poller.poll(timeout_ms))
         if self.backend in events:  # answers first: they free credit for the ROIs that follow
-            self._drain_socket(self.backend, self._on_backend)
+            for frames in waiting_messages(self.backend, copy=False):  # RECV_BATCH at most: neither side starves
+                self._on_backend(frames)
         if self.frontend in events:
-            self._drain_socket(self.frontend, self._on_frontend)
-
-    def _drain_socket(self, sock: zmq.Socket, handle: Callable[[list[zmq.Frame]], None]) -> None:
-        for _ in range(RECV_BATCH):
-            try:
-                frames = sock.recv_multipart(zmq.NOBLOCK, copy=False)
-            except zmq.Again:
-                return
-            handle(frames)
+            for frames in waiting_messages(self.frontend, copy=False):
+                self._on_frontend(frames)
 
     def _housekeeping(self) -> None:
         """Every ``POLL_MS`` at most: expire silent workers, drop stale ROIs, report every second."""
@@ -206,7 +198,7 @@ class _BrokerLoop:
         if isinstance(header, wire.Bye):
             self.edges.forget(edge)  # its ROIs are still answered: answers route by the id they carry
             return
-        self.edges.seen(edge, now_s)  # any message proves the edge alive
+        self.edges.heard(edge, now_s)  # any message proves the edge alive
         if isinstance(header, wire.Heartbeat):
             return
         if not isinstance(header, wire.Roi):
@@ -320,7 +312,7 @@ class _BrokerLoop:
         self.metrics.queue_seconds.observe(flight.dispatched_s - flight.pending.received_s)
 
     def _expire_workers(self, now_s: float) -> None:
-        for worker, flights in self.dispatcher.expire_workers(now_s, self.worker_timeout_s):
+        for worker, flights in self.dispatcher.expire_workers(now_s):
             self._forget(worker, flights, "silent")
 
     def _worker_lost(self, worker: bytes, why: str) -> None:
@@ -357,7 +349,8 @@ class _BrokerLoop:
         for worker in list(self.worker_names):
             if not self._send_heartbeat(self.backend, "backend", worker):
                 self._worker_lost(worker, "unreachable")
-        for edge in self.edges.live(now_s):
+        self.edges.expired(now_s)  # silent edges are no longer heartbeated
+        for edge in self.edges:
             if not self._send_heartbeat(self.frontend, "frontend", edge):
                 self.edges.forget(edge)
 

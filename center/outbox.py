@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import itertools
 import threading
+from collections.abc import Iterator
 
 import zmq
 
-from vcascade.core.sockets import make_socket
+from vcascade.core.sockets import make_socket, waiting_messages
 
 _counter = itertools.count()
 
@@ -21,7 +22,7 @@ class Outbox:
     """Thread-local PUSH sockets feeding one PULL socket read by the IO thread.
 
     Create it in the IO thread (it binds the PULL socket there); call :meth:`send` from any thread; the IO
-    thread reads with :meth:`recv` and, once every sending thread has ended, calls :meth:`close`.
+    thread reads with :meth:`waiting` and, once every sending thread has ended, calls :meth:`close`.
     """
 
     def __init__(self, ctx: zmq.Context) -> None:
@@ -44,13 +45,11 @@ class Outbox:
                 self._pushes.append(push)
         push.send_multipart([str(broker).encode(), header])
 
-    def recv(self) -> tuple[int, bytes] | None:
-        """IO thread: one queued ``(broker index, header)`` without blocking, or None when empty."""
-        try:
-            broker, header = self.pull.recv_multipart(zmq.NOBLOCK)
-        except zmq.Again:
-            return None
-        return int(broker), header
+    def waiting(self) -> Iterator[tuple[int, bytes]]:
+        """IO thread: the queued ``(broker index, header)`` pairs, without blocking, ``RECV_BATCH`` at most per
+        call (the rest stay queued and keep :attr:`pull` readable for the next poll)."""
+        for broker, header in waiting_messages(self.pull):
+            yield int(broker), header
 
     def close(self) -> None:
         """IO thread, after every sender thread has ended: close the PUSH sockets and the PULL socket."""

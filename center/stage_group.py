@@ -30,7 +30,7 @@ from vcascade.center.stage_link import decode_message, encode_message
 from vcascade.center.stages import StageEngine
 from vcascade.core.config import Deployment, RecognizerConfig
 from vcascade.core.security import secure_server, start_authenticator
-from vcascade.core.sockets import make_socket
+from vcascade.core.sockets import make_socket, waiting_messages
 from vcascade.core.stop import StopFlag
 from vcascade.core.telemetry import serve_metrics
 from vcascade.core.threads import set_process_threads, stage_threads_of
@@ -159,11 +159,7 @@ class _Group:
             push.close()
 
     def _receive_all(self, router: zmq.Socket) -> None:
-        while True:
-            try:
-                frames = router.recv_multipart(zmq.NOBLOCK, copy=False)
-            except zmq.Again:
-                return
+        for frames in waiting_messages(router, copy=False):  # RECV_BATCH at most: answers go out in between
             self._on_message(frames)
 
     def _on_message(self, frames: list[zmq.Frame]) -> None:
@@ -203,12 +199,8 @@ class _Group:
 
 
 def _forward_all(pull: zmq.Socket, router: zmq.Socket) -> None:
-    """Send every queued answer to its worker (a worker gone meanwhile: counted by ZeroMQ, dropped here)."""
-    while True:
-        try:
-            frames = pull.recv_multipart(zmq.NOBLOCK, copy=False)
-        except zmq.Again:
-            return
+    """Send the queued answers (``RECV_BATCH`` at most) to their workers (a worker gone meanwhile: dropped)."""
+    for frames in waiting_messages(pull, copy=False):
         try:
             router.send_multipart(frames, zmq.NOBLOCK, copy=False)
         except zmq.ZMQError:  # EHOSTUNREACH (ROUTER_MANDATORY): that worker's connection is gone

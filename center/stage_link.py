@@ -34,7 +34,7 @@ import numpy as np
 import torch
 import zmq
 
-from vcascade.core.sockets import make_socket
+from vcascade.core.sockets import make_socket, waiting_messages
 from vcascade.core.wire import MAX_HEADER_BYTES, MalformedMessage
 
 LINK_VERSION = 1
@@ -319,11 +319,7 @@ class RemoteStages:
 
     def _forward(self, dealer) -> None:
         """Send what the stage thread queued, after what is still waiting for a connection (in order)."""
-        while True:
-            try:
-                frames = self._pull.recv_multipart(zmq.NOBLOCK, copy=False)
-            except zmq.Again:
-                break
+        for frames in waiting_messages(self._pull, copy=False):
             self._unsent.append((_decode_header(frames[0].buffer).seq, frames, time.monotonic()))
         self._send_unsent(dealer)
 
@@ -343,11 +339,9 @@ class RemoteStages:
             self._unsent.popleft()
 
     def _receive(self, dealer, heard_s: float) -> float:
-        while True:
-            try:
-                frames = dealer.recv_multipart(zmq.NOBLOCK, copy=False)
-            except zmq.Again:
-                return heard_s
+        """Resolve the answers waiting on ``dealer`` (``RECV_BATCH`` at most); returns when the group was last
+        heard from, ``time.monotonic()`` s."""
+        for frames in waiting_messages(dealer, copy=False):
             heard_s = time.monotonic()
             try:
                 header, tensors = decode_message(frames)
@@ -358,6 +352,7 @@ class RemoteStages:
                 self._resolve(header.seq, error=RemoteStageError(header.error))
             else:
                 self._resolve(header.seq, tensors=tensors, compute_s=header.compute_s)
+        return heard_s
 
     def _resolve(self, seq: int, tensors=None, compute_s=(), error: BaseException | None = None) -> None:
         with self._cond:

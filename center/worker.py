@@ -48,8 +48,9 @@ from vcascade.center.transfer import prepare_batch
 from vcascade.core import wire
 from vcascade.core.config import Deployment
 from vcascade.core.health import READINESS
+from vcascade.core.liveness import PeerLiveness
 from vcascade.core.security import secure_client, watch_auth_failures
-from vcascade.core.sockets import make_socket
+from vcascade.core.sockets import make_socket, waiting_messages
 from vcascade.core.stop import StopFlag
 from vcascade.core.telemetry import serve_metrics
 from vcascade.core.threads import set_process_threads, stage_threads_of
@@ -60,8 +61,6 @@ REPORT_INTERVAL_S = 1.0
 """Period of the ``report`` snapshot, s."""
 POLL_MS = 50
 """IO thread poll timeout, ms: bounds how late a stop or a periodic message can be."""
-MAX_RECV_PER_POLL = 1000
-"""Messages read from one broker socket per poll, at most, so a flood cannot starve Ready and results."""
 MAX_RECONNECT_WAIT_S = 30.0
 """Longest wait between two reconnects to a silent broker, s: the wait starts at the liveness window and doubles
 after each attempt (Paranoid Pirate's back-off, ZeroMQ Guide ch. 4), and is reset by any message."""
@@ -120,9 +119,9 @@ class _Worker:
         self.ready_interval_s = deployment.heartbeat.interval_s
         self.liveness_s = deployment.heartbeat.liveness * deployment.heartbeat.interval_s
         self.identity = f"{name}-{socket.gethostname()}-{os.getpid()}"  # replicas of one name (containers: pid 1)
-        self.last_heard_s = [0.0] * len(self.endpoints)  # per broker socket, time.monotonic()
+        self.broker_liveness = PeerLiveness(self.liveness_s, len(self.endpoints))  # broker index: last message
+        self.connected_s = [0.0] * len(self.endpoints)  # per broker socket: its (re)connect, time.monotonic()
         self.reconnect_wait_s = [self.liveness_s] * len(self.endpoints)  # per broker socket, back-off
-        self.heard_s: list[float | None] = [None] * len(self.endpoints)  # per broker, last message (readiness)
         self.telemetry = WorkerTelemetry(name)
         self.spec = PreprocessSpec.from_config(recognizer)
         self.first_device = cfg.devices[0]
@@ -148,7 +147,7 @@ class _Worker:
     def brokers_alive(self) -> tuple[bool, str]:
         """Readiness: at least one broker sent a message within the heartbeat liveness window (any thread)."""
         now = time.monotonic()
-        alive = any(h is not None and now - h <= self.liveness_s for h in self.heard_s)
+        alive = any(self.broker_liveness.alive(index, now) for index in range(len(self.endpoints)))
         return alive, "" if alive else f"no broker heard within {self.liveness_s:g} s"
 
     def _remote_stages(self, deployment: Deployment) -> RemoteStages:
@@ -171,7 +170,6 @@ class _Worker:
         poller = zmq.Poller()
         for sock in [*dealers, self.outbox.pull]:
             poller.register(sock, zmq.POLLIN)
-        self.last_heard_s = [time.monotonic()] * len(dealers)
         batcher_thread = threading.Thread(target=self._batcher_loop, name="batcher", daemon=True)
         self.engine.start()
         batcher_thread.start()
@@ -184,7 +182,9 @@ class _Worker:
             report(self.telemetry.snapshot(final=True))
 
     def _connect(self, ctx: zmq.Context, index: int) -> zmq.Socket:
-        """A DEALER to broker ``index`` (CurveZMQ client pinned to that broker's key when curve is enabled)."""
+        """A DEALER to broker ``index`` (CurveZMQ client pinned to that broker's key when curve is enabled); the
+        reconnect back-off counts from now."""
+        self.connected_s[index] = time.monotonic()
         sock = make_socket(ctx, zmq.DEALER, identity=self.identity)
         secure_client(sock, self.security, self.name, self.broker_names[index])
         if self.security.curve.enabled:
@@ -210,20 +210,21 @@ class _Worker:
             self.telemetry.queue_depths({"batcher": self.inbox.qsize(), **self.engine.queue_depths()})
 
     def _reconnect_silent(self, dealers: list[zmq.Socket], poller: zmq.Poller, now: float) -> None:
-        """Replace the DEALER of every broker silent for the liveness window, then announce us on it."""
-        for index, heard_s in enumerate(self.last_heard_s):
+        """Replace the DEALER of every broker silent for the liveness window, then announce us on it; while it
+        stays silent, the next attempt comes ``reconnect_wait_s`` (doubled each time) after the last one."""
+        for index in range(len(dealers)):
             wait_s = self.reconnect_wait_s[index]
-            if now - heard_s <= wait_s:
+            if self.broker_liveness.alive(index, now) or now - self.connected_s[index] <= wait_s:
                 continue
+            quiet_since_s = max(self.connected_s[index], self.broker_liveness.last_heard_s(index) or 0.0)
             level = logging.WARNING if wait_s == self.liveness_s else logging.DEBUG  # once per outage
             log.log(level, "worker %s: broker %s silent for %.1f s, reconnecting", self.name,
-                    self.endpoints[index], now - heard_s)  # fmt: skip
+                    self.endpoints[index], now - quiet_since_s)  # fmt: skip
             self.reconnect_wait_s[index] = min(MAX_RECONNECT_WAIT_S, 2 * wait_s)
             poller.unregister(dealers[index])
             dealers[index].close()  # LINGER bounds what is still queued for the dead link
-            dealers[index] = self._connect(zmq.Context.instance(), index)
+            dealers[index] = self._connect(zmq.Context.instance(), index)  # the next attempt counts from here
             poller.register(dealers[index], zmq.POLLIN)
-            self.last_heard_s[index] = now  # the next attempt after the (doubled) wait
             self.telemetry.reconnected()
             self._send(dealers[index], wire.encode(self._ready()))
 
@@ -255,23 +256,17 @@ class _Worker:
         for index, sock in enumerate(dealers):
             if sock in events:
                 self._receive_all(index, sock, accept)
-        while (message := self.outbox.recv()) is not None:
-            broker, header = message
+        for broker, header in self.outbox.waiting():
             self._send(dealers[broker], header)
 
     def _receive_all(self, broker: int, sock: zmq.Socket, accept: bool) -> None:
-        for _ in range(MAX_RECV_PER_POLL):
-            try:
-                frames = sock.recv_multipart(zmq.NOBLOCK)
-            except zmq.Again:
-                return
+        for frames in waiting_messages(sock):  # RECV_BATCH at most: a flood cannot starve Ready and results
             self._on_message(broker, frames, accept, sock)
 
     def _on_message(self, broker: int, frames: list[bytes], accept: bool, sock: zmq.Socket) -> None:
         received = time.perf_counter()
-        self.last_heard_s[broker] = time.monotonic()  # any message proves the broker alive
-        self.heard_s[broker] = self.last_heard_s[broker]
-        self.reconnect_wait_s[broker] = self.liveness_s
+        self.broker_liveness.heard(broker, time.monotonic())  # any message proves the broker alive
+        self.reconnect_wait_s[broker] = self.liveness_s  # and resets the reconnect back-off
         try:
             _, header, payload = wire.split_message(frames, 0)
         except wire.MalformedMessage as exc:

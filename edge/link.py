@@ -30,6 +30,7 @@ import zmq
 
 from vcascade.core import wire
 from vcascade.core.config import Deployment
+from vcascade.core.sockets import waiting_messages
 from vcascade.edge import metrics
 from vcascade.edge.account import PendingRoi, drop_record, result_record
 from vcascade.edge.link_sockets import broker_socket, close_broker_socket, disconnected
@@ -97,10 +98,10 @@ class BrokerLink(threading.Thread):
         with self._lock:
             return {
                 s.name: {
-                    "up": s.alive, "in_flight": s.in_flight, "sent": s.sent,
+                    "up": self._brokers.alive(i), "in_flight": s.in_flight, "sent": s.sent,
                     "silent_s": None if s.last_heard_s is None else round(now_s - s.last_heard_s, 3),
                 }
-                for s in self._brokers.states
+                for i, s in enumerate(self._brokers.states)
             }  # fmt: skip
 
     # ------------------------------------------------------------ detector thread side
@@ -287,13 +288,9 @@ class BrokerLink(threading.Thread):
         return True
 
     def _receive(self, index: int, sock: zmq.Socket) -> None:
-        """Take every waiting message from broker ``index``; any well-formed message proves the broker alive (a
-        peer that sends only garbage is not a broker, and must not be given ROIs)."""
-        while True:
-            try:
-                frames = sock.recv_multipart(zmq.NOBLOCK)
-            except zmq.Again:
-                return
+        """Take the waiting messages from broker ``index`` (``RECV_BATCH`` at most); any well-formed message
+        proves the broker alive (a peer that sends only garbage is not a broker, and must not be given ROIs)."""
+        for frames in waiting_messages(sock):
             received_s = time.perf_counter()
             try:
                 _, header, _ = wire.split_message(frames, 0)

@@ -5,7 +5,9 @@ is tested without processes (tests/edge/test_link_state.py), like :mod:`vcascade
 
 Liveness follows the Paranoid Pirate pattern (ZeroMQ Guide, chapter 4) as agreed in DESIGN.md: any message
 from a broker proves it alive; a broker silent for ``liveness * interval_s`` seconds is dead until its next
-message. A broker never heard from is not alive.
+message. A broker never heard from is not alive. Who is silent is kept by
+:class:`vcascade.core.liveness.PeerLiveness`; a broker is alive while that table knows it, so it stays alive until
+:meth:`BrokerTable.expire` or :meth:`BrokerTable.lost` declares it dead (and its ROIs are retried at that moment).
 
 Broker choice: each ROI goes to the live broker with the fewest ROIs in flight (ties: round-robin), which
 spreads load by how fast each broker answers and never sends to a dead broker. A retry avoids the broker it
@@ -18,6 +20,7 @@ from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from vcascade.core.liveness import PeerLiveness
 from vcascade.edge.account import PendingRoi
 
 LATENCY_SAMPLES = 20_000
@@ -51,16 +54,17 @@ class Flight:
 class BrokerState:
     """What the edge knows about one broker.
 
+    Its liveness is :meth:`BrokerTable.alive`.
+
     Attributes:
         name: the broker's key in the deployment.
-        alive: True from its first message until ``liveness * interval_s`` s pass without one.
-        last_heard_s: ``perf_counter()`` seconds of its last message; None before the first.
+        last_heard_s: ``perf_counter()`` seconds of its last message; None before the first (kept while it is
+            dead, for the snapshot's ``silent_s``).
         in_flight: ROIs sent to it and not yet answered, retried or dropped.
         sent: ROIs sent to it since start, retries and probes included.
     """
 
     name: str
-    alive: bool = False
     last_heard_s: float | None = None
     in_flight: int = 0
     sent: int = 0
@@ -83,7 +87,7 @@ class BrokerTable:
         if not self.states or interval_s <= 0 or liveness < 1:
             raise ValueError("need at least one broker, interval_s > 0 and liveness >= 1")
         self.interval_s = interval_s
-        self.dead_after_s = interval_s * liveness
+        self._liveness: PeerLiveness[int] = PeerLiveness(interval_s * liveness, len(self.states))
         self._next = 0
         self._last_heartbeat_s: float | None = None
 
@@ -93,30 +97,24 @@ class BrokerTable:
     @property
     def any_alive(self) -> bool:
         """True while at least one broker is alive."""
-        return any(s.alive for s in self.states)
+        return len(self._liveness) > 0
+
+    def alive(self, index: int) -> bool:
+        """True from broker ``index``'s first message until it is declared dead (:meth:`expire`, :meth:`lost`)."""
+        return index in self._liveness
 
     def heard(self, index: int, now_s: float) -> bool:
         """Record a message from broker ``index``. Returns True when this brings it (back) to life."""
-        state = self.states[index]
-        state.last_heard_s = now_s
-        revived = not state.alive
-        state.alive = True
-        return revived
+        self.states[index].last_heard_s = now_s
+        return self._liveness.heard(index, now_s)
 
     def expire(self, now_s: float) -> list[int]:
         """Mark brokers silent for more than ``liveness * interval_s`` s dead. Returns the newly dead indices."""
-        dead = []
-        for i, state in enumerate(self.states):
-            if state.alive and now_s - state.last_heard_s > self.dead_after_s:
-                state.alive = False
-                dead.append(i)
-        return dead
+        return sorted(self._liveness.expired(now_s))
 
     def lost(self, index: int) -> bool:
         """Mark broker ``index`` dead at once (its connection closed). Returns True if it was alive."""
-        state = self.states[index]
-        was_alive, state.alive = state.alive, False
-        return was_alive
+        return self._liveness.forget(index)
 
     def heartbeat_due(self, now_s: float) -> bool:
         """True once per ``interval_s`` (and at the first call): time to send a Heartbeat to every broker."""
@@ -136,7 +134,7 @@ class BrokerTable:
             The broker index, or None when no live broker is available.
         """
         excluded = set(exclude)
-        live = [i for i in self._round_robin_order() if self.states[i].alive and i not in excluded]
+        live = [i for i in self._round_robin_order() if self.alive(i) and i not in excluded]
         preferred = [i for i in live if i != avoid] or live
         if not preferred:
             return None
@@ -151,8 +149,7 @@ class BrokerTable:
         """
         excluded = set(exclude)
         for i in self._round_robin_order():
-            state = self.states[i]
-            if not state.alive and state.in_flight == 0 and i not in excluded:
+            if not self.alive(i) and self.states[i].in_flight == 0 and i not in excluded:
                 return i
         return None
 

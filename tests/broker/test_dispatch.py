@@ -231,6 +231,8 @@ def test_drain_returns_everything_queued_in_order():
 def test_bad_bounds_rejected():
     with pytest.raises(ValueError):
         Dispatcher(queue_max=0)
+    with pytest.raises(ValueError):
+        Dispatcher(queue_max=1, worker_timeout_s=0.0)
 
 
 # ---------------------------------------------------------------- workers leaving
@@ -252,7 +254,7 @@ def test_worker_gone_returns_its_in_flight_rois():
 
 
 def test_silent_workers_expire_with_their_rois():
-    d = Dispatcher(queue_max=10)
+    d = Dispatcher(queue_max=10, worker_timeout_s=3.0)
     d.worker_ready("old", 1, now_s=0.0)
     d.worker_ready("fresh", 1, now_s=0.0)
     d.enqueue(roi("r0"))
@@ -260,17 +262,36 @@ def test_silent_workers_expire_with_their_rois():
     dispatch_all(d, now=0.5)
     assert d.worker_seen("fresh", 2.5) is True
     assert d.worker_seen("stranger", 2.5) is False
-    assert d.expire_workers(now_s=3.0, timeout_s=3.0) == []  # not *more* than 3 s yet
-    expired = d.expire_workers(now_s=3.5, timeout_s=3.0)
+    assert d.expire_workers(now_s=3.0) == []  # not *more* than 3 s yet
+    expired = d.expire_workers(now_s=3.5)
     assert [(w, [f.pending.roi_id for f in fl]) for w, fl in expired] == [("old", ["r0"])]
     assert d.workers == 1 and d.in_flight == 1
 
 
 def test_ready_counts_as_liveness():
-    d = Dispatcher(queue_max=10)
+    d = Dispatcher(queue_max=10, worker_timeout_s=3.0)
     d.worker_ready("w", 1, now_s=0.0)
     d.worker_ready("w", 1, now_s=2.0)
-    assert d.expire_workers(now_s=4.0, timeout_s=3.0) == []
+    assert d.expire_workers(now_s=4.0) == []
+
+
+def test_silent_workers_expire_in_registration_order_and_come_back_as_new():
+    d = Dispatcher(queue_max=10, worker_timeout_s=1.0)
+    for worker in ("a", "b", "c"):
+        d.worker_ready(worker, 1, now_s=0.0)
+    d.worker_seen("c", 0.1)
+    d.worker_seen("a", 0.2)  # heard last, registered first
+    assert [w for w, _ in d.expire_workers(now_s=5.0)] == ["a", "b", "c"]
+    assert d.workers == 0 and d.worker_seen("a", 5.0) is False  # expired: unknown until it registers again
+    assert d.worker_ready("a", 1, now_s=5.0) is True
+    assert d.expire_workers(now_s=6.0) == [] and [w for w, _ in d.expire_workers(now_s=6.5)] == ["a"]
+
+
+def test_a_worker_gone_is_not_expired_later():
+    d = Dispatcher(queue_max=10, worker_timeout_s=1.0)
+    d.worker_ready("w", 1, now_s=0.0)
+    d.worker_gone("w")
+    assert d.expire_workers(now_s=5.0) == []
 
 
 def test_drain_in_flight_empties_every_worker():

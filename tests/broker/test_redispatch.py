@@ -123,7 +123,7 @@ class _Model:
 
     def __init__(self, rng: random.Random, queue_max: int, max_attempts: int) -> None:
         self.rng = rng
-        self.d = Dispatcher(queue_max=queue_max, max_workers=6, max_attempts=max_attempts)
+        self.d = Dispatcher(queue_max=queue_max, max_workers=6, max_attempts=max_attempts, worker_timeout_s=0.5)
         self.now = 0.0
         self.next_id = 0
         self.next_worker = 0
@@ -198,7 +198,7 @@ class _Model:
             self._requeue(self.d.worker_gone(f"w{self.rng.randrange(self.next_worker)}"))
 
     def _expire(self) -> None:
-        for _, flights in self.d.expire_workers(self.now, timeout_s=0.5):
+        for _, flights in self.d.expire_workers(self.now):
             self._requeue(flights)
 
     def _stale(self) -> None:

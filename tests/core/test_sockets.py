@@ -1,4 +1,5 @@
-"""make_socket's options over real tcp: an oversized message is refused by libzmq, the rest keeps working."""
+"""make_socket's options over real tcp: an oversized message is refused by libzmq, the rest keeps working; and
+waiting_messages, the one receive loop, over a real inproc pair."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from zmq.utils.monitor import recv_monitor_message
 from vcascade.broker import run_broker
 from vcascade.core import wire
 from vcascade.core.config import Deployment
-from vcascade.core.sockets import LINGER_MS, MAX_MESSAGE_BYTES, make_socket
+from vcascade.core.sockets import LINGER_MS, MAX_MESSAGE_BYTES, RECV_BATCH, make_socket, waiting_messages
 
 DEMO = Path(__file__).resolve().parents[2] / "configs" / "demo.yaml"
 WAIT_S = 20.0  # generous: the CI machine is slow and shared
@@ -33,6 +34,52 @@ def test_standard_options(ctx):
     assert router.getsockopt(zmq.MAXMSGSIZE) == MAX_MESSAGE_BYTES
     assert router.getsockopt(zmq.LINGER) == LINGER_MS
     assert dealer.getsockopt(zmq.IDENTITY) == b"edge-1"
+
+
+def _pair(ctx: zmq.Context) -> tuple[zmq.Socket, zmq.Socket]:
+    """A PUSH/PULL pair over inproc (delivery is immediate: a sent message is waiting at once)."""
+    pull, push = make_socket(ctx, zmq.PULL), make_socket(ctx, zmq.PUSH)
+    pull.bind("inproc://waiting-messages")
+    push.connect("inproc://waiting-messages")
+    return push, pull
+
+
+def test_waiting_messages_on_an_empty_socket_returns_at_once(ctx):
+    _, pull = _pair(ctx)
+    assert list(waiting_messages(pull)) == []
+
+
+def test_waiting_messages_takes_every_waiting_message_in_order_with_all_its_frames(ctx):
+    push, pull = _pair(ctx)
+    for i in range(5):
+        push.send_multipart([b"header-%d" % i, b"payload"])
+    assert list(waiting_messages(pull)) == [[b"header-%d" % i, b"payload"] for i in range(5)]
+    assert not pull.poll(0)
+
+
+def test_waiting_messages_is_bounded_and_leaves_the_rest_queued(ctx):
+    push, pull = _pair(ctx)
+    for i in range(RECV_BATCH + 3):
+        push.send(b"%d" % i)
+    first = list(waiting_messages(pull))
+    assert len(first) == RECV_BATCH and first[-1] == [b"%d" % (RECV_BATCH - 1)]
+    assert pull.poll(0), "the socket must stay readable while messages are left"
+    assert list(waiting_messages(pull, limit=2)) == [[b"%d" % RECV_BATCH], [b"%d" % (RECV_BATCH + 1)]]
+    assert list(waiting_messages(pull)) == [[b"%d" % (RECV_BATCH + 2)]]
+
+
+def test_waiting_messages_receives_each_message_when_asked(ctx):
+    """A generator: the caller handles one message before the next is taken (what it sends meanwhile and
+    what arrives meanwhile are seen in order)."""
+    push, pull = _pair(ctx)
+    push.send(b"first")
+    seen = []
+    for (frame,) in waiting_messages(pull, copy=False):
+        assert isinstance(frame, zmq.Frame)
+        seen.append(frame.bytes)
+        if len(seen) == 1:
+            push.send(b"sent while handling the first")
+    assert seen == [b"first", b"sent while handling the first"]
 
 
 def _wait_event(monitor: zmq.Socket, event: int, timeout_s: float = WAIT_S) -> bool:

@@ -23,7 +23,7 @@ def test_silence_longer_than_liveness_intervals_kills_a_broker():
     assert table.expire(now_s=2.0) == []  # exactly the window: still alive
     assert table.expire(now_s=2.01) == [0]
     assert table.expire(now_s=3.0) == []  # reported once
-    assert not table.states[0].alive
+    assert not table.alive(0)
     assert table.heard(0, now_s=3.1) is True
 
 
@@ -86,7 +86,7 @@ def test_retry_avoids_its_last_broker_unless_it_is_the_only_live_one():
     table.sent(1)
     table.sent(1)
     assert table.choose(avoid=0) == 1  # the other live broker, even though busier
-    table.states[1].alive = False
+    table.lost(1)
     assert table.choose(avoid=0) == 0
 
 

@@ -5,9 +5,14 @@
   ``zmq.ZMQError(EHOSTUNREACH)`` instead of vanishing, so the caller can count the drop.
 * ``MAXMSGSIZE``: a peer cannot make us allocate an arbitrarily large message.
 * High-water marks are explicit; the application queues above them are what bound memory.
+
+:func:`waiting_messages` is the one way a socket loop takes what a socket holds: every waiting message without
+blocking, at most ``RECV_BATCH`` per call.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterator
 
 import zmq
 
@@ -19,6 +24,11 @@ MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 
 HWM = 10_000
 """Send/receive high-water mark, messages per peer."""
+
+RECV_BATCH = 256
+"""Messages :func:`waiting_messages` takes from one socket per call, at most. A flooding peer then holds its
+loop for one batch: the loop goes on to its other sockets, heartbeats and timers, and the messages left keep
+the socket readable, so the next poll returns at once and takes the next batch. Nothing is dropped."""
 
 
 def make_socket(
@@ -46,3 +56,31 @@ def make_socket(
     if identity is not None:
         sock.setsockopt(zmq.IDENTITY, identity.encode())
     return sock
+
+
+def waiting_messages(sock: zmq.Socket, limit: int = RECV_BATCH, *, copy: bool = True) -> Iterator[list]:
+    """Receive the multipart messages waiting on ``sock`` without blocking, at most ``limit`` per call.
+
+    A generator: each message is received when the caller asks for the next one, so the caller decodes and
+    handles one message (its clock reads, its replies) before the next is taken. It ends when nothing is waiting
+    (``zmq.Again``) or after ``limit`` messages; what is left stays queued in the socket for the next call (the
+    socket stays readable to ``zmq.Poller``). Decoding, and counting malformed messages, is the caller's.
+
+    Args:
+        sock: a socket owned by the calling thread (ZeroMQ sockets are not thread-safe).
+        limit: messages at most (>= 1); the default ``RECV_BATCH`` bounds how long one peer holds a loop.
+        copy: False to receive ``zmq.Frame`` objects (zero-copy: ``frame.buffer`` is a memoryview on the
+            message, and the frame can be sent on unchanged); True for ``bytes``.
+
+    Yields:
+        One message per item: its frames, ``list[bytes]`` (``copy=True``) or ``list[zmq.Frame]``.
+
+    Raises:
+        zmq.ZMQError: any error but ``EAGAIN`` (the socket was closed, the context terminated).
+    """
+    for _ in range(limit):
+        try:
+            frames = sock.recv_multipart(zmq.NOBLOCK, copy=copy)
+        except zmq.Again:
+            return
+        yield frames

@@ -1,4 +1,4 @@
-"""The pure helpers around the broker loop: the bounded edge table and the per-ROI arithmetic."""
+"""The pure helpers around the broker loop: the per-ROI deadline and hop arithmetic, send-failure reasons."""
 
 from __future__ import annotations
 
@@ -9,35 +9,6 @@ import zmq
 
 from vcascade.broker.books import MIN_TTL_MS, broker_hops, remaining_ttl_ms, send_failure_reason
 from vcascade.broker.dispatch import InFlight, Pending
-from vcascade.broker.peers import EdgeTable
-
-
-def test_edges_are_live_within_the_window_and_forgotten_after():
-    table = EdgeTable(window_s=3.0)
-    table.seen(b"e1", 0.0)
-    table.seen(b"e2", 1.0)
-    assert table.live(3.0) == [b"e1", b"e2"]  # exactly at the window is still live
-    assert table.live(3.5) == [b"e2"] and len(table) == 1
-    table.seen(b"e1", 3.6)  # heard again: live again
-    assert table.live(4.0) == [b"e2", b"e1"]
-    table.forget(b"e2")
-    table.forget(b"never")
-    assert table.live(4.0) == [b"e1"]
-
-
-def test_edge_table_is_bounded_least_recently_heard_first():
-    table = EdgeTable(window_s=10.0, max_edges=3)
-    assert [table.seen(f"e{i}".encode(), float(i)) for i in range(3)] == [0, 0, 0]
-    table.seen(b"e0", 3.0)  # e0 refreshed: e1 is now the least recently heard
-    assert table.seen(b"e3", 4.0) == 1
-    assert sorted(table.live(4.0)) == [b"e0", b"e2", b"e3"]
-
-
-def test_edge_table_bounds_rejected():
-    with pytest.raises(ValueError):
-        EdgeTable(window_s=0)
-    with pytest.raises(ValueError):
-        EdgeTable(window_s=1, max_edges=0)
 
 
 def _flight(received_s: float, dispatched_s: float, ttl_ms: float) -> InFlight:
