@@ -32,10 +32,10 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from vcascade.center.microbatch import MicroBatch, RoiItem  # noqa: E402
-from vcascade.center.preprocess import PreprocessSpec  # noqa: E402
+from vcascade.center.preprocess import PreprocessSpec, decode_crops, normalise_on_device, resize_crops  # noqa: E402
 from vcascade.center.recognizer import build_model, load_stages, run_chained  # noqa: E402
 from vcascade.center.stages import StageEngine  # noqa: E402
-from vcascade.center.transfer import Placed, decode_items_uint8, normalise_on_device  # noqa: E402
+from vcascade.center.transfer import Placed  # noqa: E402
 from vcascade.core.config import Deployment  # noqa: E402
 
 TOLERANCE = 2e-2
@@ -44,7 +44,7 @@ TOLERANCE = 2e-2
 
 def check_preprocess(recognizer, crops: list[bytes]) -> dict:
     spec = PreprocessSpec.from_config(recognizer)
-    pixels, ok, _ = decode_items_uint8([RoiItem(None, c, 0, 0.0) for c in crops[:32]], spec)
+    pixels, _ = resize_crops(decode_crops([RoiItem(None, c, 0, 0.0) for c in crops[:32]])[0], spec)
     cpu = normalise_on_device(pixels, spec, "cpu")
     cuda = normalise_on_device(pixels, spec, "cuda:0")
     diff = (cuda.cpu() - cpu).abs().max().item()
@@ -53,8 +53,7 @@ def check_preprocess(recognizer, crops: list[bytes]) -> dict:
 
 def check_torch_stages(recognizer, crops: list[bytes]) -> dict:
     spec = PreprocessSpec.from_config(recognizer)
-    pixels, _, _ = decode_items_uint8([RoiItem(None, c, 0, 0.0) for c in crops[:16]], spec)
-    x = normalise_on_device(pixels, spec, "cpu")
+    x = bc.crop_batch([RoiItem(None, c, 0, 0.0) for c in crops[:16]], spec, "cpu")
     with torch.inference_mode():
         expected = build_model(recognizer)(x)
     out = {}
