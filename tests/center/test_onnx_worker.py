@@ -60,5 +60,6 @@ def test_text_worker_reads_short_words_through_keep_ratio_pad(demo_raw, free_por
     lines = ["ok", "VCASCADE 2026", "Hello World 42"]
     payloads = {f"t{i}": jpeg(render_text(line)) for i, line in enumerate(lines)}
     answers = serve_rois(deployment, payloads, _roi, model_dir=str(models_dir), timeout_s=300)
-    assert [answers[f"t{i}"].text for i in range(len(lines))] == lines, answers
-    assert all(answers[f"t{i}"].text_score > 0.9 for i in range(len(lines))), answers
+    outputs = [answers[f"t{i}"].output for i in range(len(lines))]
+    assert [output.text for output in outputs] == lines, answers
+    assert all(output.text_score > 0.9 for output in outputs), answers  # seen: 0.9994 and more; stretched "ok": 0.86
