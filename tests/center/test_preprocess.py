@@ -205,7 +205,9 @@ def test_device_preprocessing_equals_numpy_preprocessing(crops, demo_recognizer,
     np.testing.assert_allclose(tensor.numpy(), expected, rtol=0, atol=1e-5)
 
 
-@pytest.mark.parametrize("spec", [IMAGENET, PPOCR, replace(PPOCR, channel_order="rgb")], ids=["stretch", "ppocr", "rgb-pad"])
+@pytest.mark.parametrize(
+    "spec", [IMAGENET, PPOCR, replace(PPOCR, channel_order="rgb")], ids=["stretch", "ppocr", "rgb-pad"]
+)
 def test_device_batch_equals_the_host_reference_exactly(crops, spec):
     """Both paths, same crops: uint8 batch normalised by torch (padding zeroed after) == to_input per crop."""
     prepared = prepare_micro_batch([roi_item(n, p) for n, p in crops.items()], spec, "cpu", time.perf_counter())
