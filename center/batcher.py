@@ -1,23 +1,19 @@
-"""Micro-batcher: group received ROIs into micro-batches on "full or timeout", drop stale ones, preprocess.
+"""Micro-batcher: group received ROIs into micro-batches on "full or timeout".
 
 A micro-batch closes when it holds ``max_batch`` ROIs, or ``max_wait_ms`` after its first ROI was received,
 whichever comes first (the policy of DeepStream's stream muxer: ``batch-size`` / ``batched-push-timeout``).
 ROIs already waiting when the timeout expires are still taken, up to ``max_batch``, so a backlog is cleared
-in full batches. Before compute, ROIs held longer than their ``ttl_ms`` are dropped as ``stale`` and crops
-that do not decode are dropped as ``decode_error``.
+in full batches. What happens to a closed micro-batch before compute (stale ROIs, crop decode, resize,
+normalisation) is :mod:`vcascade.center.preprocess`.
 """
 
 from __future__ import annotations
 
 import queue
 import time
-from dataclasses import dataclass, field
 from typing import Callable
 
-import numpy as np
-
 from vcascade.center.microbatch import RoiItem
-from vcascade.center.preprocess import DecodeError, PreprocessSpec, decode_jpeg, stack_batch, to_input
 
 STOP = object()
 """Put this in the batcher's inbox to make :meth:`MicroBatcher.collect` close its batch and report the stop."""
@@ -73,37 +69,3 @@ class MicroBatcher:
         except queue.Empty:
             return None
 
-
-def split_stale(items: list[RoiItem], now_s: float) -> tuple[list[RoiItem], list[RoiItem]]:
-    """Split ROIs into ``(fresh, stale)``; stale = held longer than its ``ttl_ms`` (see ``RoiItem.is_stale``)."""
-    fresh = [item for item in items if not item.is_stale(now_s)]
-    stale = [item for item in items if item.is_stale(now_s)]
-    return fresh, stale
-
-
-@dataclass
-class Prepared:
-    """A preprocessed micro-batch.
-
-    Attributes:
-        batch: (n, 3, H, W) float32 NCHW array for the ``n`` items in ``items`` (None when n == 0).
-        items: the ROIs whose crop decoded, row-aligned with ``batch``.
-        failed: the ROIs whose crop did not decode (answer them with ``decode_error``).
-    """
-
-    batch: np.ndarray | None
-    items: list[RoiItem]
-    failed: list[RoiItem] = field(default_factory=list)
-
-
-def preprocess_items(items: list[RoiItem], spec: PreprocessSpec) -> Prepared:
-    """Decode and normalise each ROI's crop (:mod:`vcascade.center.preprocess`), keeping rows aligned with items."""
-    inputs, ok, failed = [], [], []
-    for item in items:
-        try:
-            inputs.append(to_input(decode_jpeg(item.payload), spec))
-        except DecodeError:
-            failed.append(item)
-            continue
-        ok.append(item)
-    return Prepared(stack_batch(inputs) if inputs else None, ok, failed)

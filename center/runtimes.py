@@ -3,9 +3,9 @@
 ``load_recognizer_stages(rec_cfg, devices)`` loads the model, resolves ``split_points: auto`` (profile one
 sample micro-batch with :mod:`vcascade.center.profile`, then :func:`vcascade.center.balance.balance` over ``len(devices)``
 stages), splits and places one stage per device. Every stage takes the previous stage's activations tuple and
-returns a tuple; torch stages pass torch tensors, ONNX stages numpy arrays. :func:`stage_input` turns the
-batcher's numpy batch into what the first stage wants, :func:`as_numpy` the last stage's output into numpy
-for the head.
+returns a tuple; torch stages pass torch tensors, ONNX stages numpy arrays. :func:`input_device` says where
+the worker prepares the first stage's input, :func:`stage_input` turns a float32 sample batch into what the
+first stage wants, :func:`as_numpy` the last stage's output into numpy for the head.
 """
 
 from __future__ import annotations
@@ -276,8 +276,14 @@ def warm_up(stages: Sequence[Stage], rec_cfg: RecognizerConfig, device: str, bat
     return time.perf_counter() - start_s
 
 
+def input_device(rec_cfg: RecognizerConfig, device: str) -> str:
+    """Where the first stage takes its input: its own ``device`` for torch runtimes, ``cpu`` for ONNX Runtime
+    sessions (they read host arrays and copy them to their device themselves)."""
+    return device if runtime_of(rec_cfg).takes_torch else "cpu"
+
+
 def stage_input(rec_cfg: RecognizerConfig, batch: np.ndarray, device: str) -> torch.Tensor | np.ndarray:
-    """The first stage's input from the batcher's (n, 3, H, W) float32 batch: a torch tensor on ``device`` for
+    """The first stage's input from an (n, 3, H, W) float32 sample batch: a torch tensor on ``device`` for
     torch runtimes (:func:`vcascade.center.preprocess.to_device`), the numpy array itself for ONNX."""
     return to_device(batch, device) if runtime_of(rec_cfg).takes_torch else batch
 

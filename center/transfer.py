@@ -1,10 +1,7 @@
-"""Placement of stage inputs on devices: crop batches as uint8, CUDA streams and events between stages.
+"""Placement of pipeline stages on devices: CUDA streams and events between stages.
 
-Crops: decoded and resized on the CPU with OpenCV (crops differ in size, so they cannot be batched before the
-resize), stacked as one (n, H, W, 3) uint8 array, moved to the first stage's device (4x fewer bytes than
-float32, through pinned host memory on CUDA), then converted, normalised and permuted there with torch
-(:func:`prepare_batch`). On the CPU the result equals :func:`vcascade.center.preprocess.to_input` within float rounding
-(tests/center/test_transfer.py).
+The first stage's input is made by :mod:`vcascade.center.preprocess` (a uint8 crop batch normalised on the
+first stage's device).
 
 Between stages (:class:`Placement`): each CUDA stage computes on its own stream. Its outputs are returned as
 :class:`Placed` (a tuple of tensors carrying the CUDA event recorded after the stage's kernels); the next stage
@@ -17,12 +14,10 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
-import numpy as np
 import torch
 from torch import nn
 
-from vcascade.center.microbatch import RoiItem
-from vcascade.center.preprocess import DecodeError, PreprocessSpec, decode_jpeg, resize_uint8, to_device
+from vcascade.center.preprocess import to_device
 
 
 class Placed(tuple):
@@ -36,59 +31,6 @@ class Placed(tuple):
         placed = cls(tensors)
         placed.ready = ready
         return placed
-
-
-def decode_items_uint8(
-    items: list[RoiItem], spec: PreprocessSpec
-) -> tuple[np.ndarray | None, list[RoiItem], list[RoiItem]]:
-    """Decode and resize each ROI's crop on the CPU, keeping rows aligned with items.
-
-    Returns:
-        ``(batch, ok, failed)``: (n, H, W, 3) uint8 array for the ``n`` ROIs in ``ok`` (None when n == 0), and
-        the ROIs whose crop did not decode (answer them with ``decode_error``).
-    """
-    images, ok, failed = [], [], []
-    for item in items:
-        try:
-            images.append(resize_uint8(decode_jpeg(item.payload), spec))
-        except DecodeError:
-            failed.append(item)
-            continue
-        ok.append(item)
-    return (np.stack(images) if images else None), ok, failed
-
-
-def normalise_on_device(batch_u8: np.ndarray | torch.Tensor, spec: PreprocessSpec, device: str | torch.device) -> torch.Tensor:
-    """Move a uint8 crop batch to ``device`` and make it network input there.
-
-    Args:
-        batch_u8: (n, H, W, 3) uint8, channels in the network's order.
-        spec: mean and std on 0..1 pixels (per channel, network order).
-        device: the first stage's device; CPU to CUDA goes through pinned memory, ``non_blocking=True``.
-
-    Returns:
-        (n, 3, H, W) float32 tensor on ``device``, ``(pixel / 255 - mean) / std``, in the channels-last memory
-        layout (the permuted NHWC buffer; the layout :class:`vcascade.center.recognizer.TorchStage` computes in).
-    """
-    device = torch.device(device)
-    pixels = to_device(batch_u8, device)
-    mean = torch.tensor(spec.mean, dtype=torch.float32, device=device)
-    std = torch.tensor(spec.std, dtype=torch.float32, device=device)
-    x = pixels.to(torch.float32).mul_(1.0 / 255.0).sub_(mean).div_(std)  # same op order as to_input
-    return x.permute(0, 3, 1, 2)
-
-
-def prepare_batch(
-    items: list[RoiItem], spec: PreprocessSpec, device: str | torch.device
-) -> tuple[torch.Tensor | None, list[RoiItem], list[RoiItem]]:
-    """Crops of ``items`` -> input tensor on ``device``: :func:`decode_items_uint8` then :func:`normalise_on_device`.
-
-    Returns:
-        ``(tensor, ok, failed)``: (n, 3, H, W) float32 for the ROIs in ``ok`` (None when none decoded) and the
-        ROIs whose crop did not decode.
-    """
-    batch, ok, failed = decode_items_uint8(items, spec)
-    return (normalise_on_device(batch, spec, device) if batch is not None else None), ok, failed
 
 
 class Placement:

@@ -34,17 +34,16 @@ from typing import Callable
 
 import zmq
 
-from vcascade.center.batcher import STOP, MicroBatcher, preprocess_items, split_stale
+from vcascade.center.batcher import STOP, MicroBatcher
 from vcascade.center.heads import build_head, head_context, head_input
 from vcascade.center.metrics import WorkerTelemetry, link_discarded, stage_error
 from vcascade.center.microbatch import MicroBatch, RoiItem
 from vcascade.center.outbox import Outbox
-from vcascade.center.preprocess import PreprocessSpec
-from vcascade.center.runtimes import load_recognizer_stages, stage_input, warm_up, with_stage_threads
+from vcascade.center.preprocess import PreprocessSpec, prepare_micro_batch
+from vcascade.center.runtimes import input_device, load_recognizer_stages, warm_up, with_stage_threads
 from vcascade.center.stage_group import load_stage_range
 from vcascade.center.stage_link import RemoteStages
 from vcascade.center.stages import StageEngine
-from vcascade.center.transfer import prepare_batch
 from vcascade.core import wire
 from vcascade.core.config import Deployment
 from vcascade.core.health import READINESS
@@ -125,6 +124,7 @@ class _Worker:
         self.telemetry = WorkerTelemetry(name)
         self.spec = PreprocessSpec.from_config(recognizer)
         self.first_device = cfg.devices[0]
+        self.input_device = input_device(recognizer, self.first_device)  # where the batcher prepares its input
         self.recognizer = recognizer
         if cfg.downstream is None:  # stages first: they find (or fetch) the model file the head may read
             local = stages = load_recognizer_stages(recognizer, cfg.devices, model_dir=model_dir)
@@ -314,23 +314,14 @@ class _Worker:
 
     def _close_batch(self, items: list[RoiItem]) -> None:
         t_closed = time.perf_counter()
-        fresh, stale = split_stale(items, t_closed)
-        self._drop_items(stale, "stale")
-        try:
-            if self.spec.resize == "stretch":  # decoded and resized here, normalised on the first stage's device
-                tensor, ok, failed = prepare_batch(fresh, self.spec, self.first_device)
-            else:  # keep_ratio_pad pads after normalising (PaddleOCR): the host path of center.preprocess
-                prepared = preprocess_items(fresh, self.spec)
-                ok, failed = prepared.items, prepared.failed
-                tensor = stage_input(self.recognizer, prepared.batch, self.first_device) if ok else None
-        except Exception:  # noqa: BLE001 - a bad micro-batch must not stop the batcher
-            log.exception("worker %s: preprocess failed", self.name)
-            self._drop_items(fresh, "preprocess_error")
+        prepared = prepare_micro_batch(items, self.spec, self.input_device, t_closed)
+        if prepared.error is not None:
+            log.error("worker %s: preprocess failed", self.name, exc_info=prepared.error)
+        for reason, dropped in prepared.dropped.items():
+            self._drop_items(dropped, reason)
+        if prepared.batch is None:
             return
-        self._drop_items(failed, "decode_error")
-        if tensor is None:
-            return
-        batch = MicroBatch(self._seq, ok, (tensor,), t_closed, time.perf_counter())
+        batch = MicroBatch(self._seq, prepared.items, (prepared.batch,), t_closed, time.perf_counter())
         self._seq += 1
         self.telemetry.batch_computed(len(batch.items))
         self.engine.submit(batch)  # blocks while stage 0's queue is full: back-pressure

@@ -47,11 +47,10 @@ from rich.table import Table  # noqa: E402
 
 from vcascade.center.heads import EmbeddingHead  # noqa: E402
 from vcascade.center.microbatch import MicroBatch  # noqa: E402
-from vcascade.center.preprocess import PreprocessSpec  # noqa: E402
+from vcascade.center.preprocess import PreprocessSpec, decode_crops, normalise_on_device, resize_crops  # noqa: E402
 from vcascade.center.recognizer import TorchStage, build_model, run_chained, split_model  # noqa: E402
 from vcascade.center.runtimes import auto_split, default_sample, runtime_of  # noqa: E402
 from vcascade.center.stages import StageEngine  # noqa: E402
-from vcascade.center.transfer import decode_items_uint8, normalise_on_device  # noqa: E402
 from vcascade.core import wire  # noqa: E402
 from vcascade.core.config import Deployment  # noqa: E402
 from vcascade.core.ports import free_port  # noqa: E402
@@ -245,6 +244,13 @@ def _wait_listening(port: int, proc) -> None:
     raise RuntimeError("stage group did not start")
 
 
+def crop_batch(items, spec: PreprocessSpec, device: str):
+    """The worker's preparation of a micro-batch (center/preprocess.py) without the deadline step: decode,
+    resize, stack as uint8, normalise on ``device``; (n, 3, H, W) float32 tensor."""
+    pixels, widths_px = resize_crops(decode_crops(items)[0], spec)
+    return normalise_on_device(pixels, spec, device, widths_px)
+
+
 def bare_loop(recognizer, crops: list[bytes], batch: int, device: str = "cpu") -> float:
     """ROIs/s of decode + preprocess + model + head in one loop, micro-batches of ``batch`` crops."""
     from vcascade.center.microbatch import RoiItem
@@ -254,11 +260,10 @@ def bare_loop(recognizer, crops: list[bytes], batch: int, device: str = "cpu") -
     head = EmbeddingHead(recognizer.head.match_threshold, recognizer.head.max_identities)
     items = [RoiItem(None, payload, 0, 0.0) for payload in crops]
     groups = [items[i : i + batch] for i in range(0, len(items), batch)]
-    stage((normalise_on_device(decode_items_uint8(groups[0], spec)[0], spec, device),))  # warm-up
+    stage((crop_batch(groups[0], spec, device),))  # warm-up
     started = time.perf_counter()
     for group in groups:
-        pixels, _, _ = decode_items_uint8(group, spec)
-        out = stage((normalise_on_device(pixels, spec, device),))[0]
+        out = stage((crop_batch(group, spec, device),))[0]
         head(out.to("cpu").float().reshape(len(group), -1).numpy())
     return len(items) / (time.perf_counter() - started)
 

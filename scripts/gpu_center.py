@@ -4,7 +4,8 @@
     .venv/bin/python scripts/gpu_center.py [--out out/gpu_center.json]
 
 1. correctness of the CUDA paths against the CPU:
-   * crop preprocessing on the device (uint8 batch moved through pinned memory, normalised with torch) vs CPU;
+   * crop preprocessing on the device (uint8 batch moved through pinned memory, normalised with torch; stretch
+     and keep_ratio_pad) vs CPU;
    * torch stages on ``cuda:0`` (own streams, events between stages), also mixed ``cpu -> cuda`` and
      ``cuda -> cpu`` placements, vs the unsplit model on the CPU; and through the pipelined StageEngine;
    * an ONNX export of the same model under ONNX Runtime's CUDA provider vs its CPU provider (skipped, with
@@ -32,10 +33,10 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from vcascade.center.microbatch import MicroBatch, RoiItem  # noqa: E402
-from vcascade.center.preprocess import PreprocessSpec  # noqa: E402
+from vcascade.center.preprocess import PreprocessSpec, decode_crops, normalise_on_device, resize_crops  # noqa: E402
 from vcascade.center.recognizer import build_model, load_stages, run_chained  # noqa: E402
 from vcascade.center.stages import StageEngine  # noqa: E402
-from vcascade.center.transfer import Placed, decode_items_uint8, normalise_on_device  # noqa: E402
+from vcascade.center.transfer import Placed  # noqa: E402
 from vcascade.core.config import Deployment  # noqa: E402
 
 TOLERANCE = 2e-2
@@ -43,18 +44,26 @@ TOLERANCE = 2e-2
 
 
 def check_preprocess(recognizer, crops: list[bytes]) -> dict:
+    """CUDA vs CPU normalisation of the recognizer's crops (stretch), and of PP-OCR text crops (keep_ratio_pad:
+    each row's padding zeroed on the device)."""
     spec = PreprocessSpec.from_config(recognizer)
-    pixels, ok, _ = decode_items_uint8([RoiItem(None, c, 0, 0.0) for c in crops[:32]], spec)
-    cpu = normalise_on_device(pixels, spec, "cpu")
-    cuda = normalise_on_device(pixels, spec, "cuda:0")
+    out = _preprocess_cuda_vs_cpu(spec, crops)
+    out["keep_ratio_pad"] = _preprocess_cuda_vs_cpu(PreprocessSpec((48, 320), "bgr", (0.5,) * 3, (0.5,) * 3,
+                                                                   "keep_ratio_pad"), crops)  # fmt: skip
+    return out
+
+
+def _preprocess_cuda_vs_cpu(spec: PreprocessSpec, crops: list[bytes]) -> dict:
+    pixels, widths_px = resize_crops(decode_crops([RoiItem(None, c, 0, 0.0) for c in crops[:32]])[0], spec)
+    cpu = normalise_on_device(pixels, spec, "cpu", widths_px)
+    cuda = normalise_on_device(pixels, spec, "cuda:0", widths_px)
     diff = (cuda.cpu() - cpu).abs().max().item()
     return {"max_abs_diff": diff, "ok": diff < 1e-5, "layout_channels_last": cuda.is_contiguous(memory_format=torch.channels_last)}
 
 
 def check_torch_stages(recognizer, crops: list[bytes]) -> dict:
     spec = PreprocessSpec.from_config(recognizer)
-    pixels, _, _ = decode_items_uint8([RoiItem(None, c, 0, 0.0) for c in crops[:16]], spec)
-    x = normalise_on_device(pixels, spec, "cpu")
+    x = bc.crop_batch([RoiItem(None, c, 0, 0.0) for c in crops[:16]], spec, "cpu")
     with torch.inference_mode():
         expected = build_model(recognizer)(x)
     out = {}

@@ -1,18 +1,13 @@
-"""Micro-batcher: full or timeout, STOP handling, stale ROIs, decode failures."""
+"""Micro-batcher: full or timeout, STOP handling."""
 
 from __future__ import annotations
 
 import queue
 import time
 
-import numpy as np
-
-from vcascade.center.batcher import STOP, MicroBatcher, preprocess_items, split_stale
+from vcascade.center.batcher import STOP, MicroBatcher
 from vcascade.center.microbatch import RoiItem
-from vcascade.center.preprocess import PreprocessSpec
 from vcascade.core.wire import Roi
-
-SPEC = PreprocessSpec((32, 16), "rgb", (0.5, 0.5, 0.5), (0.25, 0.25, 0.25))
 
 
 def _item(roi_id: str, t_received_s: float, ttl_ms: float = 0.0, payload: bytes = b"", broker: int = 0) -> RoiItem:
@@ -73,24 +68,3 @@ def test_stop_closes_the_batch_and_keeps_items_before_it():
     assert [i.roi.roi_id for i in items] == ["a"] and stopped
     assert MicroBatcher(8, 10).collect(_inbox([STOP]), 1.0) == ([], True)
 
-
-def test_stale_roi_is_split_off_before_compute():
-    items = [_item("fresh", 10.0, ttl_ms=50), _item("stale", 10.0, ttl_ms=20), _item("no_deadline", 0.0)]
-    fresh, stale = split_stale(items, now_s=10.030)
-    assert [i.roi.roi_id for i in fresh] == ["fresh", "no_deadline"]
-    assert [i.roi.roi_id for i in stale] == ["stale"]
-
-
-def test_preprocess_items_keeps_rows_aligned_and_reports_decode_failures(crops):
-    items = [_item("bike", 0, payload=crops["bike150"]), _item("bad", 0, payload=b"not a jpeg"),
-             _item("car", 0, payload=crops["car"])]
-    prepared = preprocess_items(items, SPEC)
-    assert [i.roi.roi_id for i in prepared.items] == ["bike", "car"]
-    assert [i.roi.roi_id for i in prepared.failed] == ["bad"]
-    assert prepared.batch.shape == (2, 3, 32, 16) and prepared.batch.dtype == np.float32
-    assert not np.allclose(prepared.batch[0], prepared.batch[1])
-
-
-def test_preprocess_items_all_failed_gives_no_batch():
-    prepared = preprocess_items([_item("bad", 0, payload=b"")], SPEC)
-    assert prepared.batch is None and prepared.items == [] and len(prepared.failed) == 1

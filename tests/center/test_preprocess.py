@@ -1,8 +1,10 @@
-"""Crop decoding and normalisation into the recognizer's NCHW float32 input."""
+"""Preparing a micro-batch: stale ROIs, crop decoding, resize, normalisation into the first stage's input."""
 
 from __future__ import annotations
 
 import math
+import time
+from dataclasses import replace
 from types import SimpleNamespace
 
 import cv2
@@ -10,9 +12,36 @@ import numpy as np
 import pytest
 import torch
 
-from vcascade.center.preprocess import DecodeError, PreprocessSpec, decode_jpeg, stack_batch, to_device, to_input
+from vcascade.center.microbatch import RoiItem
+from vcascade.center.preprocess import (
+    DecodeError,
+    PreprocessSpec,
+    decode_crops,
+    decode_jpeg,
+    normalise_on_device,
+    prepare_micro_batch,
+    resize_crops,
+    split_stale,
+    stack_batch,
+    to_device,
+    to_input,
+)
+from vcascade.core import wire
 
 IMAGENET = PreprocessSpec((224, 224), "rgb", (0.485, 0.456, 0.406), (0.229, 0.224, 0.225))
+SPEC = PreprocessSpec((32, 16), "rgb", (0.5, 0.5, 0.5), (0.25, 0.25, 0.25))
+
+
+def roi_item(roi_id: str, payload: bytes = b"", t_received_s: float | None = None, ttl_ms: float = 0.0) -> RoiItem:
+    """An ROI as the worker's IO thread receives it (received now unless ``t_received_s`` is given)."""
+    roi = wire.Roi(roi_id=roi_id, camera="c", frame_seq=0, stream_ts_ms=0.0, capture_unix_ms=0.0,
+                   xyxy=(0.0, 0.0, 1.0, 1.0), crop_xyxy=(0, 0, 1, 1), class_id=0, score=0.9, ttl_ms=ttl_ms)
+    received_s = time.perf_counter() if t_received_s is None else t_received_s
+    return RoiItem(roi, payload, 0, received_s)
+
+
+def _ids(items: list[RoiItem]) -> list[str]:
+    return [item.roi.roi_id for item in items]
 
 
 def _png(image: np.ndarray) -> bytes:
@@ -114,3 +143,105 @@ def test_resize_comes_from_the_config_when_it_has_the_field():
     assert PreprocessSpec.from_config(SimpleNamespace(**base, resize="keep_ratio_pad")) == PPOCR
     with pytest.raises(ValueError, match="unknown resize mode"):
         to_input(np.zeros((4, 4, 3), np.uint8), PreprocessSpec.from_config(SimpleNamespace(**base, resize="crop")))
+
+
+# ---------------------------------------------------------------- a micro-batch: stale, decode, resize, normalise
+
+
+def test_stale_roi_is_split_off_before_compute():
+    items = [roi_item("fresh", t_received_s=10.0, ttl_ms=50), roi_item("stale", t_received_s=10.0, ttl_ms=20),
+             roi_item("no_deadline", t_received_s=0.0)]
+    fresh, stale = split_stale(items, now_s=10.030)
+    assert [i.roi.roi_id for i in fresh] == ["fresh", "no_deadline"]
+    assert [i.roi.roi_id for i in stale] == ["stale"]
+
+
+def test_prepare_micro_batch_keeps_rows_aligned_and_reports_decode_failures(crops):
+    items = [roi_item("bike", crops["bike150"]), roi_item("bad", b"not a jpeg"), roi_item("car", crops["car"])]
+    prepared = prepare_micro_batch(items, SPEC, "cpu", time.perf_counter())
+    assert [i.roi.roi_id for i in prepared.items] == ["bike", "car"]
+    assert [i.roi.roi_id for i in prepared.dropped["decode_error"]] == ["bad"]
+    assert prepared.batch.shape == (2, 3, 32, 16) and prepared.batch.dtype == torch.float32
+    assert not np.allclose(prepared.batch[0].numpy(), prepared.batch[1].numpy())
+
+
+def test_prepare_micro_batch_all_failed_gives_no_batch():
+    prepared = prepare_micro_batch([roi_item("bad", b"")], SPEC, "cpu", time.perf_counter())
+    assert prepared.batch is None and prepared.items == [] and len(prepared.dropped["decode_error"]) == 1
+
+
+def test_every_roi_is_kept_or_dropped_with_its_reason(crops):
+    items = [roi_item("stale", crops["car"], t_received_s=10.0, ttl_ms=20), roi_item("bad", b"\xff\xd8 cut"),
+             roi_item("bike", crops["bike150"], t_received_s=10.0), roi_item("roof", crops["roof"], t_received_s=10.0)]
+    prepared = prepare_micro_batch(items, SPEC, "cpu", now_s=10.030)
+    assert _ids(prepared.items) == ["bike", "roof"] and prepared.batch.shape[0] == 2
+    assert {reason: _ids(dropped) for reason, dropped in prepared.dropped.items()} == {
+        "stale": ["stale"], "decode_error": ["bad"]}
+    assert list(prepared.dropped) == ["stale", "decode_error"] and prepared.error is None
+
+
+def test_unexpected_error_drops_the_fresh_rois_as_preprocess_error_and_keeps_stale_ones_stale(crops):
+    bad_mode = replace(SPEC, resize="crop")  # resize_crop raises ValueError: not a decode failure
+    items = [roi_item("stale", crops["car"], t_received_s=10.0, ttl_ms=20),
+             roi_item("bike", crops["bike150"], t_received_s=10.0), roi_item("bad", b"")]
+    prepared = prepare_micro_batch(items, bad_mode, "cpu", now_s=10.030)
+    assert prepared.batch is None and prepared.items == []
+    assert {reason: _ids(dropped) for reason, dropped in prepared.dropped.items()} == {
+        "stale": ["stale"], "preprocess_error": ["bike", "bad"]}
+    assert isinstance(prepared.error, ValueError) and "unknown resize mode" in str(prepared.error)
+
+
+@pytest.mark.parametrize("order", ["rgb", "bgr"])
+def test_device_preprocessing_equals_numpy_preprocessing(crops, demo_recognizer, order):
+    spec = PreprocessSpec((224, 224), order, tuple(demo_recognizer.mean), tuple(demo_recognizer.std))
+    items = [roi_item(name, payload) for name, payload in crops.items()] + [roi_item("bad", b"not a jpeg")]
+    expected = stack_batch([to_input(decode_jpeg(payload), spec) for payload in crops.values()])
+    prepared = prepare_micro_batch(items, spec, "cpu", time.perf_counter())
+    tensor = prepared.batch
+    assert [i.roi.roi_id for i in prepared.items] == list(crops)
+    assert [i.roi.roi_id for i in prepared.dropped["decode_error"]] == ["bad"]
+    assert tensor.shape == expected.shape == (len(crops), 3, 224, 224) and tensor.dtype == torch.float32
+    assert tensor.is_contiguous(memory_format=torch.channels_last)
+    np.testing.assert_allclose(tensor.numpy(), expected, rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "spec", [IMAGENET, PPOCR, replace(PPOCR, channel_order="rgb")], ids=["stretch", "ppocr", "rgb-pad"]
+)
+def test_device_batch_equals_the_host_reference_exactly(crops, spec):
+    """Both paths, same crops: uint8 batch normalised by torch (padding zeroed after) == to_input per crop."""
+    prepared = prepare_micro_batch([roi_item(n, p) for n, p in crops.items()], spec, "cpu", time.perf_counter())
+    expected = stack_batch([to_input(decode_jpeg(payload), spec) for payload in crops.values()])
+    np.testing.assert_array_equal(prepared.batch.numpy(), expected)
+
+
+def test_keep_ratio_pad_pads_each_row_to_its_own_width(crops):
+    """bike150 is 232 x 140 px: ceil(48 * 140 / 232) = 29 columns; car is 75 x 105 px: 68 columns."""
+    items = [roi_item("bike", crops["bike150"]), roi_item("car", crops["car"])]
+    batch = prepare_micro_batch(items, PPOCR, "cpu", time.perf_counter()).batch.numpy()
+    assert not batch[0, :, :, 29:].any() and not batch[1, :, :, 68:].any()
+    assert batch[0, :, :, 28].any() and batch[1, :, :, 67].any()
+
+
+def test_keep_ratio_pad_equals_stretch_for_crops_at_least_as_wide_as_the_input(crops):
+    """Input 16 x 16: car (75 x 105 px) and roof (272 x 260 px: ceil(16 * 260 / 272) = 16) fill the width, so
+    keep_ratio_pad resizes them as stretch does; bike150 (232 x 140 px: 10 columns) is padded instead."""
+    stretch = PreprocessSpec((16, 16), "rgb", IMAGENET.mean, IMAGENET.std)
+    items = [roi_item(n, crops[n]) for n in ("car", "roof", "bike150")]
+    by_stretch = prepare_micro_batch(items, stretch, "cpu", time.perf_counter()).batch
+    by_pad = prepare_micro_batch(items, replace(stretch, resize="keep_ratio_pad"), "cpu", time.perf_counter()).batch
+    torch.testing.assert_close(by_pad[:2], by_stretch[:2], rtol=0, atol=0)
+    assert not by_pad[2, :, :, 10:].any() and by_stretch[2, :, :, 10:].any()
+
+
+def test_uint8_batch_is_a_quarter_of_float32(crops, demo_recognizer):
+    spec = PreprocessSpec.from_config(demo_recognizer)
+    decoded, kept, undecodable = decode_crops([roi_item(n, p) for n, p in crops.items()])
+    assert len(kept) == len(decoded) == len(crops)
+    batch, widths_px = resize_crops(decoded, spec)
+    assert batch.dtype == np.uint8 and batch.shape == (len(crops), 224, 224, 3) and not undecodable
+    assert widths_px.tolist() == [224] * len(crops)
+    tensor = normalise_on_device(batch, spec, "cpu")
+    assert tensor.numel() * tensor.element_size() == 4 * batch.nbytes  # what a host-to-device copy saves
+    empty = prepare_micro_batch([], spec, "cpu", time.perf_counter())
+    assert (empty.batch, empty.items, empty.dropped) == (None, [], {})

@@ -19,13 +19,13 @@ import yaml
 import zmq
 from prometheus_client import REGISTRY
 
+from tests.center.test_preprocess import roi_item
 from vcascade.center.microbatch import MicroBatch
-from vcascade.center.preprocess import PreprocessSpec
+from vcascade.center.preprocess import PreprocessSpec, prepare_micro_batch
 from vcascade.center.recognizer import load_stages, run_chained
 from vcascade.center.stage_group import load_stage_range
 from vcascade.center.stage_link import RemoteStageError, RemoteStages, StageUnreachable, decode_message, encode_message
 from vcascade.center.stages import StageEngine
-from vcascade.center.transfer import prepare_batch
 from vcascade.center.worker import run_worker
 from vcascade.core import wire
 from vcascade.core.config import ConfigError, load_config
@@ -143,9 +143,8 @@ def test_two_process_chain_gives_the_same_embeddings_as_one_process(demo_raw, fr
     dep = load_config(config)
     recognizer = dep.recognizers["mobilenetv2-embedder"]
     spec = PreprocessSpec.from_config(recognizer)
-    from tests.center.test_transfer import _item
-
-    tensor, ok, _ = prepare_batch([_item(n, p) for n, p in crops.items()], spec, "cpu")
+    prepared = prepare_micro_batch([roi_item(n, p) for n, p in crops.items()], spec, "cpu", time.perf_counter())
+    tensor, ok = prepared.batch, prepared.items
     expected = run_chained(load_stages(recognizer, ["cpu", "cpu"]), tensor)
 
     group = _start_group(config)
