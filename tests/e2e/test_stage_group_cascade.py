@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.demo import demo_data
-from tests.e2e.test_run_demo import _sample, _scrape
+from tests.demo import demo_data, scrape_metrics
+from tests.e2e.test_run_demo import _sample
 
 pytestmark = pytest.mark.e2e
 
@@ -41,7 +41,7 @@ def test_run_with_a_stage_group_accounts_every_roi(tmp_path, free_port, models_d
     )
     moved, deadline = False, time.monotonic() + 300
     while proc.poll() is None and time.monotonic() < deadline:
-        moved = moved or _sample(_scrape(group_metrics), "vcascade_stage_group_batches_total") > 0
+        moved = moved or _sample(scrape_metrics(group_metrics), "vcascade_stage_group_batches_total") > 0
         time.sleep(0.3)
     output = proc.communicate(timeout=max(1, deadline - time.monotonic()))[0]
     assert proc.returncode == 0, output
