@@ -4,7 +4,7 @@
 * :mod:`vcascade.broker.queues` — the per-(recognizer, camera) FIFO queues in round-robin order (:class:`RoiQueues`).
 * :mod:`vcascade.broker.server` — the ZeroMQ ROUTER/ROUTER loop (:func:`run_broker`); :mod:`vcascade.broker.bind` its sockets.
 * :mod:`vcascade.broker.books` — what is kept per ROI and counted per run; deadline and hop arithmetic.
-* :mod:`vcascade.broker.metrics` — ``vcascade_broker_*`` Prometheus metrics and :class:`BrokerTelemetry`, which counts into them.
+* :mod:`vcascade.broker.metrics` — ``vcascade_broker_*`` metrics; :class:`BrokerTelemetry` counts into them.
 """
 
 from vcascade.core.exports import lazy_exports

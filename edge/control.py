@@ -53,6 +53,7 @@ POLL_MS = 100
 APPLY_TIMEOUT_S = 10.0
 """How long a request waits for the edge's loop thread to apply it before the reply says so, s."""
 
+
 def camera_config(edge: str, name: str, settings: dict[str, Any]) -> CameraConfig:
     """Validate a camera added at run time with the deployment file's model; ``edge`` defaults to this edge.
 

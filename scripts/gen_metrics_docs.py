@@ -6,6 +6,7 @@
 
 The families come from :func:`vcascade.app.metric_list.exported_families` (the components' metrics modules,
 imported); the table is the text between the ``BEGIN`` and ``END`` marker lines, the rest of the page is kept.
+Run it on Linux: prometheus_client's process collector (the ``process_*`` rows) exists only there.
 """
 
 from __future__ import annotations
