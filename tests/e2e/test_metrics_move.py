@@ -96,7 +96,9 @@ SCENARIOS: dict[str, str] = {
     "vcascade_broker_edges": "pipeline",
     "vcascade_broker_queue_depth": "no_worker",
     "vcascade_broker_recognizer_queue_depth": "no_worker",
-    "vcascade_broker_in_flight": "pipeline",
+    # the broker publishes its gauges once a second and this pipeline's worker answers in milliseconds: a
+    # scrape rarely caught an ROI in flight (the test failed on it about twice in three runs)
+    "vcascade_broker_in_flight": "covered:tests/broker/test_server.py",
     "vcascade_broker_workers": "pipeline",
     "vcascade_broker_recognizer_workers": "pipeline",
     "vcascade_broker_worker_credits": "pipeline",
