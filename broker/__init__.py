@@ -4,7 +4,7 @@
 * :mod:`vcascade.broker.queues` — the per-(recognizer, camera) FIFO queues in round-robin order (:class:`RoiQueues`).
 * :mod:`vcascade.broker.server` — the ZeroMQ ROUTER/ROUTER loop (:func:`run_broker`); :mod:`vcascade.broker.bind` its sockets.
 * :mod:`vcascade.broker.books` — what is kept per ROI and counted per run; deadline and hop arithmetic.
-* :mod:`vcascade.broker.metrics` — ``vcascade_broker_*`` Prometheus metrics.
+* :mod:`vcascade.broker.metrics` — ``vcascade_broker_*`` metrics; :class:`BrokerTelemetry` counts into them.
 """
 
 from vcascade.core.exports import lazy_exports
@@ -15,6 +15,7 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "Pending": ".dispatch",
     "RecognizerChanged": ".dispatch",
     "WorkerLimit": ".dispatch",
+    "BrokerTelemetry": ".metrics",
     "RoiQueues": ".queues",
     "DRAIN_TIMEOUT_S": ".server",
     "WORKER_TIMEOUT_S": ".dispatch",

@@ -1,7 +1,9 @@
-"""Prometheus metrics of the broker (``vcascade_broker_*``), every series labelled ``broker=<name>``.
+"""Prometheus metrics of the broker (``vcascade_broker_*``), every series labelled ``broker=<name>``, and the
+object that counts events into them.
 
 Declared once per process in the default registry (served by :func:`vcascade.core.telemetry.serve_metrics`);
-:class:`BrokerMetrics` binds them to one broker name so several brokers (tests) can share a process.
+:class:`BrokerTelemetry` binds them to one broker name (so several brokers, in tests, can share a process) and
+offers one method per event. The broker's report counts are :class:`vcascade.broker.books.Stats`.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import re
 from prometheus_client import Counter, Gauge, Histogram
 
 from vcascade.core.config import NAME_PATTERN
+from vcascade.core.security import auth_failures_counter
 from vcascade.core.telemetry import LATENCY_BUCKETS_S
 
 MAX_CAMERA_LABELS = 256
@@ -77,10 +80,15 @@ QUEUE_SECONDS = Histogram(
     ["broker"],
     buckets=LATENCY_BUCKETS_S,
 )
+AUTH_FAILURES = auth_failures_counter("broker")
+"""``vcascade_broker_auth_failures_total{broker, reason}``: clients refused in the CurveZMQ handshake, counted by
+:class:`vcascade.core.security.AuthFailureMonitor` (declared here so the family is exported from the start)."""
 
 
-class BrokerMetrics:
-    """The broker metrics bound to one broker name.
+class BrokerTelemetry:
+    """Counts the events of one broker into its metrics. Not thread-safe beyond prometheus_client's own locks:
+    the label bounds are kept by the broker's loop thread, its only user. The broker-wide series (dispatched,
+    results, occupancy gauges, queue time, re-dispatched) read 0 from construction on.
 
     Args:
         broker: the broker's name from the deployment file (label value).
@@ -88,20 +96,41 @@ class BrokerMetrics:
 
     def __init__(self, broker: str) -> None:
         self.broker = broker
-        self.dispatched = ROIS_DISPATCHED.labels(broker=broker)
-        self.results = RESULTS.labels(broker=broker)
-        self.queue_depth = QUEUE_DEPTH.labels(broker=broker)
-        self.in_flight = IN_FLIGHT.labels(broker=broker)
-        self.workers = WORKERS.labels(broker=broker)
-        self.queue_seconds = QUEUE_SECONDS.labels(broker=broker)
-        self.redispatched = REDISPATCHED.labels(broker=broker)
-        self.edges = EDGES.labels(broker=broker)
+        self._dispatched = ROIS_DISPATCHED.labels(broker=broker)
+        self._results = RESULTS.labels(broker=broker)
+        self._queue_depth = QUEUE_DEPTH.labels(broker=broker)
+        self._in_flight = IN_FLIGHT.labels(broker=broker)
+        self._workers = WORKERS.labels(broker=broker)
+        self._queue_seconds = QUEUE_SECONDS.labels(broker=broker)
+        self._redispatched = REDISPATCHED.labels(broker=broker)
+        self._edges = EDGES.labels(broker=broker)
         self._cameras: set[str] = set()
         self._recognizers: set[str] = set()
 
-    def received(self, camera: str) -> None:
+    def roi_received(self, camera: str) -> None:
         """Count one well-formed ROI from ``camera`` (label bounded, see :data:`MAX_CAMERA_LABELS`)."""
         ROIS_RECEIVED.labels(broker=self.broker, camera=self.camera_label(camera)).inc()
+
+    def dispatched(self, recognizer: str, queued_s: float) -> None:
+        """One ROI for ``recognizer`` (``""``: any) forwarded to a worker after waiting ``queued_s`` seconds here."""
+        self._dispatched.inc()
+        RECOGNIZER_DISPATCHED.labels(broker=self.broker, recognizer=self.recognizer_label(recognizer)).inc()
+        self._queue_seconds.observe(queued_s)
+
+    def result_forwarded(self) -> None:
+        """One result forwarded from a worker to its edge."""
+        self._results.inc()
+
+    def redispatched(self, count: int) -> None:
+        """``count`` ROIs taken back from a lost worker and queued again."""
+        self._redispatched.inc(count)
+
+    def occupancy(self, *, queued: int, in_flight: int, workers: int, edges: int) -> None:
+        """Publish the ROIs queued and held by workers, the registered workers and the live edges now."""
+        self._queue_depth.set(queued)
+        self._in_flight.set(in_flight)
+        self._workers.set(workers)
+        self._edges.set(edges)
 
     def camera_label(self, camera: str) -> str:
         """``camera`` itself while fewer than ``MAX_CAMERA_LABELS`` were used and it is a valid name, else
@@ -147,10 +176,6 @@ class BrokerMetrics:
             return OTHER_CAMERA
         self._recognizers.add(recognizer)
         return recognizer
-
-    def dispatched_for(self, recognizer: str) -> None:
-        """Count one ROI forwarded to a worker of ``recognizer`` (``""``: any)."""
-        RECOGNIZER_DISPATCHED.labels(broker=self.broker, recognizer=self.recognizer_label(recognizer)).inc()
 
     def set_recognizer_gauges(self, queued: dict[str, int], workers: dict[str, int]) -> None:
         """Publish queued ROIs and registered workers per recognizer; a recognizer seen before and absent from

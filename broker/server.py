@@ -28,7 +28,7 @@ import zmq
 from vcascade.broker.bind import broker_sockets
 from vcascade.broker.books import Envelope, Stats, broker_hops, ms, remaining_ttl_ms, send_failure_reason
 from vcascade.broker.dispatch import Dispatcher, InFlight, Pending, RecognizerChanged, WorkerLimit
-from vcascade.broker.metrics import BrokerMetrics
+from vcascade.broker.metrics import BrokerTelemetry
 from vcascade.core import wire
 from vcascade.core.config import Deployment, HeartbeatConfig
 from vcascade.core.health import READINESS
@@ -131,7 +131,7 @@ class _BrokerLoop:
         self._heartbeat = wire.encode(wire.Heartbeat(sender=name))
         self._last_heartbeat_s = 0.0
         self.report = report
-        self.metrics = BrokerMetrics(name)
+        self.telemetry = BrokerTelemetry(name)
         self.stats = Stats()
         self.worker_names: dict[bytes, str] = {}
         self.accepting = True
@@ -205,7 +205,7 @@ class _BrokerLoop:
             self._malformed("frontend", "wrong_kind")
             return
         self.stats.received += 1
-        self.metrics.received(header.camera)
+        self.telemetry.roi_received(header.camera)
         envelope = Envelope(edge, frames[1:], header)
         item = Pending(header.roi_id, header.camera, now_s, header.ttl_ms, envelope, recognizer=header.recognizer)
         if not self.accepting:
@@ -250,9 +250,9 @@ class _BrokerLoop:
                      self.name, ready.worker, ready.recognizer, ready.credits)  # fmt: skip
         old_name = self.worker_names.get(worker)
         if old_name is not None and old_name != ready.worker:
-            self.metrics.forget_worker(old_name)
+            self.telemetry.forget_worker(old_name)
         self.worker_names[worker] = ready.worker
-        self.metrics.set_credits(ready.worker, ready.credits)
+        self.telemetry.set_credits(ready.worker, ready.credits)
 
     def _on_result(self, worker: bytes, result: wire.Result, now_s: float) -> None:
         flight = self._complete(result.roi_id, worker)
@@ -263,7 +263,7 @@ class _BrokerLoop:
         answer = msgspec.structs.replace(result, hops=hops)
         if self._send_edge(flight.pending.data.edge, [wire.encode(answer)]):
             self.stats.results += 1
-            self.metrics.results.inc()
+            self.telemetry.result_forwarded()
 
     def _on_worker_drop(self, worker: bytes, drop: wire.Drop, header_frame: zmq.Frame, now_s: float) -> None:
         flight = self._complete(drop.roi_id, worker)
@@ -302,14 +302,12 @@ class _BrokerLoop:
             self.backend.send_multipart(frames, flags=zmq.NOBLOCK, copy=False)
         except zmq.ZMQError as exc:  # EHOSTUNREACH: disconnected; EAGAIN: its pipe is full, it is not reading
             log.warning("broker %s: worker %r unreachable (%s)", self.name, flight.worker, exc.strerror)
-            self.metrics.send_failed("backend", send_failure_reason(exc))
+            self.telemetry.send_failed("backend", send_failure_reason(exc))
             flight.pending.attempts -= 1  # never delivered: not an attempt
             self._worker_lost(flight.worker, "unreachable")
             return
         self.stats.forwarded += 1
-        self.metrics.dispatched.inc()
-        self.metrics.dispatched_for(flight.pending.recognizer)
-        self.metrics.queue_seconds.observe(flight.dispatched_s - flight.pending.received_s)
+        self.telemetry.dispatched(flight.pending.recognizer, flight.dispatched_s - flight.pending.received_s)
 
     def _expire_workers(self, now_s: float) -> None:
         for worker, flights in self.dispatcher.expire_workers(now_s):
@@ -323,14 +321,14 @@ class _BrokerLoop:
     def _forget(self, worker: bytes, flights: list[InFlight], why: str) -> None:
         """A worker is gone: re-queue its ROIs (bounded attempts; none while shutting down), drop the rest."""
         name = self.worker_names.pop(worker, worker.decode(errors="replace"))
-        self.metrics.forget_worker(name)
+        self.telemetry.forget_worker(name)
         if self.accepting:
             given_up, overflow = self.dispatcher.requeue(flights)
         else:
             given_up, overflow = [flight.pending for flight in flights], []
         redispatched = len(flights) - len(given_up)
         self.stats.redispatched += redispatched
-        self.metrics.redispatched.inc(redispatched)
+        self.telemetry.redispatched(redispatched)
         log.info(
             "broker %s: worker %s lost (%s): %d ROIs in flight, %d re-queued, %d dropped",
             self.name, name, why, len(flights), redispatched, len(given_up),
@@ -359,7 +357,7 @@ class _BrokerLoop:
         try:
             sock.send_multipart([peer, self._heartbeat], zmq.NOBLOCK)
         except zmq.ZMQError as exc:
-            self.metrics.send_failed(side, send_failure_reason(exc))
+            self.telemetry.send_failed(side, send_failure_reason(exc))
             return exc.errno != errno.EHOSTUNREACH
         return True
 
@@ -377,7 +375,7 @@ class _BrokerLoop:
         try:
             self.frontend.send_multipart([edge, *frames], flags=zmq.NOBLOCK, copy=False)
         except zmq.ZMQError as exc:
-            self.metrics.send_failed("frontend", send_failure_reason(exc))
+            self.telemetry.send_failed("frontend", send_failure_reason(exc))
             self._count_drop("edge_gone" if exc.errno == errno.EHOSTUNREACH else "edge_busy")
             return False
         return True
@@ -392,21 +390,18 @@ class _BrokerLoop:
 
     def _malformed(self, side: str, reason: str) -> None:
         self.stats.malformed += 1
-        self.metrics.malformed(side, reason)
+        self.telemetry.malformed(side, reason)
 
     def _count_drop(self, reason: str) -> None:
         self.stats.drops[reason] += 1
-        self.metrics.dropped(reason)
+        self.telemetry.dropped(reason)
 
     # ------------------------------------------------------------------ reporting
 
     def _update_gauges(self) -> None:
-        self.metrics.queue_depth.set(self.dispatcher.queued)
-        self.metrics.in_flight.set(self.dispatcher.in_flight)
-        self.metrics.workers.set(self.dispatcher.workers)
-        self.metrics.edges.set(len(self.edges))
         d = self.dispatcher
-        self.metrics.set_recognizer_gauges(d.queued_by_recognizer(), d.workers_by_recognizer())
+        self.telemetry.occupancy(queued=d.queued, in_flight=d.in_flight, workers=d.workers, edges=len(self.edges))
+        self.telemetry.set_recognizer_gauges(d.queued_by_recognizer(), d.workers_by_recognizer())
 
     def _emit_report(self, final: bool) -> None:
         if self.report is None:

@@ -1,8 +1,10 @@
-"""Worker metrics (Prometheus, prefix ``vcascade_worker_``, label ``worker`` on all) and the report snapshot.
+"""Worker and stage-group metrics (Prometheus, prefixes ``vcascade_worker_`` with label ``worker`` on all, and
+``vcascade_stage_group_`` with label ``group``) and the report snapshots.
 
 The metric objects are module globals registered once in the process's default registry, so several workers
 in one process (tests) share them and differ by their ``worker`` label. :class:`WorkerTelemetry` updates them
-and, under a lock, the plain counters behind the once-a-second report dict.
+and, under a lock, the plain counters behind the once-a-second report dict; :class:`StageGroupTelemetry` does
+the same for a stage-group process.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from collections import Counter as _Tally
 
 from prometheus_client import Counter, Gauge, Histogram
 
+from vcascade.core.security import auth_failures_counter
 from vcascade.core.telemetry import BATCH_BUCKETS, LATENCY_BUCKETS_S
 from vcascade.core.wire import Hop
 
@@ -54,6 +57,20 @@ STAGE_BUSY = Counter(
     "Seconds each stage spent computing; its rate is the stage's utilisation (0..1 per stage thread).",
     ["worker", "stage"],
 )
+STAGE_ERRORS = Counter(
+    "vcascade_worker_stage_errors_total",
+    "Micro-batches failed by a stage, by stage and reason (exception, stage_unreachable, remote_error).",
+    ["worker", "stage", "reason"],
+)
+LINK_DISCARDED = Counter(
+    "vcascade_worker_link_discarded_total",
+    "Stage-group answers dropped, by reason (late: its micro-batch had already failed; malformed reasons).",
+    ["worker", "reason"],
+)
+AUTH_FAILURES = auth_failures_counter("worker")
+"""``vcascade_worker_auth_failures_total{worker, reason}``: brokers that refused this worker's CurveZMQ
+handshake, counted by :class:`vcascade.core.security.AuthFailureMonitor` (declared here so the family is exported
+from the start)."""
 
 
 class WorkerTelemetry:
@@ -135,6 +152,14 @@ class WorkerTelemetry:
             self._stage_sum_s[stage] += seconds
             self._stage_calls[stage] += 1
 
+    def stage_failed(self, stage: str, reason: str) -> None:
+        """One micro-batch failed in ``stage`` (``stage<k>``) for ``reason``."""
+        STAGE_ERRORS.labels(self.worker, stage, reason).inc()
+
+    def link_discarded(self, reason: str) -> None:
+        """One stage-group answer dropped for ``reason`` (``late``, or a malformed message's reason)."""
+        LINK_DISCARDED.labels(self.worker, reason).inc()
+
     def queue_depths(self, depths: dict[str, int]) -> None:
         """Set the queue-depth gauges, by queue name (``batcher``, ``stage<k>``, ``head``)."""
         for name, depth in depths.items():
@@ -159,30 +184,6 @@ class WorkerTelemetry:
                     s: 1000.0 * self._stage_sum_s[s] / self._stage_calls[s] for s in sorted(self._stage_calls)
                 },
             }
-
-
-# ---------------------------------------------------------------- stage errors and the stage-group link (worker)
-
-STAGE_ERRORS = Counter(
-    "vcascade_worker_stage_errors_total",
-    "Micro-batches failed by a stage, by stage and reason (exception, stage_unreachable, remote_error).",
-    ["worker", "stage", "reason"],
-)
-LINK_DISCARDED = Counter(
-    "vcascade_worker_link_discarded_total",
-    "Stage-group answers dropped, by reason (late: its micro-batch had already failed; malformed reasons).",
-    ["worker", "reason"],
-)
-
-
-def stage_error(worker: str, stage: str, reason: str) -> None:
-    """Count one micro-batch failed in ``stage`` (``stage<k>``) for ``reason``."""
-    STAGE_ERRORS.labels(worker, stage, reason).inc()
-
-
-def link_discarded(worker: str, reason: str) -> None:
-    """Count one stage-group answer dropped for ``reason``."""
-    LINK_DISCARDED.labels(worker, reason).inc()
 
 
 # ---------------------------------------------------------------- stage-group process (prefix vcascade_stage_group_)

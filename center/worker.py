@@ -36,7 +36,7 @@ import zmq
 
 from vcascade.center.batcher import STOP, MicroBatcher
 from vcascade.center.heads import build_head, head_context, head_input
-from vcascade.center.metrics import WorkerTelemetry, link_discarded, stage_error
+from vcascade.center.metrics import WorkerTelemetry
 from vcascade.center.microbatch import MicroBatch, RoiItem
 from vcascade.center.outbox import Outbox
 from vcascade.center.preprocess import PreprocessSpec, prepare_micro_batch
@@ -157,7 +157,7 @@ class _Worker:
         return RemoteStages(
             zmq.Context.instance(), group.endpoint(), len(group.devices), group.timeout_s,
             secure=lambda sock: secure_client(sock, self.security, self.name, group_name),
-            on_discard=lambda reason: link_discarded(self.name, reason),
+            on_discard=self.telemetry.link_discarded,
         )
 
     # ------------------------------------------------------------------ IO thread
@@ -341,7 +341,7 @@ class _Worker:
     def _fail_batch(self, batch: MicroBatch, where: str, exc: BaseException) -> None:
         """Engine error callback: every ROI of the failed micro-batch gets a Drop."""
         if where != "head":
-            stage_error(self.name, where, getattr(exc, "reason", "exception"))
+            self.telemetry.stage_failed(where, getattr(exc, "reason", "exception"))
         self._drop_items(batch.items, "head_error" if where == "head" else "stage_error")
 
     def _drop_items(self, items: list[RoiItem], reason: str) -> None:

@@ -22,6 +22,8 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "FrameSlots": ".frames",
     "IdentityCache": ".identity_cache",
     "BrokerLink": ".link",
+    "CameraTelemetry": ".metrics",
+    "EdgeTelemetry": ".metrics",
     "EdgeNode": ".node",
     "run_edge": ".node",
     "crop_pixels": ".roi",

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Literal, get_args
 
 from vcascade.core.redact import redact_url
-from vcascade.edge import metrics
+from vcascade.edge.metrics import CameraTelemetry
 
 log = logging.getLogger(__name__)
 
@@ -53,15 +53,20 @@ class Transition:
 class CameraStateMachine:
     """Current state of one camera, its history of transitions, and the metrics that show them.
 
-    Metrics: ``vcascade_edge_camera_state{edge,camera,state}`` is 1 for the current state and 0 for the others
-    (the Prometheus "state set" pattern); ``vcascade_edge_camera_transitions_total{edge,camera,state,reason}``
-    counts entries into each state by reason; ``vcascade_edge_camera_up`` is 1 while streaming.
+    Metrics (through ``telemetry``): ``vcascade_edge_camera_state{edge,camera,state}`` is 1 for the current
+    state and 0 for the others (the Prometheus "state set" pattern);
+    ``vcascade_edge_camera_transitions_total{edge,camera,state,reason}`` counts entries into each state by
+    reason; ``vcascade_edge_camera_up`` is 1 while streaming.
 
     Thread-safe: the camera's supervisor thread changes it, any thread reads it.
+
+    Args:
+        telemetry: the camera's telemetry (edge and camera names).
+        history_max: transitions kept at most.
     """
 
-    def __init__(self, edge: str, camera: str, history_max: int = 1000) -> None:
-        self.edge, self.camera = edge, camera
+    def __init__(self, telemetry: CameraTelemetry, history_max: int = 1000) -> None:
+        self.telemetry, self.camera = telemetry, telemetry.camera
         self.state: str = "connecting"
         self.reason = "start"
         self.transitions: list[Transition] = []
@@ -84,7 +89,7 @@ class CameraStateMachine:
             self.state, self.reason = target, reason
             self.transitions.append(step)
             del self.transitions[: -self._history_max]
-        metrics.CAMERA_TRANSITIONS.labels(self.edge, self.camera, target, reason).inc()
+        self.telemetry.entered(target, reason)
         self._publish()
         level = {"failed": logging.ERROR, "stalled": logging.WARNING}.get(target, logging.INFO)
         log.log(level, "camera %s: %s -> %s (%s)%s", self.camera, step.source, target, reason,
@@ -97,6 +102,4 @@ class CameraStateMachine:
             return list(self.transitions)
 
     def _publish(self) -> None:
-        for state in STATES:
-            metrics.CAMERA_STATE.labels(self.edge, self.camera, state).set(1 if state == self.state else 0)
-        metrics.CAMERA_UP.labels(self.edge, self.camera).set(1 if self.state == "streaming" else 0)
+        self.telemetry.show_state(self.state, STATES)

@@ -28,7 +28,6 @@ from typing import Any
 
 import msgspec
 import zmq
-from prometheus_client import Counter
 from pydantic import TypeAdapter, ValidationError
 
 from vcascade.core.config import CameraConfig, Deployment, Name
@@ -45,6 +44,7 @@ from vcascade.core.redact import redact_url
 from vcascade.core.security import secure_server, start_authenticator, watch_auth_failures
 from vcascade.core.sockets import make_socket
 from vcascade.edge.camera_set import CameraChangeError, CameraSet
+from vcascade.edge.metrics import EdgeTelemetry
 
 log = logging.getLogger(__name__)
 
@@ -52,12 +52,6 @@ POLL_MS = 100
 """Longest the control thread sleeps between checks of its stop flag, ms."""
 APPLY_TIMEOUT_S = 10.0
 """How long a request waits for the edge's loop thread to apply it before the reply says so, s."""
-
-REQUESTS = Counter(
-    "vcascade_edge_control_requests_total",
-    "Control socket requests, by operation and outcome (ok, refused: invalid or impossible, malformed, timeout).",
-    ["edge", "op", "outcome"],
-)
 
 
 def camera_config(edge: str, name: str, settings: dict[str, Any]) -> CameraConfig:
@@ -110,6 +104,7 @@ class ControlServer(threading.Thread):
     def __init__(self, edge: str, dep: Deployment, ctx: zmq.Context, cameras: CameraSet) -> None:
         super().__init__(name="edge-control", daemon=True)
         self.edge, self.cameras = edge, cameras
+        self.telemetry = EdgeTelemetry(edge)
         self._pending: queue.Queue[tuple[CameraAdd | CameraRemove | CameraList, Future]] = queue.Queue()
         self._stop_event = threading.Event()
         self._auth = start_authenticator(ctx, dep.security)
@@ -138,12 +133,12 @@ class ControlServer(threading.Thread):
 
     def _serve_one(self, frames: list[bytes]) -> None:
         if len(frames) != 3 or frames[1] != b"":  # [peer, delimiter, body]: what a REQ client sends
-            REQUESTS.labels(self.edge, "unknown", "malformed").inc()
+            self.telemetry.control_request("unknown", "malformed")
             return  # not a REQ client: nothing sensible to answer
         try:
             request = decode_request(frames[2])
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-            REQUESTS.labels(self.edge, "unknown", "malformed").inc()
+            self.telemetry.control_request("unknown", "malformed")
             self._reply(frames[0], Reply(ok=False, error=f"malformed request: {exc}"))
             return
         op = type(request).__struct_config__.tag
@@ -154,9 +149,9 @@ class ControlServer(threading.Thread):
         except FutureTimeout:
             reply = Reply(ok=False, error=f"edge {self.edge}: no answer from its loop thread within "
                           f"{APPLY_TIMEOUT_S:.0f} s; the change may still be applied (see `vcascade camera list`)")
-            REQUESTS.labels(self.edge, op, "timeout").inc()
+            self.telemetry.control_request(op, "timeout")
         else:
-            REQUESTS.labels(self.edge, op, "ok" if reply.ok else "refused").inc()
+            self.telemetry.control_request(op, "ok" if reply.ok else "refused")
         self._reply(frames[0], reply)
 
     def _reply(self, peer: bytes, reply: Reply) -> None:

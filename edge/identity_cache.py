@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from vcascade.core.wire import HEAD_OUTPUTS
-from vcascade.edge import metrics
+from vcascade.edge.metrics import EdgeTelemetry
 
 
 @dataclass(frozen=True)
@@ -50,6 +50,7 @@ class IdentityCache:
 
     def __init__(self, edge: str) -> None:
         self.edge = edge
+        self.telemetry = EdgeTelemetry(edge)
         self._lock = threading.Lock()
         self._alive: dict[str, set[int]] = {}
         self._identities: dict[str, dict[int, TrackIdentity]] = {}
@@ -70,7 +71,7 @@ class IdentityCache:
                 float(record["stream_ts_ms"]), {k: record[k] for k in EXTRA_FIELDS if k in record},
             )
         except (KeyError, TypeError, ValueError):
-            metrics.MALFORMED.labels(self.edge, "bad_record").inc()
+            self.telemetry.malformed("bad_record")
             return
         if track_id < 0:
             return

@@ -31,10 +31,10 @@ import zmq
 from vcascade.core import wire
 from vcascade.core.config import Deployment
 from vcascade.core.sockets import waiting_messages
-from vcascade.edge import metrics
 from vcascade.edge.account import PendingRoi, drop_record, result_record
 from vcascade.edge.link_sockets import broker_socket, close_broker_socket, disconnected
 from vcascade.edge.link_state import LATENCY_SAMPLES, BrokerTable, CameraTally, Flight, may_retry
+from vcascade.edge.metrics import EdgeTelemetry
 from vcascade.edge.sinks import Sink
 
 log = logging.getLogger(__name__)
@@ -49,6 +49,7 @@ class BrokerLink(threading.Thread):
     def __init__(self, edge: str, dep: Deployment, ctx: zmq.Context, sinks: list[Sink]) -> None:
         super().__init__(name="broker-link", daemon=True)
         self.edge, self.cfg = edge, dep.edges[edge]
+        self.telemetry = EdgeTelemetry(edge)
         self.tally: dict[str, CameraTally] = {cam: CameraTally() for cam in dep.cameras_of(edge)}
         self._sinks = sinks
         self._lock = threading.Condition()
@@ -73,7 +74,7 @@ class BrokerLink(threading.Thread):
             self._sockets.append(sock)
             self._monitors.append(monitor)
             self._identities.append(identity)
-            metrics.BROKER_UP.labels(edge, name).set(0)
+            self.telemetry.broker_up(name, False)
 
     def add_camera(self, camera: str) -> None:
         """Open the books of a camera added at run time (a camera added again continues its earlier books)."""
@@ -115,8 +116,7 @@ class BrokerLink(threading.Thread):
         """
         with self._lock:
             self.tally[pending.camera].sent += 1
-            metrics.ROIS_SENT.labels(self.edge, pending.camera).inc()
-            metrics.by_recognizer(metrics.RECOGNIZER_ROIS_SENT, self.edge, pending.roi).inc()
+            self.telemetry.roi_submitted(pending.roi)
             while len(self._queue) >= self.cfg.send_queue_max and not self._closing:
                 if not self._brokers.any_alive:
                     self._finish_drop(self._queue.popleft()[0], "no_broker", self.edge)
@@ -125,7 +125,7 @@ class BrokerLink(threading.Thread):
                 else:
                     self._lock.wait(0.1)
             self._queue.append((pending, payload))
-            metrics.SEND_QUEUE.labels(self.edge).set(len(self._queue))
+            self.telemetry.send_queue_depth(len(self._queue))
         self._wake()
 
     def publish(self, record: dict) -> None:
@@ -176,7 +176,7 @@ class BrokerLink(threading.Thread):
                 for index, sock in enumerate(self._sockets):
                     if sock in events:
                         self._receive(index, sock)
-                    if self._monitors[index] in events and disconnected(self._monitors[index], self.edge):
+                    if self._monitors[index] in events and disconnected(self._monitors[index], self.telemetry):
                         with self._lock:
                             self._lose_broker(index, "disconnected")
                 now_s = time.perf_counter()
@@ -212,7 +212,7 @@ class BrokerLink(threading.Thread):
         """
         name = self.cfg.brokers[index]
         was_alive = self._brokers.lost(index)
-        metrics.BROKER_UP.labels(self.edge, name).set(0)
+        self.telemetry.broker_up(name, False)
         lost = [roi_id for roi_id, f in self._in_flight.items() if f.broker == index]
         if was_alive or lost:
             log.warning("edge %s: broker %s lost (%s), %d ROIs in flight there", self.edge, name, why, len(lost))
@@ -244,7 +244,7 @@ class BrokerLink(threading.Thread):
                     self._take(pending.roi_id)
                 else:
                     refused.add(target)
-            metrics.SEND_QUEUE.labels(self.edge).set(len(self._queue))
+            self.telemetry.send_queue_depth(len(self._queue))
             self._set_in_flight_gauge()
             self._lock.notify_all()
 
@@ -284,7 +284,7 @@ class BrokerLink(threading.Thread):
         pending.sent_s = sent_s
         self._in_flight[pending.roi_id] = Flight(pending, payload, broker)
         self._brokers.sent(broker)
-        metrics.BROKER_ROIS_SENT.labels(self.edge, self.cfg.brokers[broker]).inc()
+        self.telemetry.roi_sent_to(self.cfg.brokers[broker])
         return True
 
     def _receive(self, index: int, sock: zmq.Socket) -> None:
@@ -295,13 +295,13 @@ class BrokerLink(threading.Thread):
             try:
                 _, header, _ = wire.split_message(frames, 0)
             except wire.MalformedMessage as exc:
-                metrics.MALFORMED.labels(self.edge, exc.reason).inc()
+                self.telemetry.malformed(exc.reason)
                 continue
             self._heard(index, received_s)
             if isinstance(header, (wire.Result, wire.Drop)):
                 self._on_answer(header, received_s)
             elif not isinstance(header, wire.Heartbeat):
-                metrics.MALFORMED.labels(self.edge, "wrong_kind").inc()
+                self.telemetry.malformed("wrong_kind")
 
     def _heard(self, index: int, now_s: float) -> None:
         with self._lock:
@@ -310,7 +310,7 @@ class BrokerLink(threading.Thread):
                 self._lock.notify_all()  # a detector blocked on a full queue re-checks the overflow rule
         if revived:
             name = self.cfg.brokers[index]
-            metrics.BROKER_UP.labels(self.edge, name).set(1)
+            self.telemetry.broker_up(name, True)
             log.info("edge %s: broker %s alive", self.edge, name)
 
     def _on_answer(self, answer: wire.Result | wire.Drop, received_s: float) -> None:
@@ -322,7 +322,7 @@ class BrokerLink(threading.Thread):
             else:  # a late answer to an ROI waiting for its retry still ends it
                 flight = self._retries.pop(answer.roi_id, None)
             if flight is None:
-                metrics.DUPLICATE_ANSWERS.labels(self.edge).inc()
+                self.telemetry.duplicate_answer()
                 return
             self._set_in_flight_gauge()
             if isinstance(answer, wire.Drop):
@@ -334,10 +334,7 @@ class BrokerLink(threading.Thread):
             tally.end_to_end_ms.append(record["latency_ms"]["end_to_end"])
             self._outbox.append(record)
             self._lock.notify_all()
-        metrics.RESULTS.labels(self.edge, flight.pending.camera).inc()
-        metrics.by_recognizer(metrics.RECOGNIZER_RESULTS, self.edge, flight.pending.roi).inc()
-        for hop, ms in record["latency_ms"].items():
-            metrics.HOP_SECONDS.labels(self.edge, flight.pending.camera, hop).observe(ms / 1000.0)
+        self.telemetry.result_received(flight.pending.roi, record["latency_ms"])
 
     def _expire(self, now_s: float) -> None:
         """Retry (or drop as ``timeout``) ROIs unanswered for ``roi_timeout_s`` (the table is in send order)."""
@@ -362,18 +359,18 @@ class BrokerLink(threading.Thread):
             return
         flight.pending.roi = msgspec.structs.replace(roi, attempt=roi.attempt + 1)
         self._retries[roi.roi_id] = flight
-        metrics.RETRIES.labels(self.edge, reason).inc()
+        self.telemetry.roi_retried(reason)
 
     def _finish_drop(self, pending: PendingRoi, reason: str, where: str) -> None:
         """Count a drop and queue its record for the sinks. Caller holds the lock."""
         tally = self.tally[pending.camera]
         tally.drops[reason] = tally.drops.get(reason, 0) + 1
-        metrics.DROPS.labels(self.edge, pending.camera, reason).inc()
+        self.telemetry.roi_dropped(pending.camera, reason)
         self._outbox.append(drop_record(pending, reason, where))
         self._lock.notify_all()
 
     def _set_in_flight_gauge(self) -> None:
-        metrics.IN_FLIGHT.labels(self.edge).set(len(self._in_flight))
+        self.telemetry.in_flight(len(self._in_flight))
 
     def _flush_outbox(self) -> None:
         """Write finished records to every sink (link thread only: sinks are not thread-safe)."""

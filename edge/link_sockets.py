@@ -13,8 +13,9 @@ import zmq
 from zmq.utils.monitor import parse_monitor_message
 
 from vcascade.core.config import SecurityConfig
-from vcascade.core.security import FAILURE_REASONS, auth_failures_counter, secure_client
+from vcascade.core.security import FAILURE_REASONS, secure_client
 from vcascade.core.sockets import make_socket, waiting_messages
+from vcascade.edge.metrics import EdgeTelemetry
 
 RECONNECT_IVL_MS, RECONNECT_IVL_MAX_MS = 100, 1000
 """ZeroMQ reconnect back-off to a broker that went away: 0.1 s doubling up to 1 s, so that a restarted broker
@@ -44,14 +45,14 @@ def broker_socket(
     return sock, monitor
 
 
-def disconnected(monitor: zmq.Socket, edge: str) -> bool:
+def disconnected(monitor: zmq.Socket, telemetry: EdgeTelemetry) -> bool:
     """Read the pending monitor events without blocking (``RECV_BATCH`` at most); count refused CurveZMQ
     handshakes in ``vcascade_edge_auth_failures_total{edge, reason}``. Returns True if a connection was lost."""
     lost = False
     for frames in waiting_messages(monitor):
         event = parse_monitor_message(frames)
         if event["event"] in FAILURE_REASONS:
-            auth_failures_counter("edge").labels(edge, FAILURE_REASONS[event["event"]]).inc()
+            telemetry.auth_failed(FAILURE_REASONS[event["event"]])
         lost = lost or event["event"] == zmq.EVENT_DISCONNECTED
     return lost
 

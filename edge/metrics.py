@@ -1,9 +1,18 @@
-"""Prometheus metrics of an edge process (label ``edge`` on every series, ``camera`` where per camera)."""
+"""Prometheus metrics of an edge process (``vcascade_edge_*``; label ``edge`` on every series, ``camera`` where per
+camera) and the objects that count events into them.
+
+The families are module globals registered once in the process's default registry (served by
+:func:`vcascade.core.telemetry.serve_metrics`), so several edges in one process (tests) share them and differ by
+their ``edge`` label. :class:`EdgeTelemetry` binds them to one edge name and offers one method per event;
+:class:`CameraTelemetry` does the same for one camera's reader and state machine. A series appears when its
+first event is counted, except a camera's frame counters, which read 0 from the camera's start.
+"""
 
 from __future__ import annotations
 
 from prometheus_client import Counter, Gauge, Histogram
 
+from vcascade.core.security import auth_failures_counter
 from vcascade.core.telemetry import LATENCY_BUCKETS_S
 from vcascade.core.wire import Roi
 
@@ -83,9 +92,154 @@ RECOGNIZER_RESULTS = Counter(
     ["edge", "camera", "recognizer"],
 )
 
+CONTROL_REQUESTS = Counter(
+    "vcascade_edge_control_requests_total",
+    "Control socket requests, by operation and outcome (ok, refused: invalid or impossible, malformed, timeout).",
+    ["edge", "op", "outcome"],
+)
+AUTH_FAILURES = auth_failures_counter("edge")
+"""``vcascade_edge_auth_failures_total{edge, reason}``: refused CurveZMQ handshakes (declared by
+:func:`vcascade.core.security.auth_failures_counter`, which the control socket's monitor counts into too)."""
+
+ANY_RECOGNIZER_LABEL = "any"
+"""``recognizer`` label value of an ROI routed to no particular recognizer (``Roi.recognizer == ""``)."""
 
 
-def by_recognizer(counter: Counter, edge: str, roi: Roi) -> Counter:
-    """``counter`` (labels edge, camera, recognizer) for one ROI; an unrouted ROI (``recognizer == ""``) counts
-    as ``any``."""
-    return counter.labels(edge, roi.camera, roi.recognizer or "any")
+class EdgeTelemetry:
+    """Counts the events of one edge into its metrics. Thread-safe (prometheus_client's own locks); holds no
+    state besides the name, so each part of the edge may create its own.
+
+    Args:
+        edge: the edge's name from the deployment file (label value).
+    """
+
+    def __init__(self, edge: str) -> None:
+        self.edge = edge
+
+    # ------------------------------------------------------------ broker link
+
+    def broker_up(self, broker: str, up: bool) -> None:
+        """Broker ``broker`` is alive (heard within the liveness window) or not."""
+        BROKER_UP.labels(self.edge, broker).set(1 if up else 0)
+
+    def roi_submitted(self, roi: Roi) -> None:
+        """One ROI created and handed to the sender (per camera, and per recognizer it is routed to)."""
+        ROIS_SENT.labels(self.edge, roi.camera).inc()
+        RECOGNIZER_ROIS_SENT.labels(self.edge, roi.camera, roi.recognizer or ANY_RECOGNIZER_LABEL).inc()
+
+    def roi_sent_to(self, broker: str) -> None:
+        """One ROI put on broker ``broker``'s socket (retries and probes included)."""
+        BROKER_ROIS_SENT.labels(self.edge, broker).inc()
+
+    def send_queue_depth(self, depth: int) -> None:
+        """ROIs waiting for the in-flight window now."""
+        SEND_QUEUE.labels(self.edge).set(depth)
+
+    def in_flight(self, count: int) -> None:
+        """ROIs sent and not yet answered now."""
+        IN_FLIGHT.labels(self.edge).set(count)
+
+    def result_received(self, roi: Roi, latency_ms: dict[str, float]) -> None:
+        """One result written to the sinks; ``latency_ms`` is its closed latency account (hop -> ms, with
+        ``end_to_end``), observed in seconds."""
+        RESULTS.labels(self.edge, roi.camera).inc()
+        RECOGNIZER_RESULTS.labels(self.edge, roi.camera, roi.recognizer or ANY_RECOGNIZER_LABEL).inc()
+        for hop, ms in latency_ms.items():
+            HOP_SECONDS.labels(self.edge, roi.camera, hop).observe(ms / 1000.0)
+
+    def roi_dropped(self, camera: str, reason: str) -> None:
+        """One ROI of ``camera`` ended without a result, for ``reason``."""
+        DROPS.labels(self.edge, camera, reason).inc()
+
+    def roi_retried(self, reason: str) -> None:
+        """One ROI scheduled for another send, because of ``reason`` (``timeout``, ``broker_lost``)."""
+        RETRIES.labels(self.edge, reason).inc()
+
+    def duplicate_answer(self) -> None:
+        """One result or drop for an ROI already ended (never written)."""
+        DUPLICATE_ANSWERS.labels(self.edge).inc()
+
+    def malformed(self, reason: str) -> None:
+        """One undecodable message (or sink record, ``bad_record``) dropped."""
+        MALFORMED.labels(self.edge, reason).inc()
+
+    def auth_failed(self, reason: str) -> None:
+        """One CurveZMQ handshake with a broker refused (:data:`vcascade.core.security.FAILURE_REASONS`)."""
+        AUTH_FAILURES.labels(self.edge, reason).inc()
+
+    # ------------------------------------------------------------ detection and ROI policy
+
+    def frame_detected(self, camera: str, detections: int) -> None:
+        """One frame of ``camera`` went through the detector and kept ``detections`` detections."""
+        FRAMES_DETECTED.labels(self.edge, camera).inc()
+        DETECTIONS.labels(self.edge, camera).inc(detections)
+
+    def rois_suppressed(self, camera: str, reason: str, count: int) -> None:
+        """``count`` detections of ``camera`` not sent by the ROI policy, for ``reason``."""
+        ROIS_SUPPRESSED.labels(self.edge, camera, reason).inc(count)
+
+    def tracked_line(self, camera: str) -> None:
+        """One ``tracked`` line written for ``camera``."""
+        TRACKED_LINES.labels(self.edge, camera).inc()
+
+    def frame_rejected(self, camera: str) -> None:
+        """One frame of ``camera`` the detector rejected (unsupported shape or dtype): corrupt, ``bad_image``."""
+        FRAMES_CORRUPT.labels(self.edge, camera, "bad_image").inc()
+
+    # ------------------------------------------------------------ control socket
+
+    def control_request(self, op: str, outcome: str) -> None:
+        """One control socket request ``op`` (``unknown`` when undecodable) ended with ``outcome``."""
+        CONTROL_REQUESTS.labels(self.edge, op, outcome).inc()
+
+
+class CameraTelemetry:
+    """Counts the events of one camera's reader and state machine. Its frame counters are bound (and so read 0)
+    from construction on; create one per camera reader.
+
+    Args:
+        edge: the edge's name (label value).
+        camera: the camera's name (label value).
+    """
+
+    def __init__(self, edge: str, camera: str) -> None:
+        self.edge, self.camera = edge, camera
+        self._decoded = FRAMES_DECODED.labels(edge, camera)
+        self._rate_skipped = FRAMES_RATE_SKIPPED.labels(edge, camera)
+        self._blocked_s = CAMERA_BLOCKED.labels(edge, camera)
+        self._skipped = FRAMES_SKIPPED.labels(edge, camera)
+
+    def frame_decoded(self) -> None:
+        """One frame decoded from the camera."""
+        self._decoded.inc()
+
+    def frame_rate_skipped(self) -> None:
+        """One frame not handed to the detector because of ``detect_fps``."""
+        self._rate_skipped.inc()
+
+    def blocked(self, seconds: float) -> None:
+        """The reader waited ``seconds`` for the detector to take its frame (backpressure, not a stall)."""
+        self._blocked_s.inc(seconds)
+
+    def frames_skipped(self, count: int) -> None:
+        """``count`` frames replaced in the newest-frame slot before detection."""
+        self._skipped.inc(count)
+
+    def frames_corrupt(self, reason: str, count: int) -> None:
+        """``count`` frames lost or unusable, for ``reason`` (``pts_gap``, ``pts_not_increasing``, ``bad_image``)."""
+        FRAMES_CORRUPT.labels(self.edge, self.camera, reason).inc(count)
+
+    def reconnecting(self) -> None:
+        """One reconnect attempt of a live camera after a failure or stall."""
+        CAMERA_RECONNECTS.labels(self.edge, self.camera).inc()
+
+    def entered(self, state: str, reason: str) -> None:
+        """The camera entered ``state`` because of ``reason`` (:mod:`vcascade.edge.camera_state`)."""
+        CAMERA_TRANSITIONS.labels(self.edge, self.camera, state, reason).inc()
+
+    def show_state(self, current: str, states: tuple[str, ...]) -> None:
+        """Publish the current state: 1 for ``current`` and 0 for the other ``states`` (the Prometheus "state set"
+        pattern); the camera is up while ``streaming``."""
+        for state in states:
+            CAMERA_STATE.labels(self.edge, self.camera, state).set(1 if state == current else 0)
+        CAMERA_UP.labels(self.edge, self.camera).set(1 if current == "streaming" else 0)

@@ -30,7 +30,6 @@ from vcascade.core.health import READINESS
 from vcascade.core.stop import StopFlag
 from vcascade.core.telemetry import serve_metrics
 from vcascade.core.threads import DetectorThreads, cores_given, detector_threads, set_process_threads
-from vcascade.edge import metrics
 from vcascade.edge.account import PendingRoi, tracked_record
 from vcascade.edge.camera_set import CameraSet
 from vcascade.edge.control import start_control
@@ -41,6 +40,7 @@ from vcascade.edge.detectors.model_file import ensure_detector_model
 from vcascade.edge.frames import Frame, FrameSlots
 from vcascade.edge.identity_cache import IdentityCache
 from vcascade.edge.link import BrokerLink
+from vcascade.edge.metrics import EdgeTelemetry
 from vcascade.edge.roi import crop_pixels, encode_jpeg, roi_header
 from vcascade.edge.roi_policy import RoiPolicy
 from vcascade.edge.roi_selection import RoiSelection
@@ -94,6 +94,7 @@ class EdgeNode:
     ) -> None:
         self.name, self.cfg, self.detector, self.link = name, dep.edges[name], detector, link
         self._dep = dep
+        self.telemetry = EdgeTelemetry(name)
         self.identities = identities
         self.run_id = uuid.uuid4().hex[:8]
         self._counter = 0
@@ -143,7 +144,7 @@ class EdgeNode:
             frame = item.frame
             if item.detections is None:
                 log.warning("edge %s: camera %s: frame %d skipped: %s", self.name, frame.camera, frame.seq, item.error)
-                metrics.FRAMES_CORRUPT.labels(self.name, frame.camera, "bad_image").inc()
+                self.telemetry.frame_rejected(frame.camera)
                 continue
             submitted += self.handle_detections(frame, item.detections, item.start_s, item.end_s)
         return submitted
@@ -165,8 +166,7 @@ class EdgeNode:
         Returns:
             The number of ROIs submitted.
         """
-        metrics.FRAMES_DETECTED.labels(self.name, frame.camera).inc()
-        metrics.DETECTIONS.labels(self.name, frame.camera).inc(len(detections))
+        self.telemetry.frame_detected(frame.camera, len(detections))
         cam = self._cameras[frame.camera]
         cam.detected += 1
         cam.frame_ages_ms.append((detect_start_s - frame.capture_s) * 1000.0)
@@ -182,7 +182,7 @@ class EdgeNode:
         """Count the detections the policy did not send, per reason; write a ``tracked`` line for each followed one
         (:meth:`RoiSelection.followed`) with its track's cached identity."""
         for reason, count in selection.suppressed_counts().items():
-            metrics.ROIS_SUPPRESSED.labels(self.name, frame.camera, reason).inc(count)
+            self.telemetry.rois_suppressed(frame.camera, reason, count)
         if not emit_tracked:
             return
         followed = selection.followed()
@@ -195,7 +195,7 @@ class EdgeNode:
                 self._class_name(class_id),
             )
             self.link.publish(record)
-            metrics.TRACKED_LINES.labels(self.name, frame.camera).inc()
+            self.telemetry.tracked_line(frame.camera)
 
     def _submit(self, frame: Frame, selection: RoiSelection, detect_start_s: float, detect_end_s: float) -> int:
         """Crop, encode and submit the ROI of each sent row of ``selection``; returns the number submitted."""

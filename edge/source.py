@@ -28,11 +28,11 @@ import cv2
 from vcascade.core.config import CameraConfig
 from vcascade.core.redact import redact_url
 from vcascade.core.resources import resolve
-from vcascade.edge import metrics
 from vcascade.edge.backoff import Backoff
 from vcascade.edge.camera_state import CameraStateMachine
 from vcascade.edge.capture import SourceError, is_live, normalize_image, open_capture, stopped_early, stream_info
 from vcascade.edge.frames import Frame, FramePolicy, FrameSlots
+from vcascade.edge.metrics import CameraTelemetry
 from vcascade.edge.timing import Pacer, PtsMonitor, RateGate
 
 __all__ = ["CameraReader", "CaptureSession", "SourceError", "is_live", "open_capture", "resolve_or_same"]
@@ -84,17 +84,14 @@ class CameraReader(threading.Thread):
         self.edge, self.camera, self.cfg, self.slots, self.stop = edge, name, cfg, slots, stop
         self.live = is_live(resolve_or_same(cfg.url))
         self.policy: FramePolicy = "newest" if self.live or cfg.realtime else "every_frame"
-        self.machine = CameraStateMachine(edge, name)
+        self.telemetry = CameraTelemetry(edge, name)
+        self.machine = CameraStateMachine(self.telemetry)
         self.error: str | None = None
         self.frames = self.reconnects = self.rate_skipped = self.corrupt_frames = self.loops = 0
         self.removal: str | None = None
         self._blocked_done_s = 0.0
         self.session: CaptureSession | None = None
         self._backoff = Backoff(cfg.backoff_initial_s, cfg.backoff_max_s)
-        self._decoded, self._rate_skipped, self._blocked, self._skipped = (
-            counter.labels(edge, name) for counter in (
-                metrics.FRAMES_DECODED, metrics.FRAMES_RATE_SKIPPED, metrics.CAMERA_BLOCKED, metrics.FRAMES_SKIPPED)
-        )
         slots.add_camera(name, self.policy, depth=FILE_SLOT_DEPTH)
 
     @property
@@ -176,7 +173,7 @@ class CameraReader(threading.Thread):
         if self.stop.wait(delay_s):
             return
         self.reconnects += 1
-        metrics.CAMERA_RECONNECTS.labels(self.edge, self.camera).inc()
+        self.telemetry.reconnecting()
         self.machine.to("connecting", "retry", f"attempt {self._backoff.attempt} after {delay_s:.2f} s")
 
     def _fail(self, reason: str, error: str) -> None:
@@ -189,10 +186,10 @@ class CameraReader(threading.Thread):
             return False
         self.frames += 1
         self._backoff.reset()
-        self._decoded.inc()
+        self.telemetry.frame_decoded()
         if session.gate is not None and not session.gate.accept(frame.stream_ts_ms):
             self.rate_skipped += 1
-            self._rate_skipped.inc()
+            self.telemetry.frame_rate_skipped()
             return True
         if session.pacer is not None:
             session.set_phase("pacing")
@@ -204,15 +201,15 @@ class CameraReader(threading.Thread):
         stored = self.slots.put(frame, session.cancel)
         waited_s = time.perf_counter() - started_s
         self._blocked_done_s += waited_s
-        self._blocked.inc(waited_s)
+        self.telemetry.blocked(waited_s)
         if self.slots.skipped[self.camera] != before:
-            self._skipped.inc(self.slots.skipped[self.camera] - before)
+            self.telemetry.frames_skipped(self.slots.skipped[self.camera] - before)
         return stored
 
     def count_corrupt(self, reason: str, n: int) -> None:
         """Count ``n`` frames lost or unusable for ``reason`` (``pts_gap``, ``pts_not_increasing``, ``bad_image``)."""
         self.corrupt_frames += n
-        metrics.FRAMES_CORRUPT.labels(self.edge, self.camera, reason).inc(n)
+        self.telemetry.frames_corrupt(reason, n)
 
 
 class CaptureSession(threading.Thread):

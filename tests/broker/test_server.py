@@ -115,6 +115,30 @@ def test_worker_never_holds_more_than_its_credits(start_broker):
     assert sorted(r.roi_id for r in recv_n(edge, 5)) == [f"r{i}" for i in range(5)]
 
 
+def test_occupancy_gauges_show_the_rois_a_worker_holds_and_those_waiting(start_broker):
+    b = start_broker(worker_timeout_s=60)  # this test worker sends no heartbeats
+    worker, edge = b.worker("w1", credits=2), b.edge("e1")
+    for i in range(3):
+        send_roi(edge, f"r{i}")
+    held = recv_n(worker, 2)
+
+    def gauges_reach(expected: tuple[float, float]) -> tuple[float, float]:
+        """(in flight, queued) once they read ``expected``, or after 5 s (published about once a second)."""
+        deadline = time.monotonic() + 5
+        while (now := (b.sample("vcascade_broker_in_flight"), b.sample("vcascade_broker_queue_depth"))) != expected:
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+        return now
+
+    assert gauges_reach((2, 1)) == (2, 1)
+    for roi in held:
+        answer(worker, roi)
+    answer(worker, recv_n(worker, 1)[0])  # the third, dispatched when a credit came back
+    assert len(recv_n(edge, 3)) == 3
+    assert gauges_reach((0, 0)) == (0, 0)
+
+
 def _reason(frame: bytes) -> str:
     with pytest.raises(wire.MalformedMessage) as info:
         wire.decode(frame)

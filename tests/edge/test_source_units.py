@@ -12,6 +12,7 @@ from vcascade.core.config import CameraConfig
 from vcascade.edge.backoff import Backoff
 from vcascade.edge.camera_state import CameraStateMachine
 from vcascade.edge.capture import SourceError, StreamInfo, device_index, is_live, open_capture, stopped_early
+from vcascade.edge.metrics import CameraTelemetry
 from vcascade.edge.timing import PtsMonitor, RateGate
 
 
@@ -63,7 +64,7 @@ def test_stopped_early_needs_both_fewer_frames_and_a_short_timeline():
 
 
 def test_state_machine_sets_one_state_counts_reasons_and_logs_once(caplog):
-    machine = CameraStateMachine("edge-u", "cam-u")
+    machine = CameraStateMachine(CameraTelemetry("edge-u", "cam-u"))
     value = lambda state: REGISTRY.get_sample_value(  # noqa: E731
         "vcascade_edge_camera_state", {"edge": "edge-u", "camera": "cam-u", "state": state})
     assert value("connecting") == 1 and value("streaming") == 0

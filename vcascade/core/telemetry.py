@@ -5,7 +5,8 @@ Each process serves its own registry on its own port (no multiprocess mode) with
 every check of :data:`vcascade.core.health.READINESS` passes, else 503 with a JSON body naming the failing checks).
 Metric names follow ``vcascade_<component>_<thing>_<unit>``: counters end in ``_total``, durations are
 ``_seconds`` histograms with :data:`LATENCY_BUCKETS_S`. Each component declares its metrics in its own
-``metrics`` module; :mod:`vcascade.core.metric_names` lists them all. Process CPU and memory come from
+``metrics`` module, with a telemetry object that counts its events into them; :func:`metric_families` reads
+the families back from a registry (the metric list is never kept by hand). Process CPU and memory come from
 prometheus_client's default process collector (``process_cpu_seconds_total``,
 ``process_resident_memory_bytes``, Linux only).
 """
@@ -15,10 +16,13 @@ from __future__ import annotations
 import json
 import logging
 import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlsplit
 
-from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, Gauge, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, Gauge, generate_latest
+from prometheus_client.metrics import MetricWrapperBase
 
 from vcascade.core.health import READINESS, Readiness
 from vcascade.core.redact import redact_url
@@ -37,6 +41,74 @@ BUILD_INFO = Gauge(
     "vcascade_build_info", "Always 1; labels name the component kind, its name and the vcascade version (for joins).",
     ["component", "name", "version"],
 )
+
+
+EXPORTED_PREFIXES: tuple[str, ...] = ("vcascade_", "process_")
+"""Families :func:`metric_families` reports: vcascade's own and prometheus_client's process collector (CPU,
+memory, file descriptors). The ``python_*`` families of its platform and GC collectors are served too, but
+describe the interpreter, not vcascade."""
+
+HISTOGRAM_SUFFIXES = ("_bucket", "_sum", "_count")
+"""Series suffixes of a histogram family in the exposition format and in PromQL."""
+
+
+@dataclass(frozen=True)
+class MetricFamily:
+    """One exported metric family.
+
+    Attributes:
+        name: the exposed name (counters with ``_total``; histograms without ``_bucket``/``_sum``/``_count``).
+        kind: ``counter``, ``gauge`` or ``histogram``.
+        help: the help text (``# HELP`` line).
+        labels: label names in declaration order (``le`` of histograms not included).
+    """
+
+    name: str
+    kind: str
+    help: str
+    labels: tuple[str, ...]
+
+
+def metric_families(registry: CollectorRegistry = REGISTRY) -> dict[str, MetricFamily]:
+    """Every family of ``registry`` whose name starts with one of :data:`EXPORTED_PREFIXES`, by exposed name,
+    sorted by name. A family is listed from the moment it is declared, before any series of it exists.
+
+    The caller imports the modules that declare the families first (the core imports no component: see
+    :func:`vcascade.app.metric_list.exported_families`). prometheus_client has no public API for the label
+    names of a family without series: they are read from its metric objects (``_labelnames``) and, for other
+    collectors (the process collector), from the samples they yield.
+    """
+    families: dict[str, MetricFamily] = {}
+    with registry._lock:  # the registry's collectors: no public accessor
+        collectors = list(registry._collector_to_names)
+    for collector in collectors:
+        if isinstance(collector, MetricWrapperBase):
+            described = [(family, tuple(collector._labelnames)) for family in collector.describe()]
+        else:
+            described = [(family, _sample_labels(family)) for family in collector.collect()]
+        for family, labels in described:
+            name = f"{family.name}_total" if family.type == "counter" else family.name
+            if name.startswith(EXPORTED_PREFIXES):
+                families[name] = MetricFamily(name, family.type, family.documentation, labels)
+    return dict(sorted(families.items()))
+
+
+def _sample_labels(family) -> tuple[str, ...]:
+    """The label names of a collected family's samples, in first-seen order (``le`` and ``quantile`` left out)."""
+    names = dict.fromkeys(key for sample in family.samples for key in sample.labels)
+    return tuple(name for name in names if name not in ("le", "quantile"))
+
+
+def family_of(series: str, families: Mapping[str, MetricFamily]) -> str | None:
+    """The family in ``families`` a PromQL or exposition series name belongs to (``x_bucket`` of histogram ``x``
+    is ``x``), or None when it is none of them."""
+    if series in families:
+        return series
+    for suffix in HISTOGRAM_SUFFIXES:
+        base = series.removesuffix(suffix)
+        if base != series and base in families and families[base].kind == "histogram":
+            return base
+    return None
 
 
 class MetricsPortInUse(OSError):

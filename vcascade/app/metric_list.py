@@ -1,0 +1,25 @@
+"""Every metric family a vcascade process may export, read from the Prometheus registry: the metrics modules of
+the three components are imported (which declares their families) and :func:`vcascade.core.telemetry.metric_families`
+lists what the registry holds. No list of metrics is kept by hand: docs/OBSERVABILITY.md's table
+(scripts/gen_metrics_docs.py) and the dashboard and "every metric moves" tests read this one.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import REGISTRY
+
+from vcascade.broker import metrics as broker_metrics
+from vcascade.center import metrics as center_metrics
+from vcascade.core.telemetry import MetricFamily, metric_families
+from vcascade.edge import metrics as edge_metrics
+
+COMPONENT_METRICS = (edge_metrics, broker_metrics, center_metrics)
+"""The modules whose import declares every ``vcascade_<component>_*`` family (edge, broker, worker and stage
+group); ``vcascade_build_info`` comes from :mod:`vcascade.core.telemetry`."""
+
+
+def exported_families() -> dict[str, MetricFamily]:
+    """Every family a vcascade process may export (:data:`vcascade.core.telemetry.EXPORTED_PREFIXES`), by
+    exposed name, sorted. A process serves its own component's families, ``vcascade_build_info`` and the
+    process collector's, not all of these."""
+    return metric_families(REGISTRY)
