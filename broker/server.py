@@ -1,6 +1,6 @@
 """The broker process: a ZeroMQ ROUTER for edges (frontend), a ROUTER for workers (backend), and the loop between.
 
-Edges send ``[Roi][jpeg]``; the broker queues them per camera and forwards the payload frame *as received*
+Edges send ``[Roi][jpeg]``; the broker queues them per (recognizer, camera) and forwards the payload frame *as received*
 (zero copy) to a worker with free credit, chosen by :class:`vcascade.broker.dispatch.Dispatcher`; the header is forwarded
 as received too, or re-encoded with the remaining ``ttl_ms`` when the ROI has a deadline (the time it waited
 here is taken off, so the worker's deadline is the edge's deadline, not a fresh one). Workers send ``Ready``

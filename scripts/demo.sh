@@ -7,5 +7,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV="${VCASCADE_VENV:-.venv}"
 [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
+echo "demo.sh: installing vcascade into $VENV (a few minutes the first time)" >&2
 "$VENV/bin/pip" install --quiet --disable-pip-version-check "torch==2.13.0" -e .
 exec "$VENV/bin/vcascade" run configs/demo.yaml "$@"
