@@ -23,7 +23,6 @@ import multiprocessing as mp
 import os
 import signal
 import sys
-import threading
 import time
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
@@ -32,12 +31,10 @@ from typing import Any
 from rich.console import Console
 from rich.live import Live
 
-from vcascade.app.components import run_component
-from vcascade.app.process_exit import exit_now
+from vcascade.app.child import child_main
 from vcascade.app.summary import progress_line, restarts_table, summary_tables
 from vcascade.app.supervise import RestartPolicy, RestartTracker
 from vcascade.core.config import Deployment
-from vcascade.core.logs import configure_logging
 from vcascade.edge.detectors.model_file import ensure_detector_model
 
 log = logging.getLogger(__name__)
@@ -48,41 +45,6 @@ STOP_TIMEOUT_S = 20.0
 """How long a stopped broker or worker may take to exit before it is terminated."""
 STATUS_INTERVAL_S = 1.0
 """Seconds between rewrites of the status file."""
-
-
-def _child(kind: str, config_path: str, name: str, model_dir: str | None, stop: Any, conn: Any, log_level: str) -> None:
-    """Process entry point of one component (module-level so ``spawn`` can import it)."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the launcher coordinates Ctrl-C
-    configure_logging(log_level, kind, name)  # format from $VCASCADE_LOG_FORMAT (set by the CLI)
-    report = _pipe_reporter(conn)
-    code = 0
-    try:
-        run_component(kind, config_path, name, stop, report, model_dir)
-    except Exception as exc:
-        logging.getLogger(kind).exception("%s %s failed", kind, name)
-        report({"component": kind, "name": name, "final": True, "error": f"{type(exc).__name__}: {exc}"})
-        code = 1
-    exit_now(kind, code, conn)
-
-
-def _pipe_reporter(conn: Connection) -> Any:
-    """``report(snapshot)`` for a child: sends the snapshot (with the child's pid) on its pipe, thread-safe.
-
-    A launcher that went away (broken pipe) is logged once; the component keeps serving.
-    """
-    lock, broken = threading.Lock(), []
-
-    def report(snapshot: dict[str, Any]) -> None:
-        if broken:
-            return
-        with lock:
-            try:
-                conn.send({**snapshot, "pid": os.getpid()})
-            except (OSError, ValueError) as exc:
-                broken.append(exc)
-                log.warning("cannot report to the launcher any more: %s", exc)
-
-    return report
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
@@ -220,7 +182,7 @@ class Launcher:
     def _spawn(self, comp: Component) -> None:
         reader, writer = self.ctx.Pipe(duplex=False)
         args = (comp.kind, str(self.config_path), comp.name, self.model_dir, comp.stop, writer, self.log_level)
-        proc = self.ctx.Process(target=_child, args=args, name=f"{comp.kind}:{comp.name}")
+        proc = self.ctx.Process(target=child_main, args=args, name=f"{comp.kind}:{comp.name}")
         proc.start()
         writer.close()  # the child holds the write end; EOF on ours means it is gone
         comp.started(proc, reader)

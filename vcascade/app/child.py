@@ -1,0 +1,56 @@
+"""A launcher child process: its entry point and its report pipe (vcascade.app.launcher starts them)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+from multiprocessing.connection import Connection
+from typing import Any
+
+from vcascade.app.components import run_component
+from vcascade.app.process_exit import exit_now
+from vcascade.core.logs import configure_logging
+
+log = logging.getLogger(__name__)
+
+
+def child_main(kind: str, config_path: str, name: str, model_dir: str | None, stop: Any, conn: Any, log_level: str) -> None:
+    """Process entry point of one component: runs it until ``stop`` is set, reporting snapshots on ``conn``.
+
+    ``spawn`` imports this module in the child, so it stays light: the component's own modules are imported by
+    :func:`vcascade.app.components.run_component`, the launcher's (ONNX Runtime for the model check, rich)
+    never are.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the launcher coordinates Ctrl-C
+    configure_logging(log_level, kind, name)  # format from $VCASCADE_LOG_FORMAT (set by the CLI)
+    report = _pipe_reporter(conn)
+    code = 0
+    try:
+        run_component(kind, config_path, name, stop, report, model_dir)
+    except Exception as exc:
+        logging.getLogger(kind).exception("%s %s failed", kind, name)
+        report({"component": kind, "name": name, "final": True, "error": f"{type(exc).__name__}: {exc}"})
+        code = 1
+    exit_now(kind, code, conn)
+
+
+def _pipe_reporter(conn: Connection) -> Any:
+    """``report(snapshot)`` for a child: sends the snapshot (with the child's pid) on its pipe, thread-safe.
+
+    A launcher that went away (broken pipe) is logged once; the component keeps serving.
+    """
+    lock, broken = threading.Lock(), []
+
+    def report(snapshot: dict[str, Any]) -> None:
+        if broken:
+            return
+        with lock:
+            try:
+                conn.send({**snapshot, "pid": os.getpid()})
+            except (OSError, ValueError) as exc:
+                broken.append(exc)
+                log.warning("cannot report to the launcher any more: %s", exc)
+
+    return report
