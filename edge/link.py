@@ -373,7 +373,9 @@ class BrokerLink(threading.Thread):
         self.telemetry.in_flight(len(self._in_flight))
 
     def _flush_outbox(self) -> None:
-        """Write finished records to every sink (link thread only: sinks are not thread-safe)."""
+        """Write finished records to every sink (link thread only: sinks are not thread-safe). An output sink never
+        raises: it writes the whole line or counts it lost (:class:`vcascade.edge.sinks.LineSink`), so the books and
+        each sink's lines agree (written + lost = records)."""
         while self._outbox:
             record = self._outbox.popleft()
             for sink in self._sinks:

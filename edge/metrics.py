@@ -10,6 +10,8 @@ first event is counted, except a camera's frame counters, which read 0 from the 
 
 from __future__ import annotations
 
+import math
+
 from prometheus_client import Counter, Gauge, Histogram
 
 from vcascade.core.security import auth_failures_counter
@@ -23,7 +25,11 @@ FRAMES_SKIPPED = Counter(
 FRAMES_DETECTED = Counter("vcascade_edge_frames_detected_total", "Frames that went through the detector.", ["edge", "camera"])
 DETECTIONS = Counter("vcascade_edge_detections_total", "Detections kept after NMS and class filter.", ["edge", "camera"])
 ROIS_SENT = Counter("vcascade_edge_rois_sent_total", "ROIs created and handed to the sender.", ["edge", "camera"])
-RESULTS = Counter("vcascade_edge_results_total", "Results received and written to the sinks.", ["edge", "camera"])
+RESULTS = Counter(
+    "vcascade_edge_results_total",
+    "Results received; each is written to every sink or counted in vcascade_edge_sink_lines_lost_total.",
+    ["edge", "camera"],
+)
 DROPS = Counter("vcascade_edge_roi_drops_total", "ROIs that ended without a result, by reason.", ["edge", "camera", "reason"])
 MALFORMED = Counter("vcascade_edge_malformed_messages_total", "Undecodable messages dropped.", ["edge", "reason"])
 CAMERA_UP = Gauge("vcascade_edge_camera_up", "1 while the camera is streaming, 0 otherwise.", ["edge", "camera"])
@@ -92,6 +98,18 @@ RECOGNIZER_RESULTS = Counter(
     ["edge", "camera", "recognizer"],
 )
 
+SINK_LINES_WRITTEN = Counter(
+    "vcascade_edge_sink_lines_written_total",
+    "Whole lines written by each sink (`sink`: its type and position in the edge's sinks list, e.g. jsonl[0]).",
+    ["edge", "sink"],
+)
+SINK_LINES_LOST = Counter(
+    "vcascade_edge_sink_lines_lost_total",
+    "Lines a sink could not write, by reason (disk_full, quota, file_too_large, read_only, permission, closed, "
+    "io_error, bad_record, other); nothing of a lost line stays in the sink.",
+    ["edge", "sink", "reason"],
+)
+
 CONTROL_REQUESTS = Counter(
     "vcascade_edge_control_requests_total",
     "Control socket requests, by operation and outcome (ok, refused: invalid or impossible, malformed, timeout).",
@@ -140,12 +158,22 @@ class EdgeTelemetry:
         IN_FLIGHT.labels(self.edge).set(count)
 
     def result_received(self, roi: Roi, latency_ms: dict[str, float]) -> None:
-        """One result written to the sinks; ``latency_ms`` is its closed latency account (hop -> ms, with
-        ``end_to_end``), observed in seconds."""
+        """One result received (its line handed to the sinks); ``latency_ms`` is its closed latency account
+        (hop -> ms, with ``end_to_end``), observed in seconds. A hop time that is not finite (a worker's NaN) is
+        not observed: it would turn the histogram's sum into NaN for good."""
         RESULTS.labels(self.edge, roi.camera).inc()
         RECOGNIZER_RESULTS.labels(self.edge, roi.camera, roi.recognizer or ANY_RECOGNIZER_LABEL).inc()
         for hop, ms in latency_ms.items():
-            HOP_SECONDS.labels(self.edge, roi.camera, hop).observe(ms / 1000.0)
+            if math.isfinite(ms):
+                HOP_SECONDS.labels(self.edge, roi.camera, hop).observe(ms / 1000.0)
+
+    def sink_line_written(self, sink: str) -> None:
+        """One whole line written by sink ``sink``."""
+        SINK_LINES_WRITTEN.labels(self.edge, sink).inc()
+
+    def sink_line_lost(self, sink: str, reason: str) -> None:
+        """One line sink ``sink`` could not write, for ``reason`` (:data:`vcascade.edge.sinks.LOSS_REASONS`)."""
+        SINK_LINES_LOST.labels(self.edge, sink, reason).inc()
 
     def roi_dropped(self, camera: str, reason: str) -> None:
         """One ROI of ``camera`` ended without a result, for ``reason``."""

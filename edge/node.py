@@ -17,7 +17,7 @@ import logging
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +45,7 @@ from vcascade.edge.roi import crop_pixels, encode_jpeg, roi_header
 from vcascade.edge.roi_policy import RoiPolicy
 from vcascade.edge.roi_selection import RoiSelection
 from vcascade.edge.routing import ClassRouter
-from vcascade.edge.sinks import open_sinks
+from vcascade.edge.sinks import LineSink, open_sinks
 from vcascade.edge.source import CameraReader
 from vcascade.edge.tracking import CameraTracker
 
@@ -250,7 +250,7 @@ def run_edge(
     detector, threads = build_detector(dep, name, model_dir)
     serve_metrics(cfg.metrics_port, component="edge", name=name)
     ctx = zmq.Context()
-    sinks = open_sinks(cfg.sinks, ctx)
+    sinks = open_sinks(cfg.sinks, ctx, name)
     identities = IdentityCache(name)
     link = BrokerLink(name, dep, ctx, [*sinks, identities])
     node = EdgeNode(name, dep, detector, link, identities)
@@ -264,6 +264,10 @@ def run_edge(
         cameras.start(cam, cam_cfg)
     started = (time.perf_counter(), time.process_time())  # after the model loaded: the running time and CPU
     last_report_s = started[0]
+
+    def current(final: bool) -> dict[str, Any]:
+        return snapshot(name, link, cameras.readers(), started, final, node=node, sinks=sinks)
+
     log.info("edge %s: %d cameras, run id %s, %d detector runs at once of %d threads", name,
              cameras.open_count(), node.run_id, threads.instances, threads.intra_op_threads)  # fmt: skip
     pool.start()
@@ -281,7 +285,7 @@ def run_edge(
                 stop.wait(0.1)  # no camera now: wait for the control socket
             if report and time.perf_counter() - last_report_s >= REPORT_INTERVAL_S:
                 last_report_s = time.perf_counter()
-                report(snapshot(name, link, cameras.readers(), started, final=False, node=node))
+                report(current(final=False))
     finally:
         READINESS.remove(f"edge:{name}:")
         pool.stop()
@@ -291,7 +295,7 @@ def run_edge(
         if report:
             link.drain(
                 cfg.drain_timeout_s,
-                on_tick=lambda: report(snapshot(name, link, cameras.readers(), started, False, node=node)),
+                on_tick=lambda: report(current(final=False)),
             )
         else:
             link.drain(cfg.drain_timeout_s)
@@ -299,7 +303,7 @@ def run_edge(
         for sink in sinks:
             sink.close()
         ctx.term()
-    final = snapshot(name, link, cameras.readers(), started, final=True, node=node)
+    final = current(final=True)
     if report:
         report(final)
     return final
@@ -324,12 +328,13 @@ def _register_readiness(name: str, link: BrokerLink, readers: Callable[[], list[
 
 def snapshot(
     name: str, link: BrokerLink, readers: list[CameraReader], started: tuple[float, float], final: bool,
-    node: EdgeNode | None = None,
+    node: EdgeNode | None = None, sinks: Sequence[LineSink] = (),
 ) -> dict[str, Any]:
     """Progress and accounting of one edge: per camera frames, skipped (newest-frame slot), sent, results, drops,
     end-to-end p50/p99 (ms) and, given ``node``, frames detected and frame age p50/p99 (ms,
     :meth:`CameraTracking.frame_age_stats`); per broker ``up``, ``in_flight``, ``sent`` and ``silent_s``
-    (:meth:`BrokerLink.broker_states`); ``elapsed_s`` and ``cpu_s``, the running time and the process's CPU
+    (:meth:`BrokerLink.broker_states`); per sink (by label, e.g. ``jsonl[0]``) the lines written by status and
+    lost by reason (:meth:`LineSink.stats`); ``elapsed_s`` and ``cpu_s``, the running time and the process's CPU
     time (all threads) since ``started`` = (``time.perf_counter()``, ``time.process_time()``), s."""
     cameras = {}
     tallies = link.tally_copy()
@@ -357,5 +362,5 @@ def snapshot(
     return {
         "component": "edge", "name": name, "final": final,
         "elapsed_s": time.perf_counter() - started[0], "cpu_s": time.process_time() - started[1], "cameras": cameras,
-        "brokers": link.broker_states(),
+        "brokers": link.broker_states(), "sinks": {sink.label: sink.stats() for sink in sinks},
     }

@@ -87,6 +87,12 @@ def test_run_short_clip_end_to_end(tmp_path, free_port, models_dir):
     assert all(code == 0 for code in summary["exit_codes"].values()), summary["exit_codes"]
     (edge,) = [p for p in summary["processes"] if p["component"] == "edge"]
     lines = [json.loads(line) for line in (tmp_path / "results.jsonl").read_text().splitlines()]
+    written = {}
+    for line in lines:
+        written[line["status"]] = written.get(line["status"], 0) + 1
+    assert edge["sinks"]["jsonl[0]"] == {"written": written, "lost": {}}  # the summary counts the sink's lines
+    assert edge["sinks"]["zmq_pub[1]"] == {"written": written, "lost": {}}
+    assert "edge sinks" in output
     lines = [line for line in lines if line["status"] != "tracked"]  # followed detections, not ROIs
     for camera, tally in edge["cameras"].items():
         assert tally["frames"] == FRAMES and tally["state"] == "ended"

@@ -16,6 +16,7 @@ import zmq
 from prometheus_client import REGISTRY
 
 from tests.demo import demo_data
+from tests.edge.test_sinks import strict_loads
 from vcascade.core import wire
 from vcascade.core.config import Deployment, JsonlSinkConfig
 from vcascade.edge.account import PendingRoi
@@ -56,9 +57,12 @@ class Peer:
             for identity in self.edges:
                 self.sock.send_multipart([identity, wire.encode(wire.Heartbeat(sender=self.name))])
 
-    def answer(self, roi: wire.Roi, identity: bytes, drop: str | None = None) -> None:
+    def answer(
+        self, roi: wire.Roi, identity: bytes, drop: str | None = None, output: wire.EmbeddingOutput | None = None,
+        hops: list[tuple[str, float]] | None = None,
+    ) -> None:
         msg = wire.Drop(roi_id=roi.roi_id, reason=drop, where=self.name) if drop else wire.Result(
-            roi_id=roi.roi_id, worker="w", output=wire.EmbeddingOutput(1, 1.0, False)
+            roi_id=roi.roi_id, worker="w", output=output or wire.EmbeddingOutput(1, 1.0, False), hops=hops or []
         )
         self.sock.send_multipart([identity, wire.encode(msg)])
 
@@ -110,11 +114,11 @@ def _metric(name: str, **labels) -> float:
 def make_link(ctx, free_port, tmp_path):
     links = []
 
-    def make(n_peers: int, bound: bool = True, liveness: int = LIVENESS, **edge_overrides):
+    def make(n_peers: int, bound: bool = True, liveness: int = LIVENESS, extra_sinks: tuple = (), **edge_overrides):
         ports = [free_port() for _ in range(n_peers)]
         peers = [Peer(ctx, port, f"b{i}") for i, port in enumerate(ports)] if bound else ports
-        sink = JsonlSink(JsonlSinkConfig(type="jsonl", path=str(tmp_path / "out.jsonl")), ctx)
-        link = BrokerLink(EDGE, _deployment(ports, free_port, liveness, **edge_overrides), ctx, [sink])
+        sink = JsonlSink(JsonlSinkConfig(type="jsonl", path=str(tmp_path / "out.jsonl")), ctx, EDGE, "jsonl[0]")
+        link = BrokerLink(EDGE, _deployment(ports, free_port, liveness, **edge_overrides), ctx, [sink, *extra_sinks])
         link.start()
         links.append((link, sink, peers))
         return link, peers
@@ -262,3 +266,31 @@ def test_a_broker_sending_only_garbage_is_not_marked_alive(make_link):
     assert not link.broker_states()["b0"]["up"]
     peer.beating = True  # a real heartbeat then makes it alive
     _until(lambda: link.broker_states()["b0"]["up"], [peer])
+
+
+def test_counters_agree_with_lines_by_status_and_a_nan_similarity_is_written_as_null(make_link, ctx, tmp_path):
+    """Issue 17, case 5: a worker's NaN similarity was written as ``NaN`` (not JSON), and the edge's totals
+    disagreed with its lines. Every line here is strict JSON, and the books equal the lines of each status; a sink
+    on a full disk loses every line, counted, without changing the books or the other sink."""
+    full = JsonlSink(JsonlSinkConfig(type="jsonl", path="/dev/full"), ctx, EDGE, "jsonl[1]")
+    link, (peer,) = make_link(1, extra_sinks=(full,))
+    _until(lambda: link.broker_states()["b0"]["up"], [peer])
+    for n in range(6):
+        link.submit(_roi(n), b"jpeg")
+    _until(lambda: len(peer.rois) == 6, [peer])
+    (id0, roi0), (id1, roi1), *others = peer.rois
+    peer.answer(roi0, id0, output=wire.EmbeddingOutput(7, float("nan"), False))  # a NaN similarity
+    peer.answer(roi1, id1, hops=[("head", float("inf"))])  # an infinite hop time
+    for n, (identity, roi) in enumerate(others):
+        peer.answer(roi, identity, drop="stale" if n < 2 else None)
+    link.drain(10.0)
+    full.close()
+    lines = [strict_loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
+    tally = link.tally_copy()["street-1"]
+    statuses = [line["status"] for line in lines]
+    assert (tally.sent, tally.results, tally.drops) == (6, 4, {"stale": 2})
+    assert statuses.count("ok") == tally.results and statuses.count("dropped") == sum(tally.drops.values())
+    by_id = {line["roi_id"]: line for line in lines}
+    assert by_id[f"{EDGE}-t-0"]["similarity"] is None and by_id[f"{EDGE}-t-0"]["identity_id"] == 7
+    assert by_id[f"{EDGE}-t-1"]["latency_ms"]["head"] is None
+    assert full.stats() == {"written": {}, "lost": {"disk_full": 6}}

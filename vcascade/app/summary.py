@@ -35,7 +35,8 @@ def progress_line(snapshots: Snapshots, elapsed_s: float) -> str:
 
 
 def summary_tables(snapshots: Snapshots, elapsed_s: float) -> list[Table]:
-    """Per-camera accounting and latency, then one row per broker and worker."""
+    """Per-camera accounting and latency, one row per broker and worker, then (when edges have sinks) one row per
+    edge sink with its lines written and lost."""
     cams = Table(title=f"vcascade run summary ({elapsed_s:.1f} s)")
     for col in ("camera", "state", "frames", "sent", "results", "drops", "accounted", "p50 ms", "p99 ms"):
         cams.add_column(col, justify="left" if col in ("camera", "state", "drops") else "right",
@@ -58,7 +59,27 @@ def summary_tables(snapshots: Snapshots, elapsed_s: float) -> list[Table]:
             continue
         counts = ", ".join(f"{k} {_fmt(v)}" for k, v in snap.items() if k not in ("component", "name", "final"))
         center.add_row(f"{kind} {name}", counts)
-    return [cams, center]
+    sinks = _sinks_table(snapshots)
+    return [cams, center] if sinks is None else [cams, center, sinks]
+
+
+def _sinks_table(snapshots: Snapshots) -> Table | None:
+    """Lines each edge sink wrote (by status) and lost (by reason); None when no edge has a sink."""
+    rows = [
+        (f"edge {name}", label, stats)
+        for (kind, name), snap in sorted(snapshots.items()) if kind == "edge"
+        for label, stats in snap.get("sinks", {}).items()
+    ]  # fmt: skip
+    if not rows:
+        return None
+    table = Table(title="edge sinks")
+    for col in ("process", "sink", "lines written", "lines lost"):
+        table.add_column(col)
+    for process, label, stats in rows:
+        written = ", ".join(f"{status} {n}" for status, n in sorted(stats["written"].items())) or "0"
+        lost = ", ".join(f"{reason} {n}" for reason, n in sorted(stats["lost"].items())) or "0"
+        table.add_row(process, label, written, lost)
+    return table
 
 
 def restarts_table(components: list[dict[str, Any]]) -> Table:
