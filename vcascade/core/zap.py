@@ -42,9 +42,6 @@ log = logging.getLogger(__name__)
 EDGES, WORKERS, OPERATORS = "edges", "workers", "operators"
 """Role names, also the ZAP domains of the sockets that admit them (one socket per role and process)."""
 
-REFUSAL_REASONS = ("wrong_role", "unauthorized")
-"""``reason`` labels a :class:`RoleGate` gives its refusals."""
-
 
 def admitted_names(deployment: Deployment, name: str) -> dict[str, list[str]]:
     """Per role, the client names server component ``name`` admits by the deployment file (module table).
@@ -113,8 +110,9 @@ class RoleAuthenticator(ThreadAuthenticator):
         super().__init__(ctx, log=logging.getLogger(f"{__name__}.handler"))
         self.keys = keys
 
-    def admit(self, sock: zmq.Socket, role: str, names: Iterable[str], *, operators_of: Deployment | None = None
-              ) -> RoleGate:
+    def admit(
+        self, sock: zmq.Socket, role: str, names: Iterable[str], *, operators_of: Deployment | None = None
+    ) -> RoleGate:
         """Set ``sock``'s ZAP domain to ``role`` and admit there the authorized keys named ``names``. Call before
         ``bind``.
 
