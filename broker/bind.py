@@ -1,4 +1,5 @@
-"""The broker's two ROUTER sockets, made secure (CurveZMQ when enabled) and watched for refused handshakes."""
+"""The broker's two ROUTER sockets, made secure (CurveZMQ when enabled), given their roles and watched for
+refused handshakes."""
 
 from __future__ import annotations
 
@@ -7,16 +8,24 @@ import zmq
 from vcascade.core.config import Deployment
 from vcascade.core.security import secure_server, watch_auth_failures
 from vcascade.core.sockets import make_socket
+from vcascade.core.zap import EDGES, WORKERS, RoleAuthenticator, admitted_names
 
 
-def broker_sockets(ctx: zmq.Context, deployment: Deployment, name: str) -> tuple[zmq.Socket, zmq.Socket]:
+def broker_sockets(
+    ctx: zmq.Context, deployment: Deployment, name: str, auth: RoleAuthenticator | None
+) -> tuple[zmq.Socket, zmq.Socket]:
     """``(frontend, backend)``: ROUTERs with ``ROUTER_HANDOVER`` (a reconnecting identity takes over at once), set
-    up as CurveZMQ servers of broker ``name`` when ``security.curve.enabled`` (refused handshakes are counted
-    from the socket monitor, ``vcascade_broker_auth_failures_total``). Not bound yet; the caller closes them."""
+    up as CurveZMQ servers of broker ``name`` when ``security.curve.enabled``: the frontend admits only the keys of
+    the broker's edges, the backend only those of its workers (``auth``, the process's ZAP handler, from
+    :func:`vcascade.core.zap.start_authenticator`; None when curve is disabled). Refused handshakes are counted
+    from the socket monitor, ``vcascade_broker_auth_failures_total{reason}`` (``wrong_role``: a key of the
+    authorized folder on the other socket's role). Not bound yet; the caller closes them."""
     frontend = make_socket(ctx, zmq.ROUTER, router_handover=True)
     backend = make_socket(ctx, zmq.ROUTER, router_handover=True)
-    for sock in (frontend, backend):
+    roles = admitted_names(deployment, name)
+    for sock, role in ((frontend, EDGES), (backend, WORKERS)):
         secure_server(sock, deployment.security, name)  # no-op when curve is disabled
-        if deployment.security.curve.enabled:
-            watch_auth_failures(sock, "broker", name)  # refused handshakes never reach the loop: count them here
+        if auth is not None:
+            gate = auth.admit(sock, role, roles[role])
+            watch_auth_failures(sock, "broker", name, gate.refusal_reason)  # refusals never reach the loop
     return frontend, backend

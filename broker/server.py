@@ -33,10 +33,10 @@ from vcascade.core import wire
 from vcascade.core.config import Deployment, HeartbeatConfig
 from vcascade.core.health import READINESS
 from vcascade.core.liveness import PeerLiveness
-from vcascade.core.security import start_authenticator
 from vcascade.core.sockets import waiting_messages
 from vcascade.core.stop import StopFlag
 from vcascade.core.telemetry import serve_metrics
+from vcascade.core.zap import start_authenticator
 
 log = logging.getLogger(__name__)
 
@@ -89,8 +89,8 @@ def run_broker(
     cfg = deployment.brokers[name]
     serve_metrics(cfg.metrics_port, component="broker", name=name)
     ctx = zmq.Context.instance()  # the process's one context, shared with anything else in the process
-    auth = start_authenticator(ctx, deployment.security)  # CurveZMQ: admits the authorized clients' keys
-    frontend, backend = broker_sockets(ctx, deployment, name)
+    auth = start_authenticator(ctx, deployment.security)  # CurveZMQ: the authorized keys, admitted per role
+    frontend, backend = broker_sockets(ctx, deployment, name, auth)
     beat = deployment.heartbeat
     window_s = beat.liveness * beat.interval_s if worker_timeout_s is None else worker_timeout_s
     try:

@@ -4,7 +4,8 @@
 workers). Threads:
 
 * IO thread (the caller of :func:`run_stage_group`): owns the ROUTER the workers connect to (CurveZMQ server
-  when the deployment enables it) and an ``inproc`` PULL for answers; decodes each ``batch`` message
+  when the deployment enables it, admitting only the keys of the workers whose ``downstream`` is this group)
+  and an ``inproc`` PULL for answers; decodes each ``batch`` message
   (:mod:`vcascade.center.stage_link`) into a micro-batch whose items are the sender's routing id and ``seq``, and
   submits it to the engine (blocking when the engine is full: back-pressure through ZeroMQ's queues).
 * one thread per stage (:class:`vcascade.center.stages.StageEngine`, torch threads per stage from the config), then the
@@ -29,11 +30,12 @@ from vcascade.center.runtimes import Stage, load_recognizer_stages, with_stage_t
 from vcascade.center.stage_link import decode_message, encode_message
 from vcascade.center.stages import StageEngine
 from vcascade.core.config import Deployment, RecognizerConfig
-from vcascade.core.security import secure_server, start_authenticator
+from vcascade.core.security import secure_server
 from vcascade.core.sockets import make_socket, waiting_messages
 from vcascade.core.stop import StopFlag
 from vcascade.core.telemetry import serve_metrics
 from vcascade.core.threads import set_process_threads, stage_threads_of
+from vcascade.core.zap import WORKERS, admitted_names, start_authenticator
 
 log = logging.getLogger(__name__)
 
@@ -104,6 +106,7 @@ class _Group:
         self.cfg = deployment.stage_groups[name]
         self.name = name
         self.security = deployment.security
+        self.workers = admitted_names(deployment, name)[WORKERS]  # CurveZMQ: only the workers sending here
         self.first = first
         self.telemetry = StageGroupTelemetry(name)
         self.engine = StageEngine(
@@ -122,6 +125,8 @@ class _Group:
         pull = make_socket(self.ctx, zmq.PULL)
         try:
             secure_server(router, self.security, self.name)
+            if auth is not None:
+                auth.admit(router, WORKERS, self.workers)
             router.bind(self.cfg.endpoint(bind=True))
             pull.bind(self.pipe)
             self.engine.start()

@@ -8,8 +8,10 @@ edge's cameras (state, removal, books; URLs redacted).
 
 Security is the broker links': with ``security.curve.enabled`` the socket is a CurveZMQ server holding the
 edge's keypair, and the process's ZAP handler admits only the public keys of ``authorized_dir`` (by default
-every ``*.key`` of ``keys_dir``); a refused handshake never reaches this code and is counted in
-``vcascade_edge_auth_failures_total``. Without CurveZMQ the socket must bind a loopback address (config check).
+every ``*.key`` of ``keys_dir``) named after the edge itself or after no component of the deployment (operator
+keys; :mod:`vcascade.core.zap`): another edge's, a broker's or a worker's key is refused. A refused handshake
+never reaches this code and is counted in ``vcascade_edge_auth_failures_total``. Without CurveZMQ the socket
+must bind a loopback address (config check).
 
 Threads: :class:`ControlServer` owns the socket and decodes requests; each change is handed to the detector
 thread through :meth:`ControlServer.apply_pending` (called by the edge's loop between frames), so cameras are
@@ -41,8 +43,9 @@ from vcascade.core.control_protocol import (  # noqa: F401  (re-exported: the pr
     encode,
 )
 from vcascade.core.redact import redact_url
-from vcascade.core.security import secure_server, start_authenticator, watch_auth_failures
+from vcascade.core.security import secure_server, watch_auth_failures
 from vcascade.core.sockets import make_socket
+from vcascade.core.zap import OPERATORS, admitted_names, start_authenticator
 from vcascade.edge.camera_set import CameraChangeError, CameraSet
 from vcascade.edge.metrics import EdgeTelemetry
 
@@ -110,8 +113,9 @@ class ControlServer(threading.Thread):
         self._auth = start_authenticator(ctx, dep.security)
         self._sock = make_socket(ctx, zmq.ROUTER)
         secure_server(self._sock, dep.security, edge)
-        if dep.security.curve.enabled:
-            watch_auth_failures(self._sock, "edge", edge)
+        if self._auth is not None:  # CurveZMQ: the edge itself and the operators, no other component
+            gate = self._auth.admit(self._sock, OPERATORS, admitted_names(dep, edge)[OPERATORS], operators_of=dep)
+            watch_auth_failures(self._sock, "edge", edge, gate.refusal_reason)
         endpoint = dep.edges[edge].control_endpoint(bind=True)
         self._sock.bind(endpoint)
         log.info("edge %s: control socket on %s", edge, endpoint)

@@ -26,10 +26,10 @@ from vcascade.core.security import (
     load_public_key,
     secure_client,
     secure_server,
-    start_authenticator,
     watch_auth_failures,
 )
 from vcascade.core.sockets import MAX_MESSAGE_BYTES, make_socket
+from vcascade.core.zap import EDGES, OPERATORS, WORKERS, RoleAuthenticator, admitted_names, start_authenticator
 
 REPO = Path(__file__).resolve().parents[2]
 DEMO = REPO / "configs" / "demo.yaml"
@@ -160,12 +160,20 @@ def curve_world(tmp_path):
 
 
 class _Server:
-    def __init__(self, security: SecurityConfig, endpoint: str, name: str) -> None:
-        self.ctx = zmq.Context()
-        self.auth = start_authenticator(self.ctx, security)
+    """A CURVE ROUTER of "broker-s" admitting the keys of ``admits`` under ``role``; ``shared``: the context and
+    ZAP handler of another _Server (one handler per context), else its own."""
+
+    def __init__(
+        self, security: SecurityConfig, endpoint: str, name: str, role: str = EDGES, admits: tuple = ("edge-ok",),
+        shared: _Server | None = None,
+    ) -> None:
+        self.owner = shared is None
+        self.ctx = zmq.Context() if shared is None else shared.ctx
+        self.auth: RoleAuthenticator = start_authenticator(self.ctx, security) if shared is None else shared.auth
         self.sock = make_socket(self.ctx, zmq.ROUTER)
         secure_server(self.sock, security, "broker-s")
-        self.monitor = watch_auth_failures(self.sock, "broker", name)
+        gate = self.auth.admit(self.sock, role, admits)
+        self.monitor = watch_auth_failures(self.sock, "broker", name, gate.refusal_reason)
         self.sock.bind(endpoint)
         self.clients: list[zmq.Socket] = []
 
@@ -186,8 +194,9 @@ class _Server:
             sock.close(linger=0)
         self.sock.close(linger=0)
         self.monitor.stop()
-        self.auth.stop()
-        self.ctx.term()
+        if self.owner:
+            self.auth.stop()
+            self.ctx.term()
 
 
 def _wait_for(predicate, timeout_s: float = WAIT_S) -> bool:
@@ -242,6 +251,62 @@ def test_curve_admits_the_authorized_client_and_refuses_the_others(curve_world, 
         assert server.monitor.counts["unauthorized"] >= 1 and server.monitor.counts["protocol"] >= 2
     finally:
         server.close()
+
+
+@pytest.fixture
+def roles_world(tmp_path):
+    """Keys for a server, an edge, a worker and a stranger; the edge's and the worker's keys are authorized."""
+    keys, authorized = tmp_path / "keys", tmp_path / "authorized"
+    generate_keys(keys, ["broker-s", "edge-ok", "worker-ok", "edge-rogue"])
+    authorized.mkdir()
+    for name in ("edge-ok", "worker-ok"):
+        shutil.copy(keys / f"{name}.key", authorized / f"{name}.key")
+    return SecurityConfig(curve=CurveConfig(enabled=True, keys_dir=str(keys), authorized_dir=str(authorized)))
+
+
+def test_each_socket_admits_only_the_keys_of_its_role(roles_world, free_port):
+    """Issue 17, case 6: one ZAP handler, an edges socket and a workers socket, every key authorized; an edge's
+    key on the workers' socket and a worker's key on the edges' socket are refused as ``wrong_role``."""
+    front_end, back_end = (f"tcp://127.0.0.1:{free_port()}" for _ in range(2))
+    front = _Server(roles_world, front_end, "roles-front", EDGES, ("edge-ok",))
+    back = _Server(roles_world, back_end, "roles-back", WORKERS, ("worker-ok",), shared=front)
+    try:
+        _assert_served(front, front.client(roles_world, "edge-ok", "broker-s", front_end), b"edge on edges")
+        _assert_served(back, back.client(roles_world, "worker-ok", "broker-s", back_end), b"worker on workers")
+
+        edge_as_worker = back.client(roles_world, "edge-ok", "broker-s", back_end)
+        _assert_refused(back, edge_as_worker, "wrong_role", "roles-back")
+        worker_as_edge = front.client(roles_world, "worker-ok", "broker-s", front_end)
+        _assert_refused(front, worker_as_edge, "wrong_role", "roles-front")
+        stranger = back.client(roles_world, "edge-rogue", "broker-s", back_end)  # in no role: not authorized
+        _assert_refused(back, stranger, "unauthorized", "roles-back")
+
+        _assert_served(front, front.client(roles_world, "edge-ok", "broker-s", front_end, "edge-ok-2"), b"again")
+        _assert_served(back, back.client(roles_world, "worker-ok", "broker-s", back_end, "worker-ok-2"), b"again")
+        assert front.monitor.counts["unauthorized"] == 0  # the worker's key was told apart from a stranger's
+        extra = make_socket(front.ctx, zmq.ROUTER)
+        try:
+            with pytest.raises(ValueError, match="already admitted"):  # one socket per role and context
+                front.auth.admit(extra, EDGES, ["edge-ok"])
+        finally:
+            extra.close(linger=0)
+    finally:
+        back.close()
+        front.close()
+
+
+def test_roles_come_from_the_deployment_file():
+    raw = _demo_raw()
+    raw["workers"]["worker-2"] = {**raw["workers"]["worker-1"], "metrics_port": 9999}
+    raw["workers"]["worker-1"].update(devices=["cpu"], downstream="stages-b")
+    raw["stage_groups"] = {"stages-b": {"port": 5599, "metrics_port": 9998, "devices": ["cpu"]}}
+    dep = Deployment.model_validate(raw)
+    assert admitted_names(dep, "broker-1") == {EDGES: ["edge-1"], WORKERS: ["worker-1", "worker-2"]}
+    assert admitted_names(dep, "stages-b") == {WORKERS: ["worker-1"]}  # only the worker that sends it stages
+    assert admitted_names(dep, "edge-1") == {OPERATORS: ["edge-1"]}
+    assert admitted_names(dep, "worker-1") == {}
+    with pytest.raises(KeyError, match="nobody"):
+        admitted_names(dep, "nobody")
 
 
 def test_a_refused_client_counts_its_own_failures(curve_world, free_port):
@@ -316,3 +381,19 @@ def test_keys_check_cli_reports_the_missing_file(tmp_path):
     done = _vcascade("keys", "check", "--config", str(config))
     assert done.returncode == 0, done.stderr
     assert [line.split(":")[0] for line in done.stdout.splitlines()] == ["broker-1", "edge-1", "worker-1"]
+
+
+def test_keys_check_cli_verifies_each_brokers_roles(tmp_path):
+    raw = _demo_raw()
+    keys = tmp_path / "keys"
+    raw["security"] = {"curve": {"enabled": True, "keys_dir": str(keys)}}
+    config = tmp_path / "deploy.yaml"
+    config.write_text(yaml.safe_dump(raw))
+    assert _vcascade("keys", "generate", str(keys), "--config", str(config)).returncode == 0
+    done = _vcascade("keys", "check", "--config", str(config), "--name", "broker-1")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().endswith("; edges socket admits edge-1; workers socket admits worker-1")
+    (keys / "worker-1.key").unlink()  # the broker would refuse its own worker
+    missing = _vcascade("keys", "check", "--config", str(config), "--name", "broker-1")
+    assert missing.returncode == 1
+    assert "worker-1.key: missing; broker-1 would refuse worker-1 on its workers socket" in missing.stderr

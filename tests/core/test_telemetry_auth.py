@@ -11,8 +11,9 @@ from prometheus_client import REGISTRY
 
 from vcascade.core.keys import generate_keys
 from vcascade.core.schema import CurveConfig, SecurityConfig
-from vcascade.core.security import secure_client, secure_server, start_authenticator, watch_auth_failures
+from vcascade.core.security import secure_client, secure_server, watch_auth_failures
 from vcascade.core.sockets import make_socket
+from vcascade.core.zap import WORKERS, start_authenticator
 
 
 def test_a_refused_worker_counts_its_auth_failures(tmp_path, free_port):
@@ -26,6 +27,7 @@ def test_a_refused_worker_counts_its_auth_failures(tmp_path, free_port):
     auth = start_authenticator(ctx, security)
     server = make_socket(ctx, zmq.ROUTER)
     secure_server(server, security, "broker-s")
+    auth.admit(server, WORKERS, ["worker-ok"])  # the backend's role
     server.bind(endpoint)
     worker = make_socket(ctx, zmq.DEALER, identity="worker-rogue")
     secure_client(worker, security, "worker-rogue", "broker-s")

@@ -1,18 +1,20 @@
-"""CurveZMQ on the broker links: key files, server/client socket setup, the ZAP authenticator.
+"""CurveZMQ on the broker links: key files, server/client socket setup, refused-handshake counting.
 
 CurveZMQ (RFC 26, http://rfc.zeromq.org/spec/26) encrypts every frame and authenticates both ends with
 Curve25519 keypairs. A broker's sockets are *servers*: they hold the broker's secret key, and the ZAP handler
-started by :func:`start_authenticator` admits only clients whose public key is in ``authorized_dir``. Edges
-and workers are *clients*: they hold their own keypair and the broker's public key, so they also know they
-talk to the real broker.
+of :mod:`vcascade.core.zap` admits on each of them only the clients of its role whose public key is in
+``authorized_dir`` (edges on the frontend, workers on the backend). Edges and workers are *clients*: they hold
+their own keypair and the broker's public key, so they also know they talk to the real broker.
 
 Key files are ZeroMQ certificates written by :func:`zmq.auth.create_certificates` (``vcascade keys
-generate``): ``NAME.key`` (public key only) and ``NAME.key_secret`` (public and secret key, mode 0600).
+generate``): ``NAME.key`` (public key only) and ``NAME.key_secret`` (public and secret key, mode 0600); the
+file name is the component's name, which gives the key its role.
 
 Refused handshakes never reach the application: libzmq closes the connection. They are counted by
 :class:`AuthFailureMonitor` in ``vcascade_<component>_auth_failures_total{<component>, reason}`` with
-``reason`` one of ``unauthorized`` (ZAP refused the client's key), ``protocol`` (no CURVE, wrong server key,
-garbage) or ``no_detail``.
+``reason`` one of ``wrong_role`` (an authorized key, of a component this socket does not admit),
+``unauthorized`` (ZAP refused an unknown key), ``protocol`` (no CURVE, wrong server key, garbage) or
+``no_detail``.
 
 With ``security.curve.enabled: false`` every function here is a no-op and links are plain tcp.
 """
@@ -22,6 +24,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import Counter as Tally
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,7 +32,6 @@ import zmq
 import zmq.auth
 import zmq.utils.z85
 from prometheus_client import Counter
-from zmq.auth.thread import ThreadAuthenticator
 from zmq.utils.monitor import recv_monitor_message
 
 from vcascade.core.config import Deployment, SecurityConfig
@@ -133,8 +135,8 @@ def authorized_dir(security: SecurityConfig) -> Path:
     return Path(curve.authorized_dir if curve.authorized_dir is not None else curve.keys_dir)
 
 
-def load_authorized(security: SecurityConfig) -> int:
-    """Check every ``*.key`` in the authorized folder; returns how many client keys it holds.
+def load_authorized(security: SecurityConfig) -> dict[str, bytes]:
+    """Load every ``*.key`` in the authorized folder: the client public keys (Z85) by name (``NAME.key``).
 
     Raises:
         SecurityError: the folder is missing, holds no ``*.key``, or one of them is malformed.
@@ -145,15 +147,13 @@ def load_authorized(security: SecurityConfig) -> int:
     files = sorted(folder.glob(f"*{PUBLIC_SUFFIX}"))
     if not files:
         raise SecurityError(f"{folder}: no *{PUBLIC_SUFFIX} public key in the authorized keys folder")
-    for path in files:
-        _load(path)
-    return len(files)
+    return {path.name.removesuffix(PUBLIC_SUFFIX): _load(path)[0] for path in files}
 
 
 def check_keys(deployment: Deployment, name: str) -> list[Path]:
     """Load every key file component ``name`` will need at start; returns the files checked.
 
-    Broker: its own keypair and the authorized folder. Edge or worker: its own keypair and each of its
+    Broker or stage group: its own keypair and the authorized folder. Edge or worker: its own keypair and each of its
     brokers' public keys. Nothing is checked when CurveZMQ is disabled.
 
     Raises:
@@ -166,7 +166,7 @@ def check_keys(deployment: Deployment, name: str) -> list[Path]:
     keys_dir = security.curve.keys_dir
     load_keypair(keys_dir, name)
     checked = [key_files(keys_dir, name)[1]]
-    if name in deployment.brokers:
+    if name in deployment.brokers or name in deployment.stage_groups:
         load_authorized(security)
         return [*checked, authorized_dir(security)]
     component = deployment.edges.get(name) or deployment.workers.get(name)
@@ -184,8 +184,9 @@ def check_keys(deployment: Deployment, name: str) -> list[Path]:
 def secure_server(sock: zmq.Socket, security: SecurityConfig, name: str) -> None:
     """Make ``sock`` a CURVE server with broker ``name``'s keypair. Call before ``bind``. No-op when disabled.
 
-    Clients are admitted by the ZAP handler of :func:`start_authenticator` (start it first). The socket's
-    ZAP domain stays empty, which pyzmq's authenticator files under its catch-all domain ``"*"``.
+    Clients are admitted by the ZAP handler of :func:`vcascade.core.zap.start_authenticator` (start it first);
+    give the socket its role with :meth:`vcascade.core.zap.RoleAuthenticator.admit` before ``bind``, else it
+    admits nobody.
 
     Raises:
         SecurityError: ``keys_dir/NAME.key_secret`` missing or malformed.
@@ -212,26 +213,6 @@ def secure_client(sock: zmq.Socket, security: SecurityConfig, name: str, server_
     sock.curve_serverkey = load_public_key(security.curve.keys_dir, server_name)
     sock.curve_secretkey = keys.secret
     sock.curve_publickey = keys.public
-
-
-def start_authenticator(ctx: zmq.Context, security: SecurityConfig) -> ThreadAuthenticator | None:
-    """Start the ZAP handler of this process's context, admitting the public keys of the authorized folder.
-
-    One per process (ZAP is per context), started before any CURVE server socket binds; stop it with
-    ``.stop()`` after closing those sockets. Returns None when CurveZMQ is disabled. To admit a new client
-    at run time, drop its ``NAME.key`` in the folder and call ``configure_curve`` again.
-
-    Raises:
-        SecurityError: the authorized folder is missing, empty or holds a malformed key.
-    """
-    if not security.curve.enabled:
-        return None
-    count = load_authorized(security)
-    auth = ThreadAuthenticator(ctx, log=logging.getLogger(f"{__name__}.zap"))
-    auth.start()
-    auth.configure_curve(domain="*", location=str(authorized_dir(security)))
-    log.info("CurveZMQ: %d authorized client keys from %s", count, authorized_dir(security))
-    return auth
 
 
 # ---------------------------------------------------------------- refused handshakes
@@ -266,11 +247,16 @@ class AuthFailureMonitor:
         sock: the socket to watch.
         component: ``broker``, ``edge`` or ``worker`` (metric name and label key).
         name: the component's name (label value).
+        refusals: on a server socket with a role, its gate's :meth:`vcascade.core.zap.RoleGate.refusal_reason`,
+            which tells ZAP refusals apart (``wrong_role`` or ``unauthorized``); None: all are ``unauthorized``.
     """
 
     POLL_MS = 100
 
-    def __init__(self, sock: zmq.Socket, component: str, name: str) -> None:
+    def __init__(
+        self, sock: zmq.Socket, component: str, name: str, refusals: Callable[[], str] | None = None
+    ) -> None:
+        self._refusals = refusals
         self.counts: Tally[str] = Tally()
         self._metric = auth_failures_counter(component)
         self._name, self._component = name, component
@@ -297,7 +283,10 @@ class AuthFailureMonitor:
                 event = recv_monitor_message(self._pair)
                 if event["event"] == zmq.EVENT_MONITOR_STOPPED:
                     return
-                self._count(FAILURE_REASONS.get(event["event"], "no_detail"), event["value"])
+                reason = FAILURE_REASONS.get(event["event"], "no_detail")
+                if reason == "unauthorized" and self._refusals is not None:
+                    reason = self._refusals()  # queued by the ZAP handler before it answered
+                self._count(reason, event["value"])
         except zmq.ZMQError as exc:  # context terminated under us: nothing left to watch
             log.debug("auth monitor %s: %s", self._name, exc)
         finally:
@@ -310,6 +299,8 @@ class AuthFailureMonitor:
         log.log(level, "%s %s: CurveZMQ handshake failed (%s, code %d)", self._component, self._name, reason, value)
 
 
-def watch_auth_failures(sock: zmq.Socket, component: str, name: str) -> AuthFailureMonitor:
+def watch_auth_failures(
+    sock: zmq.Socket, component: str, name: str, refusals: Callable[[], str] | None = None
+) -> AuthFailureMonitor:
     """Start counting refused handshakes of ``sock``; see :class:`AuthFailureMonitor`."""
-    return AuthFailureMonitor(sock, component, name)
+    return AuthFailureMonitor(sock, component, name, refusals)

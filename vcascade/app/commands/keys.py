@@ -14,6 +14,7 @@ from vcascade.app.commands import EXIT_CONFIG, EXIT_FAILURE, EXIT_OK
 from vcascade.core.config import load_config
 from vcascade.core.keys import KeysExist, component_names, generate_keys
 from vcascade.core.security import SecurityError, check_keys
+from vcascade.core.zap import check_roles
 
 
 def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:
@@ -54,7 +55,9 @@ def generate(args: argparse.Namespace) -> int:
 
 
 def check(args: argparse.Namespace) -> int:
-    """Load the key files of each component (all, or the named ones); EXIT_FAILURE when one fails."""
+    """Load the key files of each component (all, or the named ones) and, for a broker or stage group, check that
+    its authorized folder holds the key of every client the deployment gives each of its sockets (roles,
+    :mod:`vcascade.core.zap`); EXIT_FAILURE when one fails."""
     dep = load_config(args.config)
     if not dep.security.curve.enabled:
         print(f"{args.config}: security.curve.enabled is false: no key files needed")
@@ -63,9 +66,11 @@ def check(args: argparse.Namespace) -> int:
     for name in args.name or component_names(dep):
         try:
             files = check_keys(dep, name)
+            roles = check_roles(dep, name)
         except (SecurityError, KeyError) as exc:
             print(f"{name}: {exc}", file=sys.stderr)
             failed += 1
         else:
-            print(f"{name}: OK ({', '.join(map(str, files))})")
+            admits = "".join(f"; {role} socket admits {', '.join(n) or 'nobody'}" for role, n in roles.items())
+            print(f"{name}: OK ({', '.join(map(str, files))}){admits}")
     return EXIT_FAILURE if failed else EXIT_OK

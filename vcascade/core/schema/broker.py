@@ -48,7 +48,9 @@ class CurveConfig(ConfigModel):
 
     Key files are made by ``vcascade keys generate DIR``: ``NAME.key`` (public) and ``NAME.key_secret``
     (secret, mode 0600) per component name. Each host holds only its own ``NAME.key_secret`` and the public
-    ``BROKER.key`` of the brokers it connects to; a broker holds the public keys of the clients it accepts.
+    ``BROKER.key`` of the brokers it connects to; a broker holds the public keys of the clients it accepts. A
+    key's file name gives its role (:mod:`vcascade.core.zap`): a broker admits its edges' keys on its frontend
+    and its workers' on its backend only.
     """
 
     enabled: bool = Field(False, description="Encrypt and authenticate every broker link with CurveZMQ.")
@@ -59,8 +61,9 @@ class CurveConfig(ConfigModel):
     )
     authorized_dir: str | None = Field(
         None,
-        description="Broker side: folder whose `*.key` public keys are the edges and workers allowed to connect "
-        "(None: every `*.key` in `keys_dir`).",
+        description="Broker side: folder whose `*.key` public keys are the edges and workers allowed to connect, "
+        "each named after its component (`NAME.key`), which gives its role: edges on the frontend, workers on the "
+        "backend (None: every `*.key` in `keys_dir`).",
     )
 
 
