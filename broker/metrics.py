@@ -168,12 +168,7 @@ class BrokerTelemetry:
     def camera_label(self, camera: str) -> str:
         """``camera`` itself while fewer than ``MAX_CAMERA_LABELS`` were used and it is a valid name, else
         ``other``."""
-        if camera in self._cameras:
-            return camera
-        if len(self._cameras) >= MAX_CAMERA_LABELS or not _CAMERA_NAME.fullmatch(camera):
-            return OTHER_CAMERA
-        self._cameras.add(camera)
-        return camera
+        return _bounded_label(camera, self._cameras, MAX_CAMERA_LABELS)
 
     def send_failed(self, side: str, reason: str) -> None:
         """Count one message not queued on ``side`` (``frontend``/``backend``) for ``reason``."""
@@ -190,12 +185,7 @@ class BrokerTelemetry:
     def worker_label(self, worker: str) -> str:
         """The ``worker`` label of a worker's announced name: the name while it is a valid config name and fewer
         than ``MAX_WORKER_LABELS`` live workers have one, else ``other``."""
-        if worker in self._worker_labels:
-            return worker
-        if len(self._worker_labels) >= MAX_WORKER_LABELS or not _CAMERA_NAME.fullmatch(worker):
-            return OTHER_CAMERA
-        self._worker_labels.add(worker)
-        return worker
+        return _bounded_label(worker, self._worker_labels, MAX_WORKER_LABELS)
 
     def set_credits(self, label: str, credits: int) -> None:
         """Publish a worker's announced credits under its label (:meth:`worker_label`)."""
@@ -217,12 +207,7 @@ class BrokerTelemetry:
         ``other``."""
         if not recognizer:
             return ANY_RECOGNIZER
-        if recognizer in self._recognizers:
-            return recognizer
-        if len(self._recognizers) >= MAX_RECOGNIZER_LABELS or not _CAMERA_NAME.fullmatch(recognizer):
-            return OTHER_CAMERA
-        self._recognizers.add(recognizer)
-        return recognizer
+        return _bounded_label(recognizer, self._recognizers, MAX_RECOGNIZER_LABELS)
 
     def set_recognizer_gauges(self, queued: dict[str, int], workers: dict[str, int]) -> None:
         """Publish queued ROIs and registered workers per recognizer; a recognizer seen before and absent from
@@ -238,3 +223,14 @@ class BrokerTelemetry:
         for label in {ANY_RECOGNIZER, *self._recognizers, *depths, *counts}:
             RECOGNIZER_QUEUE_DEPTH.labels(broker=self.broker, recognizer=label).set(depths.get(label, 0))
             RECOGNIZER_WORKERS.labels(broker=self.broker, recognizer=label).set(counts.get(label, 0))
+
+
+def _bounded_label(name: str, used: set[str], limit: int) -> str:
+    """``name`` as a label value when it is in ``used``, or when it is a valid config name and fewer than ``limit``
+    values are used (then it is added to ``used``); else ``other`` (:data:`OTHER_CAMERA`)."""
+    if name in used:
+        return name
+    if len(used) >= limit or not _CAMERA_NAME.fullmatch(name):
+        return OTHER_CAMERA
+    used.add(name)
+    return name
