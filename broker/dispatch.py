@@ -18,6 +18,10 @@ Policy (DESIGN.md "Load balancing and reliability"):
 * **Bounded queue, drop-oldest from the longest queue**: when more than ``queue_max`` ROIs wait, the oldest
   ROI of the *longest* queue is dropped (ties: the queue whose head is oldest). The flooding camera (or the
   recognizer without workers) pays for its own backlog, and with one queue this is plain drop-oldest.
+* **Bounded bytes** (:class:`ByteBounds`): when the queued ROIs weigh more than ``total`` bytes the oldest ROI
+  of the heaviest queue is dropped; more than ``recognizer`` bytes for one recognizer: the oldest ROI of that
+  recognizer's heaviest queue; more than ``edge`` bytes from one edge: that edge's oldest ROI. An ROI heavier
+  than a bound alone is dropped at once and displaces nothing.
 * **Credits**: a worker holds at most ``credits`` ROIs in flight (from its last ``Ready``). Among the workers
   of the ROI's recognizer with free credit the least loaded (``in_flight / credits``) wins; ties go to the
   least recently used worker.
@@ -25,25 +29,33 @@ Policy (DESIGN.md "Load balancing and reliability"):
   aside when dispatching and :meth:`Dispatcher.stale` sweeps every queue.
 * **Liveness**: a worker silent for ``worker_timeout_s`` (:class:`vcascade.core.liveness.PeerLiveness`) is
   expired; its in-flight ROIs are handed back to the caller so every ROI is answered exactly once.
+* **Answer deadline**: an ROI a worker has not answered ``answer_timeout_s`` after its dispatch is taken back
+  (:meth:`Dispatcher.overdue`, re-dispatched like a lost worker's) and costs that worker one credit until it
+  answers again (:mod:`vcascade.broker.workers`): a worker that heartbeats but never answers holds nothing.
+* **Registration is never refused to fakes**: at ``max_workers``, a new worker takes the place of the least
+  useful one, a worker that never answered or owes answers (:meth:`Dispatcher.make_room`).
 * **Re-dispatch, bounded**: the caller hands a lost worker's ROIs to :meth:`Dispatcher.requeue`; each goes
   back to the *head* of its queue (it is older than anything queued behind it; same recognizer) until it has been
   dispatched ``max_attempts`` times, after which it is returned to the caller to be dropped (``worker_lost``).
   An answer from a worker the ROI was taken from is *late* (:meth:`Dispatcher.was_taken_from`): only the
   current holder's answer completes an ROI, so exactly one answer per ROI leaves the broker.
 
-Memory is bounded: queued ROIs by ``queue_max``, in-flight ROIs by the sum of credits, workers by
-``max_workers``, remembered re-dispatches by ``TAKEN_MEMORY``.
+Memory is bounded: queued ROIs by ``queue_max`` and their bytes by :class:`ByteBounds`, in-flight ROIs by the
+sum of credits, workers by ``max_workers``, remembered re-dispatches by ``TAKEN_MEMORY``.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Hashable
-from dataclasses import dataclass, field
-from typing import Any
 
+from vcascade.broker.bounds import ByteBounds, over_bound_victim
 from vcascade.broker.queues import RoiQueues
+from vcascade.broker.records import InFlight, Pending
+from vcascade.broker.workers import RecognizerChanged, WorkerLimit, WorkerState
 from vcascade.core.liveness import PeerLiveness
+
+__all__ = ["ByteBounds", "Dispatcher", "InFlight", "Pending", "RecognizerChanged", "WorkerLimit"]
 
 MAX_WORKERS = 1024
 """Default bound on registered workers (a rogue peer sending Ready from many identities cannot grow memory)."""
@@ -52,79 +64,11 @@ WORKER_TIMEOUT_S = 3.0
 """Default liveness window, s: ``HeartbeatConfig`` defaults (3 missed 1-s heartbeats; Paranoid Pirate, ZeroMQ
 Guide ch. 4). The broker passes ``liveness * interval_s`` of the deployment unless told otherwise."""
 
+ANSWER_TIMEOUT_S = 20.0
+"""Default answer deadline, s (``BrokerConfig.answer_timeout_s``): an ROI held longer by a worker is taken back."""
+
 TAKEN_MEMORY = 65_536
 """Re-dispatched ROI ids remembered (oldest forgotten first) to tell a late answer from an unknown one."""
-
-
-@dataclass(slots=True)
-class Pending:
-    """An ROI waiting in the broker queue.
-
-    Attributes:
-        roi_id: globally unique ROI id (``wire.Roi.roi_id``).
-        camera: camera name; selects the per-camera queue.
-        received_s: time the broker received it, seconds on the caller's monotonic clock.
-        ttl_ms: deadline, ms it may wait in the queue; ``0`` means none (``wire.Roi.ttl_ms``).
-        data: opaque payload for the caller (routing identity and frames); never inspected here.
-        attempts: times it was dispatched to a worker so far (0 while never dispatched).
-        recognizer: the recognizer it is for (``wire.Roi.recognizer``); ``""``: any worker.
-    """
-
-    roi_id: str
-    camera: str
-    received_s: float
-    ttl_ms: float = 0.0
-    data: Any = None
-    attempts: int = 0
-    recognizer: str = ""
-
-    def is_stale(self, now_s: float) -> bool:
-        """True when the ROI has a deadline and waited longer than ``ttl_ms`` by ``now_s`` (seconds)."""
-        return self.ttl_ms > 0 and (now_s - self.received_s) * 1000.0 > self.ttl_ms
-
-
-@dataclass(slots=True)
-class InFlight:
-    """An ROI handed to a worker and not yet answered.
-
-    Attributes:
-        pending: the queued ROI as it was enqueued.
-        worker: key of the worker holding it.
-        dispatched_s: time it was assigned, seconds on the caller's clock.
-        seq: its enqueue order (keeps a re-queued ROI in order with its camera queue).
-    """
-
-    pending: Pending
-    worker: Hashable
-    dispatched_s: float
-    seq: int = 0
-
-
-@dataclass(slots=True)
-class _Worker:
-    credits: int
-    recognizer: str = ""
-    last_used: int = 0  # dispatch counter value of its last assignment; 0 = never used (least recent)
-    in_flight: set[str] = field(default_factory=set)
-
-    def load(self) -> float:
-        return len(self.in_flight) / self.credits
-
-    def has_credit(self) -> bool:
-        return len(self.in_flight) < self.credits
-
-    def serves(self, recognizer: str) -> bool:
-        """An ROI for ``recognizer`` may go to this worker: the same recognizer, or an ROI for any."""
-        return not recognizer or recognizer == self.recognizer
-
-
-class WorkerLimit(RuntimeError):
-    """A new worker would exceed ``max_workers``. Recovery: ignore its Ready and count it as bad input."""
-
-
-class RecognizerChanged(RuntimeError):
-    """A registered worker announced another recognizer than at registration. Recovery: ignore that Ready and
-    count it; the worker keeps its first recognizer (a worker process runs one model for its lifetime)."""
 
 
 class Dispatcher:
@@ -135,23 +79,30 @@ class Dispatcher:
         max_workers: workers that may be registered at once, >= 1.
         max_attempts: dispatches of one ROI at most (``BrokerConfig.max_attempts``), >= 1.
         worker_timeout_s: a worker silent for longer is expired by :meth:`expire_workers`, seconds (> 0).
+        byte_bounds: bytes of queued ROIs at most, in all, per recognizer and per edge.
+        answer_timeout_s: an ROI not answered this long after its dispatch is taken back by :meth:`overdue`,
+            seconds (> 0).
 
     Raises:
-        ValueError: a bound below 1, or ``worker_timeout_s <= 0``.
+        ValueError: a bound below 1, or a timeout <= 0.
     """
 
     def __init__(self, queue_max: int, max_workers: int = MAX_WORKERS, max_attempts: int = 2,
-                 worker_timeout_s: float = WORKER_TIMEOUT_S) -> None:  # fmt: skip
-        if queue_max < 1 or max_workers < 1 or max_attempts < 1 or worker_timeout_s <= 0:
+                 worker_timeout_s: float = WORKER_TIMEOUT_S, byte_bounds: ByteBounds = ByteBounds(),
+                 answer_timeout_s: float = ANSWER_TIMEOUT_S) -> None:  # fmt: skip
+        if queue_max < 1 or max_workers < 1 or max_attempts < 1 or min(worker_timeout_s, answer_timeout_s) <= 0:
             bounds = f"queue_max={queue_max}, max_workers={max_workers}, max_attempts={max_attempts}"
-            raise ValueError(f"{bounds}: each must be >= 1; worker_timeout_s={worker_timeout_s} must be > 0")
+            timeouts = f"worker_timeout_s={worker_timeout_s}, answer_timeout_s={answer_timeout_s}"
+            raise ValueError(f"{bounds}: each must be >= 1; {timeouts}: each must be > 0")
         self.queue_max = queue_max
         self.max_workers = max_workers
         self.max_attempts = max_attempts
+        self.byte_bounds = byte_bounds
+        self.answer_timeout_s = answer_timeout_s
         self._taken: OrderedDict[str, frozenset[Hashable]] = OrderedDict()  # roi_id -> workers it was taken from
         self._queues = RoiQueues()
         self._seq = 0
-        self._workers: dict[Hashable, _Worker] = {}
+        self._workers: dict[Hashable, WorkerState] = {}
         self._heard: PeerLiveness[Hashable] = PeerLiveness(worker_timeout_s, max_workers)  # registered workers only
         self._in_flight: dict[str, InFlight] = {}
         self._dispatches = 0
@@ -162,6 +113,11 @@ class Dispatcher:
     def queued(self) -> int:
         """Number of ROIs waiting for a worker."""
         return len(self._queues)
+
+    @property
+    def queued_bytes(self) -> int:
+        """Bytes of the ROIs waiting for a worker."""
+        return self._queues.total_bytes
 
     @property
     def in_flight(self) -> int:
@@ -176,37 +132,42 @@ class Dispatcher:
         """Queue an ROI at the tail of its (recognizer, camera) queue.
 
         Returns:
-            The ROIs dropped to keep at most ``queue_max`` queued (oldest of the longest queue),
-            oldest first; usually empty. May contain ``item`` itself only if it is the oldest of the longest
-            queue, which happens when ``queue_max`` is 1 and its camera already had one waiting.
+            The ROIs dropped to keep at most ``queue_max`` queued (oldest of the longest queue) and the queued
+            bytes within :attr:`byte_bounds` (see the module's policy), in the order dropped; usually empty. Holds
+            ``item`` itself when it is heavier than a byte bound alone (then only it), or when it is the oldest of
+            the queue that pays (``queue_max`` 1 and its camera already had one waiting).
 
         Raises:
             ValueError: ``item.roi_id`` is already queued or in flight.
         """
         if item.roi_id in self:
             raise ValueError(f"duplicate roi_id {item.roi_id!r}")
+        bounds = self.byte_bounds
+        if item.size_bytes > min(bounds.total, bounds.recognizer, bounds.edge):
+            return [item]
         self._seq += 1
         self._queues.append(self._seq, item)
-        return self._trim()
+        return self._trim([item])
 
-    def _trim(self) -> list[Pending]:
-        """Drop the oldest ROI of the longest queue until at most ``queue_max`` wait."""
+    def _trim(self, added: list[Pending]) -> list[Pending]:
+        """Drop queued ROIs until every bound holds again; only the recognizers and edges of ``added`` (the ROIs
+        just queued) can be over theirs."""
         dropped = []
-        while len(self._queues) > self.queue_max:
-            dropped.append(self._queues.pop_head(self._queues.longest())[1])
+        while (victim := over_bound_victim(self._queues, self.queue_max, self.byte_bounds, added)) is not None:
+            dropped.append(victim)
         return dropped
 
     def requeue(self, flights: list[InFlight]) -> tuple[list[Pending], list[Pending]]:
         """Put a lost worker's ROIs back at the head of their queues, for another worker of their recognizer.
 
-        Each keeps its enqueue order, so a queue stays oldest first. Call it with the flights returned
-        by :meth:`worker_gone` or :meth:`expire_workers`; the worker they came from is remembered for
-        :meth:`was_taken_from`.
+        Each keeps its enqueue order, so a queue stays oldest first. Call it with the flights returned by
+        :meth:`worker_gone`, :meth:`expire_workers`, :meth:`make_room` or :meth:`overdue`; the worker they came
+        from is remembered for :meth:`was_taken_from`.
 
         Returns:
             ``(given_up, dropped)``: ROIs already dispatched ``max_attempts`` times (not re-queued; drop them
-            as ``worker_lost``), and ROIs dropped to keep ``queue_max`` (oldest of the longest queue, possibly
-            re-queued ones; drop them as ``queue_full``).
+            as ``worker_lost``), and ROIs dropped to keep ``queue_max`` and the byte bounds (as
+            :meth:`enqueue`, possibly re-queued ones; drop them as ``queue_full``).
         """
         given_up, back = [], []
         for flight in flights:
@@ -216,7 +177,7 @@ class Dispatcher:
             else:
                 back.append((flight.seq, flight.pending))
         self._queues.put_back(back)
-        return given_up, self._trim()
+        return given_up, self._trim([pending for _, pending in back])
 
     def _remember_taken(self, roi_id: str, worker: Hashable) -> None:
         self._taken[roi_id] = self._taken.pop(roi_id, frozenset()) | {worker}
@@ -267,7 +228,7 @@ class Dispatcher:
 
         Raises:
             ValueError: ``credits`` < 0.
-            WorkerLimit: a new worker while ``max_workers`` are registered.
+            WorkerLimit: a new worker while ``max_workers`` are registered (call :meth:`make_room` first).
             RecognizerChanged: a registered worker with another ``recognizer`` (nothing is updated).
         """
         if credits < 0:
@@ -280,9 +241,29 @@ class Dispatcher:
         elif len(self._workers) >= self.max_workers:
             raise WorkerLimit(f"{len(self._workers)} workers registered (max {self.max_workers})")
         else:
-            self._workers[worker] = _Worker(credits=credits, recognizer=recognizer)
+            self._workers[worker] = WorkerState(credits=credits, recognizer=recognizer)
         self._heard.heard(worker, now_s)
         return state is None
+
+    def make_room(self, worker: Hashable) -> list[tuple[Hashable, list[InFlight]]]:
+        """Before registering ``worker``: when it is new and ``max_workers`` are registered, unregister the least
+        useful worker (:meth:`vcascade.broker.workers.WorkerState.eviction_rank`: workers owing answers first,
+        then those that never answered; among them the least recently heard), so workers that take ROIs and never
+        answer can never keep a new worker out. A worker that answered and owes nothing is never evicted.
+
+        Returns:
+            ``(evicted worker, its in-flight ROIs)`` (hand the ROIs to :meth:`requeue`), or ``[]`` when there
+            was room, ``worker`` is registered, or no worker may be evicted (:meth:`worker_ready` then raises
+            :class:`WorkerLimit`).
+        """
+        if worker in self._workers or len(self._workers) < self.max_workers:
+            return []
+        evictable = [(state.eviction_rank(self._heard.last_heard_s(key) or 0.0), index, key)
+                     for index, (key, state) in enumerate(self._workers.items()) if state.evictable()]  # fmt: skip
+        if not evictable:
+            return []
+        victim = min(evictable)[2]
+        return [(victim, self.worker_gone(victim))]
 
     def recognizer(self, worker: Hashable) -> str | None:
         """The recognizer the worker registered with, or None when it is not registered."""
@@ -330,6 +311,29 @@ class Dispatcher:
         """
         silent = set(self._heard.expired(now_s))
         return [(worker, self.worker_gone(worker)) for worker in list(self._workers) if worker in silent]
+
+    def overdue(self, now_s: float) -> list[tuple[Hashable, list[InFlight]]]:
+        """Take back every in-flight ROI not answered ``answer_timeout_s`` seconds after its dispatch at ``now_s``;
+        each costs its worker one credit until the worker answers again (it stays registered).
+
+        O(ROIs taken back): in-flight ROIs are kept in dispatch order, so the sweep stops at the first in time.
+
+        Returns:
+            ``(worker, its overdue ROIs)`` per worker, oldest dispatch first; hand the ROIs to :meth:`requeue`
+            (an answer to them from that worker is then late, :meth:`was_taken_from`).
+        """
+        taken: dict[Hashable, list[InFlight]] = {}
+        for flight in self._in_flight.values():
+            if now_s - flight.dispatched_s <= self.answer_timeout_s:
+                break
+            taken.setdefault(flight.worker, []).append(flight)
+        for worker, flights in taken.items():
+            state = self._workers[worker]
+            state.overdue += len(flights)
+            for flight in flights:
+                del self._in_flight[flight.pending.roi_id]
+                state.in_flight.discard(flight.pending.roi_id)
+        return list(taken.items())
 
     # ------------------------------------------------------------------ dispatch
 
@@ -382,19 +386,23 @@ class Dispatcher:
         return flight
 
     def complete(self, roi_id: str, worker: Hashable) -> InFlight | None:
-        """A worker answered an ROI (Result or Drop): free its credit.
+        """A worker answered an ROI (Result or Drop): free its credit. Any answer from the worker, a late one
+        included, gives back the credits its overdue ROIs cost (it answers again).
 
         Returns:
             The in-flight record, or None when ``roi_id`` is not in flight on that worker (late, duplicate or
             foreign answer; the caller counts it and drops it).
         """
         flight = self._in_flight.get(roi_id)
+        state = self._workers.get(worker)
         if flight is None or flight.worker != worker:
+            if state is not None and self.was_taken_from(roi_id, worker):
+                state.answer()
             return None
         del self._in_flight[roi_id]
-        state = self._workers.get(worker)
         if state is not None:
             state.in_flight.discard(roi_id)
+            state.answer()
         return flight
 
     def drain_in_flight(self) -> list[InFlight]:

@@ -50,10 +50,29 @@ SEND_FAILURES = Counter(
 )
 EDGES = Gauge("vcascade_broker_edges", "Edges heard from within the heartbeat liveness window.", ["broker"])
 QUEUE_DEPTH = Gauge("vcascade_broker_queue_depth", "ROIs waiting for worker credit.", ["broker"])
+QUEUE_BYTES = Gauge(
+    "vcascade_broker_queue_bytes", "Bytes of the ROIs waiting for worker credit (headers and crops).", ["broker"]
+)
 IN_FLIGHT = Gauge("vcascade_broker_in_flight", "ROIs held by workers, not yet answered.", ["broker"])
 WORKERS = Gauge("vcascade_broker_workers", "Registered (live) workers.", ["broker"])
 WORKER_CREDITS = Gauge(
-    "vcascade_broker_worker_credits", "Credits a worker announced in its last Ready.", ["broker", "worker"]
+    "vcascade_broker_worker_credits",
+    "Credits a worker announced in its last Ready (`other`: a name that is no valid config name, or beyond "
+    "MAX_WORKER_LABELS).",
+    ["broker", "worker"],
+)
+MAX_WORKER_LABELS = 256
+"""Distinct ``worker`` label values of live workers per broker at most (names come from peers); later ones and
+names that are not valid config names are labelled :data:`OTHER_CAMERA` (``other``)."""
+WORKERS_EVICTED = Counter(
+    "vcascade_broker_workers_evicted_total",
+    "Workers unregistered to make room for a new one at max_workers (they never answered or owed answers).",
+    ["broker"],
+)
+ROIS_OVERDUE = Counter(
+    "vcascade_broker_rois_overdue_total",
+    "ROIs taken back from a worker that held them unanswered past answer_timeout_s (then re-dispatched or dropped).",
+    ["broker"],
 )
 MAX_RECOGNIZER_LABELS = 64
 """Distinct ``recognizer`` label values per broker at most (names come from peers); later ones count as
@@ -104,8 +123,12 @@ class BrokerTelemetry:
         self._queue_seconds = QUEUE_SECONDS.labels(broker=broker)
         self._redispatched = REDISPATCHED.labels(broker=broker)
         self._edges = EDGES.labels(broker=broker)
+        self._queue_bytes = QUEUE_BYTES.labels(broker=broker)
+        self._evicted = WORKERS_EVICTED.labels(broker=broker)
+        self._overdue = ROIS_OVERDUE.labels(broker=broker)
         self._cameras: set[str] = set()
         self._recognizers: set[str] = set()
+        self._worker_labels: set[str] = set()  # labels of live workers' credit series
 
     def roi_received(self, camera: str) -> None:
         """Count one well-formed ROI from ``camera`` (label bounded, see :data:`MAX_CAMERA_LABELS`)."""
@@ -125,9 +148,19 @@ class BrokerTelemetry:
         """``count`` ROIs taken back from a lost worker and queued again."""
         self._redispatched.inc(count)
 
-    def occupancy(self, *, queued: int, in_flight: int, workers: int, edges: int) -> None:
-        """Publish the ROIs queued and held by workers, the registered workers and the live edges now."""
+    def overdue(self, count: int) -> None:
+        """``count`` ROIs taken back from a worker that held them past the answer deadline."""
+        self._overdue.inc(count)
+
+    def worker_evicted(self) -> None:
+        """One worker unregistered to make room for a new one."""
+        self._evicted.inc()
+
+    def occupancy(self, *, queued: int, in_flight: int, workers: int, edges: int, queued_bytes: int = 0) -> None:
+        """Publish the ROIs queued (and their bytes) and held by workers, the registered workers and the live edges
+        now."""
         self._queue_depth.set(queued)
+        self._queue_bytes.set(queued_bytes)
         self._in_flight.set(in_flight)
         self._workers.set(workers)
         self._edges.set(edges)
@@ -135,12 +168,7 @@ class BrokerTelemetry:
     def camera_label(self, camera: str) -> str:
         """``camera`` itself while fewer than ``MAX_CAMERA_LABELS`` were used and it is a valid name, else
         ``other``."""
-        if camera in self._cameras:
-            return camera
-        if len(self._cameras) >= MAX_CAMERA_LABELS or not _CAMERA_NAME.fullmatch(camera):
-            return OTHER_CAMERA
-        self._cameras.add(camera)
-        return camera
+        return _bounded_label(camera, self._cameras, MAX_CAMERA_LABELS)
 
     def send_failed(self, side: str, reason: str) -> None:
         """Count one message not queued on ``side`` (``frontend``/``backend``) for ``reason``."""
@@ -154,14 +182,23 @@ class BrokerTelemetry:
         """Count one malformed message on ``side`` (``frontend`` or ``backend``)."""
         MALFORMED.labels(broker=self.broker, side=side, reason=reason).inc()
 
-    def set_credits(self, worker: str, credits: int) -> None:
-        """Publish a worker's announced credits."""
-        WORKER_CREDITS.labels(broker=self.broker, worker=worker).set(credits)
+    def worker_label(self, worker: str) -> str:
+        """The ``worker`` label of a worker's announced name: the name while it is a valid config name and fewer
+        than ``MAX_WORKER_LABELS`` live workers have one, else ``other``."""
+        return _bounded_label(worker, self._worker_labels, MAX_WORKER_LABELS)
 
-    def forget_worker(self, worker: str) -> None:
-        """Remove a gone worker's credit series (label cardinality stays bounded by live workers)."""
+    def set_credits(self, label: str, credits: int) -> None:
+        """Publish a worker's announced credits under its label (:meth:`worker_label`)."""
+        WORKER_CREDITS.labels(broker=self.broker, worker=label).set(credits)
+
+    def forget_worker(self, label: str) -> None:
+        """Remove a gone worker's credit series (label cardinality stays bounded by ``MAX_WORKER_LABELS``); the
+        ``other`` series stays."""
+        if label == OTHER_CAMERA or label not in self._worker_labels:
+            return
+        self._worker_labels.discard(label)
         try:
-            WORKER_CREDITS.remove(self.broker, worker)
+            WORKER_CREDITS.remove(self.broker, label)
         except KeyError:
             pass
 
@@ -170,12 +207,7 @@ class BrokerTelemetry:
         ``other``."""
         if not recognizer:
             return ANY_RECOGNIZER
-        if recognizer in self._recognizers:
-            return recognizer
-        if len(self._recognizers) >= MAX_RECOGNIZER_LABELS or not _CAMERA_NAME.fullmatch(recognizer):
-            return OTHER_CAMERA
-        self._recognizers.add(recognizer)
-        return recognizer
+        return _bounded_label(recognizer, self._recognizers, MAX_RECOGNIZER_LABELS)
 
     def set_recognizer_gauges(self, queued: dict[str, int], workers: dict[str, int]) -> None:
         """Publish queued ROIs and registered workers per recognizer; a recognizer seen before and absent from
@@ -191,3 +223,14 @@ class BrokerTelemetry:
         for label in {ANY_RECOGNIZER, *self._recognizers, *depths, *counts}:
             RECOGNIZER_QUEUE_DEPTH.labels(broker=self.broker, recognizer=label).set(depths.get(label, 0))
             RECOGNIZER_WORKERS.labels(broker=self.broker, recognizer=label).set(counts.get(label, 0))
+
+
+def _bounded_label(name: str, used: set[str], limit: int) -> str:
+    """``name`` as a label value when it is in ``used``, or when it is a valid config name and fewer than ``limit``
+    values are used (then it is added to ``used``); else ``other`` (:data:`OTHER_CAMERA`)."""
+    if name in used:
+        return name
+    if len(used) >= limit or not _CAMERA_NAME.fullmatch(name):
+        return OTHER_CAMERA
+    used.add(name)
+    return name

@@ -3,12 +3,15 @@
 :class:`vcascade.broker.dispatch.Dispatcher` decides what to take from them; this module only keeps them ordered and
 bounded by their owner. Each entry is ``(seq, item)``: ``seq`` is the enqueue order over all queues, so a
 re-queued ROI goes back to its place and a queue always stays oldest first.
+
+The queued bytes (``item.size_bytes``: header and crop as received) are kept per queue, per recognizer, per edge
+and in all, so the owner bounds memory in bytes, not only in ROIs (a few huge crops weigh more than many small ones).
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict, deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 from typing import Protocol
 
 QueueKey = tuple[str, str]
@@ -16,11 +19,14 @@ QueueKey = tuple[str, str]
 
 
 class Queued(Protocol):
-    """What the queues need of an item: its id, camera and recognizer (:class:`vcascade.broker.dispatch.Pending`)."""
+    """What the queues need of an item: its id, camera, recognizer, size and edge
+    (:class:`vcascade.broker.dispatch.Pending`)."""
 
     roi_id: str
     camera: str
     recognizer: str
+    size_bytes: int
+    edge: Hashable
 
 
 Entry = tuple[int, Queued]
@@ -35,6 +41,12 @@ class RoiQueues:
     def __init__(self) -> None:
         self._queues: OrderedDict[QueueKey, deque[Entry]] = OrderedDict()
         self._ids: set[str] = set()
+        self.total_bytes = 0
+        """Bytes of all queued ROIs."""
+        self._queue_bytes: dict[QueueKey, int] = {}
+        self._recognizer_bytes: dict[str, int] = {}
+        self._edge_bytes: dict[Hashable, int] = {}
+        self._edge_entries: dict[tuple[QueueKey, Hashable], int] = {}  # (queue, edge) -> its entries there
 
     def __len__(self) -> int:
         """ROIs queued in all queues."""
@@ -59,14 +71,14 @@ class RoiQueues:
     def append(self, seq: int, item: Queued) -> None:
         """Queue ``item`` (enqueue order ``seq``) at the tail of its (recognizer, camera) queue."""
         self._queues.setdefault((item.recognizer, item.camera), deque()).append((seq, item))
-        self._ids.add(item.roi_id)
+        self._add(item)
 
     def put_back(self, entries: Iterable[Entry]) -> None:
         """Return entries taken from the queues (a lost worker's ROIs) to their places, by ``seq``."""
         by_key: dict[QueueKey, list[Entry]] = {}
         for seq, item in entries:
             by_key.setdefault((item.recognizer, item.camera), []).append((seq, item))
-            self._ids.add(item.roi_id)
+            self._add(item)
         for key, back in by_key.items():
             queue = self._queues.setdefault(key, deque())
             self._queues[key] = deque(sorted([*back, *queue], key=lambda entry: entry[0]))
@@ -77,7 +89,27 @@ class RoiQueues:
         entry = queue.popleft()
         if not queue:
             del self._queues[key]
-        self._ids.discard(entry[1].roi_id)
+        self._remove(entry[1])
+        return entry
+
+    def pop_oldest_of_edge(self, edge: Hashable) -> Entry:
+        """Remove and return the oldest entry sent by ``edge``, whichever queue holds it. Each queue holding some of
+        its entries is read from its head to the edge's first entry (a camera's queue holds one edge's ROIs: its
+        head). Raises KeyError when the edge has nothing queued."""
+        found: tuple[QueueKey, int, Entry] | None = None
+        for key, queue in self._queues.items():
+            if not self._edge_entries.get((key, edge)):
+                continue
+            index = next(i for i, entry in enumerate(queue) if entry[1].edge == edge)
+            if found is None or queue[index][0] < found[2][0]:
+                found = (key, index, queue[index])
+        if found is None:
+            raise KeyError(edge)
+        key, index, entry = found
+        del self._queues[key][index]
+        if not self._queues[key]:
+            del self._queues[key]
+        self._remove(entry[1])
         return entry
 
     def rotate(self, key: QueueKey) -> None:
@@ -88,6 +120,20 @@ class RoiQueues:
     def longest(self) -> QueueKey:
         """The queue with the most entries; ties: the one whose head is oldest. Raises ValueError when empty."""
         return max(self._queues, key=lambda key: (len(self._queues[key]), -self._queues[key][0][0]))
+
+    def heaviest(self, recognizer: str | None = None) -> QueueKey:
+        """The queue holding the most bytes (of ``recognizer``'s queues when given); ties: the one whose head is
+        oldest. Raises ValueError when there is no such queue."""
+        keys = [key for key in self._queues if recognizer is None or key[0] == recognizer]
+        return max(keys, key=lambda key: (self._queue_bytes.get(key, 0), -self._queues[key][0][0]))
+
+    def recognizer_bytes(self, recognizer: str) -> int:
+        """Bytes queued for ``recognizer`` (``""``: for any recognizer)."""
+        return self._recognizer_bytes.get(recognizer, 0)
+
+    def edge_bytes(self, edge: Hashable) -> int:
+        """Bytes queued from ``edge``."""
+        return self._edge_bytes.get(edge, 0)
 
     def remove_if(self, doomed: Callable[[Queued], bool]) -> list[Queued]:
         """Remove and return every queued item for which ``doomed(item)`` is true, queue by queue. O(queued)."""
@@ -104,14 +150,15 @@ class RoiQueues:
             else:
                 del self._queues[key]
         for item in removed:
-            self._ids.discard(item.roi_id)
+            self._remove(item)
         return removed
 
     def drain(self) -> list[Queued]:
         """Remove and return every queued item, in enqueue order."""
         entries = sorted((entry for queue in self._queues.values() for entry in queue), key=lambda e: e[0])
         self._queues.clear()
-        self._ids.clear()
+        for _, item in entries:
+            self._remove(item)
         return [item for _, item in entries]
 
     def depth_by_recognizer(self) -> dict[str, int]:
@@ -120,3 +167,25 @@ class RoiQueues:
         for (recognizer, _), queue in self._queues.items():
             depths[recognizer] = depths.get(recognizer, 0) + len(queue)
         return depths
+
+    def _add(self, item: Queued) -> None:
+        self._ids.add(item.roi_id)
+        self._count(item, 1)
+
+    def _remove(self, item: Queued) -> None:
+        self._ids.discard(item.roi_id)
+        self._count(item, -1)
+
+    def _count(self, item: Queued, sign: int) -> None:
+        """Add (``sign`` 1) or take off (-1) ``item``'s bytes in every byte count it is part of, and the item in its
+        (queue, edge) count; zero counts are deleted, so the tables hold only what has something queued."""
+        key = (item.recognizer, item.camera)
+        n = sign * item.size_bytes
+        self.total_bytes += n
+        for table, entry, change in ((self._queue_bytes, key, n), (self._recognizer_bytes, item.recognizer, n),
+                                     (self._edge_bytes, item.edge, n), (self._edge_entries, (key, item.edge), sign)):
+            left = table.get(entry, 0) + change
+            if left:
+                table[entry] = left
+            else:
+                table.pop(entry, None)

@@ -12,7 +12,9 @@ crash the loop.
 
 Liveness (Paranoid Pirate; DESIGN.md "Load balancing and reliability"): heartbeats to workers and recent edges
 (who is silent: :class:`vcascade.core.liveness.PeerLiveness`); a lost worker's ROIs are re-queued up to
-``max_attempts`` dispatches, its late answers counted, never forwarded.
+``max_attempts`` dispatches, its late answers counted, never forwarded. So are the ROIs a worker holds past
+``answer_timeout_s`` (taken back, the worker's credits with them), and those of a worker evicted for a new one
+at ``max_workers`` (docs/RELIABILITY.md, "Broker bounds").
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import zmq
 
 from vcascade.broker.bind import broker_sockets
 from vcascade.broker.books import Envelope, Stats, broker_hops, ms, remaining_ttl_ms, send_failure_reason
-from vcascade.broker.dispatch import Dispatcher, InFlight, Pending, RecognizerChanged, WorkerLimit
+from vcascade.broker.dispatch import ByteBounds, Dispatcher, InFlight, Pending, RecognizerChanged, WorkerLimit
 from vcascade.broker.metrics import BrokerTelemetry
 from vcascade.core import wire
 from vcascade.core.config import Deployment, HeartbeatConfig
@@ -97,7 +99,10 @@ def run_broker(
         frontend.bind(cfg.endpoint("frontend", bind=True))
         backend.bind(cfg.endpoint("backend", bind=True))
         log.info("broker %s: edges on %s, workers on %s", name, cfg.endpoint("frontend"), cfg.endpoint("backend"))
-        dispatcher = Dispatcher(cfg.queue_max, max_attempts=cfg.max_attempts, worker_timeout_s=window_s)
+        bounds = ByteBounds(cfg.queue_max_bytes, cfg.recognizer_queue_max_bytes, cfg.edge_queue_max_bytes)
+        dispatcher = Dispatcher(
+            cfg.queue_max, cfg.max_workers, cfg.max_attempts, window_s, bounds, answer_timeout_s=cfg.answer_timeout_s
+        )
         READINESS.set(f"broker:{name}:bound", True)
         READINESS.add_check(f"broker:{name}:workers", lambda: (dispatcher.workers > 0, "no worker registered"))
         loop = _BrokerLoop(name, frontend, backend, dispatcher, beat, report)
@@ -174,12 +179,16 @@ class _BrokerLoop:
                 self._on_frontend(frames)
 
     def _housekeeping(self) -> None:
-        """Every ``POLL_MS`` at most: expire silent workers, drop stale ROIs, report every second."""
+        """Every ``POLL_MS`` at most: expire silent workers, take back overdue ROIs, drop stale ROIs, report every
+        second."""
         now_s = time.perf_counter()
         if now_s - self._last_housekeeping_s < POLL_MS / 1000.0:
             return  # the stale sweep is O(queued): not once per message
         self._last_housekeeping_s = now_s
         self._expire_workers(now_s)
+        for worker, flights in self.dispatcher.overdue(now_s):
+            self.telemetry.overdue(len(flights))
+            self._take_back(self.worker_names.get(worker, "other"), flights, "held ROIs past the answer deadline")
         for item in self.dispatcher.stale(now_s):
             self._drop_to_edge(item, "stale")
         self._beat_if_due(now_s)
@@ -207,7 +216,9 @@ class _BrokerLoop:
         self.stats.received += 1
         self.telemetry.roi_received(header.camera)
         envelope = Envelope(edge, frames[1:], header)
-        item = Pending(header.roi_id, header.camera, now_s, header.ttl_ms, envelope, recognizer=header.recognizer)
+        size_bytes = sum(len(frame) for frame in frames[1:])  # header and crop as received
+        item = Pending(header.roi_id, header.camera, now_s, header.ttl_ms, envelope, recognizer=header.recognizer,
+                       size_bytes=size_bytes, edge=edge)  # fmt: skip
         if not self.accepting:
             self._drop_to_edge(item, "shutdown")
         elif header.roi_id in self.dispatcher:
@@ -240,19 +251,23 @@ class _BrokerLoop:
         if not 0 <= ready.credits <= MAX_CREDITS:
             self._malformed("backend", "bad_credits")
             return
+        for evicted, flights in self.dispatcher.make_room(worker):  # at max_workers: the least useful one goes
+            self.telemetry.worker_evicted()
+            self._forget(evicted, flights, "evicted for a new worker")
         try:
             is_new = self.dispatcher.worker_ready(worker, ready.credits, now_s, ready.recognizer)
         except (WorkerLimit, RecognizerChanged) as exc:
             self._malformed("backend", "worker_limit" if isinstance(exc, WorkerLimit) else "recognizer_changed")
             return
+        name = self.telemetry.worker_label(ready.worker)  # the peer's name, bounded: metric label and log
         if is_new:
-            log.info("broker %s: worker %s (recognizer %r) joined with %d credits",
-                     self.name, ready.worker, ready.recognizer, ready.credits)  # fmt: skip
+            log.info("broker %s: worker %s (recognizer %s) joined with %d credits",
+                     self.name, name, self.telemetry.recognizer_label(ready.recognizer), ready.credits)  # fmt: skip
         old_name = self.worker_names.get(worker)
-        if old_name is not None and old_name != ready.worker:
+        if old_name is not None and old_name != name:
             self.telemetry.forget_worker(old_name)
-        self.worker_names[worker] = ready.worker
-        self.telemetry.set_credits(ready.worker, ready.credits)
+        self.worker_names[worker] = name
+        self.telemetry.set_credits(name, ready.credits)
 
     def _on_result(self, worker: bytes, result: wire.Result, now_s: float) -> None:
         flight = self._complete(result.roi_id, worker)
@@ -320,8 +335,13 @@ class _BrokerLoop:
 
     def _forget(self, worker: bytes, flights: list[InFlight], why: str) -> None:
         """A worker is gone: re-queue its ROIs (bounded attempts; none while shutting down), drop the rest."""
-        name = self.worker_names.pop(worker, worker.decode(errors="replace"))
+        name = self.worker_names.pop(worker, "other")
         self.telemetry.forget_worker(name)
+        self._take_back(name, flights, f"lost ({why})")
+
+    def _take_back(self, name: str, flights: list[InFlight], why: str) -> None:
+        """ROIs taken from worker ``name`` (lost, evicted or overdue): re-queue them (bounded attempts; none while
+        shutting down), drop the rest as ``worker_lost``."""
         if self.accepting:
             given_up, overflow = self.dispatcher.requeue(flights)
         else:
@@ -330,7 +350,7 @@ class _BrokerLoop:
         self.stats.redispatched += redispatched
         self.telemetry.redispatched(redispatched)
         log.info(
-            "broker %s: worker %s lost (%s): %d ROIs in flight, %d re-queued, %d dropped",
+            "broker %s: worker %s %s: %d ROIs taken back, %d re-queued, %d dropped",
             self.name, name, why, len(flights), redispatched, len(given_up),
         )  # fmt: skip
         for item in given_up:
@@ -400,7 +420,8 @@ class _BrokerLoop:
 
     def _update_gauges(self) -> None:
         d = self.dispatcher
-        self.telemetry.occupancy(queued=d.queued, in_flight=d.in_flight, workers=d.workers, edges=len(self.edges))
+        self.telemetry.occupancy(queued=d.queued, in_flight=d.in_flight, workers=d.workers, edges=len(self.edges),
+                                 queued_bytes=d.queued_bytes)  # fmt: skip
         self.telemetry.set_recognizer_gauges(d.queued_by_recognizer(), d.workers_by_recognizer())
 
     def _emit_report(self, final: bool) -> None:

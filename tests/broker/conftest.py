@@ -59,33 +59,42 @@ class BrokerHandle:
 
 
 def make_deployment(
-    name: str, ports: list[int], queue_max: int, max_attempts: int = 2, heartbeat_s: float = 1.0
+    name: str, ports: list[int], queue_max: int, max_attempts: int = 2, heartbeat_s: float = 1.0, **broker
 ) -> Deployment:
     """The demo deployment with one broker ``name`` on the given (frontend, backend, metrics) ports."""
+    return Deployment.model_validate(deployment_data(name, ports, queue_max, max_attempts, heartbeat_s, **broker))
+
+
+def deployment_data(
+    name: str, ports: list[int], queue_max: int, max_attempts: int = 2, heartbeat_s: float = 1.0, **broker
+) -> dict:
+    """The raw deployment of :func:`make_deployment`; ``broker``: more fields of the broker's section."""
     raw = yaml.safe_load(DEMO.read_text())
     raw["brokers"] = {
         name: {
             "host": "127.0.0.1", "frontend_port": ports[0], "backend_port": ports[1],
-            "metrics_port": ports[2], "queue_max": queue_max, "max_attempts": max_attempts,
+            "metrics_port": ports[2], "queue_max": queue_max, "max_attempts": max_attempts, **broker,
         }
     }  # fmt: skip
     raw["heartbeat"] = {"interval_s": heartbeat_s, "liveness": 3}
     for section in ("edges", "workers"):
         for component in raw[section].values():
             component["brokers"] = [name]
-    return Deployment.model_validate(raw)
+    return raw
 
 
 @pytest.fixture
 def start_broker(free_port):
-    """``start_broker(queue_max=..., max_attempts=..., heartbeat_s=..., worker_timeout_s=..., drain_timeout_s=...)
-    -> BrokerHandle``; stopped after."""
+    """``start_broker(queue_max=..., max_attempts=..., heartbeat_s=..., config={broker fields},
+    worker_timeout_s=..., drain_timeout_s=...) -> BrokerHandle``; stopped after."""
     handles: list[BrokerHandle] = []
 
-    def start(queue_max: int = 1000, max_attempts: int = 2, heartbeat_s: float = 1.0, **kwargs) -> BrokerHandle:
+    def start(
+        queue_max: int = 1000, max_attempts: int = 2, heartbeat_s: float = 1.0, config: dict | None = None, **kwargs
+    ) -> BrokerHandle:
         name = f"broker-t{next(_names)}"
         ports = [free_port(), free_port(), free_port()]
-        deployment = make_deployment(name, ports, queue_max, max_attempts, heartbeat_s)
+        deployment = make_deployment(name, ports, queue_max, max_attempts, heartbeat_s, **(config or {}))
         stop = threading.Event()
         reports: list[dict] = []
         thread = threading.Thread(

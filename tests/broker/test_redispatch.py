@@ -8,7 +8,7 @@ from collections import Counter
 import pytest
 
 import vcascade.broker.dispatch as dispatch_module
-from vcascade.broker.dispatch import Dispatcher, InFlight, Pending
+from vcascade.broker.dispatch import ByteBounds, Dispatcher, InFlight, Pending
 
 
 def roi(roi_id: str, camera: str = "cam", t: float = 0.0, ttl_ms: float = 0.0) -> Pending:
@@ -123,7 +123,9 @@ class _Model:
 
     def __init__(self, rng: random.Random, queue_max: int, max_attempts: int) -> None:
         self.rng = rng
-        self.d = Dispatcher(queue_max=queue_max, max_workers=6, max_attempts=max_attempts, worker_timeout_s=0.5)
+        self.bounds = ByteBounds(total=2000, recognizer=1500, edge=1000)
+        self.d = Dispatcher(queue_max=queue_max, max_workers=6, max_attempts=max_attempts, worker_timeout_s=0.5,
+                            byte_bounds=self.bounds, answer_timeout_s=1.0)  # fmt: skip
         self.now = 0.0
         self.next_id = 0
         self.next_worker = 0
@@ -140,7 +142,8 @@ class _Model:
     def step(self) -> None:
         self.now += self.rng.choice([0.0, 0.001, 0.01, 0.1])
         event = self.rng.choices(
-            ["roi", "ready", "dispatch", "answer", "late", "gone", "expire", "stale"], [30, 6, 25, 20, 4, 3, 2, 4]
+            ["roi", "ready", "dispatch", "answer", "late", "gone", "expire", "stale", "overdue"],
+            [30, 6, 25, 20, 4, 3, 2, 4, 2],
         )[0]
         getattr(self, f"_{event}")()
         self.check()
@@ -150,7 +153,9 @@ class _Model:
         self.next_id += 1
         self.sent.add(roi_id)
         ttl = self.rng.choice([0.0, 0.0, 50.0, 500.0])
-        self.end(self.d.enqueue(roi(roi_id, self.rng.choice("ABC"), self.now, ttl)), "queue_full")
+        item = roi(roi_id, self.rng.choice("ABC"), self.now, ttl)
+        item.size_bytes, item.edge = self.rng.randint(1, 400), self.rng.choice([b"e1", b"e2"])
+        self.end(self.d.enqueue(item), "queue_full")
 
     def _ready(self) -> None:
         workers = [f"w{i}" for i in range(self.next_worker)]
@@ -158,6 +163,8 @@ class _Model:
             worker = self.rng.choice(workers)
         else:
             worker, self.next_worker = f"w{self.next_worker}", self.next_worker + 1
+        for _, flights in self.d.make_room(worker):  # a new worker at max_workers: the least useful goes
+            self._requeue(flights)
         try:
             self.d.worker_ready(worker, self.rng.randint(0, 4), self.now)
         except dispatch_module.WorkerLimit:
@@ -204,9 +211,13 @@ class _Model:
     def _stale(self) -> None:
         self.end(self.d.stale(self.now), "stale")
 
+    def _overdue(self) -> None:
+        for _, flights in self.d.overdue(self.now):
+            self._requeue(flights)
+
     def check(self) -> None:
         d = self.d
-        assert d.queued <= d.queue_max
+        assert d.queued <= d.queue_max and d.queued_bytes <= self.bounds.total
         assert d.in_flight == len(self.holder)
         assert all(n == 1 for n in self.ended.values()), [r for r, n in self.ended.items() if n > 1]
         open_ids = self.sent - set(self.ended)

@@ -8,6 +8,9 @@ from pydantic import Field
 
 from vcascade.core.schema.base import ConfigModel, Port
 
+MIB = 1024 * 1024
+"""Bytes in a mebibyte."""
+
 # ---------------------------------------------------------------- broker
 
 
@@ -24,6 +27,33 @@ class BrokerConfig(ConfigModel):
         2, ge=1, le=100,
         description="Dispatches of one ROI at most: a dead worker's ROIs are re-dispatched until this many "
         "attempts, then dropped as `worker_lost` (2 = one re-dispatch).",
+    )
+    queue_max_bytes: int = Field(
+        512 * MIB, ge=1,
+        description="Bytes of queued ROIs (header and crop as received) at most, all edges and recognizers together; "
+        "above it the queue holding the most bytes drops its oldest ROI (`queue_full`, or `no_worker` when no "
+        "worker runs its recognizer). Default 512 MiB.",
+    )
+    recognizer_queue_max_bytes: int = Field(
+        256 * MIB, ge=1,
+        description="Bytes of ROIs queued for one recognizer at most (one without workers cannot take all memory); "
+        "above it that recognizer's heaviest queue drops its oldest ROI. Default 256 MiB.",
+    )
+    edge_queue_max_bytes: int = Field(
+        256 * MIB, ge=1,
+        description="Bytes of ROIs queued from one edge at most; above it that edge's oldest ROI is dropped. An ROI "
+        "heavier than any of the three byte bounds alone is dropped at once. Default 256 MiB.",
+    )
+    max_workers: int = Field(
+        1024, ge=1, le=65_536,
+        description="Workers registered at once, at most. At the bound a new worker takes the place of the least "
+        "useful one (never answered, or owes answers past `answer_timeout_s`); one that answered and owes "
+        "nothing is never evicted.",
+    )
+    answer_timeout_s: float = Field(
+        20.0, gt=0, le=3600,
+        description="Seconds a worker may hold an ROI unanswered; then the ROI is taken back (re-dispatched or "
+        "dropped as `worker_lost`, as for a lost worker) and costs the worker one credit until it answers again.",
     )
 
     def endpoint(self, side: Literal["frontend", "backend"], *, bind: bool = False) -> str:
