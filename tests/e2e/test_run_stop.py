@@ -150,4 +150,4 @@ def test_a_killed_launcher_takes_every_child_with_it(tmp_path, free_port, models
         said = f"{who} WARNING vcascade.app.parent_death: the launcher (pid {proc.pid}) is gone: stopping and draining"
         assert said in output, output[-4000:]
     lines = (tmp_path / "results.jsonl").read_text().splitlines()
-    assert lines and all(json.loads(line)["roi_id"] for line in lines)  # whole lines: the edge closed its sink
+    assert lines and all(json.loads(line)["status"] for line in lines)  # whole lines: the edge closed its sink
