@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.deploy.stopping import drain_bound_s
 from vcascade.core.config import load_config
 
 REPO = Path(__file__).resolve().parents[2]
@@ -73,6 +74,27 @@ def test_compose_runs_each_component_of_its_file_with_a_health_check_on_its_metr
     assert dep.brokers["broker-1"].host == "broker" and dep.edges["edge-1"].host == "edge"
     assert dep.security.curve.enabled
     assert services["edge"]["depends_on"]["broker"]["condition"] == "service_healthy"
+
+
+
+def test_compose_gives_each_component_longer_to_stop_than_it_drains():
+    """docker compose stop sends SIGTERM, then SIGKILL after stop_grace_period (docs/RELIABILITY.md, "Stopping")."""
+    services = yaml.safe_load((REPO / "compose.yaml").read_text())["services"]
+    dep = load_config(REPO / "deploy" / "compose" / "vcascade.yaml")
+    for service, cfg in services.items():
+        kind, *_, name = cfg["command"]
+        grace_s = float(re.fullmatch(r"(\d+)s", cfg["stop_grace_period"]).group(1))
+        assert grace_s >= drain_bound_s(dep, kind, name), (service, grace_s)
+
+
+@pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=lambda p: p.name)
+def test_the_component_itself_receives_the_stop_signal(dockerfile):
+    """``docker stop`` sends STOPSIGNAL (SIGTERM unless set) to the container's first process: vcascade must be
+    that process (exec form; a shell form's /bin/sh would not pass the signal on), and the signal SIGTERM."""
+    text = dockerfile.read_text()
+    (entrypoint,) = re.findall(r"^ENTRYPOINT (.+)$", text, flags=re.M)
+    assert entrypoint == '["vcascade"]'
+    assert re.findall(r"^STOPSIGNAL (\S+)", text, flags=re.M) in ([], ["SIGTERM"])
 
 
 class _Healthz(http.server.BaseHTTPRequestHandler):

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.deploy.stopping import drain_bound_s
 from vcascade.broker import metrics as broker_metrics
 from vcascade.core.config import Deployment, load_config
 from vcascade.core.keys import component_names, generate_keys
@@ -149,3 +150,16 @@ def test_each_pod_gets_exactly_the_curve_keys_its_component_needs(k8s_copy, tmp_
         here = dep.model_copy(update={"security": dep.security.model_copy(
             update={"curve": dep.security.curve.model_copy(update={"keys_dir": str(mounted)})})})
         check_keys(here, component)  # raises SecurityError naming a missing file
+
+
+@pytest.mark.parametrize("variant", ["base", "overlays/cpu"])
+def test_every_pod_is_given_longer_to_stop_than_its_component_drains(k8s_copy, variant, tmp_path):
+    """Kubernetes sends SIGTERM, then SIGKILL after terminationGracePeriodSeconds: a component must be able to
+    drain in between (docs/RELIABILITY.md, "Stopping")."""
+    objects = _render(k8s_copy, variant)
+    dep = _deployment_file(objects, tmp_path)
+    for deployment in (o for o in objects if o["kind"] == "Deployment"):
+        pod = deployment["spec"]["template"]["spec"]
+        kind, *_, name = pod["containers"][0]["args"]
+        bound_s = drain_bound_s(dep, kind, name)
+        assert pod["terminationGracePeriodSeconds"] >= bound_s, (deployment["metadata"]["name"], bound_s)

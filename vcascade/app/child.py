@@ -9,22 +9,37 @@ import threading
 from multiprocessing.connection import Connection
 from typing import Any
 
+from vcascade.app.commands import EXIT_FAILURE
 from vcascade.app.components import run_component
+from vcascade.app.parent_death import die_with_parent, stop_on_sigterm_when_orphaned
 from vcascade.app.process_exit import exit_now
 from vcascade.core.logs import configure_logging
 
 log = logging.getLogger(__name__)
 
 
-def child_main(kind: str, config_path: str, name: str, model_dir: str | None, stop: Any, conn: Any, log_level: str) -> None:
+def child_main(
+    kind: str, config_path: str, name: str, model_dir: str | None, stop: Any, conn: Any, log_level: str,
+    launcher_pid: int,
+) -> None:  # fmt: skip
     """Process entry point of one component: runs it until ``stop`` is set, reporting snapshots on ``conn``.
+
+    SIGINT is ignored, and SIGTERM while the launcher ``launcher_pid`` lives (the launcher coordinates both);
+    the process gets SIGTERM when the launcher dies and then sets ``stop`` and drains
+    (:mod:`vcascade.app.parent_death`). A launcher already gone when the child starts: the child exits with
+    EXIT_FAILURE without starting its component.
 
     ``spawn`` imports this module in the child, so it stays light: the component's own modules are imported by
     :func:`vcascade.app.components.run_component`, the launcher's (ONNX Runtime for the model check, rich)
     never are.
     """
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the launcher coordinates Ctrl-C
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     configure_logging(log_level, kind, name)  # format from $VCASCADE_LOG_FORMAT (set by the CLI)
+    stop_on_sigterm_when_orphaned(launcher_pid, stop)
+    if not die_with_parent(launcher_pid):
+        log.error("%s %s: the launcher (pid %d) exited before this process started; not starting", kind, name,
+                  launcher_pid)  # fmt: skip
+        exit_now(kind, EXIT_FAILURE, conn)
     report = _pipe_reporter(conn)
     code = 0
     try:

@@ -5,11 +5,15 @@ in a forked child). Each child reports snapshots on its own pipe (a child killed
 own pipe, never its siblings' reports). A component that exits unexpectedly (a crash, a signal, a nonzero
 exit) is restarted after a backoff; more than ``supervision.max_restarts`` restarts within ``window_s`` stop
 it for good (:mod:`vcascade.app.supervise`; a broker or worker stopped that way ends the run). When every edge
-has finished (its file cameras ended and its in-flight ROIs drained) or on Ctrl-C, the launcher stops the
-workers and brokers and prints the summary. Exit code 0 only when the last run of every process exited
-cleanly, no component was given up, and every ROI of every edge run that ended on its own is accounted for
-(sent = results + drops, per camera). An edge run that was killed cannot account for its in-flight ROIs;
-it is listed, not checked (docs/RELIABILITY.md).
+has finished (its file cameras ended and its in-flight ROIs drained) or on SIGINT (Ctrl-C) or SIGTERM (docker
+stop, systemd, Kubernetes), the launcher stops the edges (they drain), then the workers and brokers, and prints
+the summary. Exit code 0 only when the last run of every process exited cleanly, no component was given up,
+and every ROI of every edge run that ended on its own is accounted for (sent = results + drops, per camera),
+however the run was stopped. An edge run that was killed cannot account for its in-flight ROIs; it is listed,
+not checked (docs/RELIABILITY.md, "Stopping").
+
+The children leave SIGINT and SIGTERM to the launcher while it lives, and die with it when it is killed
+(:mod:`vcascade.app.parent_death`): no component outlives ``vcascade run``.
 
 ``status_path`` (``vcascade run --status-file``): a JSON file rewritten about once a second with each
 component's pid, liveness and restarts, for tools such as scripts/chaos.py and scripts/soak.py.
@@ -42,9 +46,11 @@ log = logging.getLogger(__name__)
 WORKER_START_TIMEOUT_S = 300.0
 """How long edges wait for the workers to load their models before starting anyway."""
 STOP_TIMEOUT_S = 20.0
-"""How long a stopped broker or worker may take to exit before it is terminated."""
+"""How long a stopped broker or worker may take to exit (an edge: this beyond its drain) before it is killed."""
 STATUS_INTERVAL_S = 1.0
 """Seconds between rewrites of the status file."""
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+"""Signals that stop a run the same way: drain every component, write the summary."""
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
@@ -144,6 +150,13 @@ class Launcher:
             sup.max_restarts, sup.window_s, sup.backoff_initial_s, max(sup.backoff_max_s, sup.backoff_initial_s)
         )
         self.components: dict[tuple[str, str], Component] = {}
+        self.stopped_by: str | None = None
+        """The name of the signal that asked the run to stop (``SIGINT``, ``SIGTERM``), None until one does."""
+
+    def request_stop(self, signum: int) -> None:
+        """Signal handler of :data:`STOP_SIGNALS`: the run stops (start-up ends early, the main loop stops and
+        :meth:`stop` drains). The first signal is remembered; a second one changes nothing."""
+        self.stopped_by = self.stopped_by or signal.Signals(signum).name
 
     @property
     def snapshots(self) -> dict[tuple[str, str], dict[str, Any]]:
@@ -152,7 +165,8 @@ class Launcher:
 
     def start(self) -> None:
         """Spawn brokers, then stage groups, then workers, each kind once the previous one serves (its first
-        snapshot: model loaded and split), then the edges.
+        snapshot: model loaded and split), then the edges. A stop requested meanwhile ends the start-up: the
+        kinds not started yet are not started.
 
         Waiting keeps the first ROIs from queueing behind the workers' start-up, which would otherwise show up
         as end-to-end latency.
@@ -160,14 +174,17 @@ class Launcher:
         self._add("broker", self.dep.brokers, self.stop_center)
         self._add("stage-group", self.dep.stage_groups, self.stop_center)  # serving before their workers
         self._wait_serving("stage-group", self.dep.stage_groups)
-        self._add("worker", self.dep.workers, self.stop_center)
-        self._wait_serving("worker", self.dep.workers)
-        self._add("edge", self.dep.edges, self.stop_edges)
+        if self.stopped_by is None:
+            self._add("worker", self.dep.workers, self.stop_center)
+            self._wait_serving("worker", self.dep.workers)
+        if self.stopped_by is None:
+            self._add("edge", self.dep.edges, self.stop_edges)
 
     def _wait_serving(self, kind: str, names: Any) -> None:
-        """Poll and supervise until every component ``(kind, name)`` has reported, or WORKER_START_TIMEOUT_S."""
+        """Poll and supervise until every component ``(kind, name)`` has reported, a stop is requested, or
+        WORKER_START_TIMEOUT_S."""
         deadline = time.monotonic() + WORKER_START_TIMEOUT_S
-        while time.monotonic() < deadline and not self.center_failed():
+        while time.monotonic() < deadline and not self.center_failed() and self.stopped_by is None:
             if all((kind, name) in self.snapshots for name in names):
                 break
             self.poll(0.2)
@@ -181,7 +198,8 @@ class Launcher:
 
     def _spawn(self, comp: Component) -> None:
         reader, writer = self.ctx.Pipe(duplex=False)
-        args = (comp.kind, str(self.config_path), comp.name, self.model_dir, comp.stop, writer, self.log_level)
+        args = (comp.kind, str(self.config_path), comp.name, self.model_dir, comp.stop, writer, self.log_level,
+                os.getpid())  # fmt: skip
         proc = self.ctx.Process(target=child_main, args=args, name=f"{comp.kind}:{comp.name}")
         proc.start()
         writer.close()  # the child holds the write end; EOF on ours means it is gone
@@ -222,9 +240,13 @@ class Launcher:
         return [f"{k} {n}" for (k, n), c in self.components.items() if k != "edge" and c.tracker.gave_up]
 
     def stop(self) -> None:
-        """Stop edges (they drain), then workers and brokers; terminate (then kill) any that overstay."""
+        """Stop edges (they drain), then workers and brokers; kill any that overstay.
+
+        Edges may take the longest ``drain_timeout_s`` of the deployment plus STOP_TIMEOUT_S, each other kind
+        STOP_TIMEOUT_S; a child still running then is killed (it ignores SIGTERM while the launcher lives).
+        """
         self.stop_edges.set()
-        self._join("edge", self.dep.edges[next(iter(self.dep.edges))].drain_timeout_s + STOP_TIMEOUT_S)
+        self._join("edge", max((e.drain_timeout_s for e in self.dep.edges.values()), default=0.0) + STOP_TIMEOUT_S)
         self.stop_center.set()
         self._join("worker", STOP_TIMEOUT_S)
         self._join("stage-group", STOP_TIMEOUT_S)
@@ -241,10 +263,7 @@ class Launcher:
                 self.poll(0.1)
                 comp.proc.join(timeout=0.1)
             if comp.proc.is_alive():
-                log.error("%s %s did not stop within %.0f s; terminating it", kind, name, timeout_s)
-                comp.proc.terminate()
-                comp.proc.join(timeout=5)
-            if comp.proc.is_alive():
+                log.error("%s %s did not stop within %.0f s; killing it", kind, name, timeout_s)
                 comp.proc.kill()
                 comp.proc.join(timeout=5)
             self.supervise()
@@ -267,10 +286,14 @@ def run_deployment(
     summary_json: Path | None = None,
     status_path: Path | None = None,
 ) -> int:
-    """Run a whole deployment locally until its file cameras end or Ctrl-C. Returns the process exit code.
+    """Run a whole deployment locally until its file cameras end, or SIGINT (Ctrl-C) or SIGTERM. Returns the
+    process exit code: 0 when the run is clean (see :func:`_verdict`), also after a stop signal, else 1.
 
+    SIGINT and SIGTERM do the same: the edges drain their in-flight ROIs, the workers and brokers stop, the
+    summary is printed and written; the handlers are this function's until the summary is written.
     ``summary_json``: also write the final snapshots of every process, their exit codes, restarts and past
-    runs there. ``status_path``: rewrite :meth:`Launcher.status` there about once a second while running.
+    runs there, and ``stopped_by`` (the signal's name, or null). ``status_path``: rewrite
+    :meth:`Launcher.status` there about once a second while running.
 
     Raises:
         vcascade.core.models.ModelUnavailable: a detector model is missing and cannot be fetched (checked before any
@@ -280,37 +303,37 @@ def run_deployment(
         ensure_detector_model(edge.detector, model_dir)
     console = Console() if sys.stdout.isatty() else Console(width=120)
     launcher = Launcher(dep, config_path, model_dir, log_level)
-    interrupted = False
+    previous = {sig: signal.signal(sig, lambda signum, frame: launcher.request_stop(signum)) for sig in STOP_SIGNALS}
+    try:
+        return _run(launcher, console, summary_json, status_path)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
-    def on_sigint(signum: int, frame: Any) -> None:
-        nonlocal interrupted
-        interrupted = True
 
-    previous = signal.signal(signal.SIGINT, on_sigint)
+def _run(launcher: Launcher, console: Console, summary_json: Path | None, status_path: Path | None) -> int:
+    """Start, supervise until the edges are done, a stop signal or a center component given up; stop, summarise."""
     started = time.monotonic()
     launcher.start()
     failed: list[str] = []
-    try:
-        with Live(console=console, refresh_per_second=4, transient=True) as live:
-            last_plain = last_status = 0.0
-            while not interrupted and not launcher.edges_done():
-                launcher.poll(0.25)
-                launcher.supervise()
-                if status_path is not None and time.monotonic() - last_status >= STATUS_INTERVAL_S:
-                    last_status = time.monotonic()
-                    write_json_atomic(status_path, launcher.status())
-                line = progress_line(launcher.snapshots, time.monotonic() - started)
-                live.update(line)
-                if not console.is_terminal and time.monotonic() - last_plain >= 5.0:
-                    last_plain = time.monotonic()
-                    console.print(line, highlight=False)
-                failed = launcher.center_failed()
-                if failed:
-                    break
-            live.update("stopping: draining in-flight ROIs ...")
-            launcher.stop()
-    finally:
-        signal.signal(signal.SIGINT, previous)
+    with Live(console=console, refresh_per_second=4, transient=True) as live:
+        last_plain = last_status = 0.0
+        while launcher.stopped_by is None and not launcher.edges_done():
+            launcher.poll(0.25)
+            launcher.supervise()
+            if status_path is not None and time.monotonic() - last_status >= STATUS_INTERVAL_S:
+                last_status = time.monotonic()
+                write_json_atomic(status_path, launcher.status())
+            line = progress_line(launcher.snapshots, time.monotonic() - started)
+            live.update(line)
+            if not console.is_terminal and time.monotonic() - last_plain >= 5.0:
+                last_plain = time.monotonic()
+                console.print(line, highlight=False)
+            failed = launcher.center_failed()
+            if failed:
+                break
+        live.update("stopping: draining in-flight ROIs ...")
+        launcher.stop()
     if status_path is not None:
         write_json_atomic(status_path, launcher.status())
     for table in summary_tables(launcher.snapshots, time.monotonic() - started):
@@ -321,15 +344,15 @@ def run_deployment(
     codes = launcher.exit_codes()
     if summary_json is not None:
         write_json_atomic(summary_json, {
-            "elapsed_s": time.monotonic() - started, "exit_codes": codes,
+            "elapsed_s": time.monotonic() - started, "exit_codes": codes, "stopped_by": launcher.stopped_by,
             "processes": [snap for _, snap in sorted(launcher.snapshots.items())],
             "components": launcher.status()["components"],
             "runs": {f"{k} {n}": c.history for (k, n), c in launcher.components.items()},
         })  # fmt: skip
-    return _verdict(console, launcher, codes, failed, interrupted)
+    return _verdict(console, launcher, codes, failed)
 
 
-def _verdict(console: Console, launcher: Launcher, codes: dict[str, int | None], failed: list[str], interrupted: bool) -> int:
+def _verdict(console: Console, launcher: Launcher, codes: dict[str, int | None], failed: list[str]) -> int:
     """Print why the run is not clean, if it is not; return 0 or 1.
 
     Accounting is checked for every edge run that ended on its own (its final report), including the runs
@@ -351,8 +374,8 @@ def _verdict(console: Console, launcher: Launcher, codes: dict[str, int | None],
                     problems.append(f"camera {cam}: sent {c['sent']} != results {c['results']} + drops {c['drops']}")
                 if c.get("error"):
                     problems.append(f"camera {cam}: {c['error']}")
-    if interrupted:
-        console.print("[yellow]interrupted (Ctrl-C): in-flight ROIs were drained before exit[/yellow]")
+    if launcher.stopped_by is not None:
+        console.print(f"[yellow]stopped by {launcher.stopped_by}: in-flight ROIs were drained before exit[/yellow]")
     for problem in problems:
         console.print(f"[red]problem:[/red] {problem}", highlight=False)
     return 1 if problems else 0
