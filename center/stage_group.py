@@ -29,6 +29,7 @@ from vcascade.center.microbatch import MicroBatch
 from vcascade.center.runtimes import Stage, load_recognizer_stages, with_stage_threads
 from vcascade.center.stage_link import decode_message, encode_message
 from vcascade.center.stages import StageEngine
+from vcascade.core.bounded_decode import MalformedMessage
 from vcascade.core.config import Deployment, RecognizerConfig
 from vcascade.core.security import secure_server
 from vcascade.core.sockets import make_socket, waiting_messages
@@ -171,10 +172,11 @@ class _Group:
         t_received = time.perf_counter()
         try:
             header, tensors = decode_message(frames[1:])
-            if header.kind != "batch":
-                raise ValueError(header.kind)
-        except ValueError as exc:  # MalformedMessage is a ValueError
-            self.telemetry.malformed(getattr(exc, "reason", "unexpected_kind"))
+        except MalformedMessage as exc:  # the only error decoding raises: a fixed reason label
+            self.telemetry.malformed(exc.reason)
+            return
+        if header.kind != "batch":
+            self.telemetry.malformed("unexpected_kind")
             return
         batch = MicroBatch(header.seq, [frames[0].bytes], tuple(tensors), t_received, t_received)
         batch.compute_s.extend(header.compute_s)

@@ -13,7 +13,13 @@ Message (DEALER on the worker, ROUTER on the group)::
   into channels-last NCHW views on arrival, so they are not copied into NCHW order first.
 
 Anything that does not decode, or whose frames disagree with the header, raises
-:class:`vcascade.core.wire.MalformedMessage` (counted by the receiver, then dropped).
+:class:`vcascade.core.wire.MalformedMessage` (counted by the receiver, then dropped). The header is decoded by
+the bounded decoder every socket uses (:mod:`vcascade.core.bounded_decode`: size, depth, declared lengths,
+version first), and every tensor spec is checked against the limits below and against its frame before a
+tensor is made: at most :data:`MAX_TENSORS` tensors of at most :data:`MAX_TENSOR_DIMS` dimensions, a dtype of
+:data:`DTYPES`, no dimension negative, at most :data:`MAX_TENSOR_ELEMENTS` elements (zero-sized dimensions
+counted as 1, so a shape such as ``(0, 2**63)`` is refused too), and ``nbytes`` equal to both the frame's
+length and elements x itemsize.
 
 :class:`RemoteStages` (worker side) is the stage group as one asynchronous stage of the worker's
 :class:`vcascade.center.stages.StageEngine`.
@@ -34,13 +40,18 @@ import numpy as np
 import torch
 import zmq
 
-from vcascade.core.sockets import make_socket, waiting_messages
-from vcascade.core.wire import MAX_HEADER_BYTES, MalformedMessage
+from vcascade.core.bounded_decode import MalformedMessage, decode_versioned
+from vcascade.core.sockets import MAX_MESSAGE_BYTES, make_socket, waiting_messages
 
 LINK_VERSION = 1
 """Version of :class:`LinkHeader`; a peer speaking another one is dropped as malformed."""
 MAX_TENSORS = 16
 """Tensors per message at most (stage activations are one to a few tensors)."""
+MAX_TENSOR_DIMS = 8
+"""Dimensions of a tensor at most (activations are 2-d to 5-d)."""
+MAX_TENSOR_ELEMENTS = MAX_MESSAGE_BYTES
+"""Elements of a tensor at most, with zero-sized dimensions counted as 1 (a frame holds at most
+``MAX_MESSAGE_BYTES`` bytes, and an element is at least one byte)."""
 DTYPES = ("float32", "float16", "float64", "int64", "int32", "uint8", "bool")
 """Tensor dtypes the link carries (numpy names; bfloat16 has no numpy dtype)."""
 
@@ -139,8 +150,9 @@ def decode_message(frames: Sequence) -> tuple[LinkHeader, list[torch.Tensor]]:
         ``(header, tensors)``; the tensors are CPU views on the received frames (treat them as read-only).
 
     Raises:
-        MalformedMessage: reasons ``frames``, ``too_large``, ``pickle``, ``not_msgpack``, ``bad_fields``, ``version``,
-            ``tensor`` (a frame that disagrees with its spec).
+        MalformedMessage: reasons ``frames``, the bounded decoder's (``empty``, ``too_large``, ``pickle``,
+            ``not_msgpack``, ``too_deep``, ``bad_fields``, ``version``), ``tensor`` (a spec outside the limits,
+            or a frame that disagrees with its spec).
     """
     if not frames:
         raise MalformedMessage("frames", "no header")
@@ -155,25 +167,12 @@ def _buffer(frame) -> memoryview:
 
 
 def _decode_header(data: memoryview) -> LinkHeader:
-    if len(data) > MAX_HEADER_BYTES:
-        raise MalformedMessage("too_large", f"{len(data)} bytes > {MAX_HEADER_BYTES}")
-    if len(data) and data[0] == 0x80:  # pickle protocol >= 2 starts with PROTO: never unpickled, named
-        raise MalformedMessage("pickle")
-    try:
-        header = _decoder.decode(data)
-    except msgspec.ValidationError as exc:
-        raise MalformedMessage("bad_fields", str(exc)) from None
-    except msgspec.DecodeError as exc:
-        raise MalformedMessage("not_msgpack", str(exc)) from None
-    if header.v != LINK_VERSION:
-        raise MalformedMessage("version", f"v={header.v}, expected {LINK_VERSION}")
-    return header
+    return decode_versioned(_decoder, data, LINK_VERSION)
 
 
 def _tensor(spec: TensorSpec, data: memoryview) -> torch.Tensor:
-    """The tensor a frame holds (a view, no copy), after checking it against its spec."""
-    if spec.dtype not in DTYPES or any(d < 0 for d in spec.shape) or (spec.layout == "nhwc" and len(spec.shape) != 4):
-        raise MalformedMessage("tensor", f"bad spec {spec}")
+    """The tensor a frame holds (a view, no copy), after checking its spec against the limits and the frame."""
+    _check_spec(spec)
     dtype = np.dtype(spec.dtype)
     if not spec.nbytes == len(data) == math.prod(spec.shape) * dtype.itemsize:
         raise MalformedMessage("tensor", f"{len(data)} bytes for {spec}")
@@ -182,6 +181,19 @@ def _tensor(spec: TensorSpec, data: memoryview) -> torch.Tensor:
     else:  # a view on the frame (which it keeps alive); read-only memory, so never written in place
         tensor = torch.frombuffer(data, dtype=getattr(torch, spec.dtype)).reshape(spec.shape)
     return tensor.permute(0, 3, 1, 2) if spec.layout == "nhwc" else tensor
+
+
+def _check_spec(spec: TensorSpec) -> None:
+    """Raise ``MalformedMessage("tensor")`` for a spec outside the module's limits (before any allocation)."""
+    if spec.dtype not in DTYPES or len(spec.shape) > MAX_TENSOR_DIMS or any(d < 0 for d in spec.shape):
+        raise MalformedMessage("tensor", f"bad spec {spec}")
+    if spec.layout == "nhwc" and len(spec.shape) != 4:
+        raise MalformedMessage("tensor", f"nhwc layout of a {len(spec.shape)}-d tensor")
+    elements = 1
+    for d in spec.shape:  # each step stays <= MAX_TENSOR_ELEMENTS * d: no huge products from huge dims
+        elements *= max(d, 1)
+        if elements > MAX_TENSOR_ELEMENTS:
+            raise MalformedMessage("tensor", f"shape {spec.shape} over {MAX_TENSOR_ELEMENTS} elements")
 
 
 # ---------------------------------------------------------------- worker side

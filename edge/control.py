@@ -15,8 +15,11 @@ must bind a loopback address (config check).
 
 Threads: :class:`ControlServer` owns the socket and decodes requests; each change is handed to the detector
 thread through :meth:`ControlServer.apply_pending` (called by the edge's loop between frames), so cameras are
-only ever changed there (:class:`vcascade.edge.camera_set.CameraSet`). Malformed requests are counted and answered
-with an error, never raised.
+only ever changed there (:class:`vcascade.edge.camera_set.CameraSet`). Malformed requests (anything
+:func:`vcascade.core.control_protocol.decode_request` refuses: too large, too deep, not msgpack, bad fields) are
+counted (``vcascade_edge_control_requests_total{op="unknown", outcome="malformed"}``) and answered with an error,
+never raised; a request of another protocol version is refused the same way, counted with outcome ``version``,
+and its reply names the version this edge speaks.
 """
 
 from __future__ import annotations
@@ -28,12 +31,13 @@ from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
-import msgspec
 import zmq
 from pydantic import TypeAdapter, ValidationError
 
+from vcascade.core.bounded_decode import MalformedMessage
 from vcascade.core.config import CameraConfig, Deployment, Name
 from vcascade.core.control_protocol import (  # noqa: F401  (re-exported: the protocol is part of this module's API)
+    PROTOCOL_VERSION,
     CameraAdd,
     CameraList,
     CameraRemove,
@@ -141,9 +145,8 @@ class ControlServer(threading.Thread):
             return  # not a REQ client: nothing sensible to answer
         try:
             request = decode_request(frames[2])
-        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-            self.telemetry.control_request("unknown", "malformed")
-            self._reply(frames[0], Reply(ok=False, error=f"malformed request: {exc}"))
+        except MalformedMessage as exc:
+            self._refuse(frames[0], exc)
             return
         op = type(request).__struct_config__.tag
         done: Future = Future()
@@ -157,6 +160,16 @@ class ControlServer(threading.Thread):
         else:
             self.telemetry.control_request(op, "ok" if reply.ok else "refused")
         self._reply(frames[0], reply)
+
+    def _refuse(self, peer: bytes, exc: MalformedMessage) -> None:
+        """Count and answer a request that did not decode (outcome ``version`` or ``malformed``)."""
+        if exc.reason == "version":
+            self.telemetry.control_request("unknown", "version")
+            error = f"unsupported control protocol version ({exc}): edge {self.edge} speaks v={PROTOCOL_VERSION}"
+        else:
+            self.telemetry.control_request("unknown", "malformed")
+            error = f"malformed request: {str(exc)[:200]}"
+        self._reply(peer, Reply(ok=False, error=error))
 
     def _reply(self, peer: bytes, reply: Reply) -> None:
         try:

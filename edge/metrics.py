@@ -112,7 +112,8 @@ SINK_LINES_LOST = Counter(
 
 CONTROL_REQUESTS = Counter(
     "vcascade_edge_control_requests_total",
-    "Control socket requests, by operation and outcome (ok, refused: invalid or impossible, malformed, timeout).",
+    "Control socket requests, by operation and outcome (ok, refused: invalid or impossible, malformed, "
+    "version: another control protocol version, timeout).",
     ["edge", "op", "outcome"],
 )
 AUTH_FAILURES = auth_failures_counter("edge")

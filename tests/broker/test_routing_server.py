@@ -57,7 +57,7 @@ def recv_n(sock: zmq.Socket, n: int, quiet_s: float = 0.5) -> list[wire.Message]
 
 
 def answer(sock: zmq.Socket, roi: wire.Roi, name: str) -> None:
-    sock.send(wire.encode(wire.Result(roi_id=roi.roi_id, worker=name, hops=[("compute", 1.0)])))
+    sock.send(wire.encode(wire.Result(roi_id=roi.roi_id, worker=name, hops=[("stage0", 1.0)])))
 
 
 def wait_for(predicate, timeout_s: float = 10.0) -> bool:

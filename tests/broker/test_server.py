@@ -14,7 +14,7 @@ from vcascade.core import wire
 
 pytestmark = pytest.mark.timeout(60)
 
-WORKER_HOPS = [("decode", 0.25), ("compute", 0.5)]
+WORKER_HOPS = [("preprocess", 0.25), ("stage0", 0.5)]  # hop names of the closed set (wire.HOP_NAME_PATTERN)
 
 
 def make_roi(roi_id: str, camera: str = "cam-1", ttl_ms: float = 0.0) -> wire.Roi:
@@ -81,7 +81,7 @@ def test_rois_reach_the_worker_and_results_reach_the_right_edge(start_broker):
         for r in results:
             assert isinstance(r, wire.Result) and r.output == wire.EmbeddingOutput(7, 0.9, False) and r.worker == "w1"
             assert [hop for hop, _ in r.hops] == [
-                "decode", "compute", "broker_queue", "transit_broker_worker", "broker_return",
+                "preprocess", "stage0", "broker_queue", "transit_broker_worker", "broker_return",
             ]  # fmt: skip
             assert r.hops[:2] == WORKER_HOPS
             assert all(ms >= 0 for _, ms in r.hops)

@@ -4,8 +4,9 @@ A broker, a worker and an edge with a control socket run as ``vcascade broker|wo
 on every link and on the control socket. ``vcascade camera add`` starts a second camera, which produces results;
 ``vcascade camera remove`` stops the first, waits until its books close and prints them balanced; the edge keeps
 running on the second, and its final summary keeps the removed camera's books. A client whose key the edge does
-not admit gets no answer. The protocol's refusals (bad settings, unknown camera, malformed bytes) are checked
-against the same running edge.
+not admit gets no answer. The protocol's refusals (bad settings, unknown camera, malformed bytes, a request nested
+thousands of levels deep, another protocol version) are checked against the same running edge, which keeps
+answering after them.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import yaml
 import zmq
 
 from tests.demo import demo_data
+from tests.hostile import deep_header
 from vcascade.core import control_protocol as control
 from vcascade.core.config import load_config
 from vcascade.core.keys import generate_keys
@@ -137,6 +139,10 @@ def test_cameras_added_and_removed_at_run_time_keep_their_books(tmp_path, free_p
         bad = _camera(config, "add", "--name", "street-8", "--url", BIKES, "--set", "detect_fps=-1")
         assert bad.returncode == 1 and "detect_fps" in bad.stderr
         assert _raw_request(config, b"\x93not a request").error.startswith("malformed request")
+        deep = deep_header({"op": "camera_list", "v": control.PROTOCOL_VERSION})  # killed the socket (issue 17)
+        assert _raw_request(config, deep).error.startswith("malformed request")
+        foreign = _raw_request(config, control.encode(control.CameraList(v=999)))  # was answered (issue 17)
+        assert not foreign.ok and "version" in foreign.error
         intruder = _camera(config, "list", "--key", "intruder", "--timeout-s", "3")
         assert intruder.returncode == 1 and "no reply" in intruder.stderr
 

@@ -38,6 +38,8 @@ def request(dep: Deployment, edge: str, message: Request, key: str | None, timeo
 
     Raises:
         ControlUnreachable: no reply within ``timeout_s`` seconds.
+        vcascade.core.bounded_decode.MalformedMessage: the reply does not decode (reason ``version``: an edge
+            speaking another control protocol version).
         vcascade.core.security.SecurityError: CurveZMQ is on and a key file is missing.
     """
     ctx = zmq.Context()

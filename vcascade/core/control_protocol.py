@@ -1,8 +1,12 @@
 """The edge control protocol (``vcascade camera`` <-> an edge's control socket): typed msgpack messages.
 
 Kept outside the ``edge`` package so that the command-line client imports only msgspec, not the edge's
-detector stack. The server side is :mod:`vcascade.edge.control`. Each message carries ``v`` (protocol version); a
-request's ``op`` tag selects its type; unknown fields are refused.
+detector stack. The server side is :mod:`vcascade.edge.control`. Each message carries ``v`` (protocol version),
+checked first like the wire protocol's: a request of another version is refused (the reply says which version
+the edge speaks) and counted. A request's ``op`` tag selects its type; unknown fields are refused. Decoding is
+bounded like every decoder of peer input (:mod:`vcascade.core.bounded_decode`: size, nesting depth, declared
+lengths), and anything malformed raises :class:`vcascade.core.bounded_decode.MalformedMessage` with a fixed
+reason.
 """
 
 from __future__ import annotations
@@ -11,8 +15,12 @@ from typing import Any, Union
 
 import msgspec
 
+from vcascade.core.bounded_decode import MAX_HEADER_BYTES, decode_versioned
+
 PROTOCOL_VERSION = 1
-"""Version of these messages (field ``v``)."""
+"""Version of these messages (field ``v``), bumped on any incompatible change."""
+MAX_REQUEST_BYTES = MAX_HEADER_BYTES
+"""Largest accepted request or reply, bytes (a camera's settings are a few hundred bytes)."""
 
 
 class CameraAdd(msgspec.Struct, tag="camera_add", tag_field="op", forbid_unknown_fields=True):
@@ -59,10 +67,21 @@ def encode(message: CameraAdd | CameraRemove | CameraList | Reply) -> bytes:
 
 
 def decode_reply(data: bytes) -> Reply:
-    """Parse a reply. Raises ``msgspec.DecodeError`` / ``msgspec.ValidationError`` on a malformed one."""
-    return _REPLY_DECODER.decode(data)
+    """Parse a reply.
+
+    Raises:
+        vcascade.core.bounded_decode.MalformedMessage: a malformed reply, or one of another version
+            (``version``).
+    """
+    return decode_versioned(_REPLY_DECODER, data, PROTOCOL_VERSION, MAX_REQUEST_BYTES)
 
 
 def decode_request(data: bytes) -> CameraAdd | CameraRemove | CameraList:
-    """Parse a request. Raises ``msgspec.DecodeError`` / ``msgspec.ValidationError`` on a malformed one."""
-    return _REQUEST_DECODER.decode(data)
+    """Parse a request.
+
+    Raises:
+        vcascade.core.bounded_decode.MalformedMessage: a malformed request (reasons
+            :data:`vcascade.core.bounded_decode.REASONS`); ``version``: a request of another protocol version,
+            which the edge refuses.
+    """
+    return decode_versioned(_REQUEST_DECODER, data, PROTOCOL_VERSION, MAX_REQUEST_BYTES)

@@ -6,9 +6,14 @@ A message on any vcascade socket is a ZeroMQ multipart message::
 
 * ``header`` is msgpack of one of the ``msgspec.Struct`` classes below, tagged by its ``kind`` field
   (``roi``, ``result``, ``drop``, ``ready``, ``heartbeat``, ``bye``) and carrying the protocol version ``v``.
-  Decoding validates every field's type; anything else raises :class:`MalformedMessage` with a short
-  ``reason`` that the receiver counts in its ``*_malformed_messages_total{reason}`` metric before dropping
-  the message. Nothing here ever unpickles: pickle on a socket is remote code execution.
+  Decoding is bounded before anything is allocated (size, nesting depth, declared lengths:
+  :mod:`vcascade.core.bounded_decode`) and validates every field's type; anything else raises
+  :class:`MalformedMessage` with a fixed ``reason`` that the receiver counts in its
+  ``*_malformed_messages_total{reason}`` metric before dropping the message. Nothing here ever unpickles:
+  pickle on a socket is remote code execution.
+* Every string of a header that ends up as a metric label or a value of a result line is checked at decode
+  against its known set: a drop ``reason`` (:data:`DropReason`), a hop name (:data:`HOP_NAME_PATTERN`), a
+  worker or component name (:data:`vcascade.core.names.NAME_PATTERN`); a made-up one is ``bad_fields``.
 * ``payload`` frames are raw bytes (a JPEG crop for ``roi``), never re-encoded.
 * A ``result`` carries one typed head output (:data:`HeadOutput`), itself tagged by its ``head`` field
   (``embedding``, ``classifier``, ``text``: the recognizer's ``head.type``); an unknown tag or a wrongly typed
@@ -23,20 +28,42 @@ monotonic clock, so no clock synchronisation between hosts is needed (see DESIGN
 
 from __future__ import annotations
 
-from typing import Annotated, Union
+from typing import Annotated, Literal, Union, get_args
 
 import msgspec
+
+from vcascade.core.bounded_decode import (  # noqa: F401  (MAX_HEADER_BYTES, MalformedMessage: wire's API)
+    MAX_HEADER_BYTES,
+    MalformedMessage,
+    decode_versioned,
+)
+from vcascade.core.names import NAME_PATTERN
 
 PROTOCOL_VERSION = 2
 """Bumped on any incompatible header change; a peer speaking another version is dropped as malformed.
 2: ``Result`` carries one typed ``output`` per head kind instead of every head's fields side by side, and
 ``Ready`` must name its recognizer."""
 
-MAX_HEADER_BYTES = 64 * 1024
-"""Headers above this size are rejected before decoding (a header is a few hundred bytes in practice)."""
+Name = Annotated[str, msgspec.Meta(pattern=NAME_PATTERN)]
+"""A component's config name (a worker, a broker, a camera): letters, digits, ``_.-``, at most 63 characters."""
 
-Hop = tuple[str, float]
+HOP_NAME_PATTERN = (
+    r"^(batch_wait|preprocess|stage[0-9]{1,3}|link|head|broker_queue|transit_broker_worker|broker_return)$"
+)
+"""Hop names a worker or a broker may put in a latency account (``vcascade.center.microbatch``,
+``vcascade.broker.books``); the edge writes them as result-line keys and ``hop`` label values."""
+
+Hop = tuple[Annotated[str, msgspec.Meta(pattern=HOP_NAME_PATTERN)], float]
 """One entry of the latency account: (hop name, duration in milliseconds)."""
+
+DropReason = Literal[
+    "stale", "queue_full", "no_worker", "worker_lost", "shutdown",  # broker
+    "overload", "decode_error", "preprocess_error", "stage_error", "head_error",  # worker (and shutdown, stale)
+]
+"""Why a broker or a worker gave up on an ROI: the closed set of :attr:`Drop.reason`. The edge counts it as
+the ``reason`` label of ``vcascade_edge_roi_drops_total`` and writes it into the ROI's line, so a new reason is
+added here (a peer's made-up reason is ``bad_fields``, not a new label value)."""
+DROP_REASONS: tuple[str, ...] = get_args(DropReason)
 
 
 class _Header(msgspec.Struct, tag_field="kind", frozen=True, kw_only=True):
@@ -67,7 +94,7 @@ class Roi(_Header, tag="roi"):
     """
 
     roi_id: str
-    camera: str
+    camera: Name
     frame_seq: int
     stream_ts_ms: float
     capture_unix_ms: float
@@ -79,7 +106,7 @@ class Roi(_Header, tag="roi"):
     ttl_ms: float = 0.0
     attempt: int = 0
     track_id: int = -1
-    recognizer: str = ""
+    recognizer: Annotated[str, msgspec.Meta(pattern=f"^$|{NAME_PATTERN}")] = ""
 
 
 class _HeadOutputBase(msgspec.Struct, tag_field="head", frozen=True):
@@ -158,7 +185,7 @@ class Result(_Header, tag="result"):
     """
 
     roi_id: str
-    worker: str
+    worker: Name
     output: HeadOutput | None = None
     hops: list[Hop] = msgspec.field(default_factory=list)
 
@@ -168,13 +195,13 @@ class Drop(_Header, tag="drop"):
 
     Attributes:
         roi_id: the dropped ROI.
-        reason: short snake_case reason (``stale``, ``stage_error``, ``no_worker``, ...), used as metric label.
+        reason: one of :data:`DROP_REASONS` (``stale``, ``stage_error``, ``no_worker``, ...), a metric label.
         where: the component that dropped it (broker or worker name).
     """
 
     roi_id: str
-    reason: str
-    where: str
+    reason: DropReason
+    where: Name
 
 
 class Ready(_Header, tag="ready"):
@@ -184,9 +211,9 @@ class Ready(_Header, tag="ready"):
     ROIs for that recognizer or for any (``Roi.recognizer`` ``""``).
     """
 
-    worker: str
+    worker: Name
     credits: int
-    recognizer: Annotated[str, msgspec.Meta(min_length=1)]
+    recognizer: Name
 
 
 class Heartbeat(_Header, tag="heartbeat"):
@@ -204,28 +231,8 @@ class Bye(_Header, tag="bye"):
 Message = Union[Roi, Result, Drop, Ready, Heartbeat, Bye]
 
 
-class _VersionProbe(msgspec.Struct):
-    v: int
-
-
-_probe_decoder = msgspec.msgpack.Decoder(_VersionProbe)
 _encoder = msgspec.msgpack.Encoder()
 _decoder = msgspec.msgpack.Decoder(Message)
-
-
-class MalformedMessage(ValueError):
-    """A received message could not be decoded into a valid header.
-
-    Recovery: count it under ``reason`` and drop the message; never reply, never crash.
-
-    Attributes:
-        reason: short label for metrics: ``empty``, ``too_large``, ``pickle``, ``not_msgpack``,
-            ``bad_fields``, ``version``, ``frames``.
-    """
-
-    def __init__(self, reason: str, detail: str = "") -> None:
-        super().__init__(f"{reason}: {detail}" if detail else reason)
-        self.reason = reason
 
 
 def encode(header: Message) -> bytes:
@@ -243,27 +250,10 @@ def decode(frame: bytes | memoryview) -> Message:
         The typed header (one of :data:`Message`).
 
     Raises:
-        MalformedMessage: empty, oversized, pickled, non-msgpack, wrongly typed or wrong-version headers.
+        MalformedMessage: empty, oversized, pickled, non-msgpack, too deeply nested, wrongly typed or
+            wrong-version headers (reasons: :data:`vcascade.core.bounded_decode.REASONS`).
     """
-    data = bytes(frame)
-    if not data:
-        raise MalformedMessage("empty")
-    if len(data) > MAX_HEADER_BYTES:
-        raise MalformedMessage("too_large", f"{len(data)} bytes > {MAX_HEADER_BYTES}")
-    if data[0] == 0x80:  # pickle protocol >= 2 starts with the PROTO opcode; never unpickle, just name it
-        raise MalformedMessage("pickle")
-    try:
-        version = _probe_decoder.decode(data).v  # checked first: another version may have other fields
-    except msgspec.ValidationError as exc:
-        raise MalformedMessage("bad_fields", str(exc)) from None
-    except msgspec.DecodeError as exc:
-        raise MalformedMessage("not_msgpack", str(exc)) from None
-    if version != PROTOCOL_VERSION:
-        raise MalformedMessage("version", f"v={version}, expected {PROTOCOL_VERSION}")
-    try:
-        return _decoder.decode(data)
-    except msgspec.DecodeError as exc:  # ValidationError is a subclass: wrong kind, type or missing field
-        raise MalformedMessage("bad_fields", str(exc)) from None
+    return decode_versioned(_decoder, frame, PROTOCOL_VERSION)
 
 
 def split_message(frames: list[bytes], n_routing: int) -> tuple[list[bytes], Message, list[bytes]]:

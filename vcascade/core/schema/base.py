@@ -13,7 +13,8 @@ from typing import Annotated, Any, ClassVar
 from pydantic import BaseModel, ConfigDict, Discriminator, Field
 from pydantic_core import PydanticCustomError
 
-NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$"
+from vcascade.core.names import NAME_PATTERN
+
 Name = Annotated[str, Field(pattern=NAME_PATTERN)]
 Port = Annotated[int, Field(ge=1, le=65535)]
 
