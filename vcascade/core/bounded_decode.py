@@ -8,9 +8,10 @@ decoding would cost, without recursing and without allocating more than the byte
 * nesting: arrays and maps at most :data:`MAX_DEPTH` deep -> ``too_deep`` (msgspec decodes recursively, and a
   5 KB message nested a few thousand levels deep raised ``RecursionError`` out of the decoder and killed a
   broker);
-* element counts: every declared array, map, string or binary length must fit in the bytes that are left
-  (each element takes at least one byte), so no declared count can make a decoder allocate more than the
-  frame's own size -> ``not_msgpack``;
+* element counts: no declared array, map, string or binary length makes a decoder allocate beyond the frame's
+  size: msgspec reads strings in place after checking the bytes are there and grows containers item by item
+  (it preallocates 16 entries at most, by design); where the walk below runs, a declared length beyond the
+  bytes left is refused outright -> ``not_msgpack``;
 * version: the ``v`` field is read first, alone, since another version may have other fields -> ``version``;
 * then the typed decode: a wrong type, a missing or unknown field, a value outside the schema -> ``bad_fields``.
 
@@ -18,8 +19,8 @@ Every failure is one :class:`MalformedMessage` with a reason from the closed set
 receiver counts it under a fixed metric label and drops the message; no exception of another type leaves here.
 
 The depth check costs one C-speed pass over the bytes for a typical header (:func:`check_bounds`: a message
-with fewer container header bytes than :data:`MAX_DEPTH` cannot be deeper than that); only a message with many
-such bytes is walked item by item, iteratively.
+with at most :data:`MAX_DEPTH` bytes that could be container headers cannot be deeper than that); only a
+message with more such bytes is walked item by item, iteratively.
 """
 
 from __future__ import annotations
@@ -31,17 +32,18 @@ import msgspec
 MAX_HEADER_BYTES = 64 * 1024
 """Headers above this size are rejected before decoding (a header is a few hundred bytes in practice)."""
 
-MAX_DEPTH = 16
+MAX_DEPTH = 32
 """Nesting of msgpack arrays and maps, at most (the top-level map is depth 1). Headers nest 3 deep (a result's
-head output's labels; a hop pair), a control request's camera settings about 6."""
+head output's labels; a hop pair), a control request's camera settings about 6. Far below where msgspec's
+recursion fails (about a thousand levels), and high enough that the fast path of :func:`check_bounds` takes
+nearly every header (the 8-byte floats of an ROI header hold a few bytes that look like container headers)."""
 
 REASONS = ("empty", "too_large", "pickle", "not_msgpack", "too_deep", "bad_fields", "version")
 """Every :attr:`MalformedMessage.reason` this module raises. Receivers add their own fixed reasons on top
 (``frames``, ``tensor``, ``wrong_kind``, ...), each documented where it is raised."""
 
-_FIX_CONTAINERS = bytes(range(0x80, 0xA0))  # fixmap 0x80-0x8f, fixarray 0x90-0x9f: at most 15 entries
-_WIDE_CONTAINERS = bytes(range(0xDC, 0xE0))  # array16, array32, map16, map32
-_NOT_CONTAINERS = bytes(b for b in range(256) if b not in _FIX_CONTAINERS + _WIDE_CONTAINERS)
+_CONTAINERS = bytes([*range(0x80, 0xA0), *range(0xDC, 0xE0)])  # fixmap, fixarray; array16/32, map16/32
+_NOT_CONTAINERS = bytes(b for b in range(256) if b not in _CONTAINERS)
 
 _SCALAR_BYTES = {0xC0: 0, 0xC2: 0, 0xC3: 0, 0xCA: 4, 0xCB: 8, 0xCC: 1, 0xCD: 2, 0xCE: 4, 0xCF: 8, 0xD0: 1,
                  0xD1: 2, 0xD2: 4, 0xD3: 8, 0xD4: 2, 0xD5: 3, 0xD6: 5, 0xD7: 9, 0xD8: 17}  # fmt: skip
@@ -92,11 +94,12 @@ def decode_versioned(
         MalformedMessage: ``empty``, ``too_large``, ``pickle``, ``not_msgpack``, ``too_deep``, ``bad_fields``
             (no integer ``v``, or the typed decode failed), ``version``.
     """
+    size = frame.nbytes if isinstance(frame, memoryview) else len(frame)
+    if size > max_bytes:  # before the copy below
+        raise MalformedMessage("too_large", f"{size} bytes > {max_bytes}")
     data = bytes(frame)
     if not data:
         raise MalformedMessage("empty")
-    if len(data) > max_bytes:
-        raise MalformedMessage("too_large", f"{len(data)} bytes > {max_bytes}")
     if data[0] == 0x80:  # pickle protocol >= 2 starts with the PROTO opcode; never unpickle, just name it
         raise MalformedMessage("pickle")
     check_bounds(data)
@@ -121,17 +124,15 @@ def check_bounds(data: bytes, max_depth: int = MAX_DEPTH) -> None:
     """Check the nesting depth and the declared lengths of a msgpack message, without recursing.
 
     Fast path: depth is at most the number of container header bytes, so a message with at most ``max_depth``
-    fixmap/fixarray bytes and no 16/32-bit container byte passes after one ``bytes.translate`` (C speed).
-    Otherwise :func:`_walk` reads the items one by one.
+    bytes that could be one (fixmap, fixarray, array16/32, map16/32, wherever they stand) passes after one
+    ``bytes.translate`` (C speed). Otherwise :func:`_walk` reads the items one by one.
 
     Raises:
         MalformedMessage: ``too_deep`` (deeper than ``max_depth``), ``not_msgpack`` (a length beyond the bytes
             left, or the byte 0xc1 that msgpack never uses).
     """
-    containers = data.translate(None, _NOT_CONTAINERS)
-    if len(containers) <= max_depth and not containers.translate(None, _FIX_CONTAINERS):
-        return
-    _walk(data, max_depth)
+    if len(data.translate(None, _NOT_CONTAINERS)) > max_depth:
+        _walk(data, max_depth)
 
 
 def _walk(data: bytes, max_depth: int) -> None:

@@ -44,7 +44,7 @@ PROTOCOL_VERSION = 2
 2: ``Result`` carries one typed ``output`` per head kind instead of every head's fields side by side, and
 ``Ready`` must name its recognizer."""
 
-Name = Annotated[str, msgspec.Meta(pattern=NAME_PATTERN)]
+PeerName = Annotated[str, msgspec.Meta(pattern=NAME_PATTERN)]
 """A component's config name (a worker, a broker, a camera): letters, digits, ``_.-``, at most 63 characters."""
 
 HOP_NAME_PATTERN = (
@@ -94,7 +94,7 @@ class Roi(_Header, tag="roi"):
     """
 
     roi_id: str
-    camera: Name
+    camera: PeerName
     frame_seq: int
     stream_ts_ms: float
     capture_unix_ms: float
@@ -185,7 +185,7 @@ class Result(_Header, tag="result"):
     """
 
     roi_id: str
-    worker: Name
+    worker: PeerName
     output: HeadOutput | None = None
     hops: list[Hop] = msgspec.field(default_factory=list)
 
@@ -201,7 +201,7 @@ class Drop(_Header, tag="drop"):
 
     roi_id: str
     reason: DropReason
-    where: Name
+    where: PeerName
 
 
 class Ready(_Header, tag="ready"):
@@ -211,9 +211,9 @@ class Ready(_Header, tag="ready"):
     ROIs for that recognizer or for any (``Roi.recognizer`` ``""``).
     """
 
-    worker: Name
+    worker: PeerName
     credits: int
-    recognizer: Name
+    recognizer: PeerName
 
 
 class Heartbeat(_Header, tag="heartbeat"):
