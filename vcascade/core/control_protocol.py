@@ -20,7 +20,10 @@ from vcascade.core.bounded_decode import MAX_HEADER_BYTES, decode_versioned
 PROTOCOL_VERSION = 1
 """Version of these messages (field ``v``), bumped on any incompatible change."""
 MAX_REQUEST_BYTES = MAX_HEADER_BYTES
-"""Largest accepted request or reply, bytes (a camera's settings are a few hundred bytes)."""
+"""Largest accepted request, bytes (a camera's settings are a few hundred bytes)."""
+MAX_REPLY_BYTES = 1024 * 1024
+"""Largest accepted reply, bytes (it lists every camera of the edge, removed ones included: a few hundred at
+about 200 bytes each)."""
 
 
 class CameraAdd(msgspec.Struct, tag="camera_add", tag_field="op", forbid_unknown_fields=True):
@@ -73,7 +76,7 @@ def decode_reply(data: bytes) -> Reply:
         vcascade.core.bounded_decode.MalformedMessage: a malformed reply, or one of another version
             (``version``).
     """
-    return decode_versioned(_REPLY_DECODER, data, PROTOCOL_VERSION, MAX_REQUEST_BYTES)
+    return decode_versioned(_REPLY_DECODER, data, PROTOCOL_VERSION, MAX_REPLY_BYTES)
 
 
 def decode_request(data: bytes) -> CameraAdd | CameraRemove | CameraList:
