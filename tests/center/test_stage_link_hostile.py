@@ -90,7 +90,7 @@ _link_maps = maps_over(["kind", "seq", "tensors", "compute_s", "error", "v"], {
 })  # fmt: skip
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=400, deadline=None, database=None)
 @given(hostile_frames(_link_maps), st.lists(st.binary(max_size=64), max_size=3))
 def test_link_decode_gives_tensors_or_malformed_for_any_frames(header, tensor_frames):
     try:
