@@ -21,16 +21,17 @@ def deep_array(levels: int = DEEP_LEVELS) -> bytes:
 
 
 def map_with(fields: dict, raw: dict[str, bytes]) -> bytes:
-    """msgpack of a map holding ``fields`` (encoded normally) and ``raw`` (values given as msgpack bytes)."""
+    """msgpack of a map holding ``raw`` (values given as msgpack bytes), then ``fields`` (encoded normally)."""
     count = len(fields) + len(raw)
     head = bytes([0x80 | count]) if count < 16 else b"\xde" + count.to_bytes(2, "big")
-    items = [*((k, msgspec.msgpack.encode(v)) for k, v in fields.items()), *raw.items()]
+    items = [*raw.items(), *((k, msgspec.msgpack.encode(v)) for k, v in fields.items())]
     return head + b"".join(msgspec.msgpack.encode(k) + v for k, v in items)
 
 
 def deep_header(fields: dict, levels: int = DEEP_LEVELS) -> bytes:
-    """A header map with valid-looking ``fields`` and one unknown key ``x`` nested ``levels`` deep (about 5 KB):
-    every decoder skips an unknown key recursively, the version probe first."""
+    """A header map whose first key ``x`` (unknown) is nested ``levels`` deep (about 5 KB), then valid-looking
+    ``fields``: every decoder skips an unknown key recursively (the version probe first; a tagged union while it
+    looks for its tag), so this is the message that took a broker, a stage group and a control socket down."""
     return map_with(fields, {"x": deep_array(levels)})
 
 
