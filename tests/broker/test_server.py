@@ -14,7 +14,7 @@ from vcascade.core import wire
 
 pytestmark = pytest.mark.timeout(60)
 
-WORKER_HOPS = [("preprocess", 0.25), ("stage0", 0.5)]  # hop names of the closed set (wire.HOP_NAME_PATTERN)
+WORKER_HOPS = [("preprocess", 0.25), ("stage0", 0.5)]  # hop names of the closed set (wire.HOP_NAMES)
 
 
 def make_roi(roi_id: str, camera: str = "cam-1", ttl_ms: float = 0.0) -> wire.Roi:

@@ -12,7 +12,7 @@ A message on any vcascade socket is a ZeroMQ multipart message::
   ``*_malformed_messages_total{reason}`` metric before dropping the message. Nothing here ever unpickles:
   pickle on a socket is remote code execution.
 * Every string of a header that ends up as a metric label or a value of a result line is checked at decode
-  against its known set: a drop ``reason`` (:data:`DropReason`), a hop name (:data:`HOP_NAME_PATTERN`), a
+  against its known set: a drop ``reason`` (:data:`DropReason`), a hop name (:data:`HOP_NAMES`), a
   worker or component name (:data:`vcascade.core.names.NAME_PATTERN`); a made-up one is ``bad_fields``.
 * ``payload`` frames are raw bytes (a JPEG crop for ``roi``), never re-encoded.
 * A ``result`` carries one typed head output (:data:`HeadOutput`), itself tagged by its ``head`` field
@@ -47,14 +47,18 @@ PROTOCOL_VERSION = 2
 PeerName = Annotated[str, msgspec.Meta(pattern=NAME_PATTERN)]
 """A component's config name (a worker, a broker, a camera): letters, digits, ``_.-``, at most 63 characters."""
 
-HOP_NAME_PATTERN = (
-    r"^(batch_wait|preprocess|stage[0-9]{1,3}|link|head|broker_queue|transit_broker_worker|broker_return)$"
+MAX_HOP_STAGES = 100
+"""Pipeline stages a latency account may name (``stage0`` .. ``stage99``)."""
+HOP_NAMES: tuple[str, ...] = (
+    "batch_wait", "preprocess", *(f"stage{k}" for k in range(MAX_HOP_STAGES)), "link", "head",  # worker
+    "broker_queue", "transit_broker_worker", "broker_return",  # broker
 )
 """Hop names a worker or a broker may put in a latency account (``vcascade.center.microbatch``,
-``vcascade.broker.books``); the edge writes them as result-line keys and ``hop`` label values."""
+``vcascade.broker.books``); the edge writes them as result-line keys and ``hop`` label values. Checked as a
+``Literal`` (a set lookup at decode; a regular expression cost about 1 us per hop)."""
 
-Hop = tuple[Annotated[str, msgspec.Meta(pattern=HOP_NAME_PATTERN)], float]
-"""One entry of the latency account: (hop name, duration in milliseconds)."""
+Hop = tuple[Literal[HOP_NAMES], float]
+"""One entry of the latency account: (hop name, one of :data:`HOP_NAMES`; duration in milliseconds)."""
 
 DropReason = Literal[
     "stale", "queue_full", "no_worker", "worker_lost", "shutdown",  # broker
