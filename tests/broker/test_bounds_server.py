@@ -68,16 +68,24 @@ def test_a_restarted_worker_registers_within_one_heartbeat_interval_beside_1024_
         ctx.term()
 
 
-def test_worker_names_from_peers_are_bounded_and_invalid_ones_labelled_other(start_broker, monkeypatch):
+def test_worker_names_from_peers_are_bounded_and_invalid_ones_refused(start_broker, monkeypatch):
+    """Valid names beyond the label cap share `other`; a name that is not a config name never reaches the
+    broker's books: the decoder refuses the Ready (`bad_fields`), so it never becomes a label value."""
     monkeypatch.setattr(broker_metrics, "MAX_WORKER_LABELS", 2)
     b = start_broker(worker_timeout_s=60)
-    names = ["w1", "w2", "w3", "bad name\nnewline", "x" * 5000]
+    names = ["w1", "w2", "w3"]
     sockets = {name: b.worker(f"id-{i}") for i, name in enumerate(names)}
     for credits, name in enumerate(names, start=1):  # one at a time: the first two valid names get the two labels
         ready(sockets[name], name, credits)
         label = name if name in ("w1", "w2") else "other"
         assert wait_for(lambda: b.sample("vcascade_broker_worker_credits", worker=label) == credits)  # noqa: B023
         assert b.sample("vcascade_broker_worker_credits", worker=name) == (credits if label == name else 0.0)
+    for i, bad in enumerate(["bad name\nnewline", "x" * 5000], start=1):
+        ready(b.worker(f"id-bad-{i}"), bad, 7)
+        assert wait_for(lambda: b.sample("vcascade_broker_malformed_messages_total", side="backend",  # noqa: B023
+                                         reason="bad_fields") == i)  # noqa: B023
+        assert b.sample("vcascade_broker_worker_credits", worker=bad) == 0.0
+    assert b.sample("vcascade_broker_worker_credits", worker="other") == 3  # w3's, unchanged by the refused ones
     sockets["w1"].send(wire.encode(wire.Bye(sender="w1")))  # a label comes free when its worker leaves
     assert wait_for(lambda: b.sample("vcascade_broker_worker_credits", worker="w1") == 0.0)
     ready(sockets["w3"], "w3", credits=9)
