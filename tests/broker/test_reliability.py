@@ -106,14 +106,16 @@ def test_camera_labels_are_bounded_and_the_rest_folded_into_other(start_broker, 
     monkeypatch.setattr(broker_metrics, "MAX_CAMERA_LABELS", 3)
     b = start_broker()
     edge = b.edge("e1")
-    cameras = ["c1", "c2", "c3", "c4", "c5", "not a valid name!", "c1"]
+    cameras = ["c1", "c2", "c3", "c4", "c5", "c1"]
     for i, camera in enumerate(cameras):
         send_roi(edge, f"r{i}", camera=camera)
+    send_roi(edge, "r-bad", camera="not a valid name!")  # not a config name: refused at decode, never a label
     worker = b.worker("w1", credits=10)
     recv_n(worker, len(cameras))
     counted = {c: b.sample("vcascade_broker_rois_received_total", camera=c) for c in ("c1", "c2", "c3", "c4")}
     assert counted == {"c1": 2, "c2": 1, "c3": 1, "c4": 0}
-    assert b.sample("vcascade_broker_rois_received_total", camera="other") == 3
+    assert b.sample("vcascade_broker_rois_received_total", camera="other") == 2
+    assert b.sample("vcascade_broker_malformed_messages_total", side="frontend", reason="bad_fields") == 1
 
 
 def test_a_slow_worker_receives_less_work_than_a_fast_one(start_broker):
