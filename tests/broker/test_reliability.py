@@ -110,8 +110,10 @@ def test_camera_labels_are_bounded_and_the_rest_folded_into_other(start_broker, 
     for i, camera in enumerate(cameras):
         send_roi(edge, f"r{i}", camera=camera)
     send_roi(edge, "r-bad", camera="not a valid name!")  # not a config name: refused at decode, never a label
+    assert wait_for(lambda: b.sample("vcascade_broker_queue_bytes") > 0)  # the ROIs wait for a worker
     worker = b.worker("w1", credits=10)
     recv_n(worker, len(cameras))
+    assert wait_for(lambda: b.sample("vcascade_broker_queue_bytes") == 0)
     counted = {c: b.sample("vcascade_broker_rois_received_total", camera=c) for c in ("c1", "c2", "c3", "c4")}
     assert counted == {"c1": 2, "c2": 1, "c3": 1, "c4": 0}
     assert b.sample("vcascade_broker_rois_received_total", camera="other") == 2

@@ -93,6 +93,8 @@ def test_a_full_disk_loses_lines_counted_by_reason_and_the_other_sinks_go_on(tmp
     full = JsonlSink(JsonlSinkConfig(type="jsonl", path="/dev/full"), ctx, EDGE, "full[0]")
     good = JsonlSink(JsonlSinkConfig(type="jsonl", path=str(tmp_path / "r.jsonl")), ctx, EDGE, "good[1]")
     before = _lost("full[0]", "disk_full")
+    written_before = REGISTRY.get_sample_value(
+        "vcascade_edge_sink_lines_written_total", {"edge": EDGE, "sink": "good[1]"}) or 0.0
     for n in range(5):
         full.write(_record(n))
         good.write(_record(n))
@@ -101,6 +103,8 @@ def test_a_full_disk_loses_lines_counted_by_reason_and_the_other_sinks_go_on(tmp
     assert full.stats() == {"written": {}, "lost": {"disk_full": 5}}
     assert _lost("full[0]", "disk_full") == before + 5
     assert good.stats() == {"written": {"ok": 5}, "lost": {}}
+    assert REGISTRY.get_sample_value(
+        "vcascade_edge_sink_lines_written_total", {"edge": EDGE, "sink": "good[1]"}) == written_before + 5
     assert [strict_loads(line)["n"] for line in (tmp_path / "r.jsonl").read_text().splitlines()] == list(range(5))
 
 
