@@ -31,6 +31,7 @@ from vcascade.core.stop import StopFlag
 from vcascade.core.telemetry import serve_metrics
 from vcascade.core.threads import DetectorThreads, cores_given, detector_threads, set_process_threads
 from vcascade.edge.account import PendingRoi, tracked_record
+from vcascade.edge.annotate import camera_geometry
 from vcascade.edge.camera_set import CameraSet
 from vcascade.edge.control import start_control
 from vcascade.edge.detect_pool import DetectedFrame, DetectorPool, detect_frames
@@ -41,6 +42,8 @@ from vcascade.edge.frames import Frame, FrameSlots
 from vcascade.edge.identity_cache import IdentityCache
 from vcascade.edge.link import BrokerLink
 from vcascade.edge.metrics import EdgeTelemetry
+from vcascade.edge.preview import PreviewHub
+from vcascade.edge.preview_server import serve_previews
 from vcascade.edge.roi import crop_pixels, encode_jpeg, roi_header
 from vcascade.edge.roi_policy import RoiPolicy
 from vcascade.edge.roi_selection import RoiSelection
@@ -57,11 +60,16 @@ FRAME_AGE_WINDOW = 2000
 
 
 class CameraTracking:
-    """The tracking state of one camera: its ByteTrack tracker and its ROI policy."""
+    """The tracking state of one camera: its ByteTrack tracker, its ROI policy, the lines and zones its previews
+    show."""
 
-    def __init__(self, policy_cfg: RoiPolicyConfig, roi_cfg: RoiConfig, router: ClassRouter | None = None) -> None:
+    def __init__(
+        self, policy_cfg: RoiPolicyConfig, roi_cfg: RoiConfig, router: ClassRouter | None = None,
+        camera_cfg: CameraConfig | None = None,
+    ) -> None:
         """``policy_cfg``: the camera's ROI policy; ``roi_cfg``: its edge's ``roi`` (minimum size, padding);
-        ``router``: its routes (None: every ROI for any recognizer)."""
+        ``router``: its routes (None: every ROI for any recognizer); ``camera_cfg``: its settings (lines, zones)."""
+        self.geometry = camera_geometry(camera_cfg)
         self.tracker = CameraTracker(policy_cfg.tracker)
         self.policy = RoiPolicy(policy_cfg, roi_cfg.min_size_px, roi_cfg.padding_px, router)
         self.emit_tracked = policy_cfg.emit_tracked
@@ -86,13 +94,16 @@ class EdgeNode:
     """Tracking and ROI creation for the frames of one edge process, after detection (runs on the edge's loop
     thread, which also applies camera changes, so no camera's state is touched by two threads).
 
-    ``identities`` must be among the sinks ``link`` writes to, so that results reach the identity cache.
+    ``identities`` must be among the sinks ``link`` writes to, so that results reach the identity cache; so must
+    ``preview`` (the live view's previews, :mod:`vcascade.edge.preview`; None: no previews), when given.
     """
 
     def __init__(
-        self, name: str, dep: Deployment, detector: Detector, link: BrokerLink, identities: IdentityCache
+        self, name: str, dep: Deployment, detector: Detector, link: BrokerLink, identities: IdentityCache,
+        preview: PreviewHub | None = None,
     ) -> None:
         self.name, self.cfg, self.detector, self.link = name, dep.edges[name], detector, link
+        self.preview = preview
         self._dep = dep
         self.telemetry = EdgeTelemetry(name)
         self.identities = identities
@@ -100,9 +111,9 @@ class EdgeNode:
         self._counter = 0
         self._cameras = {
             cam: CameraTracking(
-                dep.roi_policy_of(cam), self.cfg.roi, ClassRouter.for_camera(dep, cam, detector.class_names)
+                dep.roi_policy_of(cam), self.cfg.roi, ClassRouter.for_camera(dep, cam, detector.class_names), cam_cfg
             )
-            for cam in dep.cameras_of(name)
+            for cam, cam_cfg in dep.cameras_of(name).items()
         }
 
     def camera_stats(self, camera: str) -> dict[str, Any]:
@@ -116,13 +127,15 @@ class EdgeNode:
         or the edge's, and its own routes or the edge's (:meth:`Deployment.routes_for`)."""
         policy = cam_cfg.roi_policy or self.cfg.roi.policy
         router = ClassRouter(self._dep.routes_for(self.name, cam_cfg), self.detector.class_names)
-        self._cameras[camera] = CameraTracking(policy, self.cfg.roi, router)
+        self._cameras[camera] = CameraTracking(policy, self.cfg.roi, router, cam_cfg)
         self.link.add_camera(camera)
 
     def remove_camera(self, camera: str) -> None:
         """Forget a removed camera's tracks and identities (detector thread), after its last frame."""
         self._cameras.pop(camera, None)
         self.identities.retain(camera, set())
+        if self.preview is not None:
+            self.preview.forget(camera)
 
     def process_batch(self, frames: list[Frame]) -> int:
         """Detect on frames of different cameras in one batched detector call on this thread, then
@@ -174,6 +187,8 @@ class EdgeNode:
         alive = cam.tracker.alive_ids()
         cam.policy.retain(alive)
         self.identities.retain(frame.camera, alive)
+        if self.preview is not None and self.preview.due(frame.camera, now_s := time.monotonic()):
+            self.preview.offer(frame, tracked, now_s, cam.geometry)  # only while someone watches this camera
         selection = cam.policy.decide(tracked, frame.stream_ts_ms, frame.image.shape[:2])
         self._suppressed(frame, selection, cam.emit_tracked)
         return self._submit(frame, selection, detect_start_s, detect_end_s)
@@ -252,12 +267,14 @@ def run_edge(
     ctx = zmq.Context()
     sinks = open_sinks(cfg.sinks, ctx, name)
     identities = IdentityCache(name)
-    link = BrokerLink(name, dep, ctx, [*sinks, identities])
-    node = EdgeNode(name, dep, detector, link, identities)
+    preview = None if cfg.preview_port is None else PreviewHub(dep.ui, detector.class_names, identities)
+    link = BrokerLink(name, dep, ctx, [*sinks, identities, *([preview] if preview else [])])
+    node = EdgeNode(name, dep, detector, link, identities, preview)
     slots = FrameSlots()
     pool = DetectorPool(slots, detector, threads.instances, detector.frames_per_run, name)
     cameras = CameraSet(name, slots, node)
     control = start_control(name, dep, ctx, cameras)  # None without control_port: the edge ends with its files
+    previews = serve_previews(name, dep, preview, cameras.readers) if preview else None
     _register_readiness(name, link, cameras.readers)
     link.start()
     for cam, cam_cfg in dep.cameras_of(name).items():
@@ -300,6 +317,8 @@ def run_edge(
         else:
             link.drain(cfg.drain_timeout_s)
         cameras.join_all()  # a capture thread still inside FFmpeg at interpreter exit aborts the process
+        if previews is not None:
+            previews.shutdown()
         for sink in sinks:
             sink.close()
         ctx.term()

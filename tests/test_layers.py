@@ -157,3 +157,6 @@ def test_the_wheel_has_one_top_level_name(tmp_path):
     assert top == {"vcascade", f"{wheel.name.split('-')[0]}-{wheel.name.split('-')[1]}.dist-info"}
     for module, path in source_modules().items():
         assert module.replace(".", "/") + ("/__init__.py" if path.name == "__init__.py" else ".py") in names
+    static = REPO / "vcascade" / "app" / "ui" / "static"  # the live view's page ships without a build step
+    for page_file in static.iterdir():
+        assert f"vcascade/app/ui/static/{page_file.name}" in names

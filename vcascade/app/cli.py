@@ -56,6 +56,7 @@ COMMANDS: dict[str, Command] = {
     "keys": Command("keys", "CurveZMQ key files (README, section Security)"),
     "prometheus-config": Command("prometheus_config", "print a Prometheus scrape config for every component of FILE"),
     "status": Command("status", "live view of a deployment read from its components' metrics endpoints"),
+    "ui": Command("ui", "serve the live view in the browser: every camera's annotated frames, states, numbers"),
     "camera": Command("camera", "add, remove or list the cameras of a running edge"),
     "plan": Command("plan", "profile each worker's recognizer and show its stage split and balance"),
 }

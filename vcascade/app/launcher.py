@@ -38,6 +38,7 @@ from rich.live import Live
 from vcascade.app.child import child_main
 from vcascade.app.summary import progress_line, restarts_table, summary_tables
 from vcascade.app.supervise import RestartPolicy, RestartTracker
+from vcascade.app.ui.server import serve_view
 from vcascade.core.config import Deployment
 from vcascade.edge.detectors.model_file import ensure_detector_model
 
@@ -303,10 +304,15 @@ def run_deployment(
         ensure_detector_model(edge.detector, model_dir)
     console = Console() if sys.stdout.isatty() else Console(width=120)
     launcher = Launcher(dep, config_path, model_dir, log_level)
+    view = serve_view(dep) if dep.ui.enabled else None  # the live view, when the file asks for it
+    if view is not None:
+        console.print(f"live view: http://{dep.ui.bind}:{view.server_address[1]}/")
     previous = {sig: signal.signal(sig, lambda signum, frame: launcher.request_stop(signum)) for sig in STOP_SIGNALS}
     try:
         return _run(launcher, console, summary_json, status_path)
     finally:
+        if view is not None:
+            view.shutdown()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
 

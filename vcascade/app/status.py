@@ -188,8 +188,8 @@ def cameras_table(before: dict[str, Scrape], after: dict[str, Scrape]) -> Table:
                          "?")
             drop_series = s.series("vcascade_edge_roi_drops_total", camera=cam)
             drops = {dict(k)["reason"]: v for k, v in drop_series.items() if v}
-            prev_cam = [_only_camera(prev, cam)] if prev and not prev.error else []
-            e2e = hop_quantiles(prev_cam, [_only_camera(s, cam)], "vcascade_edge_hop_seconds").get(
+            prev_cam = [only_camera(prev, cam)] if prev and not prev.error else []
+            e2e = hop_quantiles(prev_cam, [only_camera(s, cam)], "vcascade_edge_hop_seconds").get(
                 "end_to_end", [None, None])
             table.add_row(
                 name, cam, state,
@@ -203,7 +203,7 @@ def cameras_table(before: dict[str, Scrape], after: dict[str, Scrape]) -> Table:
     return table
 
 
-def _only_camera(s: Scrape, camera: str) -> Scrape:
+def only_camera(s: Scrape, camera: str) -> Scrape:
     """A copy of ``s`` keeping only the edge hop histogram series of ``camera``."""
     name = "vcascade_edge_hop_seconds_bucket"
     return Scrape(s.target, s.time_s, {name: s.series(name, camera=camera)})

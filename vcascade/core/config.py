@@ -52,6 +52,7 @@ from vcascade.core.schema import (  # noqa: F401  (re-exported: the schema is pa
     TextHeadConfig,
     TorchRecognizerConfig,
     TrackerConfig,
+    UiConfig,
     WorkerConfig,
     Yolov5DetectorConfig,
     Yolov8DetectorConfig,

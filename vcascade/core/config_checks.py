@@ -20,6 +20,7 @@ from vcascade.core.schema import (
     RecognizerConfig,
     RouteConfig,
     StageGroupConfig,
+    ui_problems,
 )
 
 DEVICE_PATTERN = re.compile(r"cpu|cuda(:\d+)?")
@@ -30,7 +31,7 @@ def check_deployment(dep: Deployment) -> list[str]:
     """Every cross-section problem of ``dep``, one message each, section by section (empty: the file is good)."""
     checks = (
         _check_cameras, _check_edges, _check_camera_policies, _check_workers, _check_routing, _check_recognizers,
-        _check_stage_groups, _check_ports, _check_security, _check_heads,
+        _check_stage_groups, _check_ports, _check_security, _check_heads, ui_problems,
     )
     return [problem for check in checks for problem in check(dep)]
 
@@ -332,6 +333,8 @@ def _bound_ports(dep: Deployment) -> Iterator[tuple[str, int]]:
         yield f"edges.{name}.metrics_port", edge.metrics_port
         if edge.control_port is not None:
             yield f"edges.{name}.control_port", edge.control_port
+        if edge.preview_port is not None:
+            yield f"edges.{name}.preview_port", edge.preview_port
     for name, broker in dep.brokers.items():
         yield f"brokers.{name}.metrics_port", broker.metrics_port
         yield f"brokers.{name}.frontend_port", broker.frontend_port
@@ -341,6 +344,8 @@ def _bound_ports(dep: Deployment) -> Iterator[tuple[str, int]]:
     for name, group in dep.stage_groups.items():
         yield f"stage_groups.{name}.metrics_port", group.metrics_port
         yield f"stage_groups.{name}.port", group.port
+    if dep.ui.enabled:  # `vcascade run` serves the view on this host
+        yield "ui.port", dep.ui.port
 
 
 def _check_ports(dep: Deployment) -> list[str]:

@@ -14,6 +14,7 @@ from vcascade.app.launcher import run_deployment
 from vcascade.core.config import load_config
 from vcascade.core.logs import FORMAT_ENV, configure_logging
 from vcascade.core.models import ModelUnavailable
+from vcascade.core.read_only_http import HttpPortInUse
 
 
 def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:
@@ -28,12 +29,13 @@ def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    """Run the deployment; the launcher's exit code, or EXIT_FAILURE when a model is unavailable."""
+    """Run the deployment; the launcher's exit code, or EXIT_FAILURE when a model is unavailable or the live
+    view's port is taken."""
     dep = load_config(args.file)
     os.environ[FORMAT_ENV] = args.log_format  # the launcher's children inherit it
     configure_logging("WARNING", "vcascade")
     try:
         return run_deployment(dep, args.file, args.model_dir, args.log_level, args.summary_json, args.status_file)
-    except ModelUnavailable as exc:
+    except (ModelUnavailable, HttpPortInUse) as exc:
         print(f"vcascade: {exc}", file=sys.stderr)
         return EXIT_FAILURE

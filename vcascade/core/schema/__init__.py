@@ -15,6 +15,7 @@ module                                    holds
 :mod:`vcascade.core.schema.broker`        brokers, heartbeats, CurveZMQ
 :mod:`vcascade.core.schema.center`        recognizers and their heads, workers, stage groups
 :mod:`vcascade.core.schema.deployment`    the whole file, supervision
+:mod:`vcascade.core.schema.ui`            the live view and the edges' previews
 ========================================  =====================================================
 """
 
@@ -61,4 +62,6 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "WorkerConfig": ".center",
     "Deployment": ".deployment",
     "SupervisionConfig": ".deployment",
+    "UiConfig": ".ui",
+    "ui_problems": ".ui",
 })

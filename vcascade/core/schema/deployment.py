@@ -10,6 +10,7 @@ from vcascade.core.schema.base import ConfigModel, Name
 from vcascade.core.schema.broker import BrokerConfig, HeartbeatConfig, SecurityConfig
 from vcascade.core.schema.center import RecognizerConfig, StageGroupConfig, WorkerConfig
 from vcascade.core.schema.edge import CameraConfig, EdgeConfig, RoiPolicyConfig, RouteConfig
+from vcascade.core.schema.ui import UiConfig
 
 # ---------------------------------------------------------------- supervision
 
@@ -45,6 +46,7 @@ class Deployment(ConfigModel):
     stage_groups: dict[Name, StageGroupConfig] = Field(
         default_factory=dict, description="Stage-group processes by name (stages of a worker's recognizer)."
     )
+    ui: UiConfig = Field(UiConfig(), description="The live view in the browser and the edges' previews (off by default).")
 
     def cameras_of(self, edge: str) -> dict[str, CameraConfig]:
         """The cameras read by one edge, by name."""

@@ -169,6 +169,10 @@ class EdgeConfig(ConfigModel):
         description="Port of the control socket that adds and removes cameras at run time (docs/DEPLOY.md; "
         "None: no control socket). With it, the edge runs until stopped, even with no camera left.",
     )
+    preview_port: Port | None = Field(
+        None, description="Port of the HTTP endpoint serving annotated previews to the live view (`ui:`), bound "
+        "at `bind`/`host` (None: no previews).",
+    )
 
     def control_endpoint(self, *, bind: bool = False) -> str:
         """ZeroMQ tcp endpoint of the control socket, for ``vcascade camera`` or (``bind=True``) for the edge.

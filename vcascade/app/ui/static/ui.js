@@ -1,0 +1,162 @@
+// vcascade live view: a framework-free page over the view's JSON API (vcascade/app/ui/server.py).
+// Grid: /api/overview every second, each camera's preview every 1/preview_fps s. Camera page (#/camera/NAME):
+// an MJPEG stream, its recent ROIs' latency per hop, its recent result lines and events.
+"use strict";
+
+const FAULT_STATES = new Set(["stalled", "backing_off", "failed", "ended", "unreachable"]);
+const OVERVIEW_MS = 1000;
+let previewFps = 2;
+let timers = [];
+
+function el(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs)) {
+    if (key === "class") node.className = value; else node.setAttribute(key, value);
+  }
+  for (const child of children) node.append(child instanceof Node ? child : String(child));
+  return node;
+}
+
+function num(value, digits = 1) { return value === null || value === undefined ? "-" : Number(value).toFixed(digits); }
+
+function every(ms, fn) { fn(); timers.push(setInterval(fn, ms)); }
+
+async function getJson(path) {
+  const answer = await fetch(path, { credentials: "same-origin" });
+  if (!answer.ok) throw new Error(`${path}: HTTP ${answer.status}`);
+  return answer.json();
+}
+
+// ------------------------------------------------------------------ grid
+
+function tileOf(row) {
+  let tile = document.querySelector(`.tile[data-camera="${CSS.escape(row.camera)}"]`);
+  if (tile) return tile;
+  tile = el("div", { class: "tile", "data-camera": row.camera },
+    el("a", { href: `#/camera/${encodeURIComponent(row.camera)}` },
+      el("img", { class: "frame", alt: `camera ${row.camera}` })),
+    el("div", { class: "meta" },
+      el("span", { class: "name" }, row.camera), " ", el("span", { class: "state" }), " ",
+      el("span", { class: "edge stats" }, `on ${row.edge}`),
+      el("div", { class: "reason" }), el("div", { class: "stats" })));
+  document.getElementById("cameras").append(tile);
+  return tile;
+}
+
+function renderCamera(row) {
+  const tile = tileOf(row);
+  const fault = FAULT_STATES.has(row.state);
+  tile.classList.toggle("fault", fault);
+  tile.dataset.state = row.state;
+  const state = tile.querySelector(".state");
+  state.textContent = row.state;
+  state.className = `state ${row.state === "streaming" ? "streaming" : fault ? "fault" : ""}`;
+  const why = row.state === "streaming" ? "" : [row.reason, row.error].filter(Boolean).join(": ");
+  tile.querySelector(".reason").textContent = why;
+  const drops = Object.entries(row.drops_by_reason || {}).map(([r, n]) => `${r}=${n}`).join(",");
+  tile.querySelector(".stats").textContent =
+    `${num(row.fps)} fps · ${num(row.rois_per_s)} ROIs/s · drops ${row.drops ?? "-"}${drops ? ` (${drops})` : ""}` +
+    ` · e2e p50 ${num(row.e2e_p50_ms)} / p99 ${num(row.e2e_p99_ms)} ms`;
+}
+
+function fillTable(id, rows, cells) {
+  const body = document.querySelector(`#${id} tbody`);
+  body.replaceChildren(...rows.map((row) => el("tr", {}, ...cells(row).map((c) => el("td", {}, c ?? "-")))));
+}
+
+function drops(byReason) {
+  return Object.entries(byReason || {}).map(([r, n]) => `${r}=${n}`).join(", ") || "0";
+}
+
+async function refreshOverview() {
+  let data;
+  try { data = await getJson("/api/overview"); } catch (err) {
+    document.getElementById("updated").textContent = `view unreachable: ${err.message}`; return;
+  }
+  previewFps = data.preview_fps || previewFps;
+  data.cameras.forEach(renderCamera);
+  fillTable("brokers", data.brokers, (b) => [b.broker, b.alive ? "yes" : `no: ${b.error}`, b.workers, b.edges,
+    b.queue_depth, b.in_flight, num(b.dispatched_per_s), b.alive ? drops(b.drops_by_reason) : "-"]);
+  fillTable("workers", data.workers, (w) => [w.worker, w.alive ? "yes" : `no: ${w.error}`, w.credits, w.in_flight,
+    num(w.results_per_s), (w.stages || []).map((s) => `${s.stage} ${num(s.busy_pct, 0)}% / ${num(s.mean_ms)}`).join("  ")]);
+  fillTable("components", data.components, (c) => [c.kind, c.name, c.address, c.why ? `${c.state}: ${c.why}` : c.state]);
+  document.getElementById("updated").textContent = `updated ${new Date().toLocaleTimeString()}`;
+}
+
+async function refreshFrame(img, camera) {
+  const answer = await fetch(`/api/cameras/${encodeURIComponent(camera)}/frame.jpg`, { credentials: "same-origin" });
+  if (answer.status !== 200) return;
+  const old = img.src;
+  img.src = URL.createObjectURL(await answer.blob());
+  img.dataset.frameSeq = answer.headers.get("X-Frame-Seq") || "";
+  img.dataset.boxes = answer.headers.get("X-Boxes") || "";
+  if (old.startsWith("blob:")) URL.revokeObjectURL(old);
+}
+
+function refreshFrames() {
+  for (const tile of document.querySelectorAll(".tile")) {
+    if (FAULT_STATES.has(tile.dataset.state)) continue;  // its last frame stays; nothing new to ask for
+    refreshFrame(tile.querySelector("img"), tile.dataset.camera).catch(() => {});
+  }
+}
+
+async function refreshEvents() {
+  const events = await getJson("/api/events");
+  if (!events.length) return;  // keep the note saying why there are none
+  document.getElementById("events").replaceChildren(...events.slice().reverse().map((e) => el("li", {}, lineText(e))));
+}
+
+function showGrid() {
+  document.getElementById("camera-view").hidden = true;
+  document.getElementById("grid-view").hidden = false;
+  every(OVERVIEW_MS, refreshOverview);
+  every(2 * OVERVIEW_MS, () => refreshEvents().catch(() => {}));
+  every(1000 / previewFps, refreshFrames);
+}
+
+// ------------------------------------------------------------------ one camera
+
+function lineText(line) {
+  const { camera, ...rest } = line;
+  return JSON.stringify(rest);
+}
+
+async function refreshCamera(camera) {
+  const [overview, recent] = await Promise.all([
+    getJson("/api/overview"), getJson(`/api/cameras/${encodeURIComponent(camera)}/recent`).catch(() => null)]);
+  const row = overview.cameras.find((c) => c.camera === camera);
+  if (row) {
+    const why = row.state === "streaming" ? "" : ` (${[row.reason, row.error].filter(Boolean).join(": ")})`;
+    document.getElementById("camera-state").textContent =
+      `${row.state}${why} · ${num(row.fps)} fps · ${num(row.rois_per_s)} ROIs/s · drops ${row.drops ?? "-"}`;
+  }
+  if (!recent) return;
+  fillTable("hops", recent.hops, (h) => [h.hop, num(h.p50_ms), num(h.p99_ms), h.n]);
+  const lines = recent.results.slice(-30).reverse().map((l) => el("li", {}, lineText(l)));
+  document.getElementById("results").replaceChildren(...lines);
+  const events = recent.events.slice(-30).reverse().map((e) => el("li", {}, lineText(e)));
+  document.getElementById("camera-events").replaceChildren(...events);
+}
+
+function showCamera(camera) {
+  document.getElementById("grid-view").hidden = true;
+  document.getElementById("camera-view").hidden = false;
+  document.getElementById("camera-title").textContent = camera;
+  const stream = document.getElementById("stream");
+  stream.src = `/api/cameras/${encodeURIComponent(camera)}/stream.mjpg`;
+  every(OVERVIEW_MS, () => refreshCamera(camera).catch(() => {}));
+}
+
+// ------------------------------------------------------------------ routing
+
+function route() {
+  timers.forEach(clearInterval);
+  timers = [];
+  const stream = document.getElementById("stream");
+  stream.removeAttribute("src");  // closes the MJPEG connection when leaving a camera page
+  const match = location.hash.match(/^#\/camera\/(.+)$/);
+  if (match) showCamera(decodeURIComponent(match[1])); else showGrid();
+}
+
+window.addEventListener("hashchange", route);
+route();
