@@ -41,6 +41,7 @@ SECTIONS = [
     ("`security`", config.SecurityConfig),
     ("`security.curve`", config.CurveConfig),
     ("`heartbeat`", config.HeartbeatConfig),
+    ("`ui`", config.UiConfig),
 ]
 
 

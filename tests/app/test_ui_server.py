@@ -1,0 +1,107 @@
+"""The live view's server over real HTTP (issue 20, items 3 and 4): the page and its scripts from the package,
+read-only, the token required in every form it may take, components that do not answer shown with the
+reason, the per-hop breakdown, and camera credentials never in the page or its API."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+
+import pytest
+import yaml
+
+from tests.demo import demo_data
+from vcascade.app.ui.deployment_view import hop_breakdown
+from vcascade.app.ui.server import serve_view, static_file
+from vcascade.core.config import load_config
+from vcascade.core.read_only_http import TOKEN_COOKIE
+
+TOKEN = "view-token-0123456789abcdef"
+SECRET = "s3cret-pass"
+
+
+@pytest.fixture
+def view(tmp_path, free_port):
+    """The view of a deployment none of whose components runs; one camera URL holds credentials."""
+    data = demo_data()
+    data["cameras"]["street-2"]["url"] = f"rtsp://admin:{SECRET}@127.0.0.1:{free_port()}/cam"
+    data["edges"]["edge-1"].update(preview_port=free_port(), metrics_port=free_port())
+    data["brokers"]["broker-1"].update(metrics_port=free_port(), frontend_port=free_port(), backend_port=free_port())
+    data["workers"]["worker-1"]["metrics_port"] = free_port()
+    data["ui"] = {"token": TOKEN, "port": free_port()}
+    path = tmp_path / "deploy.yaml"
+    path.write_text(yaml.safe_dump(data))
+    server = serve_view(load_config(path))
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+
+
+def get(url: str, headers: dict[str, str] | None = None, method: str = "GET"):
+    request = urllib.request.Request(url, headers=headers or {}, method=method)
+    try:
+        with urllib.request.urlopen(request, timeout=20) as answer:
+            return answer.status, answer.read(), answer.headers
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read(), exc.headers
+
+
+BEARER = {"Authorization": f"Bearer {TOKEN}"}
+
+
+def test_the_token_is_required_in_any_of_its_forms(view):
+    assert get(f"{view}/")[0] == 401
+    assert get(f"{view}/api/overview", {"Authorization": "Bearer wrong-token-0123456789"})[0] == 401
+    assert get(f"{view}/?token=wrong-token-0123456789")[0] == 401
+    assert get(f"{view}/static/ui.js", {"Cookie": f"{TOKEN_COOKIE}=wrong"})[0] == 401
+    status, _, headers = get(f"{view}/?token={TOKEN}")
+    assert status == 200
+    cookie = headers["Set-Cookie"]
+    assert cookie.startswith(f"{TOKEN_COOKIE}={TOKEN};") and "HttpOnly" in cookie and "SameSite=Strict" in cookie
+    assert get(f"{view}/static/ui.js", {"Cookie": f"{TOKEN_COOKIE}={TOKEN}"})[0] == 200
+    assert get(f"{view}/api/overview", BEARER)[0] == 200
+
+
+def test_the_view_is_read_only(view):
+    for method in ("POST", "PUT", "DELETE", "PATCH"):
+        assert get(f"{view}/api/overview", BEARER, method)[0] == 405
+
+
+def test_page_and_scripts_ship_in_the_package(view):
+    status, body, headers = get(f"{view}/", BEARER)
+    assert status == 200 and b'<script src="/static/ui.js"' in body
+    assert "default-src 'self'" in headers["Content-Security-Policy"]
+    assert get(f"{view}/static/ui.css", BEARER)[2]["Content-Type"].startswith("text/css")
+    for bad in ("../server.py", "..%2Fserver.py", "server.py", ".hidden.js", "nothing.js"):
+        assert get(f"{view}/static/{bad}", BEARER)[0] == 404, bad
+    assert static_file("ui.js") and static_file("../__init__.py") is None
+
+
+def test_components_that_do_not_answer_are_shown_with_the_reason(view):
+    status, body, _ = get(f"{view}/api/overview", BEARER)
+    overview = json.loads(body)
+    assert status == 200
+    assert {c["camera"] for c in overview["cameras"]} == {"street-1", "street-2"}
+    for row in overview["cameras"]:
+        assert row["state"] == "unreachable" and row["reason"] == "edge" and "edge-1" in row["error"]
+    assert [b["alive"] for b in overview["brokers"]] == [False] and overview["brokers"][0]["error"]
+    assert [w["alive"] for w in overview["workers"]] == [False]
+    assert {c["state"] for c in overview["components"]} == {"unreachable"}
+    assert get(f"{view}/api/cameras/street-1/frame.jpg", BEARER)[0] == 502  # its edge does not answer
+    assert get(f"{view}/api/cameras/nowhere/frame.jpg", BEARER)[0] == 404
+    assert get(f"{view}/api/events", BEARER)[1] == b"[]"
+
+
+def test_camera_credentials_never_reach_the_page_or_its_api(view):
+    for path in ("/", "/static/ui.js", "/api/overview", "/api/events", "/api/cameras/street-2/recent"):
+        body = get(f"{view}{path}", BEARER)[1].decode()
+        assert SECRET not in body and "admin" not in body, path
+
+
+def test_hop_breakdown_is_per_hop_in_path_order():
+    lines = [{"latency_ms": {"detect": d, "queue": q, "end_to_end": d + q}} for d, q in ((10, 1), (20, 3), (30, 5))]
+    lines.append({"status": "dropped"})  # a drop line has no latency account
+    hops = hop_breakdown(lines)
+    assert [h["hop"] for h in hops] == ["detect", "queue", "end_to_end"]
+    assert hops[0]["p50_ms"] == 20 and hops[0]["p99_ms"] == pytest.approx(29.8) and hops[0]["n"] == 3
+    assert hops[2]["p50_ms"] == 23
