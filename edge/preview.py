@@ -31,6 +31,8 @@ from vcascade.edge.identity_cache import IdentityCache
 
 PREVIEW_JPEG_QUALITY = 80
 """JPEG quality of previews (a preview is for eyes, not for recognition)."""
+TRACKED = "tracked"
+"""``status`` of the lines written for detections not sent (edge/account.py ``tracked_record``)."""
 EVENT_KIND = "event"
 """``kind`` of event records (the events feature); they are kept apart from result lines."""
 
@@ -44,14 +46,14 @@ class Preview:
         frame_seq: the frame's index in its camera.
         stream_ts_ms: the frame's PTS, ms.
         encoded_unix_ms: wall-clock time of the encoding, ms since the Unix epoch.
-        boxes: number of boxes drawn.
+        boxes_xyxy_px: the boxes drawn, x1, y1, x2, y2 in preview pixels (rounded), one tuple per box.
     """
 
     jpeg: bytes
     frame_seq: int
     stream_ts_ms: float
     encoded_unix_ms: float
-    boxes: int
+    boxes_xyxy_px: tuple[tuple[int, int, int, int], ...]
 
 
 class PreviewHub:
@@ -115,7 +117,9 @@ class PreviewHub:
         ok, jpeg = cv2.imencode(".jpg", image, [cv2.IMWRITE_JPEG_QUALITY, PREVIEW_JPEG_QUALITY])
         if not ok:
             raise ValueError(f"camera {frame.camera}: preview JPEG encoding failed for shape {image.shape}")
-        preview = Preview(jpeg.tobytes(), frame.seq, frame.stream_ts_ms, time.time() * 1000.0, len(detections))
+        scale = image.shape[1] / frame.image.shape[1]
+        boxes = tuple(tuple(round(float(v) * scale) for v in box) for box in detections.xyxy)
+        preview = Preview(jpeg.tobytes(), frame.seq, frame.stream_ts_ms, time.time() * 1000.0, boxes)
         with self._lock:
             self._latest[frame.camera] = preview
             self.encoded[frame.camera] = self.encoded.get(frame.camera, 0) + 1
@@ -146,9 +150,10 @@ class PreviewHub:
     # ------------------------------------------------------------ the link thread (Sink protocol)
 
     def write(self, record: dict[str, Any]) -> None:
-        """Keep a finished line of a watched camera (events apart); lines of unwatched cameras are ignored."""
+        """Keep a finished line of a watched camera (events apart); lines of unwatched cameras, and ``tracked``
+        lines (a track's cached identity repeated at frame rate, already drawn on the preview), are ignored."""
         camera = record.get("camera")
-        if not isinstance(camera, str) or not self.watching(camera):
+        if not isinstance(camera, str) or record.get("status") == TRACKED or not self.watching(camera):
             return
         table = self._events if record.get("kind") == EVENT_KIND else self._results
         with self._lock:

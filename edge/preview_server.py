@@ -5,8 +5,10 @@ like the view, :mod:`vcascade.core.read_only_http`).
 path                       answer
 =========================  ==========================================================================
 ``/cameras``               JSON ``{"edge", "cameras": {name: {state, reason, error, live, removal}}}``
-``/preview/<camera>.jpg``  the camera's latest annotated preview (JPEG); starts or extends its watch lease;
-                           204 before the first preview, 404 for a camera this edge does not read
+``/preview/<camera>.jpg``  the camera's latest annotated preview (JPEG; headers ``X-Frame-Seq``,
+                           ``X-Stream-Ts-Ms``, ``X-Boxes``: the boxes drawn, JSON ``[[x1, y1, x2, y2], ...]`` in
+                           preview pixels); starts or extends its watch lease; 204 before the first preview,
+                           404 for a camera this edge does not read
 ``/recent/<camera>``       JSON ``{"results": [...], "events": [...]}``: its recent lines while watched
 =========================  ==========================================================================
 
@@ -17,6 +19,7 @@ URLs are not served.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable
 from http.server import ThreadingHTTPServer
@@ -80,7 +83,7 @@ def serve_previews(
                 return
             self.reply(200, "image/jpeg", preview.jpeg, {
                 "X-Frame-Seq": str(preview.frame_seq), "X-Stream-Ts-Ms": f"{preview.stream_ts_ms:.1f}",
-                "X-Encoded-Unix-Ms": f"{preview.encoded_unix_ms:.0f}", "X-Boxes": str(preview.boxes),
+                "X-Encoded-Unix-Ms": f"{preview.encoded_unix_ms:.0f}", "X-Boxes": json.dumps(preview.boxes_xyxy_px, separators=(",", ":")),
             })
 
     host = preview_bind(cfg.bind or cfg.host)

@@ -69,7 +69,7 @@ def test_preview_is_capped_in_width_and_draws_the_boxes(bikes_frame):
     preview = previews.offer(frame_of(bikes_frame, seq=7), box, time.monotonic())
     image = decoded(preview.jpeg)
     assert image.shape == (136, 320, 3)  # 640x272 halved, aspect ratio kept
-    assert preview.frame_seq == 7 and preview.boxes == 1
+    assert preview.frame_seq == 7 and preview.boxes_xyxy_px == ((50, 30, 150, 120),)
     raw = cv2.resize(bikes_frame, (320, 136), interpolation=cv2.INTER_AREA)
     edge_diff = np.abs(image[31:90, 50:52].astype(int) - raw[31:90, 50:52].astype(int)).mean()  # the box's left side
     inside = np.abs(image[60:100, 70:130].astype(int) - raw[60:100, 70:130].astype(int)).mean()  # inside: untouched
@@ -103,13 +103,14 @@ def test_lines_and_zones_of_the_camera_analytics_are_drawn(bikes_frame):
     assert np.abs(image[19:22, 420:580].astype(int) - raw[19:22, 420:580].astype(int)).mean() > 40
 
 
-def test_recent_lines_are_kept_only_for_watched_cameras_events_apart():
+def test_recent_lines_are_kept_only_for_watched_cameras_events_apart_tracked_lines_left_out():
     previews = hub(recent_results=2)
     previews.write({"camera": "cam", "status": "ok", "roi_id": "0"})  # nobody watches yet: ignored
     previews.watch("cam")
     for i in range(3):
         previews.write({"camera": "cam", "status": "ok", "roi_id": str(i + 1)})
     previews.write({"camera": "cam", "kind": "event", "event_id": "e1"})
+    previews.write({"camera": "cam", "status": "tracked", "roi_id": None})  # repeats a track's identity: not kept
     previews.write({"status": "ok"})  # no camera: ignored
     recent = previews.recent("cam")
     assert [line["roi_id"] for line in recent["results"]] == ["2", "3"]  # bounded, oldest first

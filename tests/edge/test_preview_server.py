@@ -85,7 +85,7 @@ def test_a_preview_exists_only_after_someone_asked_for_it(edge, bikes_path):
     hub.offer(frame, Detections(np.array([[10, 10, 80, 90]]), np.array([0.8]), np.array([0]), np.array([1])), now)
     status, body, headers = get(port, "/preview/street-1.jpg")
     assert status == 200 and headers["Content-Type"] == "image/jpeg" and body[:2] == b"\xff\xd8"
-    assert headers["X-Frame-Seq"] == "5" and headers["X-Boxes"] == "1"
+    assert headers["X-Frame-Seq"] == "5" and headers["X-Boxes"] == "[[10,10,80,90]]"
 
 
 def test_camera_states_carry_the_reason_and_never_the_credentials(edge):

@@ -89,7 +89,7 @@ async function refreshFrame(img, camera) {
   const old = img.src;
   img.src = URL.createObjectURL(await answer.blob());
   img.dataset.frameSeq = answer.headers.get("X-Frame-Seq") || "";
-  img.dataset.boxes = answer.headers.get("X-Boxes") || "";
+  img.dataset.boxes = answer.headers.get("X-Boxes") || "[]";  // [[x1, y1, x2, y2], ...] in preview pixels
   if (old.startsWith("blob:")) URL.revokeObjectURL(old);
 }
 
