@@ -25,6 +25,10 @@ from vcascade.core.security import check_keys
 kubernetes_validate = pytest.importorskip("kubernetes_validate", reason="pip install kubernetes-validate (test extras)")
 
 REPO = Path(__file__).resolve().parents[2]
+UI_TOKEN = "k8s-test-token-0123456789"
+"""What Secret vcascade-ui would hold (``${VCASCADE_UI_TOKEN}`` of the deployment file)."""
+UI = "vcascade-ui"
+"""The live view's Deployment: no CurveZMQ keys (it speaks HTTP only), nothing to drain."""
 K8S_VERSION = "1.30.0"
 """Kubernetes release whose schemas the manifests must satisfy (autoscaling/v2 is GA since 1.23)."""
 _spec = importlib.util.spec_from_file_location("kustomize", Path(__file__).with_name("kustomize.py"))
@@ -37,9 +41,21 @@ def k8s_copy(tmp_path_factory) -> Path:
     """deploy/k8s copied, with the key files of every component of the base deployment generated."""
     root = tmp_path_factory.mktemp("k8s") / "k8s"
     shutil.copytree(REPO / "deploy" / "k8s", root, ignore=shutil.ignore_patterns("keys"))
-    dep = load_config(root / "base" / "vcascade.yaml")
+    dep = _load(root / "base" / "vcascade.yaml")
     generate_keys(root / "base" / "keys", component_names(dep))
     return root
+
+
+def _load(path: Path) -> Deployment:
+    """The deployment file as its pods load it, with the view's token in the environment."""
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("VCASCADE_UI_TOKEN", UI_TOKEN)
+        return load_config(path)
+
+
+def _components(objects: list[dict]) -> list[dict]:
+    """The Deployments that run a component of the deployment file (every one but the live view's)."""
+    return [o for o in objects if o["kind"] == "Deployment" and o["metadata"]["name"] != UI]
 
 
 def _render(k8s_copy: Path, variant: str) -> list[dict]:
@@ -54,7 +70,7 @@ def _one(objects: list[dict], kind: str, name: str) -> dict:
 def _deployment_file(objects: list[dict], tmp_path: Path) -> Deployment:
     text = _one(objects, "ConfigMap", "vcascade-config")["data"]["vcascade.yaml"]
     (tmp_path / "vcascade.yaml").write_text(text)
-    return load_config(tmp_path / "vcascade.yaml")
+    return _load(tmp_path / "vcascade.yaml")
 
 
 @pytest.mark.parametrize("variant", ["base", "overlays/cpu"])
@@ -82,7 +98,7 @@ def test_pods_run_the_components_of_their_deployment_file(k8s_copy, variant, tmp
         **{f"vcascade-broker-{n[7:]}": (b.metrics_port, "broker", n) for n, b in dep.brokers.items()},
         **{f"vcascade-worker-{n[7:]}": (w.metrics_port, "worker", n) for n, w in dep.workers.items()},
     }
-    deployments = {o["metadata"]["name"]: o for o in objects if o["kind"] == "Deployment"}
+    deployments = {o["metadata"]["name"]: o for o in _components(objects)}
     assert sorted(deployments) == sorted(ports)
     for name, (metrics_port, kind, component) in ports.items():
         pod = deployments[name]["spec"]["template"]
@@ -136,7 +152,7 @@ def test_each_pod_gets_exactly_the_curve_keys_its_component_needs(k8s_copy, tmp_
     objects = _render(k8s_copy, "base")
     dep = _deployment_file(objects, tmp_path)
     assert dep.security.curve.enabled
-    for deployment in (o for o in objects if o["kind"] == "Deployment"):
+    for deployment in _components(objects):
         pod = deployment["spec"]["template"]["spec"]
         component = pod["containers"][0]["args"][-1]
         (volume,) = [v for v in pod["volumes"] if v["name"] == "keys"]
@@ -158,8 +174,34 @@ def test_every_pod_is_given_longer_to_stop_than_its_component_drains(k8s_copy, v
     drain in between (docs/RELIABILITY.md, "Stopping")."""
     objects = _render(k8s_copy, variant)
     dep = _deployment_file(objects, tmp_path)
-    for deployment in (o for o in objects if o["kind"] == "Deployment"):
+    for deployment in _components(objects):
         pod = deployment["spec"]["template"]["spec"]
         kind, *_, name = pod["containers"][0]["args"]
         bound_s = drain_bound_s(dep, kind, name)
         assert pod["terminationGracePeriodSeconds"] >= bound_s, (deployment["metadata"]["name"], bound_s)
+
+
+@pytest.mark.parametrize("variant", ["base", "overlays/cpu"])
+def test_only_the_live_view_reaches_the_edges_previews_and_both_need_the_token(k8s_copy, variant, tmp_path):
+    objects = _render(k8s_copy, variant)
+    dep = _deployment_file(objects, tmp_path)
+    edge = dep.edges["edge-1"]
+    assert dep.ui.token == UI_TOKEN and dep.ui.bind == "0.0.0.0" and edge.preview_port is not None
+    edge_pod = _one(objects, "Deployment", "vcascade-edge-1")["spec"]["template"]["spec"]["containers"][0]
+    assert {p["name"]: p["containerPort"] for p in edge_pod["ports"]}["preview"] == edge.preview_port
+    service = _one(objects, "Service", edge.host)
+    assert {p["name"]: p["port"] for p in service["spec"]["ports"]}["preview"] == edge.preview_port
+    rules = _one(objects, "NetworkPolicy", "vcascade-edge")["spec"]["ingress"]
+    (preview_rule,) = [r for r in rules if {"port": edge.preview_port} in r["ports"]]
+    assert preview_rule["from"] == [{"podSelector": {"matchLabels": {"app.kubernetes.io/name": UI}}}]
+    ui = _one(objects, "Deployment", UI)["spec"]["template"]
+    (container,) = ui["spec"]["containers"]
+    assert container["args"] == ["ui", "/etc/vcascade/vcascade.yaml"]
+    assert ui["metadata"]["labels"]["app.kubernetes.io/name"] == UI
+    assert {p["name"]: p["containerPort"] for p in container["ports"]} == {"http": dep.ui.port}
+    assert not any(v["name"] == "keys" for v in ui["spec"]["volumes"])  # it holds no CurveZMQ key
+    token_from = {"secretKeyRef": {"name": UI, "key": "token"}}
+    for pod in (container, edge_pod):
+        assert {"name": "VCASCADE_UI_TOKEN", "valueFrom": token_from} in pod["env"]
+    (ui_rule,) = _one(objects, "NetworkPolicy", UI)["spec"]["ingress"]
+    assert ui_rule["ports"] == [{"port": dep.ui.port}]
