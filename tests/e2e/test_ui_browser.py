@@ -32,6 +32,7 @@ import yaml
 
 from tests.demo import demo_data
 from tests.edge.conftest import RtspServer, make_video
+from vcascade.core.ports import free_port
 
 pytestmark = pytest.mark.e2e
 sync_playwright = pytest.importorskip("playwright.sync_api").sync_playwright
@@ -49,8 +50,6 @@ def deployment(tmp_path_factory, bikes_path):
     """`vcascade run` with the view on: (view URL, RTSP server, bikes.mp4 path). Stopped with SIGINT at the end."""
     if not Path(CHROMIUM).is_file() or shutil.which("ffmpeg") is None:
         pytest.fail("needs /usr/bin/chromium and ffmpeg (scripts/test.sh installs the Debian packages)")
-    from vcascade.core.ports import free_port  # noqa: PLC0415 (the fixture is module-scoped: no free_port fixture)
-
     tmp = tmp_path_factory.mktemp("ui")
     rtsp = RtspServer(make_video(tmp / "door.mp4", 120), free_port())
     rtsp.start()

@@ -73,7 +73,7 @@ def test_preview_is_capped_in_width_and_draws_the_boxes(bikes_frame):
     raw = cv2.resize(bikes_frame, (320, 136), interpolation=cv2.INTER_AREA)
     edge_diff = np.abs(image[31:90, 50:52].astype(int) - raw[31:90, 50:52].astype(int)).mean()  # the box's left side
     inside = np.abs(image[60:100, 70:130].astype(int) - raw[60:100, 70:130].astype(int)).mean()  # inside: untouched
-    assert edge_diff > 40 > 8 > inside
+    assert edge_diff > 40 and inside < 8
 
 
 def test_labels_carry_class_score_track_and_the_identity_or_text(bikes_frame):
