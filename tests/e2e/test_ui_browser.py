@@ -170,7 +170,6 @@ def test_the_grid_shows_every_camera_with_frames_that_change(page):
     assert "fps" in page.inner_text(".tile[data-camera='street-1'] .stats")
     page.wait_for_function("document.querySelectorAll('#workers tbody tr').length === 1")
     assert "yes" in page.inner_text("#brokers tbody") and "yes" in page.inner_text("#workers tbody")
-    screenshot(page, "ui_grid.png")
 
 
 def test_boxes_are_drawn_on_the_frame_the_page_shows(page, deployment):
@@ -230,5 +229,8 @@ def test_a_camera_whose_server_dies_turns_to_its_fault_state_with_the_reason(pag
     reason = page.inner_text(".tile[data-camera='door'] .reason")
     assert state in ("stalled", "backing_off") and reason, (state, reason)
     assert "streaming" in page.inner_text(".tile[data-camera='street-1'] .state")  # the other camera goes on
+    page.wait_for_function("JSON.parse(document.querySelector(\".tile[data-camera='street-1'] img\")?.dataset.boxes"
+                           " || '[]').length > 0", timeout=STEP_TIMEOUT_S * 1000)  # fmt: skip
+    screenshot(page, "ui_grid.png")
     for text in (page.content(), json.dumps(api(view, "/api/overview")), json.dumps(api(view, "/api/events"))):
         assert SECRET not in text

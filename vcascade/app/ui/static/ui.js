@@ -3,7 +3,8 @@
 // an MJPEG stream, its recent ROIs' latency per hop, its recent result lines and events.
 "use strict";
 
-const FAULT_STATES = new Set(["stalled", "backing_off", "failed", "ended", "unreachable"]);
+const FAULT_STATES = new Set(["stalled", "backing_off", "failed", "unreachable"]);  // drawn red, with the reason
+const NO_NEW_FRAMES = new Set([...FAULT_STATES, "ended"]);  // the last frame stays; nothing new to ask for
 const OVERVIEW_MS = 1000;
 let previewFps = 2;
 let timers = [];
@@ -95,7 +96,7 @@ async function refreshFrame(img, camera) {
 
 function refreshFrames() {
   for (const tile of document.querySelectorAll(".tile")) {
-    if (FAULT_STATES.has(tile.dataset.state)) continue;  // its last frame stays; nothing new to ask for
+    if (NO_NEW_FRAMES.has(tile.dataset.state)) continue;
     refreshFrame(tile.querySelector("img"), tile.dataset.camera).catch(() => {});
   }
 }
