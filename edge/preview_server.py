@@ -4,7 +4,7 @@ like the view, :mod:`vcascade.core.read_only_http`).
 =========================  ==========================================================================
 path                       answer
 =========================  ==========================================================================
-``/cameras``               JSON ``{"edge", "cameras": {name: {state, reason, error, live, removal}}}``
+``/cameras``               JSON ``{"edge", "cameras": {name: {state, reason, detail, error, live, removal}}}``
 ``/preview/<camera>.jpg``  the camera's latest annotated preview (JPEG; headers ``X-Frame-Seq``,
                            ``X-Stream-Ts-Ms``, ``X-Boxes``: the boxes drawn, JSON ``[[x1, y1, x2, y2], ...]`` in
                            preview pixels); starts or extends its watch lease; 204 before the first preview,
@@ -36,14 +36,16 @@ log = logging.getLogger(__name__)
 
 
 def camera_states(readers: list[CameraReader]) -> dict[str, dict[str, Any]]:
-    """Per camera: ``state``, ``reason`` of its last change, redacted ``error``, ``live``, ``removal``."""
-    return {
-        r.camera: {
-            "state": r.state, "reason": r.machine.reason, "error": redact_url(r.error) if r.error else None,
-            "live": r.live, "removal": r.removal,
+    """Per camera: ``state``, ``reason`` and ``detail`` of its last change (``no frame for 2.0 s``), redacted
+    ``error`` (failed cameras), ``live``, ``removal``."""
+    states = {}
+    for r in readers:
+        history = r.machine.history()
+        states[r.camera] = {
+            "state": r.state, "reason": r.machine.reason, "detail": redact_url(history[-1].detail) if history else "",
+            "error": redact_url(r.error) if r.error else None, "live": r.live, "removal": r.removal,
         }
-        for r in readers
-    }
+    return states
 
 
 def serve_previews(

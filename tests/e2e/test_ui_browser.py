@@ -182,12 +182,18 @@ def test_boxes_are_drawn_on_the_frame_the_page_shows(page, deployment):
     image = cv2.imdecode(np.frombuffer(base64.b64decode(shown["jpeg"]), np.uint8), cv2.IMREAD_COLOR)
     raw = _matching_raw_frame(bikes, image)
     diff = np.abs(image.astype(int) - raw.astype(int)).max(axis=2)
-    assert np.median(diff) < 8  # the same frame, apart from JPEG noise and the drawing
-    x1, y1, x2, y2 = (int(v) for v in shown["boxes"][0])
+    assert np.median(diff) < 8, np.median(diff)  # the same frame, apart from JPEG noise and the drawing
+    outlines = [_outline_mean(diff, box) for box in shown["boxes"]]
+    assert max(outlines) > 40, (shown["boxes"], outlines)  # a drawn box: its outline is not the raw frame's
+
+
+def _outline_mean(diff: np.ndarray, box: list[int]) -> float:
+    """Mean difference along a box's outline, 2 px wide, clipped to the image."""
     h, w = diff.shape
-    x1, x2, y1, y2 = max(x1, 0), min(x2, w - 1), max(y1, 0), min(y2, h - 1)
-    left_side = diff[y1:y2 + 1, x1:x1 + 2]  # the box's left edge, 2 px thick
-    assert left_side.mean() > 40, (shown["boxes"][0], left_side.mean())
+    x1, y1 = max(int(box[0]), 0), max(int(box[1]), 0)
+    x2, y2 = min(int(box[2]), w - 2), min(int(box[3]), h - 2)
+    sides = [diff[y1:y2 + 1, x1:x1 + 2], diff[y1:y2 + 1, x2:x2 + 2], diff[y1:y1 + 2, x1:x2 + 1], diff[y2:y2 + 2, x1:x2 + 1]]
+    return float(np.concatenate([side.ravel() for side in sides]).mean())
 
 
 def _matching_raw_frame(video: Path, image: np.ndarray) -> np.ndarray:

@@ -98,6 +98,6 @@ def test_camera_states_carry_the_reason_and_never_the_credentials(edge):
             break
         time.sleep(0.2)
     assert status == 200 and door["state"] in ("backing_off", "stalled"), door
-    assert door["reason"] and door["reason"] != "start" and door["live"] is True
+    assert door["reason"] and door["reason"] != "start" and door["detail"] and door["live"] is True
     assert SECRET not in body.decode() and "admin" not in body.decode()
     assert get(port, "/recent/door")[0] == 200 and SECRET not in get(port, "/recent/door")[1].decode()

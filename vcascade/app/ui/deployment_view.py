@@ -163,7 +163,7 @@ class DeploymentView:
         reported = edge_state.get("cameras", {}).get(camera)
         row: dict[str, Any] = {"edge": edge, "camera": camera, "state": "unknown", "reason": None, "error": None}
         if reported is not None:
-            row.update({k: reported.get(k) for k in ("state", "reason", "error", "removal")})
+            row.update({k: reported.get(k) for k in ("state", "reason", "detail", "error", "removal")})
         elif "error" in edge_state:
             row.update(state="unreachable", reason="edge", error=edge_state["error"])
         if scrape is None or scrape.error:

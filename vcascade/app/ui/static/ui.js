@@ -52,7 +52,7 @@ function renderCamera(row) {
   const state = tile.querySelector(".state");
   state.textContent = row.state;
   state.className = `state ${row.state === "streaming" ? "streaming" : fault ? "fault" : ""}`;
-  const why = row.state === "streaming" ? "" : [row.reason, row.error].filter(Boolean).join(": ");
+  const why = row.state === "streaming" ? "" : [row.reason, row.error || row.detail].filter(Boolean).join(": ");
   tile.querySelector(".reason").textContent = why;
   const drops = Object.entries(row.drops_by_reason || {}).map(([r, n]) => `${r}=${n}`).join(",");
   tile.querySelector(".stats").textContent =
@@ -127,7 +127,7 @@ async function refreshCamera(camera) {
     getJson("/api/overview"), getJson(`/api/cameras/${encodeURIComponent(camera)}/recent`).catch(() => null)]);
   const row = overview.cameras.find((c) => c.camera === camera);
   if (row) {
-    const why = row.state === "streaming" ? "" : ` (${[row.reason, row.error].filter(Boolean).join(": ")})`;
+    const why = row.state === "streaming" ? "" : ` (${[row.reason, row.error || row.detail].filter(Boolean).join(": ")})`;
     document.getElementById("camera-state").textContent =
       `${row.state}${why} · ${num(row.fps)} fps · ${num(row.rois_per_s)} ROIs/s · drops ${row.drops ?? "-"}`;
   }
