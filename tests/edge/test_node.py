@@ -11,12 +11,13 @@ import zmq
 from prometheus_client import REGISTRY
 
 from tests.demo import demo_data
-from vcascade.core.config import Deployment
+from vcascade.core.config import Deployment, UiConfig
 from vcascade.core.detections import Detections
 from vcascade.edge.frames import Frame
 from vcascade.edge.identity_cache import IdentityCache
 from vcascade.edge.link import BrokerLink
 from vcascade.edge.node import EdgeNode, build_detector
+from vcascade.edge.preview import PreviewHub
 from vcascade.edge.roi_selection import SUPPRESS_REASONS
 
 EDGE, CAMERA = "edge-1", "street-1"
@@ -65,3 +66,24 @@ def test_a_track_is_sent_once_and_the_rest_is_counted_per_reason_and_followed(no
     assert counted == {"class": 0, "size": 3, "score": 0, "no_route": 0, "tentative": 1, "sent_recently": 1}
     assert _tracked_lines() - lines_before == 2  # the tentative and the sent_recently rows; never a size-filtered one
     assert node.link.tally_copy()[CAMERA].sent == 1
+
+
+def test_previews_are_encoded_only_for_a_watched_camera_at_its_rate(node):
+    """The preview path of the node (issue 20, item 2): nothing is drawn for an unwatched camera; once watched, at
+    most ``ui.preview_fps`` previews per second of frames, with the tracked boxes."""
+    node.preview = PreviewHub(UiConfig(preview_fps=2), node.detector.class_names, node.identities)
+    detections = Detections(np.array([[10, 10, 60, 90]], np.float32), np.array([0.9]), np.array([0]))
+    image = np.full((480, 640, 3), 90, np.uint8)
+
+    def frames(first: int, count: int) -> None:
+        for seq in range(first, first + count):
+            now_s = time.perf_counter()
+            node.handle_detections(Frame(CAMERA, seq, image, 40.0 * seq, now_s, 1.7e12), detections, now_s, now_s)
+
+    frames(0, 10)
+    assert node.preview.encoded == {} and node.preview.latest(CAMERA) is None
+    node.preview.watch(CAMERA)
+    frames(10, 10)  # within well under 0.5 s: one preview
+    assert node.preview.encoded == {CAMERA: 1}
+    latest = node.preview.latest(CAMERA)
+    assert latest.frame_seq == 10 and len(latest.boxes_xyxy_px) == 1  # tracked from frame 0: confirmed by now
