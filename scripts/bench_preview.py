@@ -41,13 +41,13 @@ from prometheus_client.parser import text_string_to_metric_families
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from vcascade.core.config import UiConfig  # noqa: E402 (after the path set-up)
-from vcascade.core.detections import Detections  # noqa: E402
-from vcascade.core.ports import free_port  # noqa: E402
-from vcascade.core.resources import resolve  # noqa: E402
-from vcascade.edge.frames import Frame  # noqa: E402
-from vcascade.edge.identity_cache import IdentityCache  # noqa: E402
-from vcascade.edge.preview import PreviewHub  # noqa: E402
+from vcascade.core.config import UiConfig
+from vcascade.core.detections import Detections
+from vcascade.core.ports import free_port
+from vcascade.core.resources import resolve
+from vcascade.edge.frames import Frame
+from vcascade.edge.identity_cache import IdentityCache
+from vcascade.edge.preview import PreviewHub
 
 CAMERA = "street-1"
 START_TIMEOUT_S = 300.0
