@@ -105,3 +105,8 @@ def test_hop_breakdown_is_per_hop_in_path_order():
     assert [h["hop"] for h in hops] == ["detect", "queue", "end_to_end"]
     assert hops[0]["p50_ms"] == 20 and hops[0]["p99_ms"] == pytest.approx(29.8) and hops[0]["n"] == 3
     assert hops[2]["p50_ms"] == 23
+
+
+def test_head_requests_get_headers_only(view):
+    status, body, headers = get(f"{view}/static/ui.js", BEARER, "HEAD")
+    assert status == 200 and body == b"" and int(headers["Content-Length"]) == len(static_file("ui.js"))

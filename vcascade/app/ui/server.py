@@ -112,6 +112,8 @@ def make_handler(view: DeploymentView) -> type[ReadOnlyHandler]:
             self.send_header("Connection", "close")
             self.end_headers()
             self.close_connection = True
+            if self.command == "HEAD":
+                return
             ends_s = time.monotonic() + STREAM_MAX_S
             preview = first
             try:
