@@ -31,6 +31,8 @@ from vcascade.core.stop import StopFlag
 from vcascade.core.telemetry import serve_metrics
 from vcascade.core.threads import DetectorThreads, cores_given, detector_threads, set_process_threads
 from vcascade.edge.account import PendingRoi, tracked_record
+from vcascade.edge.analytics.camera import CameraAnalytics
+from vcascade.edge.analytics.events import EventUpdates
 from vcascade.edge.camera_set import CameraSet
 from vcascade.edge.control import start_control
 from vcascade.edge.detect_pool import DetectedFrame, DetectorPool, detect_frames
@@ -57,12 +59,17 @@ FRAME_AGE_WINDOW = 2000
 
 
 class CameraTracking:
-    """The tracking state of one camera: its ByteTrack tracker and its ROI policy."""
+    """The tracking state of one camera: its ByteTrack tracker, its ROI policy and its analytics."""
 
-    def __init__(self, policy_cfg: RoiPolicyConfig, roi_cfg: RoiConfig, router: ClassRouter | None = None) -> None:
+    def __init__(
+        self, policy_cfg: RoiPolicyConfig, roi_cfg: RoiConfig, router: ClassRouter | None = None,
+        analytics: CameraAnalytics | None = None,
+    ) -> None:
         """``policy_cfg``: the camera's ROI policy; ``roi_cfg``: its edge's ``roi`` (minimum size, padding);
-        ``router``: its routes (None: every ROI for any recognizer)."""
+        ``router``: its routes (None: every ROI for any recognizer); ``analytics``: its lines and zones (None:
+        none)."""
         self.tracker = CameraTracker(policy_cfg.tracker)
+        self.analytics = analytics
         self.policy = RoiPolicy(policy_cfg, roi_cfg.min_size_px, roi_cfg.padding_px, router)
         self.emit_tracked = policy_cfg.emit_tracked
         self.detected = 0
@@ -100,10 +107,19 @@ class EdgeNode:
         self._counter = 0
         self._cameras = {
             cam: CameraTracking(
-                dep.roi_policy_of(cam), self.cfg.roi, ClassRouter.for_camera(dep, cam, detector.class_names)
+                dep.roi_policy_of(cam), self.cfg.roi, ClassRouter.for_camera(dep, cam, detector.class_names),
+                self._analytics(cam, cam_cfg),
             )
-            for cam in dep.cameras_of(name)
+            for cam, cam_cfg in dep.cameras_of(name).items()
         }
+
+    def _analytics(self, camera: str, cam_cfg: CameraConfig) -> CameraAnalytics | None:
+        """The camera's lines and zones, publishing their events through the link (None: no ``analytics``)."""
+        if cam_cfg.analytics is None:
+            return None
+        return CameraAnalytics(
+            self.name, camera, cam_cfg.analytics, self.detector.class_names, self.identities, self.link.publish
+        )
 
     def camera_stats(self, camera: str) -> dict[str, Any]:
         """Frames detected and frame age percentiles of one camera (:meth:`CameraTracking.frame_age_stats`);
@@ -116,12 +132,14 @@ class EdgeNode:
         or the edge's, and its own routes or the edge's (:meth:`Deployment.routes_for`)."""
         policy = cam_cfg.roi_policy or self.cfg.roi.policy
         router = ClassRouter(self._dep.routes_for(self.name, cam_cfg), self.detector.class_names)
-        self._cameras[camera] = CameraTracking(policy, self.cfg.roi, router)
+        self._cameras[camera] = CameraTracking(policy, self.cfg.roi, router, self._analytics(camera, cam_cfg))
         self.link.add_camera(camera)
 
     def remove_camera(self, camera: str) -> None:
         """Forget a removed camera's tracks and identities (detector thread), after its last frame."""
-        self._cameras.pop(camera, None)
+        cam = self._cameras.pop(camera, None)
+        if cam is not None and cam.analytics is not None:
+            cam.analytics.close()
         self.identities.retain(camera, set())
 
     def process_batch(self, frames: list[Frame]) -> int:
@@ -172,6 +190,8 @@ class EdgeNode:
         cam.frame_ages_ms.append((detect_start_s - frame.capture_s) * 1000.0)
         tracked = cam.tracker.update(detections, frame.stream_ts_ms)
         alive = cam.tracker.alive_ids()
+        if cam.analytics is not None:  # before the identity cache forgets the dropped tracks
+            cam.analytics.process(frame, tracked, alive)
         cam.policy.retain(alive)
         self.identities.retain(frame.camera, alive)
         selection = cam.policy.decide(tracked, frame.stream_ts_ms, frame.image.shape[:2])
@@ -252,7 +272,8 @@ def run_edge(
     ctx = zmq.Context()
     sinks = open_sinks(cfg.sinks, ctx, name)
     identities = IdentityCache(name)
-    link = BrokerLink(name, dep, ctx, [*sinks, identities])
+    updates = EventUpdates(name, identities, sinks)  # after the identity cache: it reads what results put there
+    link = BrokerLink(name, dep, ctx, [*sinks, identities, updates])
     node = EdgeNode(name, dep, detector, link, identities)
     slots = FrameSlots()
     pool = DetectorPool(slots, detector, threads.instances, detector.frames_per_run, name)

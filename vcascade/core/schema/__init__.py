@@ -12,6 +12,7 @@ module                                    holds
 :mod:`vcascade.core.schema.base`          base model, names, ports, thread fields, ``type`` key
 :mod:`vcascade.core.schema.detector`      the edge's detector, one class per family
 :mod:`vcascade.core.schema.edge`          cameras, ROI policy, routes, crops, sinks, edges
+:mod:`vcascade.core.schema.analytics`     a camera's counting lines and zones
 :mod:`vcascade.core.schema.broker`        brokers, heartbeats, CurveZMQ
 :mod:`vcascade.core.schema.center`        recognizers and their heads, workers, stage groups
 :mod:`vcascade.core.schema.deployment`    the whole file, supervision
@@ -31,6 +32,9 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "spinning_field": ".base",
     "torch_threads_field": ".base",
     "type_discriminator": ".base",
+    "AnalyticsConfig": ".analytics",
+    "CountingLineConfig": ".analytics",
+    "ZoneConfig": ".analytics",
     "YOLOX_NANO_URL": ".detector",
     "DetectorConfig": ".detector",
     "DetectorConfigBase": ".detector",

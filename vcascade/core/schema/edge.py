@@ -6,6 +6,7 @@ from typing import Annotated, Literal, Union
 
 from pydantic import Field
 
+from vcascade.core.schema.analytics import AnalyticsConfig
 from vcascade.core.schema.base import ConfigModel, Name, Port, cpus_field
 from vcascade.core.schema.detector import DetectorConfig, YoloxDetectorConfig
 
@@ -93,6 +94,7 @@ class CameraConfig(ConfigModel):
     routes: list[RouteConfig] | None = Field(
         None, min_length=1, description="Overrides the edge's `roi.routes` for this camera."
     )
+    analytics: AnalyticsConfig | None = Field(None, description="Counting lines and zones (docs/EVENTS.md; None: none).")
 
 
 
