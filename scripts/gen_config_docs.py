@@ -20,6 +20,9 @@ DOC = Path(__file__).resolve().parents[1] / "docs" / "CONFIG.md"
 SECTIONS = [
     ("Top level", config.Deployment),
     ("`cameras.<name>`", config.CameraConfig),
+    ("`cameras.<name>.analytics`", config.AnalyticsConfig),
+    ("`cameras.<name>.analytics.lines[]`", config.CountingLineConfig),
+    ("`cameras.<name>.analytics.zones[]`", config.ZoneConfig),
     ("`edges.<name>`", config.EdgeConfig),
     ("`edges.<name>.detector` with `type: yolox` (the default)", config.YoloxDetectorConfig),
     ("`edges.<name>.detector` with `type: yolov5`", config.Yolov5DetectorConfig),

@@ -24,8 +24,9 @@ default."""
 
 
 class CountingLineConfig(ConfigModel):
-    """A counting line: a track whose anchor goes from one side of the segment to the other is counted once per
-    crossing, ``in`` or ``out``."""
+    """A counting line: each crossing of the segment by a track's anchor counts once, `in` or `out`.
+
+    Hysteresis, lost tracks and the segment's ends: :mod:`vcascade.edge.analytics.counting`."""
 
     name: Name = Field(description="Name of the line (metric label, `line` of its events).")
     points: tuple[Point, Point] = Field(description="Start and end of the segment, [[x, y], [x, y]].")
@@ -45,8 +46,9 @@ class CountingLineConfig(ConfigModel):
 
 
 class ZoneConfig(ConfigModel):
-    """A zone: a polygon whose tracks get ``zone_enter``/``zone_exit`` events, a live occupancy and, with
-    ``dwell_s``, one ``zone_dwell`` event per visit that lasts that long."""
+    """A zone: a polygon with enter and exit events, live occupancy and, with `dwell_s`, dwell events.
+
+    One ``zone_dwell`` event per visit that lasts ``dwell_s`` (:mod:`vcascade.edge.analytics.counting`)."""
 
     name: Name = Field(description="Name of the zone (metric label, `zone` of its events).")
     polygon: list[Point] = Field(
