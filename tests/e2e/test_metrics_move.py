@@ -100,7 +100,7 @@ SCENARIOS: dict[str, str] = {
     "vcascade_edge_sink_lines_lost_total": "covered:tests/edge/test_sinks.py",
     "vcascade_edge_sink_records_emitted_total": "covered:tests/edge/test_sink_queue.py",
     "vcascade_edge_sink_queue_depth": "covered:tests/edge/test_sink_queue.py",
-    "vcascade_edge_sink_attempts_failed_total": "covered:tests/edge/test_sink_mqtt.py",
+    "vcascade_edge_sink_attempts_failed_total": "covered:tests/edge/test_sink_webhook.py",
     "vcascade_broker_edges": "pipeline",
     "vcascade_broker_queue_depth": "no_worker",
     "vcascade_broker_recognizer_queue_depth": "no_worker",
