@@ -34,6 +34,7 @@ from vcascade.edge.account import PendingRoi, tracked_record
 from vcascade.edge.analytics.camera import CameraAnalytics
 from vcascade.edge.analytics.events import EventUpdates
 from vcascade.edge.camera_set import CameraSet
+from vcascade.edge.camera_state import camera_state_record, listen_states
 from vcascade.edge.control import start_control
 from vcascade.edge.detect_pool import DetectedFrame, DetectorPool, detect_frames
 from vcascade.edge.detectors import Detector
@@ -47,7 +48,8 @@ from vcascade.edge.roi import crop_pixels, encode_jpeg, roi_header
 from vcascade.edge.roi_policy import RoiPolicy
 from vcascade.edge.roi_selection import RoiSelection
 from vcascade.edge.routing import ClassRouter
-from vcascade.edge.sinks import LineSink, open_sinks
+from vcascade.edge.sink_queue import QueuedSink, close_sinks, write_all
+from vcascade.edge.sinks import open_sinks
 from vcascade.edge.source import CameraReader
 from vcascade.edge.tracking import CameraTracker
 
@@ -274,6 +276,7 @@ def run_edge(
     identities = IdentityCache(name)
     updates = EventUpdates(name, identities, sinks)  # after the identity cache: it reads what results put there
     link = BrokerLink(name, dep, ctx, [*sinks, identities, updates])
+    unlisten = listen_states(name, lambda camera, step: write_all(sinks, camera_state_record(camera, step)))
     node = EdgeNode(name, dep, detector, link, identities)
     slots = FrameSlots()
     pool = DetectorPool(slots, detector, threads.instances, detector.frames_per_run, name)
@@ -321,8 +324,8 @@ def run_edge(
         else:
             link.drain(cfg.drain_timeout_s)
         cameras.join_all()  # a capture thread still inside FFmpeg at interpreter exit aborts the process
-        for sink in sinks:
-            sink.close()
+        unlisten()
+        close_sinks(sinks)
         ctx.term()
     final = current(final=True)
     if report:
@@ -349,13 +352,13 @@ def _register_readiness(name: str, link: BrokerLink, readers: Callable[[], list[
 
 def snapshot(
     name: str, link: BrokerLink, readers: list[CameraReader], started: tuple[float, float], final: bool,
-    node: EdgeNode | None = None, sinks: Sequence[LineSink] = (),
+    node: EdgeNode | None = None, sinks: Sequence[QueuedSink] = (),
 ) -> dict[str, Any]:
     """Progress and accounting of one edge: per camera frames, skipped (newest-frame slot), sent, results, drops,
     end-to-end p50/p99 (ms) and, given ``node``, frames detected and frame age p50/p99 (ms,
     :meth:`CameraTracking.frame_age_stats`); per broker ``up``, ``in_flight``, ``sent`` and ``silent_s``
     (:meth:`BrokerLink.broker_states`); per sink (by label, e.g. ``jsonl[0]``) the lines written by status and
-    lost by reason (:meth:`LineSink.stats`); ``elapsed_s`` and ``cpu_s``, the running time and the process's CPU
+    lost by reason, ``queued`` and ``error`` (:meth:`QueuedSink.stats`); ``elapsed_s`` and ``cpu_s``, the running time and the process's CPU
     time (all threads) since ``started`` = (``time.perf_counter()``, ``time.process_time()``), s."""
     cameras = {}
     tallies = link.tally_copy()

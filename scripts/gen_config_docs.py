@@ -33,6 +33,8 @@ SECTIONS = [
     ("`edges.<name>.roi.routes[]` (and `cameras.<name>.routes[]`)", config.RouteConfig),
     ("`edges.<name>.sinks[]` with `type: jsonl`", config.JsonlSinkConfig),
     ("`edges.<name>.sinks[]` with `type: zmq_pub`", config.ZmqPubSinkConfig),
+    ("`edges.<name>.sinks[]` with `type: mqtt`", config.MqttSinkConfig),
+    ("`edges.<name>.sinks[]` with `type: webhook`", config.WebhookSinkConfig),
     ("`brokers.<name>`", config.BrokerConfig),
     ("`recognizers.<name>` with `type: torch`", config.TorchRecognizerConfig),
     ("`recognizers.<name>` with `type: onnx`", config.OnnxRecognizerConfig),

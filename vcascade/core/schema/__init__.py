@@ -13,6 +13,7 @@ module                                    holds
 :mod:`vcascade.core.schema.detector`      the edge's detector, one class per family
 :mod:`vcascade.core.schema.edge`          cameras, ROI policy, routes, crops, sinks, edges
 :mod:`vcascade.core.schema.analytics`     a camera's counting lines and zones
+:mod:`vcascade.core.schema.sinks`         network sinks (MQTT, webhook), every sink's queue settings
 :mod:`vcascade.core.schema.broker`        brokers, heartbeats, CurveZMQ
 :mod:`vcascade.core.schema.center`        recognizers and their heads, workers, stage groups
 :mod:`vcascade.core.schema.deployment`    the whole file, supervision
@@ -50,6 +51,8 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "SinkConfig": ".edge",
     "TrackerConfig": ".edge",
     "ZmqPubSinkConfig": ".edge",
+    "MqttSinkConfig": ".sinks",
+    "WebhookSinkConfig": ".sinks",
     "BrokerConfig": ".broker",
     "CurveConfig": ".broker",
     "HeartbeatConfig": ".broker",
