@@ -85,6 +85,7 @@ class TrackAnalytics:
         self._line_classes = _class_table([line.classes for line in cfg.lines], self.class_names)
         self._zone_classes = _class_table([zone.classes for zone in cfg.zones], self.class_names)
         self._dwell_ms = np.array([np.inf if z.dwell_s is None else z.dwell_s * 1000.0 for z in cfg.zones])
+        self._any_dwell = bool(np.isfinite(self._dwell_ms).any())
         self._geometry: tuple[tuple[int, int], LineGeometry, ZoneGeometry] | None = None
         self._slot_of: dict[int, int] = {}
         self._free: list[int] = []
@@ -150,9 +151,9 @@ class TrackAnalytics:
     ) -> list[AnalyticsEvent]:
         h = self.cfg.hysteresis_px
         distance = lines.signed_distance(points)
-        side = np.where(distance > h, 1, np.where(distance < -h, -1, 0)).astype(np.int8)
+        side = (distance > h).astype(np.int8) - (distance < -h)  # (n, L): +1 in, -1 out, 0 inside the band
         previous = self._side[slots]
-        flipped = (side != 0) & (previous != 0) & (side != previous)
+        flipped = side * previous < 0  # both clear, and opposite
         events = []
         if flipped.any():
             row, line = np.nonzero(flipped)
@@ -174,11 +175,17 @@ class TrackAnalytics:
     ) -> list[AnalyticsEvent]:
         ts_ms = frame[0]
         in_polygon = zones.inside(points)
-        clear = zones.boundary_distance(points) >= self.cfg.hysteresis_px
         was = self._inside[slots]
-        admitted = self._zone_classes[:, _class_column(classes, len(self.class_names))].T
-        entering = in_polygon & clear & ~was & admitted
-        leaving = ~in_polygon & clear & was
+        changing = in_polygon != was
+        if changing.any():  # the distance to the edges only matters where the state may change
+            rows = np.flatnonzero(changing.any(axis=1))
+            clear = np.zeros_like(changing)
+            clear[rows] = zones.boundary_distance(points[rows]) >= self.cfg.hysteresis_px
+            admitted = self._zone_classes[:, _class_column(classes, len(self.class_names))].T
+            entering = changing & clear & in_polygon & admitted
+            leaving = changing & clear & was
+        else:
+            entering = leaving = changing
         events = []
         for r, z in zip(*np.nonzero(leaving)):
             slot = slots[r]
@@ -191,6 +198,14 @@ class TrackAnalytics:
             self._inside[slot, z], self._enter_ms[slot, z] = True, ts_ms
             self._entered_class[slot, z], self._dwell_sent[slot, z] = classes[r], False
             events.append(self._event("zone_enter", self.zone_names[z], track_ids[r], classes[r], frame))
+        if self._any_dwell:
+            events += self._dwells(slots, track_ids, frame)
+        return events
+
+    def _dwells(self, slots: np.ndarray, track_ids: np.ndarray, frame: tuple[float, float]) -> list[AnalyticsEvent]:
+        """``zone_dwell`` of the tracks inside a zone for its ``dwell_s`` since their entry (once per visit)."""
+        ts_ms = frame[0]
+        events = []
         due = self._inside[slots] & ~self._dwell_sent[slots] & (ts_ms - self._enter_ms[slots] >= self._dwell_ms[None, :])
         for r, z in zip(*np.nonzero(due)):
             slot = slots[r]

@@ -29,17 +29,22 @@ def anchor_points(xyxy: np.ndarray, anchor: str) -> np.ndarray:
         ValueError: an unknown anchor.
     """
     boxes = np.asarray(xyxy, np.float64).reshape(-1, 4)
-    x_mid = (boxes[:, 0] + boxes[:, 2]) / 2.0
-    columns = {
-        "bottom_center": (x_mid, boxes[:, 3]),
-        "center": (x_mid, (boxes[:, 1] + boxes[:, 3]) / 2.0),
-        "top_center": (x_mid, boxes[:, 1]),
-        "bottom_left": (boxes[:, 0], boxes[:, 3]),
-        "bottom_right": (boxes[:, 2], boxes[:, 3]),
-    }
-    if anchor not in columns:
-        raise ValueError(f"unknown anchor {anchor!r}: expected one of {sorted(columns)}")
-    return np.stack(columns[anchor], axis=1)
+    if anchor not in ANCHOR_WEIGHTS:
+        raise ValueError(f"unknown anchor {anchor!r}: expected one of {sorted(ANCHOR_WEIGHTS)}")
+    return boxes @ ANCHOR_WEIGHTS[anchor]
+
+
+ANCHOR_WEIGHTS = {
+    name: np.array(weights, np.float64).T
+    for name, weights in {
+        "bottom_center": ((0.5, 0, 0.5, 0), (0, 0, 0, 1)),
+        "center": ((0.5, 0, 0.5, 0), (0, 0.5, 0, 0.5)),
+        "top_center": ((0.5, 0, 0.5, 0), (0, 1, 0, 0)),
+        "bottom_left": ((1, 0, 0, 0), (0, 0, 0, 1)),
+        "bottom_right": ((0, 0, 1, 0), (0, 0, 0, 1)),
+    }.items()
+}
+"""(4, 2) weights that turn a box (x1, y1, x2, y2) into its anchor (x, y) (one matrix product for all boxes)."""
 
 
 @dataclass(frozen=True)
@@ -99,11 +104,13 @@ class ZoneGeometry:
     Attributes:
         edge_start, edge_end: (E, 2) float64 corners of every edge of every zone, zone after zone, px.
         first_edge: (Z,) int64 index of each zone's first edge in the edge arrays (for ``np.*.reduceat``).
+        inverse_slope: (E,) float64 dx/dy of each edge; 0 for horizontal edges, which no horizontal ray crosses.
     """
 
     edge_start: np.ndarray
     edge_end: np.ndarray
     first_edge: np.ndarray
+    inverse_slope: np.ndarray
 
     def inside(self, points: np.ndarray) -> np.ndarray:
         """(n, Z) bool: each point lies inside each polygon (crossing-number test, even-odd rule: a ray to the
@@ -112,11 +119,9 @@ class ZoneGeometry:
         if len(points) == 0:
             return np.zeros((0, len(self.first_edge)), bool)
         x, y = points[:, 0:1], points[:, 1:2]
-        x1, y1 = self.edge_start[None, :, 0], self.edge_start[None, :, 1]
-        x2, y2 = self.edge_end[None, :, 0], self.edge_end[None, :, 1]
+        y1, y2 = self.edge_start[None, :, 1], self.edge_end[None, :, 1]
         spans = (y1 > y) != (y2 > y)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            x_cross = x1 + (y - y1) * (x2 - x1) / (y2 - y1)
+        x_cross = self.edge_start[None, :, 0] + (y - y1) * self.inverse_slope[None, :]
         crosses = spans & (x < x_cross)
         return (np.add.reduceat(crosses.astype(np.int64), self.first_edge, axis=1) % 2) == 1
 
@@ -149,9 +154,13 @@ def build_geometry(cfg: AnalyticsConfig, frame_hw: tuple[int, int]) -> tuple[Lin
     )
     corners = [np.array(zone.polygon, np.float64) * scale for zone in cfg.zones]
     sizes = [len(c) for c in corners]
+    edge_start = np.concatenate(corners).reshape(-1, 2) if corners else np.zeros((0, 2))
+    edge_end = np.concatenate([np.roll(c, -1, axis=0) for c in corners]).reshape(-1, 2) if corners else np.zeros((0, 2))
+    dx, dy = (edge_end - edge_start).T
     zones = ZoneGeometry(
-        edge_start=np.concatenate(corners).reshape(-1, 2) if corners else np.zeros((0, 2)),
-        edge_end=np.concatenate([np.roll(c, -1, axis=0) for c in corners]).reshape(-1, 2) if corners else np.zeros((0, 2)),
+        edge_start=edge_start,
+        edge_end=edge_end,
         first_edge=np.cumsum([0, *sizes[:-1]]).astype(np.int64) if sizes else np.zeros(0, np.int64),
+        inverse_slope=np.divide(dx, dy, out=np.zeros_like(dx), where=dy != 0),
     )
     return lines, zones

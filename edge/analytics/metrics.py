@@ -8,6 +8,8 @@ class names, ``type`` from :data:`EVENT_RECORD_TYPES`.
 
 from __future__ import annotations
 
+from typing import Any
+
 from prometheus_client import Counter, Gauge
 
 from vcascade.edge.analytics.counting import EVENT_TYPES
@@ -36,27 +38,36 @@ EVENTS = Counter(
 
 
 class AnalyticsTelemetry:
-    """The analytics metrics of one camera of one edge."""
+    """The analytics metrics of one camera of one edge; each series' child is looked up once (the registry's
+    ``labels()`` costs microseconds per call, which a busy frame would pay per event)."""
 
     def __init__(self, edge: str, camera: str) -> None:
         self.edge, self.camera = edge, camera
+        self._children: dict[tuple[str, ...], Any] = {}
         self._occupied: set[tuple[str, str]] = set()
 
+    def _child(self, family: Counter | Gauge, *labels: str) -> Any:
+        key = (family._name, *labels)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = family.labels(self.edge, self.camera, *labels)
+        return child
+
     def line_crossed(self, line: str, direction: str, class_name: str) -> None:
-        LINE_CROSSINGS.labels(self.edge, self.camera, line, direction, class_name).inc()
+        self._child(LINE_CROSSINGS, line, direction, class_name).inc()
 
     def zone_event(self, zone: str, event: str, class_name: str) -> None:
         """``event``: enter, exit or dwell."""
-        ZONE_VISITS.labels(self.edge, self.camera, zone, event, class_name).inc()
+        self._child(ZONE_VISITS, zone, event, class_name).inc()
 
     def event_emitted(self, kind: str) -> None:
         """``kind``: one of :data:`EVENT_RECORD_TYPES`."""
-        EVENTS.labels(self.edge, self.camera, kind).inc()
+        self._child(EVENTS, kind).inc()
 
     def occupancy(self, counts: dict[tuple[str, str], int]) -> None:
         """Set each (zone, class) gauge; pairs that emptied since the last call go back to 0."""
         for zone, class_name in self._occupied - counts.keys():
-            ZONE_OCCUPANCY.labels(self.edge, self.camera, zone, class_name).set(0)
+            self._child(ZONE_OCCUPANCY, zone, class_name).set(0)
         for (zone, class_name), count in counts.items():
-            ZONE_OCCUPANCY.labels(self.edge, self.camera, zone, class_name).set(count)
+            self._child(ZONE_OCCUPANCY, zone, class_name).set(count)
         self._occupied = set(counts)
