@@ -45,8 +45,8 @@ def test_defaults():
         ({"zones": [{"name": "z", "polygon": [[0, 0], [1, 1]]}]},
          "cameras.street-1.analytics.zones[0].polygon = [[0, 0], [1, 1]]: expected list should have at least 3 items"),
         ({"zones": [{"name": "z", "polygon": [[0, 0], [10, 10], [10, 0], [0, 10]]}]},
-         "cameras.street-1.analytics.zones[0].polygon = [[0.0, 0.0], [10.0, 10.0], [10.0, 0.0], [0.0, 10.0]]: "
-         "edges 0 and 2 cross or overlap"),
+         ("cameras.street-1.analytics.zones[0].polygon = [[0.0, 0.0], [10.0, 10.0], [10.0, 0.0], [0.0, 10.0]]: "
+          "edges 0 and 2 cross or overlap")),
         ({"coordinates": "normalized", "zones": [{"name": "z", "polygon": [[0, 0], [1.5, 0], [0, 1]]}]},
          "cameras.street-1.analytics.zones[0].polygon = [1.5, 0.0]: outside 0..1"),
         ({"coordinates": "normalized", "lines": [{"name": "a", "points": [[0, -0.1], [1, 1]]}]},

@@ -27,7 +27,7 @@ def test_demo_events_counts_agree_over_mqtt(tmp_path, models_dir):
     env = {**os.environ, "VCASCADE_PYTHON": sys.executable, "VCASCADE_TEST_MODELS": str(models_dir)}
     done = subprocess.run(
         [str(REPO / "scripts" / "demo_events.sh"), "--frames", str(FRAMES), "--out", str(tmp_path)],
-        capture_output=True, text=True, env=env, timeout=400,
+        capture_output=True, text=True, env=env, timeout=400, check=False,
     )
     assert done.returncode == 0, done.stdout + done.stderr[-3000:]
     assert "MQTT counts and offline counts agree" in done.stdout

@@ -155,7 +155,7 @@ def test_a_result_that_arrived_while_the_event_was_queued_updates_it_at_once(lin
 
 
 def test_pending_updates_are_bounded(link_sinks):
-    sinks, _, updates = link_sinks
+    _, _, updates = link_sinks
     for track_id in range(MAX_PENDING_TRACKS + 3):
         updates.write({"kind": "event", "event_id": f"e{track_id}", "camera": "cam-x", "track_id": track_id,
                        "identity_id": None, "text": None})

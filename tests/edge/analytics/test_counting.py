@@ -4,6 +4,8 @@ time; property tests over random trajectories."""
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -294,9 +296,9 @@ def test_crossings_alternate_and_match_the_change_of_side(trajectory):
     changes of clear side (distance > hysteresis) along the path."""
     a = line()
     got = [d for _, d in crossings(run(a, path(1, trajectory)))]
-    assert all(x != y for x, y in zip(got, got[1:]))
+    assert all(x != y for x, y in itertools.pairwise(got))
     sides = [1 if y < 192 else -1 for y in trajectory if abs(y - 200) > 8]
-    changes = [s for prev, s in zip(sides, sides[1:]) if s != prev]
+    changes = [s for prev, s in itertools.pairwise(sides) if s != prev]
     assert got == ["in" if s > 0 else "out" for s in changes]
 
 

@@ -8,9 +8,9 @@ import math
 import cv2
 import numpy as np
 import pytest
-from pydantic import ValidationError
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
+from pydantic import ValidationError
 
 from vcascade.core.config import AnalyticsConfig
 from vcascade.edge.analytics.geometry import anchor_points, build_geometry
