@@ -3,7 +3,8 @@
 Follow one ROI: a :class:`~edge.source.CameraReader` decodes a frame into the :class:`~edge.frames.FrameSlots`;
 one of the :class:`~edge.detect_pool.DetectorPool`'s threads takes it and runs the detector (as many runs at once
 as the edge has cores, :mod:`vcascade.core.threads`); :func:`run_edge`'s loop gets the detections back in take
-order and :meth:`EdgeNode.handle` tracks them (:mod:`vcascade.edge.tracking`), lets the ROI policy select the ones
+order and :meth:`EdgeNode.handle` tracks them (:mod:`vcascade.edge.tracking`), turns the tracks of a camera with
+``analytics`` into line, zone and dwell events (:mod:`vcascade.edge.analytics`), lets the ROI policy select the ones
 worth sending (:mod:`vcascade.edge.roi_policy`: one :class:`~vcascade.edge.roi_selection.RoiSelection` per frame;
 the others get a ``tracked`` line with their track's cached identity, :mod:`vcascade.edge.identity_cache`), crops,
 JPEG-encodes and heads each selected row (:mod:`vcascade.edge.roi`) and submits it to the

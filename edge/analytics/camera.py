@@ -8,13 +8,17 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
+
 from vcascade.core.detections import Detections
 from vcascade.core.schema.analytics import AnalyticsConfig
-from vcascade.edge.analytics.counting import TrackAnalytics
+from vcascade.edge.analytics.counting import AnalyticsEvent, TrackAnalytics
 from vcascade.edge.analytics.events import event_record, new_event_id
 from vcascade.edge.analytics.metrics import AnalyticsTelemetry
 from vcascade.edge.frames import Frame
 from vcascade.edge.identity_cache import IdentityCache
+
+NO_DETECTIONS = Detections(np.zeros((0, 4), np.float32), np.zeros(0, np.float32), np.zeros(0, np.int64))
 
 ZONE_EVENT_LABELS = {"zone_enter": "enter", "zone_exit": "exit", "zone_dwell": "dwell"}
 """``event`` label of ``vcascade_edge_zone_visits_total`` per event type."""
@@ -47,6 +51,18 @@ class CameraAnalytics:
         Call it before the identity cache forgets the tracks the tracker dropped, so that a lost track's zone exit
         still carries its identity."""
         events = self.counting.update(tracked, frame.stream_ts_ms, frame.capture_unix_ms, frame.image.shape[:2], alive)
+        self._publish_all(events)
+        return len(events)
+
+    def close(self) -> int:
+        """The camera was removed: its tracks are gone, so each track inside a zone exits it (``track_lost``, at
+        its last stream time) and the zones' occupancy gauges go back to 0. Returns the number of events."""
+        events = self.counting.update(NO_DETECTIONS, 0.0, 0.0, (1, 1), set())
+        self._publish_all(events)
+        self.telemetry.occupancy({})
+        return len(events)
+
+    def _publish_all(self, events: list[AnalyticsEvent]) -> None:
         for event in events:
             identity = self._identities.get(self.camera, event.track_id)
             self._publish(event_record(self.camera, event, identity, new_event_id()))
@@ -57,8 +73,3 @@ class CameraAnalytics:
                 self.telemetry.zone_event(event.place, ZONE_EVENT_LABELS[event.type], event.class_name)
         if any(event.type in ("zone_enter", "zone_exit") for event in events):
             self.telemetry.occupancy(self.counting.occupancy())
-        return len(events)
-
-    def close(self) -> None:
-        """The camera was removed: its zones' occupancy gauges go back to 0."""
-        self.telemetry.occupancy({})

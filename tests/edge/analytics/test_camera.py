@@ -90,12 +90,16 @@ def test_an_event_carries_the_identity_its_track_has_when_it_fires():
     assert (records[0]["identity_id"], records[0]["text"]) == (None, "AB123")
 
 
-def test_occupancy_of_a_removed_camera_goes_back_to_zero():
-    analytics = CameraAnalytics(EDGE, "cam-c", CFG, ["person", "bicycle", "car"], IdentityCache(EDGE), [].append)
-    walk(analytics, "cam-c", [300])
+def test_a_removed_camera_exits_its_tracks_and_its_occupancy_goes_back_to_zero():
+    records: list[dict] = []
+    analytics = CameraAnalytics(EDGE, "cam-c", CFG, ["person", "bicycle", "car"], IdentityCache(EDGE), records.append)
+    walk(analytics, "cam-c", [300, 310])
     assert metric("vcascade_edge_zone_occupancy", camera="cam-c", zone="dock", **{"class": "car"}) == 1
-    analytics.close()
+    assert analytics.close() == 1
     assert metric("vcascade_edge_zone_occupancy", camera="cam-c", zone="dock", **{"class": "car"}) == 0
+    exit_record = records[-1]
+    assert (exit_record["type"], exit_record["track_lost"], exit_record["stream_ts_ms"]) == ("zone_exit", True, 100.0)
+    assert exit_record["capture_ts_ms"] == 1.7e12 + 100.0 and exit_record["dwell_s"] == pytest.approx(0.1)
 
 
 def _ok(track_id: int, identity_id: int, roi_id: str = "r9") -> dict:
