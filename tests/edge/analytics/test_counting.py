@@ -331,3 +331,17 @@ def test_zone_enters_and_exits_alternate_and_occupancy_is_their_difference(frame
     gone = a.update(boxes_at({}), 10_000.0, 0.0, FRAME_HW, kept)
     assert {e.track_id for e in gone} == {t for t in drop if last.get(t) == "zone_enter"}
     assert all(e.track_lost for e in gone)
+
+
+@settings(max_examples=300, deadline=None)
+@given(ys, st.data())
+def test_frames_where_the_track_is_lost_never_add_crossings(trajectory, data):
+    """A track unseen on some frames (lost, still kept by the tracker) crosses at most as often as when seen on
+    every frame: once per change of clear side among the frames it was seen in (a crossing made unseen counts
+    once when it is found again)."""
+    seen = data.draw(st.lists(st.booleans(), min_size=len(trajectory), max_size=len(trajectory)))
+    full = crossings(run(line(), path(1, trajectory)))
+    gappy = [d for _, d in crossings(run(line(), [{1: (300, y)} if s else {} for y, s in zip(trajectory, seen)]))]
+    assert len(gappy) <= len(full)
+    sides = [1 if y < 192 else -1 for y, s in zip(trajectory, seen) if s and abs(y - 200) > 8]
+    assert gappy == ["in" if s > 0 else "out" for prev, s in itertools.pairwise(sides) if s != prev]
