@@ -33,6 +33,10 @@ class CameraAnalytics:
         class_names: the detector's class names.
         identities: the edge's identity cache (the identity a track has when its event fires).
         publish: hands a record to the sinks (:meth:`BrokerLink.publish`).
+
+    Raises:
+        ValueError: a line's or zone's ``classes`` names a class the detector does not have (its names came from
+            a file, which loading the config does not read); the edge does not start.
     """
 
     def __init__(

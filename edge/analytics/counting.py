@@ -73,6 +73,9 @@ class TrackAnalytics:
     Args:
         cfg: the camera's analytics.
         class_names: the detector's class names (class id -> name); class filters are matched against them.
+
+    Raises:
+        ValueError: a line's or zone's ``classes`` names a class not in ``class_names``.
     """
 
     INITIAL_SLOTS = 64
@@ -82,8 +85,8 @@ class TrackAnalytics:
         self.class_names = list(class_names)
         self.line_names = [line.name for line in cfg.lines]
         self.zone_names = [zone.name for zone in cfg.zones]
-        self._line_classes = _class_table([line.classes for line in cfg.lines], self.class_names)
-        self._zone_classes = _class_table([zone.classes for zone in cfg.zones], self.class_names)
+        self._line_classes = _class_table([line.classes for line in cfg.lines], self.class_names, "lines")
+        self._zone_classes = _class_table([zone.classes for zone in cfg.zones], self.class_names, "zones")
         self._dwell_ms = np.array([np.inf if z.dwell_s is None else z.dwell_s * 1000.0 for z in cfg.zones])
         self._any_dwell = bool(np.isfinite(self._dwell_ms).any())
         self._geometry: tuple[tuple[int, int], LineGeometry, ZoneGeometry] | None = None
@@ -290,15 +293,23 @@ class TrackAnalytics:
         )
 
 
-def _class_table(filters: list[list[str] | None], class_names: list[str]) -> np.ndarray:
+def _class_table(filters: list[list[str] | None], class_names: list[str], kind: str = "") -> np.ndarray:
     """(K, C + 1) bool: item k counts class id c; the last column is for ids outside the detector's names
-    (counted only by items without a class filter)."""
+    (counted only by items without a class filter).
+
+    Raises:
+        ValueError: a filter names a class the detector does not have (possible when its names come from a
+            file, which the config check cannot read).
+    """
     table = np.zeros((len(filters), len(class_names) + 1), bool)
     for k, classes in enumerate(filters):
         if classes is None:
             table[k] = True
-        else:
-            table[k, [i for i, name in enumerate(class_names) if name in classes]] = True
+            continue
+        unknown = sorted(set(classes) - set(class_names))
+        if unknown:
+            raise ValueError(f"analytics {kind}[{k}].classes: {unknown} not among the detector's class names")
+        table[k, [i for i, name in enumerate(class_names) if name in classes]] = True
     return table
 
 

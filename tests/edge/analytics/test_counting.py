@@ -142,6 +142,12 @@ def test_class_filter_counts_only_its_classes_and_keeps_the_side_of_the_others()
     assert crossings(run(a, path(2, [150, 260]), class_id=2)) == [(2, "out")]
 
 
+def test_a_class_the_detector_does_not_have_is_refused_at_start():
+    cfg = AnalyticsConfig(zones=[{"name": "z", "polygon": [[0, 0], [9, 0], [0, 9]], "classes": ["forklift"]}])
+    with pytest.raises(ValueError, match=r"analytics zones\[0\]\.classes: \['forklift'\] not among the detector's"):
+        TrackAnalytics(cfg, CLASSES)
+
+
 def test_untracked_detections_are_ignored():
     a = line()
     for k, y in enumerate([150, 260]):
