@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.demo import demo_data
+from tests.demo import one_camera_demo
 from tests.webhook_receiver import Receiver
 
 pytestmark = pytest.mark.e2e
@@ -33,18 +33,12 @@ depth) past it, which is more than 1% of the 100 frames."""
 
 
 def _deployment(tmp_path: Path, free_port, webhook_url: str) -> Path:
-    data = demo_data()
-    del data["cameras"]["street-2"]
-    data["cameras"]["street-1"]["max_frames"] = FRAMES
-    edge = data["edges"]["edge-1"]
-    edge["sinks"] = [
+    data = one_camera_demo(free_port, [
         {"type": "jsonl", "path": str(tmp_path / "results.jsonl"), "mode": "truncate"},
         {"type": "webhook", "url": webhook_url, "timeout_s": WEBHOOK_TIMEOUT_S, "batch_max": 50, "batch_wait_s": 0.2,
          "max_attempts": 1000, "queue_max": 200, "drain_timeout_s": 1.0},
-    ]
-    edge["metrics_port"] = free_port()
-    data["brokers"]["broker-1"].update(frontend_port=free_port(), backend_port=free_port(), metrics_port=free_port())
-    data["workers"]["worker-1"]["metrics_port"] = free_port()
+    ])
+    data["cameras"]["street-1"]["max_frames"] = FRAMES
     path = tmp_path / "deploy.yaml"
     path.write_text(yaml.safe_dump(data))
     return path
