@@ -8,7 +8,7 @@ import time
 
 from prometheus_client import REGISTRY
 
-from tests.mosquitto import Mosquitto, Subscriber
+from tests.mosquitto import Mosquitto, Subscriber, make_tls_files
 from tests.waiting import until
 from vcascade.core.config import MqttSinkConfig
 from vcascade.edge.sink_mqtt import MqttSink, topic
@@ -82,6 +82,29 @@ def test_a_refused_login_is_named_and_the_records_are_counted(tmp_path, free_por
     assert REGISTRY.get_sample_value(
         "vcascade_edge_sink_attempts_failed_total", {"edge": EDGE, "sink": "mqtt[0]", "reason": "not_authorized"}
     ) >= 1
+
+
+def test_tls_with_the_brokers_ca_delivers_and_an_unknown_ca_is_refused(tmp_path, free_port):
+    port = free_port()
+    tls = make_tls_files(tmp_path / "tls")
+    broker = Mosquitto(tmp_path / "mq", port, users={"edge": "right"}, tls=tls).start()
+    sub = Subscriber(port, "vcascade/#", username="edge", password="right", ca_file=tls.ca)
+    trusted = _sink(port, "mqtt[0]", tls=True, ca_file=str(tls.ca), username="edge", password="right")
+    unknown = _sink(port, "mqtt[1]", drain_timeout_s=0.5, tls=True, username="edge", password="right")  # system CAs
+    try:
+        assert sub.subscribed.wait(20), "the subscriber never subscribed over TLS"
+        trusted.write(_result(1))
+        unknown.write(_result(2))
+        assert sub.wait_for(lambda got: len(got) >= 1)
+        assert until(lambda: unknown.stats()["error"].startswith("connection")), unknown.stats()
+        trusted.close()
+        unknown.close()
+    finally:
+        sub.close()
+        broker.stop()
+    assert [m["n"] for _, m in sub.messages] == [1], "only the sink that trusts the broker's CA got through"
+    assert trusted.stats()["written"] == {"ok": 1}
+    assert unknown.stats()["written"] == {} and unknown.stats()["lost"] == {"shutdown": 1}
 
 
 def test_a_broker_killed_mid_run_gets_every_record_back_within_the_bound_or_counted(tmp_path, free_port):
