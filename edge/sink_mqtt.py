@@ -156,7 +156,8 @@ class MqttSink:
             self.books.attempt_failed("refused", f"{where} refused the connection: {reason_code}")
 
     def _on_connect_fail(self, client: mqtt.Client, userdata: Any) -> None:
-        self.books.attempt_failed("connection", f"cannot connect to MQTT broker {self.cfg.host}:{self.cfg.port}")
+        over = " over TLS (check `ca_file` and the broker's certificate)" if self.cfg.tls else ""
+        self.books.attempt_failed("connection", f"cannot connect to MQTT broker {self.cfg.host}:{self.cfg.port}{over}")
 
     def _on_disconnect(self, client: mqtt.Client, userdata: Any, flags: Any, reason_code: Any, properties: Any) -> None:
         was_connected = self.connected.is_set()

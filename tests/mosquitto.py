@@ -12,6 +12,7 @@ import socket
 import subprocess
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,32 @@ import paho.mqtt.client as mqtt
 import pytest
 
 START_TIMEOUT_S = 20.0
+
+
+@dataclass(frozen=True)
+class TlsFiles:
+    """PEM files of a test CA and of a server certificate it signed for 127.0.0.1."""
+
+    ca: Path
+    cert: Path
+    key: Path
+
+
+def make_tls_files(folder: Path) -> TlsFiles:
+    """A throw-away CA and a server certificate for IP 127.0.0.1 (P-256 keys, valid one day), made with openssl."""
+    folder.mkdir(parents=True, exist_ok=True)
+    ca, ca_key, cert, key, csr = (folder / name for name in ("ca.pem", "ca.key", "server.pem", "server.key", "s.csr"))
+    ext = folder / "san.ext"
+    ext.write_text("subjectAltName=IP:127.0.0.1\n")
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+    for args in (
+        ["req", "-x509", *ec, "-days", "1", "-subj", "/CN=vcascade-test-ca", "-keyout", ca_key, "-out", ca],
+        ["req", *ec, "-subj", "/CN=127.0.0.1", "-keyout", key, "-out", csr],
+        ["x509", "-req", "-in", csr, "-CA", ca, "-CAkey", ca_key, "-CAcreateserial", "-days", "1", "-out", cert,
+         "-extfile", ext],
+    ):  # fmt: skip
+        subprocess.run(["openssl", *map(str, args)], check=True, capture_output=True)
+    return TlsFiles(ca, cert, key)
 
 
 class Mosquitto:
@@ -30,9 +57,11 @@ class Mosquitto:
         users: ``{user: password}``; when given, anonymous clients are refused.
         persistent: keep sessions and queued QoS 1 messages in a database saved on every change, so that a
             subscriber's session survives :meth:`kill` (a broker as production runs it).
+        tls: serve TLS only, with this certificate (:func:`make_tls_files`).
     """
 
-    def __init__(self, folder: Path, port: int, users: dict[str, str] | None = None, persistent: bool = False) -> None:
+    def __init__(self, folder: Path, port: int, users: dict[str, str] | None = None, persistent: bool = False,
+                 tls: TlsFiles | None = None) -> None:  # fmt: skip
         exe = shutil.which("mosquitto") or next(
             (p for p in ("/usr/sbin/mosquitto", "/usr/local/sbin/mosquitto") if Path(p).is_file()), None
         )
@@ -41,6 +70,8 @@ class Mosquitto:
         self.exe, self.folder, self.port = exe, folder, port
         folder.mkdir(parents=True, exist_ok=True)
         lines = [f"listener {port} 127.0.0.1", f"user {getpass.getuser()}", f"log_dest file {folder / 'mosquitto.log'}"]
+        if tls is not None:
+            lines += [f"cafile {tls.ca}", f"certfile {tls.cert}", f"keyfile {tls.key}"]
         if users:
             passwords = folder / "passwords"
             passwords.write_text("".join(f"{user}:{password}\n" for user, password in users.items()))
@@ -96,7 +127,7 @@ class Subscriber:
     """
 
     def __init__(self, port: int, topic_filter: str, client_id: str = "", username: str | None = None,
-                 password: str | None = None) -> None:  # fmt: skip
+                 password: str | None = None, ca_file: Path | None = None) -> None:  # fmt: skip
         self.messages: list[tuple[str, dict[str, Any]]] = []
         self.subscribed = threading.Event()
         self._cond = threading.Condition()
@@ -105,6 +136,8 @@ class Subscriber:
                                   clean_session=not client_id)  # fmt: skip
         if username is not None:
             self.client.username_pw_set(username, password)
+        if ca_file is not None:
+            self.client.tls_set(ca_certs=str(ca_file))
         self.client.reconnect_delay_set(0.1, 1)  # type: ignore[arg-type]
         self.client.on_connect = lambda c, u, f, rc, p: c.subscribe(self._filter, qos=1)
         self.client.on_subscribe = lambda c, u, mid, rcs, p: self.subscribed.set()

@@ -8,7 +8,8 @@ import time
 
 from prometheus_client import REGISTRY
 
-from tests.mosquitto import Mosquitto, Subscriber
+from tests.mosquitto import Mosquitto, Subscriber, make_tls_files
+from tests.waiting import until
 from vcascade.core.config import MqttSinkConfig
 from vcascade.edge.sink_mqtt import MqttSink, topic
 from vcascade.edge.sink_queue import QueuedSink
@@ -19,16 +20,6 @@ EDGE = "edge-mqtt"
 def _sink(port: int, label: str, queue_max: int = 1000, drain_timeout_s: float = 10.0, **cfg) -> QueuedSink:
     config = MqttSinkConfig(type="mqtt", host="127.0.0.1", port=port, reconnect_min_s=0.1, reconnect_max_s=0.5, **cfg)
     return QueuedSink(MqttSink(config, None, EDGE, label), queue_max, drain_timeout_s)
-
-
-def _until(predicate, timeout_s: float = 30.0) -> bool:
-    """Poll real state (a sink's counts, a connection flag) until ``predicate()`` holds or ``timeout_s`` passes."""
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.02)
-    return True
 
 
 def _result(n: int, camera: str = "cam-1") -> dict:
@@ -79,8 +70,8 @@ def test_a_refused_login_is_named_and_the_records_are_counted(tmp_path, free_por
         for n in range(3):
             wrong.write(_result(n))
             right.write(_result(n))
-        assert _until(lambda: "not_authorized" in wrong.stats()["error"]), wrong.stats()
-        assert _until(lambda: right.stats()["written"].get("ok") == 3), right.stats()
+        assert until(lambda: "not_authorized" in wrong.stats()["error"]), wrong.stats()
+        assert until(lambda: right.stats()["written"].get("ok") == 3), right.stats()
         wrong.close()
         right.close()
     finally:
@@ -91,6 +82,29 @@ def test_a_refused_login_is_named_and_the_records_are_counted(tmp_path, free_por
     assert REGISTRY.get_sample_value(
         "vcascade_edge_sink_attempts_failed_total", {"edge": EDGE, "sink": "mqtt[0]", "reason": "not_authorized"}
     ) >= 1
+
+
+def test_tls_with_the_brokers_ca_delivers_and_an_unknown_ca_is_refused(tmp_path, free_port):
+    port = free_port()
+    tls = make_tls_files(tmp_path / "tls")
+    broker = Mosquitto(tmp_path / "mq", port, users={"edge": "right"}, tls=tls).start()
+    sub = Subscriber(port, "vcascade/#", username="edge", password="right", ca_file=tls.ca)
+    trusted = _sink(port, "mqtt[0]", tls=True, ca_file=str(tls.ca), username="edge", password="right")
+    unknown = _sink(port, "mqtt[1]", drain_timeout_s=0.5, tls=True, username="edge", password="right")  # system CAs
+    try:
+        assert sub.subscribed.wait(20), "the subscriber never subscribed over TLS"
+        trusted.write(_result(1))
+        unknown.write(_result(2))
+        assert sub.wait_for(lambda got: len(got) >= 1)
+        assert until(lambda: unknown.stats()["error"].startswith("connection")), unknown.stats()
+        trusted.close()
+        unknown.close()
+    finally:
+        sub.close()
+        broker.stop()
+    assert [m["n"] for _, m in sub.messages] == [1], "only the sink that trusts the broker's CA got through"
+    assert trusted.stats()["written"] == {"ok": 1}
+    assert unknown.stats()["written"] == {} and unknown.stats()["lost"] == {"shutdown": 1}
 
 
 def test_a_broker_killed_mid_run_gets_every_record_back_within_the_bound_or_counted(tmp_path, free_port):
@@ -105,17 +119,17 @@ def test_a_broker_killed_mid_run_gets_every_record_back_within_the_bound_or_coun
         assert sub.subscribed.wait(20), "the subscriber never subscribed"
         for n in range(10):
             sink.write(_result(n))
-        assert _until(lambda: sink.stats()["written"].get("ok") == 10), sink.stats()
+        assert until(lambda: sink.stats()["written"].get("ok") == 10), sink.stats()
         assert sub.wait_for(lambda got: len(got) >= 10)  # a broker killed holds what it acked and did not forward
         broker.kill()
-        assert _until(lambda: not sink.backend.connected.is_set()), "the sink never saw the broker go"
+        assert until(lambda: not sink.backend.connected.is_set()), "the sink never saw the broker go"
         started_s = time.perf_counter()
         for n in range(10, 70):
             sink.write(_result(n))
         write_s = time.perf_counter() - started_s
         held = sink.stats()
         broker.start()
-        assert _until(lambda: sink.stats()["queued"] == 0), sink.stats()
+        assert until(lambda: sink.stats()["queued"] == 0), sink.stats()
         stats = sink.stats()
         delivered = stats["written"]["ok"]
         assert sub.wait_for(lambda got: len({m["n"] for _, m in got}) >= delivered), (delivered, [m["n"] for _, m in sub.messages], stats)

@@ -13,6 +13,7 @@ import time
 import pytest
 from prometheus_client import REGISTRY
 
+from tests.waiting import until
 from vcascade.core.config import JsonlSinkConfig
 from vcascade.edge.sink_queue import QueuedSink, close_sinks
 from vcascade.edge.sinks import JsonlSink
@@ -31,15 +32,6 @@ def _sink(path, label: str, queue_max: int, drain_timeout_s: float = 10.0) -> Qu
 
 def _metric(name: str, **labels) -> float:
     return REGISTRY.get_sample_value(name, {"edge": EDGE, **labels}) or 0.0
-
-
-def _until(predicate, timeout_s: float = 30.0) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.02)
-    return True
 
 
 @pytest.fixture
@@ -66,8 +58,8 @@ def test_a_dead_sink_slows_nothing_drops_its_oldest_counted_and_drains_in_order_
         dead.write(_record(n))
         good.write(_record(n))
     write_s = time.perf_counter() - started_s
-    assert _until(lambda: good.stats()["written"].get("ok") == total), good.stats()
-    assert _until(lambda: dead.stats()["lost"].get("queue_full", 0) + dead.stats()["written"].get("ok", 0)
+    assert until(lambda: good.stats()["written"].get("ok") == total), good.stats()
+    assert until(lambda: dead.stats()["lost"].get("queue_full", 0) + dead.stats()["written"].get("ok", 0)
                   + dead.stats()["queued"] == total)
     stuck = dead.stats()
     assert _metric("vcascade_edge_sink_queue_depth", sink="dead[0]") == stuck["queued"] == queue_max + 1  # + in hand
@@ -76,7 +68,7 @@ def test_a_dead_sink_slows_nothing_drops_its_oldest_counted_and_drains_in_order_
     received = bytearray()
     drainer = threading.Thread(target=lambda: [received.extend(chunk) for chunk in iter(lambda: os.read(reader, 65536), b"")])
     drainer.start()
-    assert _until(lambda: dead.stats()["queued"] == 0), dead.stats()
+    assert until(lambda: dead.stats()["queued"] == 0), dead.stats()
     close_sinks([dead, good])
     drainer.join(10)
 
@@ -97,7 +89,7 @@ def test_shutdown_waits_for_the_drain_deadline_and_counts_what_is_left(fifo):
     dead = _sink(path, "dead[2]", queue_max=10_000, drain_timeout_s=0.3)
     for n in range(1000):
         dead.write(_record(n))
-    assert _until(lambda: dead.stats()["written"].get("ok", 0) > 0)  # the pipe took what it holds, then blocked
+    assert until(lambda: dead.stats()["written"].get("ok", 0) > 0)  # the pipe took what it holds, then blocked
     started_s = time.perf_counter()
     dead.close()
     close_s = time.perf_counter() - started_s

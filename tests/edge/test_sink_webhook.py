@@ -4,60 +4,18 @@ waits), and the ``Authorization`` header from the environment."""
 
 from __future__ import annotations
 
-import json
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from prometheus_client import REGISTRY
 
+from tests.waiting import until
+from tests.webhook_receiver import Receiver
 from vcascade.core.config import WebhookSinkConfig
 from vcascade.edge.sink_queue import QueuedSink
 from vcascade.edge.sink_webhook import WebhookSink
 
 EDGE = "edge-webhook"
-
-
-class Receiver:
-    """A real HTTP server on a loopback port. ``statuses`` are answered to the first requests in turn, then 200;
-    with ``hang`` set, requests get no answer until the test ends."""
-
-    def __init__(self, statuses: tuple[int, ...] = (), hang: bool = False) -> None:
-        self.batches: list[list[dict]] = []
-        self.headers: list[dict[str, str]] = []
-        self.requests = 0
-        self.release = threading.Event()
-        statuses_left = list(statuses)
-        receiver = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 (http.server's name)
-                body = self.rfile.read(int(self.headers["Content-Length"]))
-                receiver.requests += 1
-                if hang:
-                    receiver.release.wait(60)
-                    return
-                status = statuses_left.pop(0) if statuses_left else 200
-                if status == 200:
-                    receiver.batches.append(json.loads(body))
-                    receiver.headers.append(dict(self.headers))
-                self.send_response(status)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, *args) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.release.set()
-        self.server.shutdown()
-        self.server.server_close()
 
 
 @pytest.fixture
@@ -88,15 +46,6 @@ def _failed(sink: str, reason: str) -> float:
     ) or 0.0
 
 
-def _until(predicate, timeout_s: float = 30.0) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.02)
-    return True
-
-
 def test_records_are_posted_in_batches_in_order_with_the_auth_header(receivers, monkeypatch):
     receiver = receivers()
     sink = _sink(receiver.url, "webhook[0]", batch_max=4, batch_wait_s=5.0, auth_header="Bearer s3cret")
@@ -116,7 +65,7 @@ def test_a_failing_server_is_retried_with_backoff_and_the_batch_arrives_when_it_
     sink = _sink(receiver.url, "webhook[1]", batch_max=5, batch_wait_s=0.0)
     for n in range(5):
         sink.write(_event(n))
-    assert _until(lambda: sink.stats()["written"].get("event") == 5), sink.stats()
+    assert until(lambda: sink.stats()["written"].get("event") == 5), sink.stats()
     sink.close()
     assert receiver.requests >= 4
     assert [record["n"] for batch in receiver.batches for record in batch] == list(range(5))
@@ -147,7 +96,7 @@ def test_a_hanging_server_times_out_counted_and_never_holds_the_writer(receivers
     for n in range(500):
         sink.write(_event(n))
     write_s = time.perf_counter() - started_s
-    assert _until(lambda: _failed("webhook[4]", "timeout") >= before + 2)
+    assert until(lambda: _failed("webhook[4]", "timeout") >= before + 2)
     assert "timeout" in sink.stats()["error"]
     sink.close()
     stats = sink.stats()
