@@ -106,6 +106,8 @@ def report(config: Path, jsonl: Path, mqtt_path: Path, wait_s: float) -> int:
         offline = count_events(replay_lines(lines, camera, cam.analytics, class_names(dep, cam.edge), frame_hw(cam.url)))
         agree &= live == offline
         print_counts(camera, live, offline)
+    lost = sum(1 for r in unique.values() if r.get("track_lost"))
+    print(f"exits of tracks the tracker dropped inside a zone (not in the table: a replay cannot see them): {lost}")
     jsonl_events = sum(1 for line in written if line["kind"] == "event")
     print(f"events received over MQTT: {len(events)} ({len(unique)} distinct ids), updates: {len(updates)}; "
           f"written to JSONL: {jsonl_events} events, {len(written) - jsonl_events} updates")  # fmt: skip
