@@ -26,6 +26,11 @@ from vcascade.edge.frames import Frame
 from vcascade.edge.identity_cache import TrackIdentity
 
 
+RESULT_KIND = "result"
+"""``kind`` of the result, drop and ``tracked`` lines (sinks also carry ``event``, ``event_update``, ``camera_state``
+records; MQTT topics end in the kind)."""
+
+
 @dataclass
 class PendingRoi:
     """What the edge keeps about an ROI from creation to its result or drop.
@@ -55,9 +60,11 @@ class PendingRoi:
         return self.roi.camera
 
     def base_record(self) -> dict[str, Any]:
-        """Fields every output line has, result or drop (:func:`detection_fields` with the ROI's id)."""
+        """Fields every output line has, result or drop (``kind: "result"``, :func:`detection_fields` with the ROI's
+        id)."""
         roi = self.roi
         return {
+            "kind": RESULT_KIND,
             "roi_id": roi.roi_id,
             **detection_fields(
                 roi.camera, roi.frame_seq, roi.stream_ts_ms, roi.capture_unix_ms, roi.xyxy, roi.class_id, roi.score,
@@ -195,6 +202,7 @@ def tracked_record(
     ``roi_id`` is null: these lines are outside the ``sent = results + drops`` account.
     """
     return {
+        "kind": RESULT_KIND,
         "roi_id": None,
         **detection_fields(
             frame.camera, frame.seq, frame.stream_ts_ms, frame.capture_unix_ms, xyxy, class_id, score, track_id,

@@ -1,19 +1,19 @@
 """Drawing one preview: a frame shrunk to the preview width with its tracked boxes, their labels, and the
 camera's counting lines and zones (OpenCV drawing calls; no state).
 
-Lines and zones come from the camera's ``analytics`` settings when its config has them (the events feature):
-any line or zone with ``points`` (``[[x, y], ...]`` in frame pixels) is drawn, a line as an open polyline, a
-zone as a closed polygon. A camera config without ``analytics`` draws boxes only.
+Lines and zones come from the camera's ``analytics`` settings (:class:`vcascade.core.schema.analytics.AnalyticsConfig`):
+a counting line is drawn as a segment, a zone as a closed polygon, in frame pixels or normalised 0..1 as the
+settings say. A camera without ``analytics`` draws boxes only.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import cv2
 import numpy as np
 
+from vcascade.core.config import CameraConfig
 from vcascade.core.detections import Detections
 
 LINE_COLOR_BGR = (0, 215, 255)
@@ -26,38 +26,28 @@ FONT_SCALE = 0.45
 
 @dataclass(frozen=True)
 class Geometry:
-    """A camera's lines and zones in frame pixels: each an (k, 2) float32 array of x, y points."""
+    """A camera's lines and zones: each an (k, 2) float32 array of x, y points, in frame pixels, or in 0..1 of the
+    frame's width and height when ``normalized``."""
 
     lines: tuple[np.ndarray, ...] = ()
     zones: tuple[np.ndarray, ...] = ()
+    normalized: bool = False
 
 
 NO_GEOMETRY = Geometry()
 """A camera without lines or zones."""
 
 
-def camera_geometry(camera_cfg: Any) -> Geometry:
-    """The lines and zones of a camera config's ``analytics`` section (empty when it has none).
-
-    ``analytics.lines`` and ``analytics.zones`` may be lists or name -> item maps; an item is drawn when it
-    has ``points`` with at least two (line) or three (zone) x, y pairs.
-    """
-    analytics = getattr(camera_cfg, "analytics", None)
+def camera_geometry(camera_cfg: CameraConfig | None) -> Geometry:
+    """The counting lines and zones of a camera's ``analytics`` settings (empty when it has none)."""
+    analytics = None if camera_cfg is None else camera_cfg.analytics
     if analytics is None:
         return NO_GEOMETRY
-    return Geometry(_shapes(getattr(analytics, "lines", None), 2), _shapes(getattr(analytics, "zones", None), 3))
-
-
-def _shapes(items: Any, min_points: int) -> tuple[np.ndarray, ...]:
-    if not items:
-        return ()
-    values = items.values() if isinstance(items, dict) else items
-    shapes = []
-    for item in values:
-        points = item.get("points") if isinstance(item, dict) else getattr(item, "points", None)
-        if points is not None and len(points) >= min_points:
-            shapes.append(np.asarray(points, np.float32).reshape(-1, 2))
-    return tuple(shapes)
+    return Geometry(
+        tuple(np.asarray(line.points, np.float32) for line in analytics.lines),
+        tuple(np.asarray(zone.polygon, np.float32) for zone in analytics.zones),
+        analytics.coordinates == "normalized",
+    )
 
 
 def track_color_bgr(track_id: int) -> tuple[int, int, int]:
@@ -79,7 +69,7 @@ def annotate(
         detections: its tracked detections, boxes in frame pixels.
         labels: one text per detection (class, score, track, identity).
         width_px: preview width at most; a narrower frame keeps its size.
-        geometry: the camera's lines and zones, frame pixels.
+        geometry: the camera's lines and zones (:func:`camera_geometry`).
 
     Returns:
         (h, w, 3) uint8 BGR, w = min(W, width_px), h = round(H * w / W).
@@ -88,10 +78,11 @@ def annotate(
     scale = min(1.0, width_px / width)
     out = cv2.resize(image, (round(width * scale), round(height * scale)), interpolation=cv2.INTER_AREA) \
         if scale < 1.0 else image.copy()
+    to_px = np.array([width, height], np.float32) * scale if geometry.normalized else np.float32(scale)
     for zone in geometry.zones:
-        cv2.polylines(out, [np.round(zone * scale).astype(np.int32)], True, ZONE_COLOR_BGR, 2, cv2.LINE_AA)
+        cv2.polylines(out, [np.round(zone * to_px).astype(np.int32)], True, ZONE_COLOR_BGR, 2, cv2.LINE_AA)
     for line in geometry.lines:
-        cv2.polylines(out, [np.round(line * scale).astype(np.int32)], False, LINE_COLOR_BGR, 2, cv2.LINE_AA)
+        cv2.polylines(out, [np.round(line * to_px).astype(np.int32)], False, LINE_COLOR_BGR, 2, cv2.LINE_AA)
     for row in range(len(detections)):
         x1, y1, x2, y2 = (round(float(v) * scale) for v in detections.xyxy[row])
         color = track_color_bgr(int(detections.track_id[row]))

@@ -18,8 +18,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from dataclasses import dataclass
-from typing import Literal, get_args
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal, get_args
 
 from vcascade.core.redact import redact_url
 from vcascade.edge.metrics import CameraTelemetry
@@ -41,6 +42,7 @@ class Transition:
         target: the state entered.
         reason: short fixed word (metric label), e.g. ``read_timeout``.
         detail: human text for the log (credentials in URLs redacted).
+        wall_ts_ms: Unix epoch time of the change, ms (for records leaving the host).
     """
 
     at_s: float
@@ -48,6 +50,35 @@ class Transition:
     target: str
     reason: str
     detail: str
+    wall_ts_ms: float = field(default_factory=lambda: time.time() * 1000.0)
+
+
+StateListener = Callable[[str, Transition], None]
+"""Called with (camera, transition) on the camera's supervisor thread after each state change."""
+_LISTENERS: dict[str, list[StateListener]] = {}
+_LISTENERS_LOCK = threading.Lock()
+
+
+def listen_states(edge: str, listener: StateListener) -> Callable[[], None]:
+    """Call ``listener`` on every state change of every camera of edge ``edge`` (several edges may share a process:
+    tests); returns the function that removes it. A listener must be quick and must not raise (an error is logged
+    and the camera goes on)."""
+    with _LISTENERS_LOCK:
+        _LISTENERS.setdefault(edge, []).append(listener)
+
+    def remove() -> None:
+        with _LISTENERS_LOCK:
+            if listener in _LISTENERS.get(edge, []):
+                _LISTENERS[edge].remove(listener)
+
+    return remove
+
+
+def camera_state_record(camera: str, step: Transition) -> dict[str, Any]:
+    """The sink record of one state change: ``{"kind": "camera_state", "camera", "state", "reason", "detail",
+    "wall_ts_ms"}`` (``state``: the state entered; ``detail`` with credentials redacted)."""
+    return {"kind": "camera_state", "camera": camera, "state": step.target, "reason": step.reason,
+            "detail": step.detail, "wall_ts_ms": round(step.wall_ts_ms, 3)}  # fmt: skip
 
 
 class CameraStateMachine:
@@ -94,7 +125,17 @@ class CameraStateMachine:
         level = {"failed": logging.ERROR, "stalled": logging.WARNING}.get(target, logging.INFO)
         log.log(level, "camera %s: %s -> %s (%s)%s", self.camera, step.source, target, reason,
                 f": {step.detail}" if step.detail else "")
+        self._tell_listeners(step)
         return True
+
+    def _tell_listeners(self, step: Transition) -> None:
+        with _LISTENERS_LOCK:
+            listeners = tuple(_LISTENERS.get(self.telemetry.edge, ()))
+        for listener in listeners:
+            try:
+                listener(self.camera, step)
+            except Exception:  # a listener's bug must not stop the camera
+                log.exception("camera %s: state listener failed", self.camera)
 
     def history(self) -> list[Transition]:
         """A copy of the transitions so far (oldest first, at most ``history_max``)."""

@@ -373,9 +373,10 @@ class BrokerLink(threading.Thread):
         self.telemetry.in_flight(len(self._in_flight))
 
     def _flush_outbox(self) -> None:
-        """Write finished records to every sink (link thread only: sinks are not thread-safe). An output sink never
-        raises: it writes the whole line or counts it lost (:class:`vcascade.edge.sinks.LineSink`), so the books and
-        each sink's lines agree (written + lost = records)."""
+        """Hand finished records to every sink (link thread). An output sink never raises and never blocks: it queues
+        the record for its own delivery thread, which delivers it or counts it lost
+        (:class:`vcascade.edge.sink_queue.QueuedSink`), so the books and each sink's records agree (written + lost =
+        records, once its queue is empty)."""
         while self._outbox:
             record = self._outbox.popleft()
             for sink in self._sinks:

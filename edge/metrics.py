@@ -100,13 +100,32 @@ RECOGNIZER_RESULTS = Counter(
 
 SINK_LINES_WRITTEN = Counter(
     "vcascade_edge_sink_lines_written_total",
-    "Whole lines written by each sink (`sink`: its type and position in the edge's sinks list, e.g. jsonl[0]).",
+    "Records delivered by each sink: whole lines written (jsonl, zmq_pub), acknowledged (mqtt: PUBACK) or "
+    "answered 2xx (webhook) (`sink`: its type and position in the edge's sinks list, e.g. jsonl[0]).",
     ["edge", "sink"],
 )
 SINK_LINES_LOST = Counter(
     "vcascade_edge_sink_lines_lost_total",
-    "Lines a sink could not write, by reason (disk_full, quota, file_too_large, read_only, permission, closed, "
-    "io_error, bad_record, other); nothing of a lost line stays in the sink.",
+    "Records a sink will never deliver, by reason (disk_full, quota, file_too_large, read_only, permission, closed, "
+    "io_error, bad_record, queue_full, retries_exhausted, rejected, shutdown, other); nothing of a lost line stays "
+    "in the sink.",
+    ["edge", "sink", "reason"],
+)
+SINK_RECORDS_EMITTED = Counter(
+    "vcascade_edge_sink_records_emitted_total",
+    "Records handed to each sink's queue, by kind (result, event, event_update, camera_state); per sink, emitted = "
+    "written + lost + queued.",
+    ["edge", "sink", "kind"],
+)
+SINK_QUEUE_DEPTH = Gauge(
+    "vcascade_edge_sink_queue_depth",
+    "Records a sink holds and has not delivered or dropped yet (queued, or in a delivery attempt).",
+    ["edge", "sink"],
+)
+SINK_ATTEMPTS_FAILED = Counter(
+    "vcascade_edge_sink_attempts_failed_total",
+    "Delivery attempts or connections of a sink that failed and are retried, by reason (timeout, connection, "
+    "http_5xx, http_429, http_408, not_authorized, refused, disconnected).",
     ["edge", "sink", "reason"],
 )
 
@@ -168,13 +187,25 @@ class EdgeTelemetry:
             if math.isfinite(ms):
                 HOP_SECONDS.labels(self.edge, roi.camera, hop).observe(ms / 1000.0)
 
-    def sink_line_written(self, sink: str) -> None:
-        """One whole line written by sink ``sink``."""
-        SINK_LINES_WRITTEN.labels(self.edge, sink).inc()
+    def sink_line_written(self, sink: str, count: int = 1) -> None:
+        """``count`` records delivered by sink ``sink``."""
+        SINK_LINES_WRITTEN.labels(self.edge, sink).inc(count)
 
-    def sink_line_lost(self, sink: str, reason: str) -> None:
-        """One line sink ``sink`` could not write, for ``reason`` (:data:`vcascade.edge.sinks.LOSS_REASONS`)."""
-        SINK_LINES_LOST.labels(self.edge, sink, reason).inc()
+    def sink_line_lost(self, sink: str, reason: str, count: int = 1) -> None:
+        """``count`` records sink ``sink`` will never deliver, for ``reason`` (:data:`vcascade.edge.sinks.LOSS_REASONS`)."""
+        SINK_LINES_LOST.labels(self.edge, sink, reason).inc(count)
+
+    def sink_record_emitted(self, sink: str, kind: str) -> None:
+        """One record of ``kind`` handed to sink ``sink``'s queue."""
+        SINK_RECORDS_EMITTED.labels(self.edge, sink, kind).inc()
+
+    def sink_queue_depth(self, sink: str, depth: int) -> None:
+        """Records sink ``sink`` holds undelivered now (queued or in a delivery attempt)."""
+        SINK_QUEUE_DEPTH.labels(self.edge, sink).set(depth)
+
+    def sink_attempt_failed(self, sink: str, reason: str) -> None:
+        """One delivery attempt or connection of sink ``sink`` failed for ``reason``; it is retried."""
+        SINK_ATTEMPTS_FAILED.labels(self.edge, sink, reason).inc()
 
     def roi_dropped(self, camera: str, reason: str) -> None:
         """One ROI of ``camera`` ended without a result, for ``reason``."""

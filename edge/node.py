@@ -3,7 +3,8 @@
 Follow one ROI: a :class:`~edge.source.CameraReader` decodes a frame into the :class:`~edge.frames.FrameSlots`;
 one of the :class:`~edge.detect_pool.DetectorPool`'s threads takes it and runs the detector (as many runs at once
 as the edge has cores, :mod:`vcascade.core.threads`); :func:`run_edge`'s loop gets the detections back in take
-order and :meth:`EdgeNode.handle` tracks them (:mod:`vcascade.edge.tracking`), lets the ROI policy select the ones
+order and :meth:`EdgeNode.handle` tracks them (:mod:`vcascade.edge.tracking`), turns the tracks of a camera with
+``analytics`` into line, zone and dwell events (:mod:`vcascade.edge.analytics`), lets the ROI policy select the ones
 worth sending (:mod:`vcascade.edge.roi_policy`: one :class:`~vcascade.edge.roi_selection.RoiSelection` per frame;
 the others get a ``tracked`` line with their track's cached identity, :mod:`vcascade.edge.identity_cache`), crops,
 JPEG-encodes and heads each selected row (:mod:`vcascade.edge.roi`) and submits it to the
@@ -31,8 +32,11 @@ from vcascade.core.stop import StopFlag
 from vcascade.core.telemetry import serve_metrics
 from vcascade.core.threads import DetectorThreads, cores_given, detector_threads, set_process_threads
 from vcascade.edge.account import PendingRoi, tracked_record
+from vcascade.edge.analytics.camera import CameraAnalytics
+from vcascade.edge.analytics.events import EventUpdates
 from vcascade.edge.annotate import camera_geometry
 from vcascade.edge.camera_set import CameraSet
+from vcascade.edge.camera_state import camera_state_record, listen_states
 from vcascade.edge.control import start_control
 from vcascade.edge.detect_pool import DetectedFrame, DetectorPool, detect_frames
 from vcascade.edge.detectors import Detector
@@ -48,7 +52,8 @@ from vcascade.edge.roi import crop_pixels, encode_jpeg, roi_header
 from vcascade.edge.roi_policy import RoiPolicy
 from vcascade.edge.roi_selection import RoiSelection
 from vcascade.edge.routing import ClassRouter
-from vcascade.edge.sinks import LineSink, open_sinks
+from vcascade.edge.sink_queue import QueuedSink, close_sinks, write_all
+from vcascade.edge.sinks import open_sinks
 from vcascade.edge.source import CameraReader
 from vcascade.edge.tracking import CameraTracker
 
@@ -60,17 +65,19 @@ FRAME_AGE_WINDOW = 2000
 
 
 class CameraTracking:
-    """The tracking state of one camera: its ByteTrack tracker, its ROI policy, the lines and zones its previews
-    show."""
+    """The tracking state of one camera: its ByteTrack tracker, its ROI policy, its analytics, the lines and zones
+    its previews show."""
 
     def __init__(
         self, policy_cfg: RoiPolicyConfig, roi_cfg: RoiConfig, router: ClassRouter | None = None,
-        camera_cfg: CameraConfig | None = None,
+        analytics: CameraAnalytics | None = None, camera_cfg: CameraConfig | None = None,
     ) -> None:
         """``policy_cfg``: the camera's ROI policy; ``roi_cfg``: its edge's ``roi`` (minimum size, padding);
-        ``router``: its routes (None: every ROI for any recognizer); ``camera_cfg``: its settings (lines, zones)."""
+        ``router``: its routes (None: every ROI for any recognizer); ``analytics``: its lines and zones (None:
+        none); ``camera_cfg``: its settings (the lines and zones its previews draw)."""
         self.geometry = camera_geometry(camera_cfg)
         self.tracker = CameraTracker(policy_cfg.tracker)
+        self.analytics = analytics
         self.policy = RoiPolicy(policy_cfg, roi_cfg.min_size_px, roi_cfg.padding_px, router)
         self.emit_tracked = policy_cfg.emit_tracked
         self.detected = 0
@@ -111,10 +118,19 @@ class EdgeNode:
         self._counter = 0
         self._cameras = {
             cam: CameraTracking(
-                dep.roi_policy_of(cam), self.cfg.roi, ClassRouter.for_camera(dep, cam, detector.class_names), cam_cfg
+                dep.roi_policy_of(cam), self.cfg.roi, ClassRouter.for_camera(dep, cam, detector.class_names),
+                self._analytics(cam, cam_cfg), cam_cfg,
             )
             for cam, cam_cfg in dep.cameras_of(name).items()
         }
+
+    def _analytics(self, camera: str, cam_cfg: CameraConfig) -> CameraAnalytics | None:
+        """The camera's lines and zones, publishing their events through the link (None: no ``analytics``)."""
+        if cam_cfg.analytics is None:
+            return None
+        return CameraAnalytics(
+            self.name, camera, cam_cfg.analytics, self.detector.class_names, self.identities, self.link.publish
+        )
 
     def camera_stats(self, camera: str) -> dict[str, Any]:
         """Frames detected and frame age percentiles of one camera (:meth:`CameraTracking.frame_age_stats`);
@@ -127,12 +143,16 @@ class EdgeNode:
         or the edge's, and its own routes or the edge's (:meth:`Deployment.routes_for`)."""
         policy = cam_cfg.roi_policy or self.cfg.roi.policy
         router = ClassRouter(self._dep.routes_for(self.name, cam_cfg), self.detector.class_names)
-        self._cameras[camera] = CameraTracking(policy, self.cfg.roi, router, cam_cfg)
+        self._cameras[camera] = CameraTracking(
+            policy, self.cfg.roi, router, self._analytics(camera, cam_cfg), cam_cfg
+        )
         self.link.add_camera(camera)
 
     def remove_camera(self, camera: str) -> None:
         """Forget a removed camera's tracks and identities (detector thread), after its last frame."""
-        self._cameras.pop(camera, None)
+        cam = self._cameras.pop(camera, None)
+        if cam is not None and cam.analytics is not None:
+            cam.analytics.close()
         self.identities.retain(camera, set())
         if self.preview is not None:
             self.preview.forget(camera)
@@ -185,6 +205,8 @@ class EdgeNode:
         cam.frame_ages_ms.append((detect_start_s - frame.capture_s) * 1000.0)
         tracked = cam.tracker.update(detections, frame.stream_ts_ms)
         alive = cam.tracker.alive_ids()
+        if cam.analytics is not None:  # before the identity cache forgets the dropped tracks
+            cam.analytics.process(frame, tracked, alive)
         cam.policy.retain(alive)
         self.identities.retain(frame.camera, alive)
         if self.preview is not None and self.preview.due(frame.camera, now_s := time.monotonic()):
@@ -268,7 +290,9 @@ def run_edge(
     sinks = open_sinks(cfg.sinks, ctx, name)
     identities = IdentityCache(name)
     preview = None if cfg.preview_port is None else PreviewHub(dep.ui, detector.class_names, identities)
-    link = BrokerLink(name, dep, ctx, [*sinks, identities, *([preview] if preview else [])])
+    updates = EventUpdates(name, identities, sinks)  # after the identity cache: it reads what results put there
+    link = BrokerLink(name, dep, ctx, [*sinks, identities, updates, *([preview] if preview else [])])
+    unlisten = listen_states(name, lambda camera, step: write_all(sinks, camera_state_record(camera, step)))
     node = EdgeNode(name, dep, detector, link, identities, preview)
     slots = FrameSlots()
     pool = DetectorPool(slots, detector, threads.instances, detector.frames_per_run, name)
@@ -317,10 +341,10 @@ def run_edge(
         else:
             link.drain(cfg.drain_timeout_s)
         cameras.join_all()  # a capture thread still inside FFmpeg at interpreter exit aborts the process
+        unlisten()
         if previews is not None:
             previews.shutdown()
-        for sink in sinks:
-            sink.close()
+        close_sinks(sinks)
         ctx.term()
     final = current(final=True)
     if report:
@@ -347,13 +371,13 @@ def _register_readiness(name: str, link: BrokerLink, readers: Callable[[], list[
 
 def snapshot(
     name: str, link: BrokerLink, readers: list[CameraReader], started: tuple[float, float], final: bool,
-    node: EdgeNode | None = None, sinks: Sequence[LineSink] = (),
+    node: EdgeNode | None = None, sinks: Sequence[QueuedSink] = (),
 ) -> dict[str, Any]:
     """Progress and accounting of one edge: per camera frames, skipped (newest-frame slot), sent, results, drops,
     end-to-end p50/p99 (ms) and, given ``node``, frames detected and frame age p50/p99 (ms,
     :meth:`CameraTracking.frame_age_stats`); per broker ``up``, ``in_flight``, ``sent`` and ``silent_s``
     (:meth:`BrokerLink.broker_states`); per sink (by label, e.g. ``jsonl[0]``) the lines written by status and
-    lost by reason (:meth:`LineSink.stats`); ``elapsed_s`` and ``cpu_s``, the running time and the process's CPU
+    lost by reason, ``queued`` and ``error`` (:meth:`QueuedSink.stats`); ``elapsed_s`` and ``cpu_s``, the running time and the process's CPU
     time (all threads) since ``started`` = (``time.perf_counter()``, ``time.process_time()``), s."""
     cameras = {}
     tallies = link.tally_copy()

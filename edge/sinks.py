@@ -1,8 +1,12 @@
-"""Result sinks: where the edge writes one JSON line per ROI (a result, or a counted drop) and per ``tracked``
-detection.
+"""Result sinks: where the edge writes its records: one per ROI (a result, or a counted drop), per ``tracked``
+detection, per event and per camera state change (``kind``: ``result``, ``event``, ``event_update``,
+``camera_state``).
 
-Registry keyed by the config's ``type`` field. Each sink is written from the edge's link thread only; its counts
-(:meth:`LineSink.stats`) may be read from any thread. Every sink keeps one contract (docs/RELIABILITY.md, "Sinks"):
+Registry (:data:`SINKS`) keyed by the config's ``type`` field: ``jsonl`` and ``zmq_pub`` here, ``mqtt``
+(:mod:`vcascade.edge.sink_mqtt`) and ``webhook`` (:mod:`vcascade.edge.sink_webhook`). :func:`open_sinks` puts every
+sink behind its own bounded queue and delivery thread (:mod:`vcascade.edge.sink_queue`), so the edge's link thread
+only appends to a queue and a dead or slow sink slows nothing else. Every sink keeps one contract
+(docs/SINKS.md; docs/RELIABILITY.md, "Sinks"):
 
 - **Strict JSON** (RFC 8259): a float that is not finite (NaN, +-Infinity: a worker's similarity, a hop time it
   reported) is written as ``null``. Python's ``json`` module would write ``NaN``, which is not JSON and which
@@ -10,10 +14,10 @@ Registry keyed by the config's ``type`` field. Each sink is written from the edg
 - **Whole lines only**: a line is encoded in full before anything is written, then written in one call; a short
   write is completed, or, when the rest cannot be written, cut back off the file, so a reader never sees part of
   a line.
-- **Never silent**: a line that cannot be written is counted per sink and reason
+- **Never silent**: a record that cannot be delivered is counted per sink and reason
   (``vcascade_edge_sink_lines_lost_total``, :data:`LOSS_REASONS`) and shows in the edge's snapshot with the
-  lines written; the sink tries again with the next line, so it resumes by itself when the cause goes (space
-  freed on a full disk).
+  records delivered; the sink tries again with the next record, so it resumes by itself when the cause goes (space
+  freed on a full disk, a broker back).
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from __future__ import annotations
 import errno
 import logging
 import os
-import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -30,13 +34,17 @@ import zmq
 
 from vcascade.core.config import JsonlSinkConfig, SinkConfig, ZmqPubSinkConfig
 from vcascade.core.sockets import make_socket
-from vcascade.edge.metrics import EdgeTelemetry
+from vcascade.edge.sink_books import SinkBooks, delivered_key, json_line
+from vcascade.edge.sink_mqtt import MqttSink
+from vcascade.edge.sink_queue import Delivery, Entry, QueuedSink, close_sinks
+from vcascade.edge.sink_webhook import WebhookSink
 
 log = logging.getLogger(__name__)
 
 
 class Sink(Protocol):
-    """Receives finished records (JSON-serialisable dicts with at least ``camera`` and ``status``)."""
+    """Receives finished records (JSON-serialisable dicts with ``kind`` and ``camera``; result records also carry
+    ``status``)."""
 
     def write(self, record: dict[str, Any]) -> None: ...
 
@@ -45,9 +53,12 @@ class Sink(Protocol):
 
 LOSS_REASONS = (
     "disk_full", "quota", "file_too_large", "read_only", "permission", "closed", "io_error", "bad_record", "other",
+    "queue_full", "retries_exhausted", "rejected", "shutdown",
 )
 """``reason`` label values of ``vcascade_edge_sink_lines_lost_total``: ``bad_record`` for a record JSON cannot hold
-(a bug, not an outage); the others from the error of the write (:data:`ERRNO_REASONS`; ``other`` for the rest)."""
+(a bug, not an outage); ``queue_full`` (the queue's bound dropped its oldest record), ``retries_exhausted`` (every
+attempt failed), ``rejected`` (the receiver refused it: HTTP 4xx, an MQTT publish refused), ``shutdown`` (still held
+at the drain deadline); the others from the error of a write (:data:`ERRNO_REASONS`; ``other`` for the rest)."""
 
 ERRNO_REASONS = {
     errno.ENOSPC: "disk_full", errno.EDQUOT: "quota", errno.EFBIG: "file_too_large", errno.EROFS: "read_only",
@@ -56,24 +67,14 @@ ERRNO_REASONS = {
 }
 """The loss reason of a failed write, by its ``errno`` (``OSError`` of a file, ``zmq.ZMQError`` of a socket)."""
 
-_ENCODER = msgspec.json.Encoder()
-
-
-def json_line(record: dict[str, Any]) -> bytes:
-    """``record`` as one strict JSON (RFC 8259) text, UTF-8, compact, without the newline.
-
-    Floats that are not finite (NaN, +-Infinity) become ``null`` (msgspec's JSON encoding of them).
-
-    Raises:
-        TypeError, ValueError, OverflowError, msgspec.EncodeError: ``record`` holds something JSON cannot (a key
-            that is not a string, an object of an unsupported type, a string that is not Unicode text).
-    """
-    return _ENCODER.encode(record)
-
-
 class LineSink:
-    """Base of the output sinks: encodes each record as one strict JSON line, hands it to :meth:`_deliver`, and
-    counts it written (by its ``status``) or lost (by reason). A failed line never raises out of :meth:`write`.
+    """Base of the line sinks (JSONL, ZeroMQ PUB): encodes each record as one strict JSON line, hands it to
+    :meth:`_deliver`, and counts it written (by its ``status`` or ``kind``) or lost (by reason). A failed line never
+    raises out of :meth:`write`.
+
+    Used directly, :meth:`write` delivers on the caller's thread; :func:`open_sinks` puts the sink behind a
+    :class:`~vcascade.edge.sink_queue.QueuedSink`, which calls :meth:`deliver` on its own thread (this class is a
+    :class:`~vcascade.edge.sink_queue.Delivery` backend, one record at a time).
 
     Args:
         edge: the edge's name (metric label).
@@ -81,60 +82,53 @@ class LineSink:
             e.g. ``jsonl[0]`` (:func:`open_sinks`).
     """
 
+    batch_max = 1
+    batch_wait_s = 0.0
+
     def __init__(self, edge: str, label: str) -> None:
         self.label = label
-        self._telemetry = EdgeTelemetry(edge)
-        self._lock = threading.Lock()
-        self._written: dict[str, int] = {}
-        self._lost: dict[str, int] = {}
-        self._losing = False
+        self.books = SinkBooks(edge, label)
 
     def write(self, record: dict[str, Any]) -> None:
         """Write ``record`` as one whole line, or count it lost (by reason) and log the start of a loss streak."""
-        try:
-            body = json_line(record)
-        except (TypeError, ValueError, OverflowError, msgspec.EncodeError) as exc:
-            self._count_lost("bad_record", exc)
-            return
-        try:
-            self._deliver(record, body)
-        except (OSError, zmq.ZMQError) as exc:
-            self._count_lost(ERRNO_REASONS.get(exc.errno, "other"), exc)
-        except Exception as exc:  # a sink's bug must not stop the link thread or hide the line it lost
-            log.exception("sink %s: unexpected error", self.label)
-            self._count_lost("other", exc)
+        reason, exc = self._put(record)
+        if reason is None:
+            self.books.delivered(delivered_key(record))
         else:
-            self._count_written(str(record.get("status", "")))
+            self.books.dropped(reason, exc)
+
+    def deliver(self, batch: list[Entry], ledger: QueuedSink) -> None:
+        """Write each entry's record as one whole line and settle it (the queue's delivery thread)."""
+        for entry in batch:
+            reason, exc = self._put(entry.record)
+            ledger.settle([entry], reason, exc)
 
     def stats(self) -> dict[str, dict[str, int]]:
         """``{"written": {status: lines}, "lost": {reason: lines}}`` so far (any thread)."""
-        with self._lock:
-            return {"written": dict(self._written), "lost": dict(self._lost)}
+        return self.books.stats()
 
     def close(self) -> None:
         """Release the file or socket; lines written afterwards are lost as ``closed``."""
+
+    def _put(self, record: dict[str, Any]) -> tuple[str | None, BaseException | None]:
+        """Encode and write one record: ``(None, None)`` when written whole, else ``(loss reason, error)``."""
+        try:
+            body = json_line(record)
+        except (TypeError, ValueError, OverflowError, msgspec.EncodeError) as exc:
+            return "bad_record", exc
+        try:
+            self._deliver(record, body)
+        except (OSError, zmq.ZMQError) as exc:
+            return ERRNO_REASONS.get(exc.errno, "other"), exc
+        except Exception as exc:  # a sink's bug must not stop the delivery thread or hide the line it lost
+            log.exception("sink %s: unexpected error", self.label)
+            return "other", exc
+        return None, None
 
     def _deliver(self, record: dict[str, Any], body: bytes) -> None:
         """Write one encoded record (``body``: JSON without newline) whole, or raise ``OSError``/``zmq.ZMQError``
         having written nothing of it."""
         raise NotImplementedError
-
-    def _count_written(self, status: str) -> None:
-        with self._lock:
-            self._written[status] = self._written.get(status, 0) + 1
-            resumed, self._losing = self._losing, False
-            lost = sum(self._lost.values())
-        self._telemetry.sink_line_written(self.label)
-        if resumed:
-            log.warning("sink %s writes again (%d lines lost so far)", self.label, lost)
-
-    def _count_lost(self, reason: str, exc: BaseException) -> None:
-        with self._lock:
-            self._lost[reason] = self._lost.get(reason, 0) + 1
-            started, self._losing = not self._losing, True
-        self._telemetry.sink_line_lost(self.label, reason)
-        if started:  # once per streak, not per line: a full disk would flood the log
-            log.error("sink %s loses lines (%s: %s); counting them until it writes again", self.label, reason, exc)
 
 
 class JsonlSink(LineSink):
@@ -212,13 +206,26 @@ class ZmqPubSink(LineSink):
         self._sock.close()
 
 
-SINKS: dict[str, type[LineSink]] = {"jsonl": JsonlSink, "zmq_pub": ZmqPubSink}
+SINKS: dict[str, Callable[[Any, zmq.Context, str, str], Delivery]] = {
+    "jsonl": JsonlSink, "zmq_pub": ZmqPubSink, "mqtt": MqttSink, "webhook": WebhookSink,
+}
+"""The delivery backend of each sink ``type``: called with (its config, the process's ZeroMQ context, edge name,
+label)."""
 
 
-def open_sinks(configs: list[SinkConfig], ctx: zmq.Context, edge: str = "") -> list[LineSink]:
-    """Instantiate the configured sinks of edge ``edge``, labelled ``TYPE[INDEX]`` (position in ``configs``).
+def open_sinks(configs: list[SinkConfig], ctx: zmq.Context, edge: str = "") -> list[QueuedSink]:
+    """Open the configured sinks of edge ``edge``, each behind its bounded queue and delivery thread
+    (:class:`~vcascade.edge.sink_queue.QueuedSink`), labelled ``TYPE[INDEX]`` (position in ``configs``).
 
     Raises:
-        OSError, zmq.ZMQError: a file or endpoint is unusable.
+        OSError, zmq.ZMQError: a file or endpoint is unusable (sinks opened before it are closed again).
     """
-    return [SINKS[cfg.type](cfg, ctx, edge, f"{cfg.type}[{index}]") for index, cfg in enumerate(configs)]
+    sinks: list[QueuedSink] = []
+    try:
+        for index, cfg in enumerate(configs):
+            backend = SINKS[cfg.type](cfg, ctx, edge, f"{cfg.type}[{index}]")
+            sinks.append(QueuedSink(backend, cfg.queue_max, cfg.drain_timeout_s))
+    except BaseException:
+        close_sinks(sinks)
+        raise
+    return sinks

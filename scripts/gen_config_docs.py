@@ -20,6 +20,9 @@ DOC = Path(__file__).resolve().parents[1] / "docs" / "CONFIG.md"
 SECTIONS = [
     ("Top level", config.Deployment),
     ("`cameras.<name>`", config.CameraConfig),
+    ("`cameras.<name>.analytics`", config.AnalyticsConfig),
+    ("`cameras.<name>.analytics.lines[]`", config.CountingLineConfig),
+    ("`cameras.<name>.analytics.zones[]`", config.ZoneConfig),
     ("`edges.<name>`", config.EdgeConfig),
     ("`edges.<name>.detector` with `type: yolox` (the default)", config.YoloxDetectorConfig),
     ("`edges.<name>.detector` with `type: yolov5`", config.Yolov5DetectorConfig),
@@ -30,6 +33,8 @@ SECTIONS = [
     ("`edges.<name>.roi.routes[]` (and `cameras.<name>.routes[]`)", config.RouteConfig),
     ("`edges.<name>.sinks[]` with `type: jsonl`", config.JsonlSinkConfig),
     ("`edges.<name>.sinks[]` with `type: zmq_pub`", config.ZmqPubSinkConfig),
+    ("`edges.<name>.sinks[]` with `type: mqtt`", config.MqttSinkConfig),
+    ("`edges.<name>.sinks[]` with `type: webhook`", config.WebhookSinkConfig),
     ("`brokers.<name>`", config.BrokerConfig),
     ("`recognizers.<name>` with `type: torch`", config.TorchRecognizerConfig),
     ("`recognizers.<name>` with `type: onnx`", config.OnnxRecognizerConfig),

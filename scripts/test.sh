@@ -4,12 +4,10 @@
 # Arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-APT_PACKAGES="python3-gi gir1.2-gst-rtsp-server-1.0 gstreamer1.0-plugins-good gstreamer1.0-plugins-bad ffmpeg gstreamer1.0-libav gstreamer1.0-plugins-ugly prometheus chromium chromium-driver"
-if ! /usr/bin/python3 -c 'import gi; gi.require_version("GstRtspServer", "1.0")' 2>/dev/null \
-   || ! dpkg -s gstreamer1.0-plugins-bad gstreamer1.0-plugins-ugly gstreamer1.0-libav >/dev/null 2>&1 \
-   || ! command -v ffmpeg >/dev/null || ! command -v ffprobe >/dev/null \
-   || ! command -v prometheus >/dev/null || ! command -v promtool >/dev/null \
-   || ! [ -x /usr/bin/chromium ]; then
+APT_PACKAGES="python3-gi gir1.2-gst-rtsp-server-1.0 gstreamer1.0-plugins-good gstreamer1.0-plugins-bad ffmpeg gstreamer1.0-libav gstreamer1.0-plugins-ugly prometheus chromium chromium-driver mosquitto"
+# dpkg -s fails when any one of the packages is missing
+if ! dpkg -s $APT_PACKAGES >/dev/null 2>&1 \
+   || ! /usr/bin/python3 -c 'import gi; gi.require_version("GstRtspServer", "1.0")' 2>/dev/null; then
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $APT_PACKAGES >/dev/null

@@ -38,6 +38,17 @@ def demo_data(both_recognizers: bool = False, torch_embedder: bool = True) -> di
     return data
 
 
+def one_camera_demo(free_port, sinks: list[dict[str, Any]]) -> dict[str, Any]:
+    """:func:`demo_data` with camera ``street-1`` alone, ``sinks`` on ``edge-1``, and free ports for ``edge-1``,
+    ``broker-1`` and ``worker-1`` (``free_port``: the fixture)."""
+    data = demo_data()
+    del data["cameras"]["street-2"]
+    data["edges"]["edge-1"].update(sinks=sinks, metrics_port=free_port())
+    data["brokers"]["broker-1"].update(frontend_port=free_port(), backend_port=free_port(), metrics_port=free_port())
+    data["workers"]["worker-1"]["metrics_port"] = free_port()
+    return data
+
+
 def torch_demo_text() -> str:
     """configs/demo.yaml's text (comments kept) with the embedder on torch, split at ``features.3``."""
     text = DEMO.read_text()

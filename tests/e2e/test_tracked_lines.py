@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.demo import demo_data
+from tests.demo import one_camera_demo
 
 pytestmark = pytest.mark.e2e
 
@@ -25,14 +25,8 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def _deployment(tmp_path: Path, free_port) -> Path:
-    data = demo_data()
-    del data["cameras"]["street-2"]
-    edge = data["edges"]["edge-1"]
-    edge["roi"]["policy"] = {"mode": "track", "refresh_s": 60, "emit_tracked": True}
-    edge["sinks"] = [{"type": "jsonl", "path": str(tmp_path / "results.jsonl"), "mode": "truncate"}]
-    edge["metrics_port"] = free_port()
-    data["brokers"]["broker-1"].update(frontend_port=free_port(), backend_port=free_port(), metrics_port=free_port())
-    data["workers"]["worker-1"]["metrics_port"] = free_port()
+    data = one_camera_demo(free_port, [{"type": "jsonl", "path": str(tmp_path / "results.jsonl"), "mode": "truncate"}])
+    data["edges"]["edge-1"]["roi"]["policy"] = {"mode": "track", "refresh_s": 60, "emit_tracked": True}
     path = tmp_path / "deploy.yaml"
     path.write_text(yaml.safe_dump(data))
     return path

@@ -5,13 +5,12 @@ boxes, labels (class, score, track, identity or text) and the camera's lines and
 from __future__ import annotations
 
 import time
-from types import SimpleNamespace
 
 import cv2
 import numpy as np
 import pytest
 
-from vcascade.core.config import UiConfig
+from vcascade.core.config import AnalyticsConfig, CameraConfig, CountingLineConfig, UiConfig, ZoneConfig
 from vcascade.core.detections import Detections
 from vcascade.edge.annotate import camera_geometry
 from vcascade.edge.frames import Frame
@@ -90,13 +89,17 @@ def test_labels_carry_class_score_track_and_the_identity_or_text(bikes_frame):
     assert labels == ["person 0.90 #3 id 7", "bicycle 0.80 #4 AB123", "person 0.50 #5", "bicycle 0.70"]
 
 
-def test_lines_and_zones_of_the_camera_analytics_are_drawn(bikes_frame):
-    camera = SimpleNamespace(analytics=SimpleNamespace(
-        lines={"gate": {"points": [[0, 200], [639, 200]]}}, zones=[{"points": [[400, 20], [600, 20], [600, 120]]}],
-    ))  # a camera config's `analytics` section as the events feature declares it
+@pytest.mark.parametrize("coordinates, scale", [("pixels", (1.0, 1.0)), ("normalized", (1 / 640, 1 / 272))])
+def test_lines_and_zones_of_the_camera_analytics_are_drawn(bikes_frame, coordinates, scale):
+    sx, sy = scale
+    camera = CameraConfig(url="x.mp4", edge="e", analytics=AnalyticsConfig(
+        coordinates=coordinates,
+        lines=[CountingLineConfig(name="gate", points=((0, 200 * sy), (639 * sx, 200 * sy)))],
+        zones=[ZoneConfig(name="kerb", polygon=[(400 * sx, 20 * sy), (600 * sx, 20 * sy), (600 * sx, 120 * sy)])],
+    ))
     geometry = camera_geometry(camera)
     assert len(geometry.lines) == 1 and len(geometry.zones) == 1
-    assert camera_geometry(SimpleNamespace()).lines == ()
+    assert camera_geometry(CameraConfig(url="x.mp4", edge="e")).lines == ()
     preview = hub().offer(frame_of(bikes_frame), Detections.empty(), time.monotonic(), geometry)
     image, raw = decoded(preview.jpeg), bikes_frame
     assert np.abs(image[199:202, 100:500].astype(int) - raw[199:202, 100:500].astype(int)).mean() > 40

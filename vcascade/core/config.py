@@ -26,8 +26,10 @@ from vcascade.core.config_messages import describe, dotted
 from vcascade.core.schema import (  # noqa: F401  (re-exported: the schema is part of this module's API)
     NAME_PATTERN,
     YOLOX_NANO_URL,
+    AnalyticsConfig,
     BrokerConfig,
     CameraConfig,
+    CountingLineConfig,
     ClassifierHeadConfig,
     CurveConfig,
     Deployment,
@@ -38,6 +40,7 @@ from vcascade.core.schema import (  # noqa: F401  (re-exported: the schema is pa
     HeadConfig,
     HeartbeatConfig,
     JsonlSinkConfig,
+    MqttSinkConfig,
     Name,
     OnnxRecognizerConfig,
     Port,
@@ -53,11 +56,13 @@ from vcascade.core.schema import (  # noqa: F401  (re-exported: the schema is pa
     TorchRecognizerConfig,
     TrackerConfig,
     UiConfig,
+    WebhookSinkConfig,
     WorkerConfig,
     Yolov5DetectorConfig,
     Yolov8DetectorConfig,
     YoloxDetectorConfig,
     ZmqPubSinkConfig,
+    ZoneConfig,
 )
 
 

@@ -30,8 +30,9 @@ DEVICE_PATTERN = re.compile(r"cpu|cuda(:\d+)?")
 def check_deployment(dep: Deployment) -> list[str]:
     """Every cross-section problem of ``dep``, one message each, section by section (empty: the file is good)."""
     checks = (
-        _check_cameras, _check_edges, _check_camera_policies, _check_workers, _check_routing, _check_recognizers,
-        _check_stage_groups, _check_ports, _check_security, _check_heads, ui_problems,
+        _check_cameras, _check_edges, _check_camera_policies, _check_camera_analytics, _check_workers,
+        _check_routing, _check_recognizers, _check_stage_groups, _check_ports, _check_security, _check_heads,
+        ui_problems,
     )
     return [problem for check in checks for problem in check(dep)]
 
@@ -69,6 +70,18 @@ def _check_camera_policies(dep: Deployment) -> list[str]:
         if cam.roi_policy is not None and cam.edge in dep.edges:
             names = _inline_class_names(dep.edges[cam.edge].detector)
             problems += _check_class_filter(f"cameras.{name}.roi_policy.classes", cam.roi_policy.classes, names)
+    return problems
+
+
+def _check_camera_analytics(dep: Deployment) -> list[str]:
+    """A camera's counting lines and zones count only classes its edge's detector has."""
+    problems = []
+    for name, cam in dep.cameras.items():
+        if cam.analytics is not None and cam.edge in dep.edges:
+            names = _inline_class_names(dep.edges[cam.edge].detector)
+            for kind, items in (("lines", cam.analytics.lines), ("zones", cam.analytics.zones)):
+                for i, item in enumerate(items):
+                    problems += _check_class_filter(f"cameras.{name}.analytics.{kind}[{i}].classes", item.classes, names)
     return problems
 
 

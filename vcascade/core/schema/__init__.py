@@ -12,6 +12,8 @@ module                                    holds
 :mod:`vcascade.core.schema.base`          base model, names, ports, thread fields, ``type`` key
 :mod:`vcascade.core.schema.detector`      the edge's detector, one class per family
 :mod:`vcascade.core.schema.edge`          cameras, ROI policy, routes, crops, sinks, edges
+:mod:`vcascade.core.schema.analytics`     a camera's counting lines and zones
+:mod:`vcascade.core.schema.sinks`         network sinks (MQTT, webhook), every sink's queue settings
 :mod:`vcascade.core.schema.broker`        brokers, heartbeats, CurveZMQ
 :mod:`vcascade.core.schema.center`        recognizers and their heads, workers, stage groups
 :mod:`vcascade.core.schema.deployment`    the whole file, supervision
@@ -32,6 +34,9 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "spinning_field": ".base",
     "torch_threads_field": ".base",
     "type_discriminator": ".base",
+    "AnalyticsConfig": ".analytics",
+    "CountingLineConfig": ".analytics",
+    "ZoneConfig": ".analytics",
     "YOLOX_NANO_URL": ".detector",
     "DetectorConfig": ".detector",
     "DetectorConfigBase": ".detector",
@@ -47,6 +52,8 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "SinkConfig": ".edge",
     "TrackerConfig": ".edge",
     "ZmqPubSinkConfig": ".edge",
+    "MqttSinkConfig": ".sinks",
+    "WebhookSinkConfig": ".sinks",
     "BrokerConfig": ".broker",
     "CurveConfig": ".broker",
     "HeartbeatConfig": ".broker",

@@ -6,8 +6,10 @@ from typing import Annotated, Literal, Union
 
 from pydantic import Field
 
+from vcascade.core.schema.analytics import AnalyticsConfig
 from vcascade.core.schema.base import ConfigModel, Name, Port, cpus_field
 from vcascade.core.schema.detector import DetectorConfig, YoloxDetectorConfig
+from vcascade.core.schema.sinks import MqttSinkConfig, WebhookSinkConfig, drain_timeout_field, queue_max_field
 
 # ---------------------------------------------------------------- tracking and ROI policy
 
@@ -93,6 +95,7 @@ class CameraConfig(ConfigModel):
     routes: list[RouteConfig] | None = Field(
         None, min_length=1, description="Overrides the edge's `roi.routes` for this camera."
     )
+    analytics: AnalyticsConfig | None = Field(None, description="Counting lines and zones (docs/EVENTS.md; None: none).")
 
 
 
@@ -122,6 +125,8 @@ class JsonlSinkConfig(ConfigModel):
     type: Literal["jsonl"] = Field(description="Sink kind.")
     path: str = Field(description="Output file; relative paths are relative to the working directory.")
     mode: Literal["append", "truncate"] = Field("append", description="Keep earlier lines, or start the file afresh.")
+    queue_max: int = queue_max_field()
+    drain_timeout_s: float = drain_timeout_field()
 
 
 class ZmqPubSinkConfig(ConfigModel):
@@ -129,9 +134,13 @@ class ZmqPubSinkConfig(ConfigModel):
 
     type: Literal["zmq_pub"] = Field(description="Sink kind.")
     endpoint: str = Field(pattern=r"^(tcp|ipc|inproc)://", description="Bind address, e.g. tcp://127.0.0.1:5570.")
+    queue_max: int = queue_max_field()
+    drain_timeout_s: float = drain_timeout_field()
 
 
-SinkConfig = Annotated[Union[JsonlSinkConfig, ZmqPubSinkConfig], Field(discriminator="type")]
+SinkConfig = Annotated[
+    Union[JsonlSinkConfig, ZmqPubSinkConfig, MqttSinkConfig, WebhookSinkConfig], Field(discriminator="type")
+]
 
 
 class EdgeConfig(ConfigModel):
