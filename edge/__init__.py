@@ -35,6 +35,8 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "ClassRouter": ".routing",
     "CameraReader": ".source",
     "SourceError": ".source",
-    "open_capture": ".source",
+    "open_source": ".source",
+    "CameraProbe": ".probe",
+    "probe_camera": ".probe",
     "CameraTracker": ".tracking",
 })

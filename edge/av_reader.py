@@ -17,8 +17,12 @@ Decoding rules (docs/CAMERAS.md):
 * Frames missing from the stream itself (``pts_gap``) are found on packets, in decode order: a DTS step longer
   than the previous packet's declared duration (MP4 ``stts``, Matroska block durations, the parser's frame
   duration for MPEG-TS) misses ``round(step / duration) - 1`` frames, so a variable frame rate is never a gap.
-  Without declared durations (RTP) the step is compared with :data:`GAP_FACTOR` x the median of the last
-  :data:`GAP_WINDOW` steps, and every step joins the window so that a rate change is learnt.
+  Without declared durations (MPEG-TS, RTP) the step is compared with the median of the last :data:`GAP_WINDOW`
+  steps: above :data:`DURATION_SLACK` x the median while those steps were steady (constant rate), above
+  :data:`GAP_FACTOR` x the median while they varied (variable rate); every step joins the window, so a new rate
+  is learnt.
+* Frames cut off at the end of a stream with reordering (B-frames of a truncated MPEG-TS) leave no DTS jump: at the
+  end, the delivered PTS after the last packet's DTS are checked for holes against the recent declared durations.
 * A demuxer error in the middle of a file, or a last packet the demuxer flags incomplete, is
   ``truncated_file`` (an error), not an end of file.
 * Rotation metadata (display matrix) is applied: frames are upright, as players show them.
@@ -46,7 +50,9 @@ from vcascade.edge.camera_faults import CameraFault, check_file, classify, is_un
 from vcascade.edge.capture import device_index, is_live
 
 GAP_FACTOR = 4.0
-"""Without declared packet durations: a DTS step above this many times the recent median step is a gap."""
+"""Without declared packet durations, recent steps varying: a DTS step above this many times their median is a gap."""
+STEADY_MS = 1.0
+"""Without declared packet durations: recent steps within this many ms of each other are a constant rate, ms."""
 GAP_WINDOW = 16
 """Without declared packet durations: number of recent DTS steps whose median is the nominal interval."""
 DURATION_SLACK = 1.5
@@ -54,6 +60,8 @@ DURATION_SLACK = 1.5
 TIMEOUT_SLACK = 0.9
 """An FFmpeg error after this fraction of a live source's timeout is that timeout (PyAV's interrupt callback makes
 FFmpeg fail with a generic error such as ``AVERROR_INVALIDDATA`` or ``AVERROR_EXIT``)."""
+TAIL_FRAMES = 64
+"""Delivered PTS kept for the end-of-stream check (more than any decoder's reorder delay)."""
 DEFAULT_STEP_MS = 40.0
 """Frame interval assumed for a stream with neither timestamps, durations nor a frame rate (25 fps), ms."""
 _REFERENCE_WORDS = ("reference", "co located", "frame num gap")
@@ -165,6 +173,9 @@ class StreamDecoder:
         self._origin = stream.start_time
         self._last_ms: float | None = None
         self._gaps = PacketGaps()
+        self._tail_pts: deque[int] = deque(maxlen=TAIL_FRAMES)
+        self._last_dts: int | None = None
+        self._durations: deque[int] = deque(maxlen=GAP_WINDOW)
         self._before_key = 0
         self._keyframe_seen = False
         self._frames_out = 0
@@ -204,6 +215,7 @@ class StreamDecoder:
             if fault.reason in ("invalid_data", "read_error") and not is_live(self.container.name):
                 raise CameraFault("truncated_file", f"{fault.detail} (the file ends before its data does)") from None
             raise fault from None
+        self._count_tail_gap()
         if not self._keyframe_seen and self._before_key:
             self.count_loss("before_keyframe", max(0, self._before_key - self._frames_out))
         if last_packet is not None and last_packet.is_corrupt:
@@ -218,6 +230,9 @@ class StreamDecoder:
             else:
                 self._before_key += 1
         ts = packet.dts if packet.dts is not None else packet.pts
+        self._last_dts = ts
+        if packet.duration:
+            self._durations.append(packet.duration)
         if ts is not None:
             missing = self._gaps.observe(ts * self._tb_ms, (packet.duration or 0) * self._tb_ms)
             if missing:
@@ -229,6 +244,7 @@ class StreamDecoder:
             missing_ref = any(word in line for line in lines for word in _REFERENCE_WORDS)
             self.count_loss("missing_reference" if missing_ref else "corrupt", 1)
         if frame.pts is not None:
+            self._tail_pts.append(frame.pts)
             if self._origin is None:
                 self._origin = frame.pts
             pts_ms = (frame.pts - self._origin) * self._tb_ms
@@ -241,11 +257,27 @@ class StreamDecoder:
         self._last_ms = pts_ms
         return pts_ms
 
+    def _count_tail_gap(self) -> None:
+        """Holes among the delivered PTS after the last packet's DTS (frames cut off at the end), counted against
+        the median declared duration of the last packets (a file's last duration is often arbitrary)."""
+        if self._last_dts is None or not self._durations:
+            return
+        duration = statistics.median(self._durations)
+        below = [pts for pts in self._tail_pts if pts <= self._last_dts]
+        tail = sorted(pts for pts in self._tail_pts if pts > self._last_dts)
+        points = ([max(below)] if below else []) + tail
+        missing = sum(max(1, round((b - a) / duration) - 1) for a, b in zip(points, points[1:])
+                      if b - a > DURATION_SLACK * duration)
+        if missing:
+            self.count_loss("pts_gap", missing)
+
     @staticmethod
     def _image(frame: av.VideoFrame) -> np.ndarray:
-        image = frame.to_ndarray(format="bgr24")
+        image = frame.to_ndarray(format="bgr24")  # a view over padded lines when the row size is not aligned
         turns = round((frame.rotation or 0) / 90) % 4
-        return np.ascontiguousarray(np.rot90(image, turns)) if turns else image
+        if turns:
+            image = np.rot90(image, turns)
+        return image if image.flags.c_contiguous else np.ascontiguousarray(image)
 
 
 class PacketGaps:
@@ -265,9 +297,10 @@ class PacketGaps:
         if declared > 0:
             return max(1, round(step / declared) - 1) if step > DURATION_SLACK * declared else 0
         missing = 0
-        if len(self._steps) >= 3 and step > GAP_FACTOR * min(self._steps):  # cheap pre-check: median >= min
+        if len(self._steps) >= 3 and step > DURATION_SLACK * min(self._steps):  # cheap pre-check: median >= min
             nominal = statistics.median(self._steps)
-            if step > GAP_FACTOR * nominal:
+            steady = max(self._steps) - min(self._steps) <= STEADY_MS
+            if step > (DURATION_SLACK if steady else GAP_FACTOR) * nominal:
                 missing = max(1, round(step / nominal) - 1)
         self._steps.append(step)
         return missing

@@ -20,6 +20,7 @@ import stat
 import av
 
 from vcascade.core.redact import redact_url
+from vcascade.edge.capture import SourceError
 
 FAULT_REASONS: tuple[str, ...] = (
     "connection_refused",  # nothing listens on the host's port
@@ -79,7 +80,7 @@ _LOG_REASONS = (
 )
 
 
-class CameraFault(RuntimeError):
+class CameraFault(SourceError):
     """A camera cannot be opened or read, with its cause.
 
     Attributes:

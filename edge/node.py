@@ -343,6 +343,8 @@ def snapshot(
         e2e = np.fromiter(tally.end_to_end_ms, float) if tally.end_to_end_ms else np.zeros(0)
         cameras[reader.camera] = {
             "state": reader.state,
+            "reason": reader.reason,
+            "detail": reader.detail,
             "error": reader.error,
             "frames": reader.frames,
             "reconnects": reader.reconnects,

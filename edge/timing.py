@@ -1,23 +1,17 @@
-"""Stream-time (PTS) rules of a camera: detection rate, realtime pacing of files, and PTS anomalies.
+"""Stream-time (PTS) rules of a camera: detection rate and realtime pacing of files.
 
-All three work on the stream's presentation timestamps in ms (``CAP_PROP_POS_MSEC`` after a read), never on
-frame index / fps, so variable-frame-rate video is handled as it is.
+Both work on the stream's presentation timestamps in ms (``Frame.stream_ts_ms``), never on frame index / fps, so
+variable-frame-rate video is handled as it is. Frames lost or broken are found by the decoder
+(:mod:`vcascade.edge.av_reader`).
 """
 
 from __future__ import annotations
 
-import statistics
 import threading
 import time
-from collections import deque
 
 PTS_TOLERANCE_MS = 0.5
 """Slack for float rounding of PTS (FFmpeg converts time-base ticks to ms)."""
-GAP_FACTOR = 4.0
-"""A PTS step larger than this many times the recent median step is a gap (frames lost). 4 rather than the 2 often
-used for constant-rate streams, so that a variable-frame-rate stream slowing down 3x is not mistaken for loss."""
-GAP_WINDOW = 16
-"""Number of recent PTS steps whose median is the nominal frame interval."""
 
 
 class RateGate:
@@ -68,37 +62,3 @@ class Pacer:
             return not cancel.is_set()
         due_s = self._origin[0] + (pts_ms - self._origin[1]) / 1000.0
         return not cancel.wait(max(0.0, due_s - now_s))
-
-
-class PtsMonitor:
-    """Counts what the PTS sequence reveals about lost or broken frames.
-
-    FFmpeg conceals or silently skips undecodable frames, and OpenCV reports no decode errors, so what can be
-    detected is: a jump in PTS larger than :data:`GAP_FACTOR` x the median of the last :data:`GAP_WINDOW` steps
-    (frames lost in transmission or dropped by the decoder; the number missing is estimated as
-    ``round(step / median) - 1``), and a PTS that does not increase (broken timestamps). Frames damaged but
-    still decoded (concealed macroblocks) are not detectable here and are not counted.
-    """
-
-    def __init__(self) -> None:
-        self._last_ms: float | None = None
-        self._steps: deque[float] = deque(maxlen=GAP_WINDOW)
-        self.last_step_ms: float | None = None
-
-    def observe(self, pts_ms: float) -> tuple[int, bool]:
-        """Record a frame's PTS, ms. Returns (estimated frames missing before it, PTS not increasing)."""
-        last, self._last_ms = self._last_ms, pts_ms
-        if last is None:
-            return 0, False
-        step = pts_ms - last
-        if step <= 0:
-            return 0, True
-        missing = 0
-        if len(self._steps) >= 3 and step > GAP_FACTOR * min(self._steps):  # cheap pre-check: median >= min
-            nominal = statistics.median(self._steps)
-            if step > GAP_FACTOR * nominal:
-                missing = max(1, round(step / nominal) - 1)
-        if not missing:
-            self._steps.append(step)
-            self.last_step_ms = step
-        return missing, False

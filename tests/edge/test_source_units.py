@@ -1,4 +1,4 @@
-"""The pure parts of camera ingestion: backoff, PTS rate gate, PTS anomalies, state machine, source kinds."""
+"""The pure parts of camera ingestion: backoff, PTS rate gate, packet gap rule, state machine, source kinds."""
 
 from __future__ import annotations
 
@@ -11,9 +11,11 @@ from prometheus_client import REGISTRY
 from vcascade.core.config import CameraConfig
 from vcascade.edge.backoff import Backoff
 from vcascade.edge.camera_state import CameraStateMachine
-from vcascade.edge.capture import SourceError, StreamInfo, device_index, is_live, open_capture, stopped_early
+from vcascade.edge.av_reader import PacketGaps, open_source
+from vcascade.edge.camera_faults import CameraFault
+from vcascade.edge.capture import SourceError, device_index, is_live
 from vcascade.edge.metrics import CameraTelemetry
-from vcascade.edge.timing import PtsMonitor, RateGate
+from vcascade.edge.timing import RateGate
 
 
 def test_backoff_is_full_jitter_under_a_doubling_capped_bound():
@@ -45,22 +47,15 @@ def test_rate_gate_follows_pts_not_frame_count():
         RateGate(0)
 
 
-def test_pts_monitor_counts_gaps_and_backwards_steps_but_not_vfr():
-    monitor = PtsMonitor()
-    results = [monitor.observe(p) for p in (0, 40, 80, 120, 160, 400, 440, 440, 480)]
-    assert results[5] == (5, False)  # 240 ms step where 40 is usual: 5 frames missing
-    assert results[7] == (0, True)
-    assert sum(m for m, _ in results) == 5
-    vfr = PtsMonitor()
-    assert not any(m or b for m, b in (vfr.observe(p) for p in (0, 100, 200, 300, 400, 700, 1000, 1300)))
-
-
-def test_stopped_early_needs_both_fewer_frames_and_a_short_timeline():
-    info = StreamInfo(frame_count=60, fps=10.0)
-    assert stopped_early(info, 30, 2900.0, 100.0)
-    assert not stopped_early(info, 60, 5900.0, 100.0)
-    assert not stopped_early(info, 50, 5900.0, 100.0)  # frames lost inside, the end reached: counted as gaps
-    assert not stopped_early(StreamInfo(0, 0.0), 3, 200.0, 100.0)  # nothing announced: nothing to compare
+def test_packet_gaps_follow_declared_durations_and_learn_a_new_rate_without_them():
+    declared = PacketGaps()  # MP4/MKV/TS: every packet says how long it lasts
+    steps = [declared.observe(t, d) for t, d in ((0, 40), (40, 40), (80, 200), (280, 200), (480, 40), (680, 40))]
+    assert steps == [0, 0, 0, 0, 0, 4]  # a rate change is not a gap; 200 ms after a 40 ms packet misses 4
+    steady = PacketGaps()  # no durations (RTP), constant rate: a step of 1.5 intervals is a gap
+    assert sum(steady.observe(t, 0) for t in (0, 40, 80, 120, 160, 320)) == 3
+    vfr = PacketGaps()  # no durations, the rate varies: only a step above 4x the median is a gap
+    assert sum(vfr.observe(t, 0) for t in (0, 100, 150, 250, 300, 400, 700, 1000, 1300)) == 0
+    assert vfr.observe(3300, 0) > 0  # 2 s where ~100-300 ms is usual
 
 
 def test_state_machine_sets_one_state_counts_reasons_and_logs_once(caplog):
@@ -93,14 +88,16 @@ def test_source_kinds(url, live, device):
 
 
 def test_bad_device_url_and_missing_device_are_clear_errors():
-    with pytest.raises(SourceError, match="device://N"):
-        open_capture(CameraConfig(url="device://cam", edge="e"))
-    with pytest.raises(SourceError, match="cannot open"):
-        open_capture(CameraConfig(url="device://99", edge="e"))
+    with pytest.raises(CameraFault, match="device://N") as info:
+        open_source(CameraConfig(url="device://cam", edge="e"))
+    assert info.value.reason == "bad_url" and isinstance(info.value, SourceError)
+    with pytest.raises(CameraFault, match="no such device") as info:
+        open_source(CameraConfig(url="device://99", edge="e"))
+    assert info.value.reason == "missing_file"
 
 
 def test_unreachable_http_stream_error_has_no_credentials(free_port):
     url = f"http://admin:hunter2@127.0.0.1:{free_port()}/video.mjpg"
     with pytest.raises(SourceError) as info:
-        open_capture(CameraConfig(url=url, edge="e", open_timeout_s=2.0))
+        open_source(CameraConfig(url=url, edge="e", open_timeout_s=2.0))
     assert "hunter2" not in str(info.value) and "***@127.0.0.1" in str(info.value)
