@@ -350,6 +350,7 @@ def snapshot(
             "reconnects": reader.reconnects,
             "blocked_s": round(reader.blocked_s, 3),
             "corrupt_frames": reader.corrupt_frames,
+            "losses": dict(reader.losses),
             "sent": tally.sent,
             "results": tally.results,
             "drops": dict(tally.drops),

@@ -85,6 +85,7 @@ class CameraReader(threading.Thread):
         blocked_s: seconds spent waiting for the detector to take frames (backpressure).
         rate_skipped: frames not handed over because of ``detect_fps``.
         corrupt_frames: frames counted lost or damaged (see :mod:`vcascade.edge.av_reader`).
+        losses: the same by reason (:data:`vcascade.edge.camera_faults.FRAME_LOSS_REASONS`).
         loops: times a ``loop: true`` file started again.
         removal: None, or for a camera removed at run time ``removing`` (reader stopping, ROIs in flight) and
             then ``closed`` (its books are final); set by :class:`vcascade.edge.camera_set.CameraSet`.
@@ -99,6 +100,7 @@ class CameraReader(threading.Thread):
         self.machine = CameraStateMachine(self.telemetry)
         self.error: str | None = None
         self.detail: str | None = None
+        self.losses: dict[str, int] = {}
         self.frames = self.reconnects = self.rate_skipped = self.corrupt_frames = self.loops = 0
         self.removal: str | None = None
         self._blocked_done_s = 0.0
@@ -230,6 +232,7 @@ class CameraReader(threading.Thread):
     def count_corrupt(self, reason: str, n: int) -> None:
         """Count ``n`` frames lost or damaged for ``reason`` (:data:`vcascade.edge.camera_faults.FRAME_LOSS_REASONS`)."""
         self.corrupt_frames += n
+        self.losses[reason] = self.losses.get(reason, 0) + n
         self.telemetry.frames_corrupt(reason, n)
 
 

@@ -11,6 +11,7 @@ from prometheus_client import REGISTRY
 from vcascade.core.config import CameraConfig
 from vcascade.edge.backoff import Backoff
 from vcascade.edge.camera_state import CameraStateMachine
+from vcascade.core.logs import RateLimitFilter
 from vcascade.edge.av_reader import PacketGaps, open_source
 from vcascade.edge.camera_faults import CameraFault
 from vcascade.edge.capture import SourceError, device_index, is_live
@@ -101,3 +102,25 @@ def test_unreachable_http_stream_error_has_no_credentials(free_port):
     with pytest.raises(SourceError) as info:
         open_source(CameraConfig(url=url, edge="e", open_timeout_s=2.0))
     assert "hunter2" not in str(info.value) and "***@127.0.0.1" in str(info.value)
+
+
+def test_state_change_lines_are_rate_limited_per_camera_not_per_template():
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler()
+    handler.emit = records.append
+    handler.addFilter(RateLimitFilter(60.0))
+    logger = logging.getLogger("vcascade.edge.camera_state")
+    logger.addHandler(handler)
+    try:
+        first = CameraStateMachine(CameraTelemetry("edge-r", "cam-a"))
+        second = CameraStateMachine(CameraTelemetry("edge-r", "cam-b"))
+        for _ in range(3):  # a reconnect loop: the same failure again and again
+            for machine in (first, second):
+                machine.to("backing_off", "connection_refused", "Connection refused")
+                machine.to("connecting", "retry")
+    finally:
+        logger.removeHandler(handler)
+    warnings = [r.getMessage() for r in records if r.levelno == logging.WARNING]
+    assert len(warnings) == 2  # each camera's failure once; its repeats suppressed
+    assert "camera cam-a:" in warnings[0] and "camera cam-b:" in warnings[1]
+    assert all("(connection_refused)" in line for line in warnings)
