@@ -14,13 +14,9 @@ Decoding rules (docs/CAMERAS.md):
 * Frames FFmpeg decodes are delivered, also those it concealed; a frame the decoder flags corrupt is counted
   ``corrupt`` (``missing_reference`` when FFmpeg logged a missing reference meanwhile), a packet it cannot decode
   is counted ``corrupt``, packets before the first keyframe that give no frame ``before_keyframe``.
-* Frames missing from the stream itself (``pts_gap``) are found on packets, in decode order: a DTS step longer
-  than the previous packet's declared duration (MP4 ``stts``, Matroska block durations, the parser's frame
-  duration for MPEG-TS) misses ``round(step / duration) - 1`` frames, so a variable frame rate is never a gap.
-  Without declared durations (MPEG-TS, RTP) the step is compared with the median of the last :data:`GAP_WINDOW`
-  steps: above :data:`DURATION_SLACK` x the median while those steps were steady (constant rate), above
-  :data:`GAP_FACTOR` x the median while they varied (variable rate); every step joins the window, so a new rate
-  is learnt.
+* Frames missing from the stream itself (``pts_gap``) are found on packets, in decode order, by the stream's own
+  frame durations (:class:`vcascade.edge.timing.PacketGaps`): an isolated long DTS step is a gap, a lasting one a
+  new frame rate, so variable frame rate is never counted as loss.
 * Frames cut off at the end of a stream with reordering (B-frames of a truncated MPEG-TS) leave no DTS jump: at the
   end, the delivered PTS after the last packet's DTS are checked for holes against the recent declared durations.
 * A demuxer error in the middle of a file, or a last packet the demuxer flags incomplete, is
@@ -48,15 +44,8 @@ from vcascade.core.redact import redact_url
 from vcascade.core.resources import resolve
 from vcascade.edge.camera_faults import CameraFault, check_file, classify, is_unfinished_mp4
 from vcascade.edge.capture import device_index, is_live
+from vcascade.edge.timing import GAP_SLACK, PacketGaps
 
-GAP_FACTOR = 4.0
-"""Without declared packet durations, recent steps varying: a DTS step above this many times their median is a gap."""
-STEADY_MS = 1.0
-"""Without declared packet durations: recent steps within this many ms of each other are a constant rate, ms."""
-GAP_WINDOW = 16
-"""Without declared packet durations: number of recent DTS steps whose median is the nominal interval."""
-DURATION_SLACK = 1.5
-"""With declared durations: a step above this many declared durations is a gap (rounding of time bases)."""
 TIMEOUT_SLACK = 0.9
 """An FFmpeg error after this fraction of a live source's timeout is that timeout (PyAV's interrupt callback makes
 FFmpeg fail with a generic error such as ``AVERROR_INVALIDDATA`` or ``AVERROR_EXIT``)."""
@@ -175,7 +164,7 @@ class StreamDecoder:
         self._gaps = PacketGaps()
         self._tail_pts: deque[int] = deque(maxlen=TAIL_FRAMES)
         self._last_dts: int | None = None
-        self._durations: deque[int] = deque(maxlen=GAP_WINDOW)
+        self._durations: deque[int] = deque(maxlen=TAIL_FRAMES)
         self._before_key = 0
         self._keyframe_seen = False
         self._frames_out = 0
@@ -234,7 +223,7 @@ class StreamDecoder:
         if packet.duration:
             self._durations.append(packet.duration)
         if ts is not None:
-            missing = self._gaps.observe(ts * self._tb_ms, (packet.duration or 0) * self._tb_ms)
+            missing = self._gaps.observe(ts * self._tb_ms)
             if missing:
                 self.count_loss("pts_gap", missing)
 
@@ -267,7 +256,7 @@ class StreamDecoder:
         tail = sorted(pts for pts in self._tail_pts if pts > self._last_dts)
         points = ([max(below)] if below else []) + tail
         missing = sum(max(1, round((b - a) / duration) - 1) for a, b in zip(points, points[1:])
-                      if b - a > DURATION_SLACK * duration)
+                      if b - a > GAP_SLACK * duration)
         if missing:
             self.count_loss("pts_gap", missing)
 
@@ -278,29 +267,3 @@ class StreamDecoder:
         if turns:
             image = np.rot90(image, turns)
         return image if image.flags.c_contiguous else np.ascontiguousarray(image)
-
-
-class PacketGaps:
-    """Frames missing from a stream, found on its packets' decode timestamps (see the module's rules)."""
-
-    def __init__(self) -> None:
-        self._last_ms: float | None = None
-        self._declared_ms = 0.0
-        self._steps: deque[float] = deque(maxlen=GAP_WINDOW)
-
-    def observe(self, ts_ms: float, duration_ms: float) -> int:
-        """Record a packet's DTS and declared duration, ms (0: none). Returns the frames missing before it."""
-        last, declared, self._last_ms, self._declared_ms = self._last_ms, self._declared_ms, ts_ms, duration_ms
-        if last is None or ts_ms <= last:
-            return 0
-        step = ts_ms - last
-        if declared > 0:
-            return max(1, round(step / declared) - 1) if step > DURATION_SLACK * declared else 0
-        missing = 0
-        if len(self._steps) >= 3 and step > DURATION_SLACK * min(self._steps):  # cheap pre-check: median >= min
-            nominal = statistics.median(self._steps)
-            steady = max(self._steps) - min(self._steps) <= STEADY_MS
-            if step > (DURATION_SLACK if steady else GAP_FACTOR) * nominal:
-                missing = max(1, round(step / nominal) - 1)
-        self._steps.append(step)
-        return missing

@@ -12,11 +12,11 @@ from vcascade.core.config import CameraConfig
 from vcascade.edge.backoff import Backoff
 from vcascade.edge.camera_state import CameraStateMachine
 from vcascade.core.logs import RateLimitFilter
-from vcascade.edge.av_reader import PacketGaps, open_source
+from vcascade.edge.av_reader import open_source
 from vcascade.edge.camera_faults import CameraFault
 from vcascade.edge.capture import SourceError, device_index, is_live
 from vcascade.edge.metrics import CameraTelemetry
-from vcascade.edge.timing import RateGate
+from vcascade.edge.timing import PacketGaps, RateGate
 
 
 def test_backoff_is_full_jitter_under_a_doubling_capped_bound():
@@ -48,15 +48,15 @@ def test_rate_gate_follows_pts_not_frame_count():
         RateGate(0)
 
 
-def test_packet_gaps_follow_declared_durations_and_learn_a_new_rate_without_them():
-    declared = PacketGaps()  # MP4/MKV/TS: every packet says how long it lasts
-    steps = [declared.observe(t, d) for t, d in ((0, 40), (40, 40), (80, 200), (280, 200), (480, 40), (680, 40))]
-    assert steps == [0, 0, 0, 0, 0, 4]  # a rate change is not a gap; 200 ms after a 40 ms packet misses 4
-    steady = PacketGaps()  # no durations (RTP), constant rate: a step of 1.5 intervals is a gap
-    assert sum(steady.observe(t, 0) for t in (0, 40, 80, 120, 160, 320)) == 3
-    vfr = PacketGaps()  # no durations, the rate varies: only a step above 4x the median is a gap
-    assert sum(vfr.observe(t, 0) for t in (0, 100, 150, 250, 300, 400, 700, 1000, 1300)) == 0
-    assert vfr.observe(3300, 0) > 0  # 2 s where ~100-300 ms is usual
+def test_packet_gaps_count_isolated_jumps_and_learn_a_new_frame_rate():
+    gaps = PacketGaps()
+    found = [gaps.observe(t) for t in (0, 40, 80, 120, 160, 400, 440, 480, 480, 520)]
+    assert found[6] == 5 and sum(found) == 5  # 240 ms then back to 40: 5 frames missing, counted one packet late
+    vfr = PacketGaps()  # vfr.mp4's shape: 40 ms frames, then 200 ms frames for good
+    assert sum(vfr.observe(t) for t in [40 * i for i in range(50)] + [1960 + 200 * i for i in range(1, 51)]) == 0
+    irregular = PacketGaps()  # variable rate throughout: only a step far above the median is long
+    assert sum(irregular.observe(t) for t in (0, 100, 150, 250, 300, 400, 700, 800, 900)) == 0
+    assert irregular.observe(3000) == 0 and irregular.observe(3100) > 0  # 2.1 s, then back to ~100 ms
 
 
 def test_state_machine_sets_one_state_counts_reasons_and_logs_once(caplog):
