@@ -151,12 +151,16 @@ _PYAV_MESSAGE = re.compile(r"^\[Errno -?\d+\] (?P<text>.*?)(?:: '[^']*')?(?:; la
 
 
 def _plain(message: str) -> str:
-    """PyAV's ``[Errno N] Text: 'url'; last error log: [component] line`` as ``Text ([component] line)``."""
+    """PyAV's ``[Errno N] Text: 'url'; last error log: [component] line`` as ``Text (component: line)`` (no square
+    brackets: terminal tables read them as markup)."""
     match = _PYAV_MESSAGE.match(message.strip())
     if match is None:
         return message
-    text, line = match.group("text"), match.group("log")
-    return f"{text} ({line.strip()})" if line else text
+    text, line = match.group("text"), (match.group("log") or "").strip()
+    if line.startswith("[") and "] " in line:
+        component, rest = line[1:].split("] ", 1)
+        line = f"{component}: {rest}"
+    return f"{text} ({line})" if line else text
 
 
 def is_unfinished_mp4(path: str, message: str) -> bool:

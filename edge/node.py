@@ -344,6 +344,7 @@ def snapshot(
         cameras[reader.camera] = {
             "state": reader.state,
             "reason": reader.reason,
+            "fault": reader.fault,
             "detail": reader.detail,
             "error": reader.error,
             "frames": reader.frames,

@@ -79,7 +79,9 @@ class CameraReader(threading.Thread):
         state: current state (:data:`vcascade.edge.camera_state.STATES`).
         error: why it failed (credentials redacted), else None.
         reason: why it is in its state (see :attr:`reason`).
-        detail: the last fault's text (credentials redacted), also while a live camera retries; else None.
+        fault: the last fault's reason (:data:`FAULT_REASONS`), kept while a live camera retries and after it is
+            stopped; None once it streams again.
+        detail: the last fault's text (credentials redacted), with the same lifetime.
         frames: frames decoded so far, all sessions together.
         reconnects: reconnect attempts so far.
         blocked_s: seconds spent waiting for the detector to take frames (backpressure).
@@ -99,6 +101,7 @@ class CameraReader(threading.Thread):
         self.telemetry = CameraTelemetry(edge, name)
         self.machine = CameraStateMachine(self.telemetry)
         self.error: str | None = None
+        self.fault: str | None = None
         self.detail: str | None = None
         self.losses: dict[str, int] = {}
         self.frames = self.reconnects = self.rate_skipped = self.corrupt_frames = self.loops = 0
@@ -148,7 +151,7 @@ class CameraReader(threading.Thread):
             alive = session.is_alive()  # read before the outcome: a session sets its outcome, then ends
             if session.opened and self.state != "streaming":
                 self.machine.to("streaming", "opened")
-                self.detail = None
+                self.fault = self.detail = None
             if session.outcome is not None:
                 return self._settle(session.outcome)
             if self.stop.is_set() or not alive:
@@ -179,6 +182,7 @@ class CameraReader(threading.Thread):
         state, reason, detail = outcome
         if reason in FAULT_REASONS:
             shown = redact_url(self.cfg.url)
+            self.fault = reason
             self.detail = redact_url(detail if shown in detail else f"{shown}: {detail}")
             if state == "failed":
                 self.error = self.detail

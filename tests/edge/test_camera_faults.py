@@ -40,6 +40,7 @@ def test_each_bad_camera_has_its_reason_and_the_good_one_is_never_affected(
     for name, reader in bad.items():
         assert expected[name] in _reasons(reader), (name, reader.machine.history())
         assert reader.state in ("backing_off", "connecting") and reader.error is None  # live: keeps retrying
+        assert reader.fault == expected[name]
         assert reader.detail and "s3cret" not in reader.detail and "pw@" not in reader.detail
         assert REGISTRY.get_sample_value("vcascade_edge_camera_transitions_total", {
             "edge": "edge", "camera": name, "state": "backing_off", "reason": expected[name]}) >= 2

@@ -122,7 +122,7 @@ def test_unreachable_live_camera_keeps_retrying_without_leaking_credentials(came
     steps = [(t.target, t.reason) for t in reader.machine.history()]
     assert steps[:3] == [("backing_off", "connection_refused"), ("connecting", "retry"),
                          ("backing_off", "connection_refused")]
-    assert reader.reason in ("connection_refused", "retry") and "Connection refused" in reader.detail
+    assert reader.fault == "connection_refused" and "Connection refused" in reader.detail
     assert reader.error is None and reader.state in ("connecting", "backing_off")  # live: never gives up
     assert "hunter2" not in caplog.text and "***@127.0.0.1" in caplog.text
 
