@@ -49,3 +49,20 @@ def test_each_bad_camera_has_its_reason_and_the_good_one_is_never_affected(
     for name, reason in expected.items():  # one line per camera and cause (repeats are rate-limited per camera)
         assert any(f"camera {name}: " in m and f"({reason})" in m for m in warnings), (name, warnings)
     assert not any("camera good:" in m for m in warnings)
+
+
+def test_frozen_stream_is_ended_by_ffmpegs_own_read_timeout_not_abandoned(rtsp_server, cameras, consumer, wait_for):
+    reader = cameras("freeze", url=rtsp_server.url, **FAST)
+    consumer(cameras.slots)
+    assert wait_for(lambda: reader.state == "streaming" and reader.frames > 5, 30), reader.machine.history()
+    session = reader.session
+    rtsp_server.freeze()
+    try:
+        assert wait_for(lambda: reader.state != "streaming", 15), reader.machine.history()
+    finally:
+        rtsp_server.thaw()
+    stalled = [t for t in reader.machine.history() if t.target == "stalled"]
+    assert stalled and stalled[0].reason == "read_timeout" and "FFmpeg read timeout" in stalled[0].detail
+    assert session.outcome is not None  # the session ended itself (an abandoned one never sets its outcome)
+    assert wait_for(lambda: not session.is_alive(), 2.0)  # and no thread is left behind in FFmpeg
+    assert wait_for(lambda: reader.state == "streaming" and reader.session is not session, 30)
