@@ -124,3 +124,14 @@ def test_state_change_lines_are_rate_limited_per_camera_not_per_template():
     assert len(warnings) == 2  # each camera's failure once; its repeats suppressed
     assert "camera cam-a:" in warnings[0] and "camera cam-b:" in warnings[1]
     assert all("(connection_refused)" in line for line in warnings)
+    logger.addHandler(handler)
+    level = logger.level
+    logger.setLevel(logging.INFO)
+    try:
+        first.to("streaming", "opened")  # the recovery after a fault is a warning too
+        first.to("ended", "stopped")
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+    levels = [(r.levelno, r.getMessage().split(": ", 1)[1]) for r in records[-2:]]
+    assert levels == [(logging.WARNING, "connecting -> streaming (opened)"), (logging.INFO, "streaming -> ended (stopped)")]
