@@ -11,9 +11,10 @@ Decoding rules (docs/CAMERAS.md):
 * ``stream_ts_ms`` is the frame's PTS in ms from the stream's start time (FFmpeg's ``start_time``, else the
   first PTS). A stream without timestamps (raw Annex-B H.264) gets them from its frame durations, else from its
   frame rate: 0, 40, 80... ms at 25 fps.
-* Frames FFmpeg decodes are delivered, also those it concealed; a frame the decoder flags corrupt is counted
-  ``corrupt`` (``missing_reference`` when FFmpeg logged a missing reference meanwhile), a packet it cannot decode
-  is counted ``corrupt``, packets before the first keyframe that give no frame ``before_keyframe``.
+* Frames FFmpeg decodes are delivered, also those it concealed; a frame decoded while FFmpeg said a reference
+  frame it needs is missing (:data:`MISSING_REFERENCE_MESSAGES`) is counted ``missing_reference``, another frame
+  the decoder flags corrupt ``corrupt``; a packet it cannot decode is counted ``corrupt``, packets before the first
+  keyframe that give no frame ``before_keyframe``.
 * Frames missing from the stream itself (``pts_gap``) are found on packets, in decode order, by the stream's own
   frame durations (:class:`vcascade.edge.timing.PacketGaps`): an isolated long DTS step is a gap, a lasting one a
   new frame rate, so variable frame rate is never counted as loss.
@@ -28,6 +29,7 @@ Decoding rules (docs/CAMERAS.md):
 
 from __future__ import annotations
 
+import itertools
 import os
 import statistics
 import time
@@ -53,8 +55,13 @@ TAIL_FRAMES = 64
 """Delivered PTS kept for the end-of-stream check (more than any decoder's reorder delay)."""
 DEFAULT_STEP_MS = 40.0
 """Frame interval assumed for a stream with neither timestamps, durations nor a frame rate (25 fps), ms."""
-_REFERENCE_WORDS = ("reference", "co located", "frame num gap")
-"""FFmpeg H.264/HEVC messages about a missing reference frame (libavcodec/h264_refs.c, h264_direct.c)."""
+MISSING_REFERENCE_MESSAGES = (
+    "missing reference picture",  # libavcodec/h264_refs.c: a reference list entry has no picture
+    "reference picture missing during reorder",  # h264_refs.c: ref_pic_list_modification names a lost picture
+    "co located pocs unavailable",  # h264_direct.c: direct prediction from a lost picture
+    "could not find ref with poc",  # hevc_refs.c: the reference picture set names a lost picture
+)
+"""FFmpeg's messages (lower case) saying a frame was decoded without a reference frame it needs."""
 
 LossCounter = Callable[[str, int], None]
 """``count(reason, n)``: ``n`` frames lost or damaged for ``reason`` (FRAME_LOSS_REASONS)."""
@@ -110,7 +117,7 @@ def open_source(cfg: CameraConfig) -> tuple[av.container.InputContainer, av.Vide
     started_s = time.monotonic()
     try:
         container = av.open(target, **kwargs)
-    except Exception as exc:  # every PyAV error is classified; none escapes as a crash
+    except (av.error.FFmpegError, OSError) as exc:  # every PyAV error is classified; none escapes as a crash
         waited_s = time.monotonic() - started_s
         if "timeout" in kwargs and waited_s >= TIMEOUT_SLACK * cfg.open_timeout_s:  # the interrupt fired
             raise CameraFault("open_timeout", f"{shown}: no answer within {waited_s:.1f} s "
@@ -155,7 +162,7 @@ class StreamDecoder:
     ) -> None:
         self.container, self.stream, self.count_loss = container, stream, count_loss
         self.read_timeout_s = read_timeout_s
-        self._drain_log = drain_log or (lambda: [])
+        self._drain_log = drain_log or list
         self._tb_ms = float(stream.time_base or Fraction(1, 1000)) * 1000.0
         rate = stream.average_rate or stream.guessed_rate
         self._rate_step_ms = 1000.0 / float(rate) if rate else DEFAULT_STEP_MS
@@ -189,9 +196,15 @@ class StreamDecoder:
                 except av.error.InvalidDataError:
                     self.count_loss("corrupt", 1)  # FFmpeg could not decode this packet at all
                     continue
-                lines = self._drain_log()
+                lines = self._drain_log()  # before the first keyframe every unit misses references: before_keyframe
+                missing_ref = self._keyframe_seen and any(m in line for line in lines for m in MISSING_REFERENCE_MESSAGES)
                 for frame in decoded:
-                    yield self._image(frame), self._stamp_ms(frame, lines)
+                    if frame.is_corrupt or missing_ref:  # damaged but decoded: delivered, and counted
+                        self.count_loss("missing_reference" if missing_ref else "corrupt", 1)
+                        missing_ref = False
+                    yield self._image(frame), self._stamp_ms(frame)
+                if missing_ref:  # the damaged frame is still inside the decoder (reordering): counted now
+                    self.count_loss("missing_reference", 1)
         except CameraFault:
             raise
         except av.error.EOFError:
@@ -227,11 +240,8 @@ class StreamDecoder:
             if missing:
                 self.count_loss("pts_gap", missing)
 
-    def _stamp_ms(self, frame: av.VideoFrame, lines: list[str]) -> float:
+    def _stamp_ms(self, frame: av.VideoFrame) -> float:
         self._frames_out += 1
-        if frame.is_corrupt:
-            missing_ref = any(word in line for line in lines for word in _REFERENCE_WORDS)
-            self.count_loss("missing_reference" if missing_ref else "corrupt", 1)
         if frame.pts is not None:
             self._tail_pts.append(frame.pts)
             if self._origin is None:
@@ -255,7 +265,7 @@ class StreamDecoder:
         below = [pts for pts in self._tail_pts if pts <= self._last_dts]
         tail = sorted(pts for pts in self._tail_pts if pts > self._last_dts)
         points = ([max(below)] if below else []) + tail
-        missing = sum(max(1, round((b - a) / duration) - 1) for a, b in zip(points, points[1:])
+        missing = sum(max(1, round((b - a) / duration) - 1) for a, b in itertools.pairwise(points)
                       if b - a > GAP_SLACK * duration)
         if missing:
             self.count_loss("pts_gap", missing)

@@ -147,7 +147,7 @@ def classify(exc: BaseException, shown: str, *, opening: bool) -> CameraFault:
     return CameraFault(reason, f"{shown}: {_plain(message)}")
 
 
-_PYAV_MESSAGE = re.compile(r"^\[Errno -?\d+\] (?P<text>.*?)(?:: '[^']*')?(?:; last error log: (?P<log>.*))?$", re.S)
+_PYAV_MESSAGE = re.compile(r"^\[Errno -?\d+\] (?P<text>.*?)(?:: '[^']*')?(?:; last error log: (?P<log>.*))?$", re.DOTALL)
 
 
 def _plain(message: str) -> str:

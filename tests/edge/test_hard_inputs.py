@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import av
 import pytest
 from prometheus_client import REGISTRY
 
@@ -125,7 +126,20 @@ def test_ffmpeg_warnings_never_reach_the_terminal_raw(media):
         "reader.join(30)\n"
         "print(reader.frames, reader.losses)\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "200 {'before_keyframe': 40}"
     assert "PPS" not in done.stderr and "h264" not in done.stderr, done.stderr
+
+
+def test_frames_decoded_without_their_reference_are_counted(read_all, tmp_path):
+    """ten.h264 with one P-frame access unit removed: FFmpeg decodes the rest (249) and says references are
+    missing for the frames that pointed at it."""
+    with av.open(str(MEDIA / "ten.h264")) as source:
+        units = [(bytes(p), p.is_keyframe) for p in source.demux(source.streams.video[0]) if p.size]
+    assert not units[5][1]  # a P-frame in the first GOP (keyframes every 50)
+    path = tmp_path / "lost_unit.h264"
+    path.write_bytes(b"".join(data for i, (data, _) in enumerate(units) if i != 5))
+    reader, frames = read_all(path)
+    assert (reader.state, len(frames)) == ("ended", 249)
+    assert reader.losses.get("missing_reference", 0) >= 1 and "pts_gap" not in reader.losses, reader.losses

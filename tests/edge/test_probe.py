@@ -15,6 +15,7 @@ from vcascade.core.config import CameraConfig
 from vcascade.edge.camera_faults import FAULT_REASONS
 from vcascade.edge.probe import PROBE_OK, CameraProbe, probe_camera
 
+
 def probe(url: str | Path, timeout_s: float = 3.0) -> CameraProbe:
     return probe_camera(CameraConfig(url=str(url), edge="e"), timeout_s)
 

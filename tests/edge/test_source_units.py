@@ -9,11 +9,11 @@ import pytest
 from prometheus_client import REGISTRY
 
 from vcascade.core.config import CameraConfig
-from vcascade.edge.backoff import Backoff
-from vcascade.edge.camera_state import CameraStateMachine
 from vcascade.core.logs import RateLimitFilter
 from vcascade.edge.av_reader import open_source
+from vcascade.edge.backoff import Backoff
 from vcascade.edge.camera_faults import CameraFault
+from vcascade.edge.camera_state import CameraStateMachine
 from vcascade.edge.capture import SourceError, device_index, is_live
 from vcascade.edge.metrics import CameraTelemetry
 from vcascade.edge.timing import PacketGaps, RateGate
@@ -61,7 +61,7 @@ def test_packet_gaps_count_isolated_jumps_and_learn_a_new_frame_rate():
 
 def test_state_machine_sets_one_state_counts_reasons_and_logs_once(caplog):
     machine = CameraStateMachine(CameraTelemetry("edge-u", "cam-u"))
-    value = lambda state, reason: REGISTRY.get_sample_value(  # noqa: E731
+    value = lambda state, reason: REGISTRY.get_sample_value(
         "vcascade_edge_camera_state", {"edge": "edge-u", "camera": "cam-u", "state": state, "reason": reason})
     assert value("connecting", "start") == 1 and value("streaming", "") == 0
     with caplog.at_level(logging.INFO, logger="vcascade.edge.camera_state"):
