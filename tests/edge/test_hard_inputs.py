@@ -4,6 +4,7 @@ checked against what its README documents (FFmpeg's own decoding is the referenc
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 import subprocess
 import sys
@@ -14,9 +15,14 @@ import pytest
 from prometheus_client import REGISTRY
 
 REPO = Path(__file__).resolve().parents[2]
-MEDIA = REPO.parent / "shared" / "media" / "bad-inputs"
-if not MEDIA.is_dir():  # a worktree beside the main checkout
-    MEDIA = Path("/work/shared/media/bad-inputs")
+MEDIA = Path(os.environ.get("VCASCADE_TEST_MEDIA", REPO.parent / "shared" / "media")) / "bad-inputs"
+"""The corpus: $VCASCADE_TEST_MEDIA/bad-inputs, else ../shared/media/bad-inputs beside the checkout."""
+
+
+@pytest.fixture(autouse=True)
+def _corpus_present() -> None:
+    if not (MEDIA / "README.md").is_file():
+        pytest.fail(f"bad-inputs corpus not found in {MEDIA}; set VCASCADE_TEST_MEDIA to the shared media folder")
 
 
 def ffprobe_pts_ms(path: Path) -> list[float]:
