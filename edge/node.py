@@ -386,11 +386,15 @@ def snapshot(
         e2e = np.fromiter(tally.end_to_end_ms, float) if tally.end_to_end_ms else np.zeros(0)
         cameras[reader.camera] = {
             "state": reader.state,
+            "reason": reader.reason,
+            "fault": reader.fault,
+            "detail": reader.detail,
             "error": reader.error,
             "frames": reader.frames,
             "reconnects": reader.reconnects,
             "blocked_s": round(reader.blocked_s, 3),
             "corrupt_frames": reader.corrupt_frames,
+            "losses": dict(reader.losses),
             "sent": tally.sent,
             "results": tally.results,
             "drops": dict(tally.drops),
