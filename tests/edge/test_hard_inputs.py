@@ -15,8 +15,10 @@ import pytest
 from prometheus_client import REGISTRY
 
 REPO = Path(__file__).resolve().parents[2]
-MEDIA = Path(os.environ.get("VCASCADE_TEST_MEDIA", REPO.parent / "shared" / "media")) / "bad-inputs"
-"""The corpus: $VCASCADE_TEST_MEDIA/bad-inputs, else ../shared/media/bad-inputs beside the checkout."""
+_SHARED = Path(os.environ.get("VCASCADE_TEST_MODELS", REPO.parent / "shared" / "models")).parent
+MEDIA = Path(os.environ.get("VCASCADE_TEST_MEDIA", _SHARED / "media")) / "bad-inputs"
+"""The corpus: $VCASCADE_TEST_MEDIA/bad-inputs, else media/bad-inputs beside the shared models folder
+($VCASCADE_TEST_MODELS/..), else ../shared/media/bad-inputs beside the checkout."""
 
 
 @pytest.fixture(autouse=True)
