@@ -81,13 +81,18 @@ def camera_config(edge: str, name: str, settings: dict[str, Any]) -> CameraConfi
 
 
 def describe(cameras: CameraSet) -> dict[str, dict[str, Any]]:
-    """Per camera: state, removal (None, ``removing``, ``closed``), frames, sent, results, drops, redacted URL."""
+    """Per camera: state, ``reason`` and ``detail`` of its last state change (a fixed word such as ``open_failed``
+    and the human text, credentials redacted), the error that failed it (None unless failed or ended early),
+    removal (None, ``removing``, ``closed``), frames, sent, results, drops, redacted URL."""
     tallies = cameras.link.tally_copy()
     out = {}
     for reader in cameras.readers():
         tally = tallies.get(reader.camera)
+        last = reader.machine.history()[-1:]
         out[reader.camera] = {
-            "state": reader.state, "removal": reader.removal, "frames": reader.frames,
+            "state": reader.state, "reason": reader.machine.reason, "detail": last[0].detail if last else "",
+            "error": reader.error,
+            "removal": reader.removal, "frames": reader.frames,
             "sent": tally.sent if tally else 0, "results": tally.results if tally else 0,
             "drops": dict(tally.drops) if tally else {}, "url": redact_url(reader.cfg.url),
         }
