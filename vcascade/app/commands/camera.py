@@ -27,7 +27,14 @@ from typing import Any
 import yaml
 
 from vcascade.app.commands import EXIT_CONFIG, EXIT_FAILURE, EXIT_OK
-from vcascade.app.control_client import FAULT_STATES, ControlUnreachable, first_state, request, wait_closed, wait_started
+from vcascade.app.control_client import (
+    FAULT_STATES,
+    ControlUnreachable,
+    first_state,
+    request,
+    wait_closed,
+    wait_started,
+)
 from vcascade.core.config import load_config
 from vcascade.core.control_protocol import CameraAdd, CameraList, CameraRemove, Reply
 from vcascade.core.security import SecurityError
