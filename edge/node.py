@@ -330,7 +330,8 @@ def snapshot(
     name: str, link: BrokerLink, readers: list[CameraReader], started: tuple[float, float], final: bool,
     node: EdgeNode | None = None, sinks: Sequence[LineSink] = (),
 ) -> dict[str, Any]:
-    """Progress and accounting of one edge: per camera frames, skipped (newest-frame slot), sent, results, drops,
+    """Progress and accounting of one edge: per camera its state, the ``reason`` of its last state change and the
+    ``error`` that failed it (None unless failed or ended early), frames, skipped (newest-frame slot), sent, results, drops,
     end-to-end p50/p99 (ms) and, given ``node``, frames detected and frame age p50/p99 (ms,
     :meth:`CameraTracking.frame_age_stats`); per broker ``up``, ``in_flight``, ``sent`` and ``silent_s``
     (:meth:`BrokerLink.broker_states`); per sink (by label, e.g. ``jsonl[0]``) the lines written by status and
@@ -343,6 +344,7 @@ def snapshot(
         e2e = np.fromiter(tally.end_to_end_ms, float) if tally.end_to_end_ms else np.zeros(0)
         cameras[reader.camera] = {
             "state": reader.state,
+            "reason": reader.machine.reason,
             "error": reader.error,
             "frames": reader.frames,
             "reconnects": reader.reconnects,

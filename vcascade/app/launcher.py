@@ -36,7 +36,7 @@ from rich.console import Console
 from rich.live import Live
 
 from vcascade.app.child import child_main
-from vcascade.app.summary import progress_line, restarts_table, summary_tables
+from vcascade.app.summary import camera_faults, progress_line, restarts_table, summary_tables
 from vcascade.app.supervise import RestartPolicy, RestartTracker
 from vcascade.core.config import Deployment
 from vcascade.edge.detectors.model_file import ensure_detector_model
@@ -356,7 +356,9 @@ def _verdict(console: Console, launcher: Launcher, codes: dict[str, int | None],
     """Print why the run is not clean, if it is not; return 0 or 1.
 
     Accounting is checked for every edge run that ended on its own (its final report), including the runs
-    before a restart that crashed with an error; a killed run sent no final report and is only listed.
+    before a restart that crashed with an error; a killed run sent no final report and is only listed. A camera
+    that failed, ended with an error or never read a frame (:func:`vcascade.app.summary.camera_faults`) is a
+    problem.
     """
     problems = [f"{proc} exited with code {code}" for proc, code in codes.items() if code not in (0, None)]
     problems += [f"{proc} stopped after a restart storm while edges were running" for proc in failed]
@@ -372,8 +374,7 @@ def _verdict(console: Console, launcher: Launcher, codes: dict[str, int | None],
             for cam, c in snap.get("cameras", {}).items():
                 if c["sent"] != c["results"] + sum(c["drops"].values()):
                     problems.append(f"camera {cam}: sent {c['sent']} != results {c['results']} + drops {c['drops']}")
-                if c.get("error"):
-                    problems.append(f"camera {cam}: {c['error']}")
+            problems += camera_faults(snap.get("cameras", {}))
     if launcher.stopped_by is not None:
         console.print(f"[yellow]stopped by {launcher.stopped_by}: in-flight ROIs were drained before exit[/yellow]")
     for problem in problems:
