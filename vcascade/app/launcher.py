@@ -36,10 +36,12 @@ from rich.console import Console
 from rich.live import Live
 
 from vcascade.app.child import child_main
+from vcascade.app.commands import EXIT_NO_RESTART
+from vcascade.app.preflight_models import model_problems
 from vcascade.app.summary import camera_faults, progress_line, restarts_table, summary_tables
 from vcascade.app.supervise import RestartPolicy, RestartTracker
 from vcascade.core.config import Deployment
-from vcascade.edge.detectors.model_file import ensure_detector_model
+from vcascade.core.models import ModelUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +80,8 @@ class Component:
         self.restart_at_s: float | None = None
         self.finished = False
         """True once it exited on purpose (edge done, or stopped) or was given up: never restarted."""
+        self.start_failed = False
+        """True once a run exited with EXIT_NO_RESTART (a deterministic start-up error): never restarted."""
         self._run_snapshot: dict[str, Any] | None = None
 
     def started(self, proc: Any, conn: Connection) -> None:
@@ -112,6 +116,9 @@ class Component:
                              "snapshot": self._run_snapshot})  # fmt: skip
         if self.stop.is_set() or (self.kind == "edge" and code == 0):
             self.finished = True
+            return None
+        if code == EXIT_NO_RESTART:  # a deterministic start-up error: the same start would fail the same way
+            self.finished = self.start_failed = True
             return None
         delay_s = self.tracker.on_exit(now_s)
         if delay_s is None:
@@ -177,7 +184,7 @@ class Launcher:
         if self.stopped_by is None:
             self._add("worker", self.dep.workers, self.stop_center)
             self._wait_serving("worker", self.dep.workers)
-        if self.stopped_by is None:
+        if self.stopped_by is None and not self.center_failed():
             self._add("edge", self.dep.edges, self.stop_edges)
 
     def _wait_serving(self, kind: str, names: Any) -> None:
@@ -226,6 +233,9 @@ class Launcher:
                 if delay_s is not None:
                     log.warning("%s %s exited with code %s; restart %d in %.1f s", comp.kind, comp.name,
                                 comp.history[-1]["exit_code"], comp.tracker.restarts, delay_s)  # fmt: skip
+                elif comp.start_failed:
+                    error = (comp.history[-1]["snapshot"] or {}).get("error", "see its log")
+                    log.error("%s %s cannot start (%s); not restarting it", comp.kind, comp.name, error)
                 elif comp.tracker.gave_up:
                     log.error("%s %s: restart storm (%d restarts within %.0f s); not restarting it", comp.kind,
                               comp.name, self.policy.max_restarts, self.policy.window_s)  # fmt: skip
@@ -236,8 +246,10 @@ class Launcher:
         return all(c.finished for (kind, _), c in self.components.items() if kind == "edge")
 
     def center_failed(self) -> list[str]:
-        """Brokers or workers given up after a restart storm (they should still be serving)."""
-        return [f"{k} {n}" for (k, n), c in self.components.items() if k != "edge" and c.tracker.gave_up]
+        """Brokers or workers given up after a restart storm or a start-up error (they should still be serving),
+        each as ``KIND NAME stopped after ...``."""
+        return [f"{k} {n} stopped after " + ("a start-up error" if c.start_failed else "a restart storm")
+                for (k, n), c in self.components.items() if k != "edge" and (c.tracker.gave_up or c.start_failed)]
 
     def stop(self) -> None:
         """Stop edges (they drain), then workers and brokers; kill any that overstay.
@@ -296,11 +308,13 @@ def run_deployment(
     :meth:`Launcher.status` there about once a second while running.
 
     Raises:
-        vcascade.core.models.ModelUnavailable: a detector model is missing and cannot be fetched (checked before any
-            process starts, so the user sees one clear message).
+        vcascade.core.models.ModelUnavailable: a model is missing and cannot be fetched, or a detector model fails
+            its contract check; its message has one line per such model, each naming the key path
+            (:func:`vcascade.app.preflight_models.model_problems`, run before any process starts).
     """
-    for edge in dep.edges.values():
-        ensure_detector_model(edge.detector, model_dir)
+    problems = model_problems(dep, model_dir)
+    if problems:
+        raise ModelUnavailable("\n".join(problems))
     console = Console() if sys.stdout.isatty() else Console(width=120)
     launcher = Launcher(dep, config_path, model_dir, log_level)
     previous = {sig: signal.signal(sig, lambda signum, frame: launcher.request_stop(signum)) for sig in STOP_SIGNALS}
@@ -361,7 +375,7 @@ def _verdict(console: Console, launcher: Launcher, codes: dict[str, int | None],
     problem.
     """
     problems = [f"{proc} exited with code {code}" for proc, code in codes.items() if code not in (0, None)]
-    problems += [f"{proc} stopped after a restart storm while edges were running" for proc in failed]
+    problems += failed
     problems += [f"{c.kind} {c.name} given up after a restart storm" for c in launcher.components.values()
                  if c.tracker.gave_up and c.kind == "edge"]  # fmt: skip
     for comp in launcher.components.values():
