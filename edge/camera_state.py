@@ -3,14 +3,22 @@
 States::
 
     connecting  --opened-->            streaming
-    connecting  --open_failed / open_timeout-->  backing_off     (live)   |  failed (file)
-    streaming   --read_timeout / stream_ended / read_error-->  stalled   (live: no frames)
+    connecting  --FAULT-->              backing_off     (live)   |  failed (file)
+    streaming   --read_timeout / stream_ended / FAULT-->  stalled   (live: no frames)
     stalled     --reconnect-->          backing_off
     backing_off --retry-->              connecting
-    streaming   --end_of_file / stopped_early / max_frames / stopped-->  ended
+    streaming   --end_of_file / max_frames / stopped-->  ended
+    streaming   --truncated_file / FAULT-->  failed   (files)
     any         --error-->              failed
 
-A live source never ends on its own: the end of its stream is a stall and the camera reconnects.
+FAULT is the real cause, one of :data:`vcascade.edge.camera_faults.FAULT_REASONS` (``connection_refused``,
+``unauthorized``, ``not_found``, ``missing_file``...). A live source never ends on its own: the end of its stream is a
+stall and the camera reconnects.
+
+Logging: each change is logged once; a change to ``failed`` at ERROR, to any other state for a fault at WARNING,
+the rest at INFO. Repeats of the same change of the same camera (a reconnect loop against a dead camera) are
+rate-limited per camera (:class:`vcascade.core.logs.RateLimitFilter` with ``rate_key``), so one camera's lines never
+hide another's.
 """
 
 from __future__ import annotations
@@ -22,6 +30,7 @@ from dataclasses import dataclass
 from typing import Literal, get_args
 
 from vcascade.core.redact import redact_url
+from vcascade.edge.camera_faults import FAULT_REASONS
 from vcascade.edge.metrics import CameraTelemetry
 
 log = logging.getLogger(__name__)
@@ -53,8 +62,8 @@ class Transition:
 class CameraStateMachine:
     """Current state of one camera, its history of transitions, and the metrics that show them.
 
-    Metrics (through ``telemetry``): ``vcascade_edge_camera_state{edge,camera,state}`` is 1 for the current
-    state and 0 for the others (the Prometheus "state set" pattern);
+    Metrics (through ``telemetry``): ``vcascade_edge_camera_state{edge,camera,state,reason}`` is 1 for the current
+    state and 0 for the others (the Prometheus "state set" pattern), ``reason`` why each state was last entered;
     ``vcascade_edge_camera_transitions_total{edge,camera,state,reason}`` counts entries into each state by
     reason; ``vcascade_edge_camera_up`` is 1 while streaming.
 
@@ -91,9 +100,9 @@ class CameraStateMachine:
             del self.transitions[: -self._history_max]
         self.telemetry.entered(target, reason)
         self._publish()
-        level = {"failed": logging.ERROR, "stalled": logging.WARNING}.get(target, logging.INFO)
+        level = logging.ERROR if target == "failed" else logging.WARNING if reason in FAULT_REASONS else logging.INFO
         log.log(level, "camera %s: %s -> %s (%s)%s", self.camera, step.source, target, reason,
-                f": {step.detail}" if step.detail else "")
+                f": {step.detail}" if step.detail else "", extra={"rate_key": f"{self.camera}\0{target}\0{reason}"})
         return True
 
     def history(self) -> list[Transition]:
@@ -102,4 +111,4 @@ class CameraStateMachine:
             return list(self.transitions)
 
     def _publish(self) -> None:
-        self.telemetry.show_state(self.state, STATES)
+        self.telemetry.show_state(self.state, STATES, self.reason)

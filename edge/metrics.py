@@ -43,8 +43,9 @@ HOP_SECONDS = Histogram(
 )
 CAMERA_STATE = Gauge(
     "vcascade_edge_camera_state",
-    "1 for the camera's current state (connecting, streaming, stalled, backing_off, ended, failed), 0 for the others.",
-    ["edge", "camera", "state"],
+    "1 for the camera's current state (connecting, streaming, stalled, backing_off, ended, failed), 0 for the others; "
+    "reason: why the camera last entered that state (docs/CAMERAS.md).",
+    ["edge", "camera", "state", "reason"],
 )
 CAMERA_TRANSITIONS = Counter(
     "vcascade_edge_camera_transitions_total", "Entries into each camera state, by reason.", ["edge", "camera", "state", "reason"]
@@ -62,8 +63,14 @@ FRAMES_RATE_SKIPPED = Counter(
 )
 FRAMES_CORRUPT = Counter(
     "vcascade_edge_frames_corrupt_total",
-    "Frames lost or unusable: pts_gap (frames missing, estimated from a PTS jump), pts_not_increasing, bad_image.",
+    "Frames lost or damaged: corrupt (decoder flag or undecodable packet), missing_reference, before_keyframe, "
+    "pts_gap (frames missing from the stream), pts_not_increasing, bad_image.",
     ["edge", "camera", "reason"],
+)
+FFMPEG_LOG_LINES = Counter(
+    "vcascade_edge_ffmpeg_log_lines_total",
+    "FFmpeg's own log lines (warnings and errors), re-logged at DEBUG with the camera's name (`-`: no camera).",
+    ["edge", "camera", "level"],
 )
 ROIS_SUPPRESSED = Counter(
     "vcascade_edge_rois_suppressed_total",
@@ -237,6 +244,7 @@ class CameraTelemetry:
         self._rate_skipped = FRAMES_RATE_SKIPPED.labels(edge, camera)
         self._blocked_s = CAMERA_BLOCKED.labels(edge, camera)
         self._skipped = FRAMES_SKIPPED.labels(edge, camera)
+        self._reasons: dict[str, str] = {}
 
     def frame_decoded(self) -> None:
         """One frame decoded from the camera."""
@@ -255,7 +263,7 @@ class CameraTelemetry:
         self._skipped.inc(count)
 
     def frames_corrupt(self, reason: str, count: int) -> None:
-        """``count`` frames lost or unusable, for ``reason`` (``pts_gap``, ``pts_not_increasing``, ``bad_image``)."""
+        """``count`` frames lost or damaged, for ``reason`` (:data:`vcascade.edge.camera_faults.FRAME_LOSS_REASONS`)."""
         FRAMES_CORRUPT.labels(self.edge, self.camera, reason).inc(count)
 
     def reconnecting(self) -> None:
@@ -266,9 +274,19 @@ class CameraTelemetry:
         """The camera entered ``state`` because of ``reason`` (:mod:`vcascade.edge.camera_state`)."""
         CAMERA_TRANSITIONS.labels(self.edge, self.camera, state, reason).inc()
 
-    def show_state(self, current: str, states: tuple[str, ...]) -> None:
+    def show_state(self, current: str, states: tuple[str, ...], reason: str = "start") -> None:
         """Publish the current state: 1 for ``current`` and 0 for the other ``states`` (the Prometheus "state set"
-        pattern); the camera is up while ``streaming``."""
+        pattern), each series labelled with the reason its state was last entered for (one series per state: the
+        previous reason's series of ``current`` is removed); the camera is up while ``streaming``."""
+        if current in self._reasons and self._reasons[current] != reason:
+            CAMERA_STATE.remove(self.edge, self.camera, current, self._reasons[current])
+        self._reasons[current] = reason
         for state in states:
-            CAMERA_STATE.labels(self.edge, self.camera, state).set(1 if state == current else 0)
+            CAMERA_STATE.labels(self.edge, self.camera, state, self._reasons.setdefault(state, "")).set(
+                1 if state == current else 0)
         CAMERA_UP.labels(self.edge, self.camera).set(1 if current == "streaming" else 0)
+
+
+def count_ffmpeg_log_line(edge: str, camera: str, level: str) -> None:
+    """One FFmpeg log line of ``camera`` (``-``: from no camera's thread) at FFmpeg ``level`` (error, warning...)."""
+    FFMPEG_LOG_LINES.labels(edge, camera, level).inc()

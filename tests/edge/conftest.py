@@ -49,12 +49,13 @@ class RtspServer:
     """scripts/rtsp_server.py (gst-rtsp-server under the system Python) on a loopback port, under test control.
 
     ``kill()`` ends it (SIGKILL), ``freeze()``/``thaw()`` stop and continue it (SIGSTOP/SIGCONT: connections stay
-    open, no data flows), ``start()`` runs it again on the same port.
+    open, no data flows), ``start()`` runs it again on the same port. With ``user``, the server requires Basic
+    authentication with ``user``/``password``; ``url`` then carries them.
     """
 
-    def __init__(self, video: Path, port: int, path: str = "/cam") -> None:
-        self.video, self.port, self.path = video, port, path
-        self.url = f"rtsp://127.0.0.1:{port}{path}"
+    def __init__(self, video: Path, port: int, path: str = "/cam", user: str = "", password: str = "") -> None:
+        self.video, self.port, self.path, self.user, self.password = video, port, path, user, password
+        self.url = f"rtsp://{user}:{password}@127.0.0.1:{port}{path}" if user else f"rtsp://127.0.0.1:{port}{path}"
         self.proc: subprocess.Popen | None = None
 
     def start(self) -> None:
@@ -62,6 +63,8 @@ class RtspServer:
         python = shutil.which("python3", path="/usr/bin") or "/usr/bin/python3"
         cmd = [python, str(REPO / "scripts" / "rtsp_server.py"), "--port", str(self.port), "--path", self.path,
                str(self.video)]
+        if self.user:
+            cmd += ["--user", self.user, "--password", self.password]
         deadline = time.monotonic() + SERVER_START_TIMEOUT_S
         while True:  # the port can still be held for a moment after a kill
             self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -94,7 +97,16 @@ class RtspServer:
 @pytest.fixture
 def rtsp_server(long_video, free_port) -> Iterator[RtspServer]:
     """A started :class:`RtspServer` replaying :func:`long_video`; killed at the end of the test."""
-    server = RtspServer(long_video, free_port())
+    yield from _serve(RtspServer(long_video, free_port()))
+
+
+@pytest.fixture
+def rtsp_auth_server(long_video, free_port) -> Iterator[RtspServer]:
+    """Like :func:`rtsp_server`, requiring Basic authentication as ``viewer`` / ``s3cret``."""
+    yield from _serve(RtspServer(long_video, free_port(), user="viewer", password="s3cret"))
+
+
+def _serve(server: RtspServer) -> Iterator[RtspServer]:
     server.start()
     yield server
     server.kill()

@@ -65,14 +65,15 @@ def test_stopped_early_needs_both_fewer_frames_and_a_short_timeline():
 
 def test_state_machine_sets_one_state_counts_reasons_and_logs_once(caplog):
     machine = CameraStateMachine(CameraTelemetry("edge-u", "cam-u"))
-    value = lambda state: REGISTRY.get_sample_value(  # noqa: E731
-        "vcascade_edge_camera_state", {"edge": "edge-u", "camera": "cam-u", "state": state})
-    assert value("connecting") == 1 and value("streaming") == 0
+    value = lambda state, reason: REGISTRY.get_sample_value(  # noqa: E731
+        "vcascade_edge_camera_state", {"edge": "edge-u", "camera": "cam-u", "state": state, "reason": reason})
+    assert value("connecting", "start") == 1 and value("streaming", "") == 0
     with caplog.at_level(logging.INFO, logger="vcascade.edge.camera_state"):
         assert machine.to("streaming", "opened")
         assert not machine.to("streaming", "opened")  # no change: nothing logged or counted
         machine.to("stalled", "read_timeout", "no frame for 2.0 s")
-    assert value("stalled") == 1 and value("streaming") == 0 and value("connecting") == 0
+    assert value("stalled", "read_timeout") == 1 and value("streaming", "opened") == 0
+    assert value("connecting", "start") == 0 and value("streaming", "") is None  # one series per state
     assert [(t.source, t.target, t.reason) for t in machine.history()] == [
         ("connecting", "streaming", "opened"), ("streaming", "stalled", "read_timeout")]
     assert len(caplog.records) == 2 and "read_timeout" in caplog.records[1].getMessage()

@@ -21,14 +21,16 @@ LOG_FORMATS = ("text", "json")
 FORMAT_ENV = "VCASCADE_LOG_FORMAT"
 """Environment variable holding the log format; the CLI sets it so the launcher's children inherit it."""
 RATE_LIMIT_INTERVAL_S = 60.0
-"""A warning or error with the same logger and message template is written at most once per this many seconds;
-the next one written says how many were suppressed."""
+"""A warning or error with the same logger, message template and ``rate_key`` is written at most once per this many
+seconds; the next one written says how many were suppressed."""
 
 
 class RateLimitFilter(logging.Filter):
     """Lets a WARNING-or-above record through at most once per ``interval_s`` per (logger, level, message
-    template); the next record let through carries ``repeated`` (the number suppressed meanwhile) and says so in
-    its message. Records below WARNING pass untouched. Thread-safe."""
+    template, rate key); the next record let through carries ``repeated`` (the number suppressed meanwhile) and says
+    so in its message. The rate key is the record's ``rate_key`` attribute (``extra={"rate_key": ...}``, e.g. a
+    camera's name and state, so that one camera's lines never hide another's), else empty. Records below WARNING
+    pass untouched. Thread-safe."""
 
     def __init__(self, interval_s: float = RATE_LIMIT_INTERVAL_S, clock=time.monotonic) -> None:
         super().__init__()
@@ -39,7 +41,7 @@ class RateLimitFilter(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         if record.levelno < logging.WARNING:
             return True
-        key = (record.name, record.levelno, str(record.msg))
+        key = (record.name, record.levelno, f"{record.msg}\0{getattr(record, 'rate_key', '')}")
         now = self._clock()
         with self._lock:
             entry = self._seen.get(key)
