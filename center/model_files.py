@@ -8,6 +8,12 @@ from pathlib import Path
 from vcascade.center.ocr_models import PPOCR_REC_MODEL, ensure_text_model
 from vcascade.core.models import find_model, model_search_dirs
 from vcascade.core.resources import resolve
+from vcascade.core.startup import StartupError
+
+
+class RecognizerModelMissing(FileNotFoundError, StartupError):
+    """A recognizer's model file is in none of the searched folders. Recovery: put it there or pass
+    ``--model-dir DIR``; a worker that raises it is not restarted (the same start would fail the same way)."""
 
 
 def resolve_onnx_model(model: str, model_dir: str | os.PathLike[str] | None = None) -> Path:
@@ -17,7 +23,7 @@ def resolve_onnx_model(model: str, model_dir: str | os.PathLike[str] | None = No
     extracted from the pinned rapidocr wheel on PyPI and verified).
 
     Raises:
-        FileNotFoundError: not found; the message lists the folders searched.
+        RecognizerModelMissing: (a FileNotFoundError) not found; the message lists the folders searched.
         vcascade.core.models.ModelUnavailable: the text model is missing and could not be fetched.
     """
     resolved = resolve(model)
@@ -26,5 +32,5 @@ def resolve_onnx_model(model: str, model_dir: str | os.PathLike[str] | None = No
         found = ensure_text_model(model_dir)
     if found is None:
         where = ", ".join(str(d) for d in model_search_dirs(model_dir))
-        raise FileNotFoundError(f"recognizer model {model!r} not found (searched {where}; pass --model-dir DIR)")
+        raise RecognizerModelMissing(f"recognizer model {model!r} not found (searched {where}; pass --model-dir DIR)")
     return found

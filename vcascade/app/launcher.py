@@ -188,12 +188,12 @@ class Launcher:
             self._add("edge", self.dep.edges, self.stop_edges)
 
     def _wait_serving(self, kind: str, names: Any) -> None:
-        """Poll and supervise until every component ``(kind, name)`` has reported, a stop is requested, or
-        WORKER_START_TIMEOUT_S."""
+        """Poll and supervise until every component ``(kind, name)`` has reported that it serves (a report that is
+        not final), one was given up or failed its start, a stop is requested, or WORKER_START_TIMEOUT_S."""
         deadline = time.monotonic() + WORKER_START_TIMEOUT_S
         while time.monotonic() < deadline and not self.center_failed() and self.stopped_by is None:
-            if all((kind, name) in self.snapshots for name in names):
-                break
+            if all(not self.snapshots.get((kind, name), {"final": True}).get("final") for name in names):
+                break  # each has reported, and not its last report (a start that failed reports once, final)
             self.poll(0.2)
             self.supervise()
 

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from pathlib import Path
 
 from vcascade.app.commands import EXIT_CONFIG, EXIT_OK
-from vcascade.app.commands.options import add_model_dir
 from vcascade.core.config import load_config
+from vcascade.core.models import MODEL_DIR_ENV
 
 PREFLIGHT = "vcascade.app.preflight:deep_problems"
 """``module:function`` of the deep checks: ``(deployment, model_dir, camera_timeout_s) -> list[str]``."""
@@ -29,7 +30,8 @@ def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:
     parser.add_argument("--deep", action="store_true",
                         help="also open every camera, load every model and run its contract check, load the key "
                              "files and check that the file's ports are free on this host")  # fmt: skip
-    add_model_dir(parser)
+    parser.add_argument("--model-dir", default=os.environ.get(MODEL_DIR_ENV),
+                        help=f"with --deep: the folder `vcascade run --model-dir` would get (default ${MODEL_DIR_ENV})")
     parser.add_argument("--camera-timeout-s", type=float, default=CAMERA_TIMEOUT_S,
                         help=f"with --deep: time each camera may take to open and decode its first frame "
                              f"(default {CAMERA_TIMEOUT_S:.0f})")  # fmt: skip
