@@ -1,4 +1,5 @@
-"""Where a recognizer's ONNX model file is: light (no torch), so ``vcascade run`` checks it before any process starts."""
+"""Where a recognizer's ONNX model file is. Light (no torch), so ``vcascade run`` checks it before it starts any
+process (:mod:`vcascade.app.preflight_models`)."""
 
 from __future__ import annotations
 

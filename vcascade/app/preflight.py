@@ -1,10 +1,10 @@
 """Pre-flight checks of a deployment on this host: every problem ``vcascade run`` would otherwise meet late.
 
-``vcascade check FILE --deep`` runs all of them; ``vcascade run`` runs :func:`model_problems` before it starts any
-process. Each check returns one line per problem, naming the key path of the file it is about:
+``vcascade check FILE --deep`` runs all of them; ``vcascade run`` runs the model part before it starts any process.
+Each check returns one line per problem, naming the key path of the file it is about:
 
-* models (:func:`vcascade.app.preflight_models.model_problems`): each edge's detector model is found (or fetched, as ``run`` would) and loaded,
-  and its inputs and outputs fit the configured type (:mod:`vcascade.edge.detectors.contract`); each ONNX
+* models (:func:`vcascade.app.preflight_models.model_problems`): each edge's detector model is found (or fetched,
+  as ``run`` would) and loaded, and its inputs and outputs fit the configured type (:mod:`vcascade.edge.detectors.contract`); each ONNX
   recognizer's model file is found (the PP-OCR text model fetched once, :mod:`vcascade.center.ocr_models`).
 * split points (:func:`split_point_problems`): each recognizer is loaded and, with explicit split points, split
   into its stages on the CPU (a split point the model does not have is found here, not in a worker's restarts).

@@ -9,8 +9,8 @@ With CurveZMQ on, this command connects with the keypair ``--key NAME`` (default
 the edge's host). ``--set`` takes any camera setting of the file (docs/CONFIG.md, ``cameras.<name>``), its value
 read as YAML (``--set realtime=true --set detect_fps=5``). ``add`` waits until the camera's first real state:
 ``streaming`` (or ``ended``, a short file already read) is success; ``failed`` (a file), ``backing_off`` (a live
-source that could not be opened) or ``stalled`` exit 1 with the reason. ``remove`` waits until the camera's books are closed
-(every ROI it sent has a result or a drop) and prints them.
+source that could not be opened) or ``stalled`` exit 1 with the reason. ``remove`` waits until the camera's books
+are closed (every ROI it sent has a result or a drop) and prints them.
 
 Prints JSON; exit codes: 0 done, 1 refused, unreachable, an added camera that failed or did not
 start in time, a removed one whose books did not close in time, 2 invalid configuration/usage.
