@@ -72,10 +72,10 @@ def summary_tables(snapshots: Snapshots, elapsed_s: float) -> list[Table]:
 def camera_faults(cameras: dict[str, dict[str, Any]]) -> list[str]:
     """One line per camera that failed, ended with an error, or never delivered a frame, sorted by camera name.
 
-    ``cameras``: the edges' camera snapshots by name (``state``, ``frames``, ``error``; ``reason``, the fixed word of
-    the last state change, when the edge reports it). A camera that read no frame at all is a fault even when it
-    ``ended`` without an error: after Ctrl-C a camera that never connected ends as ``stopped`` like any other, so
-    its zero frames are the only trace of its fault.
+    ``cameras``: the edges' camera snapshots by name (``state``, ``frames``, ``error``; ``reason``, the fixed word
+    of the last state change, and ``last_fault``, when the edge reports them). A camera that read no frame at all
+    is a fault even when it ``ended`` without an error: after Ctrl-C a camera that never connected ends as
+    ``stopped`` like any other, so its zero frames (and its last fault) are the only trace of its fault.
     """
     lines = []
     for name, c in sorted(cameras.items()):
@@ -83,7 +83,8 @@ def camera_faults(cameras: dict[str, dict[str, Any]]) -> list[str]:
         if c.get("error"):
             lines.append(f"camera {name}: {c['state']}{reason}: {c['error']}")
         elif c["frames"] == 0 and c["state"] in ("ended", "failed"):
-            lines.append(f"camera {name}: {c['state']}{reason} without reading a frame (never connected)")
+            last = f"; last fault {c['last_fault']}" if c.get("last_fault") else ""
+            lines.append(f"camera {name}: {c['state']}{reason} without reading a frame (never connected{last})")
     return lines
 
 
