@@ -14,32 +14,24 @@ oversized or corrupt messages. Its log line names the socket once, then goes to 
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable
 
 import zmq
 from prometheus_client import Counter
 
 from vcascade.core.security import watch_auth_failures
-from vcascade.core.socket_monitor import EventHandler, SocketMonitor
+from vcascade.core.socket_monitor import EventHandler, SocketMonitor, event_counter
 
 log = logging.getLogger(__name__)
 
-_COUNTERS: dict[str, Counter] = {}
-_COUNTERS_LOCK = threading.Lock()
-
-
 def disconnects_counter(component: str) -> Counter:
     """``vcascade_<component>_disconnects_total{<component>, socket}``, declared once per process."""
-    with _COUNTERS_LOCK:
-        if component not in _COUNTERS:
-            _COUNTERS[component] = Counter(
-                f"vcascade_{component}_disconnects_total",
-                "Connections this socket lost: a peer that closed, crashed or went away, or one libzmq cut for a "
-                "protocol error such as a message larger than the limit (ZMQ_MAXMSGSIZE; libzmq reports both alike).",
-                [component, "socket"],
-            )
-        return _COUNTERS[component]
+    return event_counter(
+        component, "disconnects",
+        "Connections this socket lost: a peer that closed, crashed or went away, or one libzmq cut for a protocol "
+        "error such as a message larger than the limit (ZMQ_MAXMSGSIZE; libzmq reports both alike).",
+        "socket",
+    )
 
 
 class DisconnectCounter:

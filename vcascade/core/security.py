@@ -22,7 +22,6 @@ With ``security.curve.enabled: false`` every function here is a no-op and links 
 from __future__ import annotations
 
 import logging
-import threading
 from collections import Counter as Tally
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -34,7 +33,7 @@ import zmq.utils.z85
 from prometheus_client import Counter
 
 from vcascade.core.config import Deployment, SecurityConfig
-from vcascade.core.socket_monitor import EventHandler, SocketMonitor
+from vcascade.core.socket_monitor import EventHandler, SocketMonitor, event_counter
 
 log = logging.getLogger(__name__)
 
@@ -217,20 +216,12 @@ def secure_client(sock: zmq.Socket, security: SecurityConfig, name: str, server_
 
 # ---------------------------------------------------------------- refused handshakes
 
-_COUNTERS: dict[str, Counter] = {}
-_COUNTERS_LOCK = threading.Lock()
-
-
 def auth_failures_counter(component: str) -> Counter:
     """``vcascade_<component>_auth_failures_total{<component>, reason}``, declared once per process."""
-    with _COUNTERS_LOCK:
-        if component not in _COUNTERS:
-            _COUNTERS[component] = Counter(
-                f"vcascade_{component}_auth_failures_total",
-                "CurveZMQ handshakes that failed on this socket (nothing got through), by reason.",
-                [component, "reason"],
-            )
-        return _COUNTERS[component]
+    return event_counter(
+        component, "auth_failures", "CurveZMQ handshakes that failed on this socket (nothing got through), by reason.",
+        "reason",
+    )
 
 
 class AuthFailureMonitor:

@@ -15,6 +15,7 @@ import threading
 from collections.abc import Callable, Mapping
 
 import zmq
+from prometheus_client import Counter
 from zmq.utils.monitor import recv_monitor_message
 
 log = logging.getLogger(__name__)
@@ -22,6 +23,28 @@ log = logging.getLogger(__name__)
 EventHandler = Callable[[int, int], None]
 """``handler(event, value)``: a ``zmq.EVENT_*`` number and its value (a file descriptor, an errno, a ZMTP error
 code, depending on the event; libzmq's zmq_socket_monitor(3))."""
+
+
+_COUNTERS: dict[str, Counter] = {}
+_COUNTERS_LOCK = threading.Lock()
+
+
+def event_counter(component: str, thing: str, documentation: str, label: str) -> Counter:
+    """``vcascade_<component>_<thing>_total{<component>, <label>}``: a counter of socket events, declared once per
+    process (every socket of the process that counts ``thing`` shares it; the components' metrics modules call
+    this at import so the family is exported from the start).
+
+    Args:
+        component: ``broker``, ``edge``, ``worker`` (metric name and the first label's key).
+        thing: what is counted, e.g. ``auth_failures``.
+        documentation: the metric's help text.
+        label: the second label's key, e.g. ``reason`` or ``socket``.
+    """
+    name = f"vcascade_{component}_{thing}_total"
+    with _COUNTERS_LOCK:
+        if name not in _COUNTERS:
+            _COUNTERS[name] = Counter(name, documentation, [component, label])
+        return _COUNTERS[name]
 
 
 class SocketMonitor:
