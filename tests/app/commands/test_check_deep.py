@@ -12,6 +12,9 @@ import yaml
 
 from tests.demo import demo_data
 from vcascade.app.cli import main
+from vcascade.app.preflight import key_problems
+from vcascade.core.config import Deployment
+from vcascade.core.keys import component_names, generate_keys
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -76,3 +79,15 @@ def test_a_port_in_use_a_split_point_the_model_lacks_and_a_detector_of_the_wrong
     assert "edges.edge-1.detector: " in lines[0] and "yolox_nano.onnx" in lines[0]
     assert "recognizers.mobilenetv2-embedder: " in lines[1] and "features.99" in lines[1]
     assert "brokers.broker-1.frontend_port = " in lines[2] and "in use" in lines[2]
+
+
+def test_missing_key_files_are_one_line_per_component_and_generated_ones_pass(tmp_path, free_port, bikes_path):
+    data = _deployment(tmp_path, free_port, bikes_path)
+    keys = tmp_path / "keys"
+    data["security"] = {"curve": {"enabled": True, "keys_dir": str(keys)}}
+    dep = Deployment.model_validate(data)
+    lines = key_problems(dep)
+    assert [line.split(":")[0] for line in lines] == [f"security.curve ({name})" for name in component_names(dep)]
+    assert all("edge-1" in line or "broker-1" in line or "worker-1" in line for line in lines)
+    generate_keys(keys, component_names(dep))
+    assert key_problems(dep) == []
