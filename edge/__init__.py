@@ -2,7 +2,9 @@
 and sinks.
 
 Follow one ROI from :func:`vcascade.edge.node.run_edge`: :mod:`vcascade.edge.source` (camera supervisor, capture sessions,
-:mod:`vcascade.edge.camera_state`) -> :mod:`vcascade.edge.frames` -> :mod:`vcascade.edge.detectors` -> :mod:`vcascade.edge.tracking` ->
+:mod:`vcascade.edge.camera_state`; decoding with PyAV in :mod:`vcascade.edge.av_reader`, fault reasons in
+:mod:`vcascade.edge.camera_faults`, FFmpeg's log lines in :mod:`vcascade.edge.ffmpeg_log`, one-shot checks in
+:mod:`vcascade.edge.probe`) -> :mod:`vcascade.edge.frames` -> :mod:`vcascade.edge.detectors` -> :mod:`vcascade.edge.tracking` ->
 :mod:`vcascade.edge.roi_policy` (:mod:`vcascade.edge.routing`) -> :mod:`vcascade.edge.roi_selection` -> :mod:`vcascade.edge.roi` -> :mod:`vcascade.edge.link` (-> broker -> worker ->) :mod:`vcascade.edge.account`
 -> :mod:`vcascade.edge.sinks` (and :mod:`vcascade.edge.identity_cache` for later detections of the same track).
 """
@@ -35,6 +37,8 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "ClassRouter": ".routing",
     "CameraReader": ".source",
     "SourceError": ".source",
-    "open_capture": ".source",
+    "open_source": ".source",
+    "CameraProbe": ".probe",
+    "probe_camera": ".probe",
     "CameraTracker": ".tracking",
 })

@@ -11,14 +11,15 @@ Decoding rules (docs/CAMERAS.md):
 * ``stream_ts_ms`` is the frame's PTS in ms from the stream's start time (FFmpeg's ``start_time``, else the
   first PTS). A stream without timestamps (raw Annex-B H.264) gets them from its frame durations, else from its
   frame rate: 0, 40, 80... ms at 25 fps.
-* Frames FFmpeg decodes are delivered, also those it concealed; a frame the decoder flags corrupt is counted
-  ``corrupt`` (``missing_reference`` when FFmpeg logged a missing reference meanwhile), a packet it cannot decode
-  is counted ``corrupt``, packets before the first keyframe that give no frame ``before_keyframe``.
-* Frames missing from the stream itself (``pts_gap``) are found on packets, in decode order: a DTS step longer
-  than the previous packet's declared duration (MP4 ``stts``, Matroska block durations, the parser's frame
-  duration for MPEG-TS) misses ``round(step / duration) - 1`` frames, so a variable frame rate is never a gap.
-  Without declared durations (RTP) the step is compared with :data:`GAP_FACTOR` x the median of the last
-  :data:`GAP_WINDOW` steps, and every step joins the window so that a rate change is learnt.
+* Frames FFmpeg decodes are delivered, also those it concealed; a frame decoded while FFmpeg said a reference
+  frame it needs is missing (:data:`MISSING_REFERENCE_MESSAGES`) is counted ``missing_reference``, another frame
+  the decoder flags corrupt ``corrupt``; a packet it cannot decode is counted ``corrupt``, packets before the first
+  keyframe that give no frame ``before_keyframe``.
+* Frames missing from the stream itself (``pts_gap``) are found on packets, in decode order, by the stream's own
+  frame durations (:class:`vcascade.edge.timing.PacketGaps`): an isolated long DTS step is a gap, a lasting one a
+  new frame rate, so variable frame rate is never counted as loss.
+* Frames cut off at the end of a stream with reordering (B-frames of a truncated MPEG-TS) leave no DTS jump: at the
+  end, the delivered PTS after the last packet's DTS are checked for holes against the recent declared durations.
 * A demuxer error in the middle of a file, or a last packet the demuxer flags incomplete, is
   ``truncated_file`` (an error), not an end of file.
 * Rotation metadata (display matrix) is applied: frames are upright, as players show them.
@@ -28,6 +29,7 @@ Decoding rules (docs/CAMERAS.md):
 
 from __future__ import annotations
 
+import itertools
 import os
 import statistics
 import time
@@ -44,20 +46,22 @@ from vcascade.core.redact import redact_url
 from vcascade.core.resources import resolve
 from vcascade.edge.camera_faults import CameraFault, check_file, classify, is_unfinished_mp4
 from vcascade.edge.capture import device_index, is_live
+from vcascade.edge.timing import GAP_SLACK, PacketGaps
 
-GAP_FACTOR = 4.0
-"""Without declared packet durations: a DTS step above this many times the recent median step is a gap."""
-GAP_WINDOW = 16
-"""Without declared packet durations: number of recent DTS steps whose median is the nominal interval."""
-DURATION_SLACK = 1.5
-"""With declared durations: a step above this many declared durations is a gap (rounding of time bases)."""
 TIMEOUT_SLACK = 0.9
 """An FFmpeg error after this fraction of a live source's timeout is that timeout (PyAV's interrupt callback makes
 FFmpeg fail with a generic error such as ``AVERROR_INVALIDDATA`` or ``AVERROR_EXIT``)."""
+TAIL_FRAMES = 64
+"""Delivered PTS kept for the end-of-stream check (more than any decoder's reorder delay)."""
 DEFAULT_STEP_MS = 40.0
 """Frame interval assumed for a stream with neither timestamps, durations nor a frame rate (25 fps), ms."""
-_REFERENCE_WORDS = ("reference", "co located", "frame num gap")
-"""FFmpeg H.264/HEVC messages about a missing reference frame (libavcodec/h264_refs.c, h264_direct.c)."""
+MISSING_REFERENCE_MESSAGES = (
+    "missing reference picture",  # libavcodec/h264_refs.c: a reference list entry has no picture
+    "reference picture missing during reorder",  # h264_refs.c: ref_pic_list_modification names a lost picture
+    "co located pocs unavailable",  # h264_direct.c: direct prediction from a lost picture
+    "could not find ref with poc",  # hevc_refs.c: the reference picture set names a lost picture
+)
+"""FFmpeg's messages (lower case) saying a frame was decoded without a reference frame it needs."""
 
 LossCounter = Callable[[str, int], None]
 """``count(reason, n)``: ``n`` frames lost or damaged for ``reason`` (FRAME_LOSS_REASONS)."""
@@ -113,7 +117,7 @@ def open_source(cfg: CameraConfig) -> tuple[av.container.InputContainer, av.Vide
     started_s = time.monotonic()
     try:
         container = av.open(target, **kwargs)
-    except Exception as exc:  # every PyAV error is classified; none escapes as a crash
+    except (av.error.FFmpegError, OSError) as exc:  # every PyAV error is classified; none escapes as a crash
         waited_s = time.monotonic() - started_s
         if "timeout" in kwargs and waited_s >= TIMEOUT_SLACK * cfg.open_timeout_s:  # the interrupt fired
             raise CameraFault("open_timeout", f"{shown}: no answer within {waited_s:.1f} s "
@@ -158,13 +162,16 @@ class StreamDecoder:
     ) -> None:
         self.container, self.stream, self.count_loss = container, stream, count_loss
         self.read_timeout_s = read_timeout_s
-        self._drain_log = drain_log or (lambda: [])
+        self._drain_log = drain_log or list
         self._tb_ms = float(stream.time_base or Fraction(1, 1000)) * 1000.0
         rate = stream.average_rate or stream.guessed_rate
         self._rate_step_ms = 1000.0 / float(rate) if rate else DEFAULT_STEP_MS
         self._origin = stream.start_time
         self._last_ms: float | None = None
         self._gaps = PacketGaps()
+        self._tail_pts: deque[int] = deque(maxlen=TAIL_FRAMES)
+        self._last_dts: int | None = None
+        self._durations: deque[int] = deque(maxlen=TAIL_FRAMES)
         self._before_key = 0
         self._keyframe_seen = False
         self._frames_out = 0
@@ -189,9 +196,15 @@ class StreamDecoder:
                 except av.error.InvalidDataError:
                     self.count_loss("corrupt", 1)  # FFmpeg could not decode this packet at all
                     continue
-                lines = self._drain_log()
+                lines = self._drain_log()  # before the first keyframe every unit misses references: before_keyframe
+                missing_ref = self._keyframe_seen and any(m in line for line in lines for m in MISSING_REFERENCE_MESSAGES)
                 for frame in decoded:
-                    yield self._image(frame), self._stamp_ms(frame, lines)
+                    if frame.is_corrupt or missing_ref:  # damaged but decoded: delivered, and counted
+                        self.count_loss("missing_reference" if missing_ref else "corrupt", 1)
+                        missing_ref = False
+                    yield self._image(frame), self._stamp_ms(frame)
+                if missing_ref:  # the damaged frame is still inside the decoder (reordering): counted now
+                    self.count_loss("missing_reference", 1)
         except CameraFault:
             raise
         except av.error.EOFError:
@@ -204,6 +217,7 @@ class StreamDecoder:
             if fault.reason in ("invalid_data", "read_error") and not is_live(self.container.name):
                 raise CameraFault("truncated_file", f"{fault.detail} (the file ends before its data does)") from None
             raise fault from None
+        self._count_tail_gap()
         if not self._keyframe_seen and self._before_key:
             self.count_loss("before_keyframe", max(0, self._before_key - self._frames_out))
         if last_packet is not None and last_packet.is_corrupt:
@@ -218,17 +232,18 @@ class StreamDecoder:
             else:
                 self._before_key += 1
         ts = packet.dts if packet.dts is not None else packet.pts
+        self._last_dts = ts
+        if packet.duration:
+            self._durations.append(packet.duration)
         if ts is not None:
-            missing = self._gaps.observe(ts * self._tb_ms, (packet.duration or 0) * self._tb_ms)
+            missing = self._gaps.observe(ts * self._tb_ms)
             if missing:
                 self.count_loss("pts_gap", missing)
 
-    def _stamp_ms(self, frame: av.VideoFrame, lines: list[str]) -> float:
+    def _stamp_ms(self, frame: av.VideoFrame) -> float:
         self._frames_out += 1
-        if frame.is_corrupt:
-            missing_ref = any(word in line for line in lines for word in _REFERENCE_WORDS)
-            self.count_loss("missing_reference" if missing_ref else "corrupt", 1)
         if frame.pts is not None:
+            self._tail_pts.append(frame.pts)
             if self._origin is None:
                 self._origin = frame.pts
             pts_ms = (frame.pts - self._origin) * self._tb_ms
@@ -241,33 +256,24 @@ class StreamDecoder:
         self._last_ms = pts_ms
         return pts_ms
 
+    def _count_tail_gap(self) -> None:
+        """Holes among the delivered PTS after the last packet's DTS (frames cut off at the end), counted against
+        the median declared duration of the last packets (a file's last duration is often arbitrary)."""
+        if self._last_dts is None or not self._durations:
+            return
+        duration = statistics.median(self._durations)
+        below = [pts for pts in self._tail_pts if pts <= self._last_dts]
+        tail = sorted(pts for pts in self._tail_pts if pts > self._last_dts)
+        points = ([max(below)] if below else []) + tail
+        missing = sum(max(1, round((b - a) / duration) - 1) for a, b in itertools.pairwise(points)
+                      if b - a > GAP_SLACK * duration)
+        if missing:
+            self.count_loss("pts_gap", missing)
+
     @staticmethod
     def _image(frame: av.VideoFrame) -> np.ndarray:
-        image = frame.to_ndarray(format="bgr24")
+        image = frame.to_ndarray(format="bgr24")  # a view over padded lines when the row size is not aligned
         turns = round((frame.rotation or 0) / 90) % 4
-        return np.ascontiguousarray(np.rot90(image, turns)) if turns else image
-
-
-class PacketGaps:
-    """Frames missing from a stream, found on its packets' decode timestamps (see the module's rules)."""
-
-    def __init__(self) -> None:
-        self._last_ms: float | None = None
-        self._declared_ms = 0.0
-        self._steps: deque[float] = deque(maxlen=GAP_WINDOW)
-
-    def observe(self, ts_ms: float, duration_ms: float) -> int:
-        """Record a packet's DTS and declared duration, ms (0: none). Returns the frames missing before it."""
-        last, declared, self._last_ms, self._declared_ms = self._last_ms, self._declared_ms, ts_ms, duration_ms
-        if last is None or ts_ms <= last:
-            return 0
-        step = ts_ms - last
-        if declared > 0:
-            return max(1, round(step / declared) - 1) if step > DURATION_SLACK * declared else 0
-        missing = 0
-        if len(self._steps) >= 3 and step > GAP_FACTOR * min(self._steps):  # cheap pre-check: median >= min
-            nominal = statistics.median(self._steps)
-            if step > GAP_FACTOR * nominal:
-                missing = max(1, round(step / nominal) - 1)
-        self._steps.append(step)
-        return missing
+        if turns:
+            image = np.rot90(image, turns)
+        return image if image.flags.c_contiguous else np.ascontiguousarray(image)

@@ -20,6 +20,7 @@ import stat
 import av
 
 from vcascade.core.redact import redact_url
+from vcascade.edge.capture import SourceError
 
 FAULT_REASONS: tuple[str, ...] = (
     "connection_refused",  # nothing listens on the host's port
@@ -79,7 +80,7 @@ _LOG_REASONS = (
 )
 
 
-class CameraFault(RuntimeError):
+class CameraFault(SourceError):
     """A camera cannot be opened or read, with its cause.
 
     Attributes:
@@ -146,16 +147,20 @@ def classify(exc: BaseException, shown: str, *, opening: bool) -> CameraFault:
     return CameraFault(reason, f"{shown}: {_plain(message)}")
 
 
-_PYAV_MESSAGE = re.compile(r"^\[Errno -?\d+\] (?P<text>.*?)(?:: '[^']*')?(?:; last error log: (?P<log>.*))?$", re.S)
+_PYAV_MESSAGE = re.compile(r"^\[Errno -?\d+\] (?P<text>.*?)(?:: '[^']*')?(?:; last error log: (?P<log>.*))?$", re.DOTALL)
 
 
 def _plain(message: str) -> str:
-    """PyAV's ``[Errno N] Text: 'url'; last error log: [component] line`` as ``Text ([component] line)``."""
+    """PyAV's ``[Errno N] Text: 'url'; last error log: [component] line`` as ``Text (component: line)`` (no square
+    brackets: terminal tables read them as markup)."""
     match = _PYAV_MESSAGE.match(message.strip())
     if match is None:
         return message
-    text, line = match.group("text"), match.group("log")
-    return f"{text} ({line.strip()})" if line else text
+    text, line = match.group("text"), (match.group("log") or "").strip()
+    if line.startswith("[") and "] " in line:
+        component, rest = line[1:].split("] ", 1)
+        line = f"{component}: {rest}"
+    return f"{text} ({line})" if line else text
 
 
 def is_unfinished_mp4(path: str, message: str) -> bool:

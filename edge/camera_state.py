@@ -16,7 +16,7 @@ FAULT is the real cause, one of :data:`vcascade.edge.camera_faults.FAULT_REASONS
 stall and the camera reconnects.
 
 Logging: each change is logged once; a change to ``failed`` at ERROR, to any other state for a fault at WARNING,
-the rest at INFO. Repeats of the same change of the same camera (a reconnect loop against a dead camera) are
+and so is the first ``streaming`` after a fault (the recovery); the rest at INFO. Repeats of the same change of the same camera (a reconnect loop against a dead camera) are
 rate-limited per camera (:class:`vcascade.core.logs.RateLimitFilter` with ``rate_key``), so one camera's lines never
 hide another's.
 """
@@ -80,6 +80,7 @@ class CameraStateMachine:
         self.reason = "start"
         self.transitions: list[Transition] = []
         self._history_max = history_max
+        self._faulted = False
         self._lock = threading.Lock()
         self._publish()
 
@@ -100,10 +101,22 @@ class CameraStateMachine:
             del self.transitions[: -self._history_max]
         self.telemetry.entered(target, reason)
         self._publish()
-        level = logging.ERROR if target == "failed" else logging.WARNING if reason in FAULT_REASONS else logging.INFO
+        level = self._level(target, reason)
         log.log(level, "camera %s: %s -> %s (%s)%s", self.camera, step.source, target, reason,
                 f": {step.detail}" if step.detail else "", extra={"rate_key": f"{self.camera}\0{target}\0{reason}"})
         return True
+
+    def _level(self, target: str, reason: str) -> int:
+        """ERROR to ``failed``; WARNING for a fault, and for streaming again after one (the recovery); else INFO."""
+        if target == "failed":
+            return logging.ERROR
+        if reason in FAULT_REASONS:
+            self._faulted = True
+            return logging.WARNING
+        if target == "streaming" and self._faulted:
+            self._faulted = False
+            return logging.WARNING
+        return logging.INFO
 
     def history(self) -> list[Transition]:
         """A copy of the transitions so far (oldest first, at most ``history_max``)."""

@@ -84,16 +84,16 @@ def camera_config(edge: str, name: str, settings: dict[str, Any]) -> CameraConfi
 
 
 def describe(cameras: CameraSet) -> dict[str, dict[str, Any]]:
-    """Per camera: state, ``reason`` and ``detail`` of its last state change (a fixed word such as ``open_failed``
-    and the human text, credentials redacted), the error that failed it (None unless failed or ended early),
-    removal (None, ``removing``, ``closed``), frames, sent, results, drops, redacted URL."""
+    """Per camera: state, the ``reason`` of its last state change (a fixed word, e.g. ``connection_refused``), its
+    ``fault`` and ``detail`` (the latest fault since it last streamed and its text, credentials redacted; None
+    after), the error that failed it (None unless failed or ended early), removal (None, ``removing``,
+    ``closed``), frames, sent, results, drops, redacted URL."""
     tallies = cameras.link.tally_copy()
     out = {}
     for reader in cameras.readers():
         tally = tallies.get(reader.camera)
-        last = reader.machine.history()[-1:]
         out[reader.camera] = {
-            "state": reader.state, "reason": reader.machine.reason, "detail": last[0].detail if last else "",
+            "state": reader.state, "reason": reader.reason, "fault": reader.fault, "detail": reader.detail,
             "error": reader.error,
             "removal": reader.removal, "frames": reader.frames,
             "sent": tally.sent if tally else 0, "results": tally.results if tally else 0,

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from typing import Self
 
 import av.logging
 
@@ -77,7 +78,7 @@ class CameraLog:
         self._capture = av.logging.Capture(local=True)
         self._lines: list[tuple[int, str, str]] = []
 
-    def __enter__(self) -> CameraLog:
+    def __enter__(self) -> Self:
         route_ffmpeg_logs(self.edge)
         self._lines = self._capture.__enter__()
         return self

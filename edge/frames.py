@@ -33,8 +33,9 @@ class Frame:
         camera: camera name.
         seq: index of the frame among the frames decoded from this camera, from 0.
         image: (H, W, 3) uint8 BGR pixels.
-        stream_ts_ms: presentation timestamp (PTS) in the stream, ms, as reported by FFmpeg
-            (``CAP_PROP_POS_MSEC`` after the read), never index / fps; correct for variable frame rate.
+        stream_ts_ms: presentation timestamp (PTS) in the stream, ms from the stream's start, as FFmpeg reports it
+            (a stream without timestamps: from its frame durations or rate, see :mod:`vcascade.edge.av_reader`),
+            never index / fps; correct for variable frame rate.
             It restarts near 0 after a live camera reconnects; a ``loop: true`` file keeps it increasing.
         capture_s: ``time.perf_counter()`` when the reader got the frame (the edge's monotonic clock); for a
             ``realtime: true`` file, when the frame was released at its PTS pace.

@@ -326,21 +326,13 @@ def _register_readiness(name: str, link: BrokerLink, readers: Callable[[], list[
     READINESS.add_check(f"edge:{name}:cameras", cameras)
 
 
-def last_fault(reader: CameraReader) -> str | None:
-    """``"reason: detail"`` of the camera's latest entry into a fault state (``backing_off``, ``stalled``,
-    ``failed``), None when it never entered one: what a live camera that never connected last failed with, once a
-    stop has turned its state into ``ended``."""
-    faults = [t for t in reader.machine.history() if t.target in ("backing_off", "stalled", "failed")]
-    return f"{faults[-1].reason}: {faults[-1].detail}" if faults else None
-
-
 def snapshot(
     name: str, link: BrokerLink, readers: list[CameraReader], started: tuple[float, float], final: bool,
     node: EdgeNode | None = None, sinks: Sequence[LineSink] = (),
 ) -> dict[str, Any]:
-    """Progress and accounting of one edge: per camera its state, the ``reason`` of its last state change, the
-    ``error`` that failed it (None unless failed or ended early) and its ``last_fault`` (:func:`last_fault`), frames,
-    skipped (newest-frame slot), sent, results, drops,
+    """Progress and accounting of one edge: per camera its state, the ``reason`` of its last state change, its
+    ``fault`` and ``detail`` (the latest fault since it last streamed, None after), the ``error`` that failed it
+    (None unless failed or ended early), frames, skipped (newest-frame slot), sent, results, drops,
     end-to-end p50/p99 (ms) and, given ``node``, frames detected and frame age p50/p99 (ms,
     :meth:`CameraTracking.frame_age_stats`); per broker ``up``, ``in_flight``, ``sent`` and ``silent_s``
     (:meth:`BrokerLink.broker_states`); per sink (by label, e.g. ``jsonl[0]``) the lines written by status and
@@ -353,13 +345,15 @@ def snapshot(
         e2e = np.fromiter(tally.end_to_end_ms, float) if tally.end_to_end_ms else np.zeros(0)
         cameras[reader.camera] = {
             "state": reader.state,
-            "reason": reader.machine.reason,
+            "reason": reader.reason,
+            "fault": reader.fault,
+            "detail": reader.detail,
             "error": reader.error,
-            "last_fault": last_fault(reader),
             "frames": reader.frames,
             "reconnects": reader.reconnects,
             "blocked_s": round(reader.blocked_s, 3),
             "corrupt_frames": reader.corrupt_frames,
+            "losses": dict(reader.losses),
             "sent": tally.sent,
             "results": tally.results,
             "drops": dict(tally.drops),

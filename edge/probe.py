@@ -72,5 +72,7 @@ def probe_camera(cfg: CameraConfig, timeout_s: float) -> CameraProbe:
         except av.error.FFmpegError as exc:
             fault = classify(exc, shown, opening=False)
             return CameraProbe(False, fault.reason, fault.detail)
+        except Exception as exc:  # noqa: BLE001  (like the reader: whatever the source does, the probe answers)
+            return CameraProbe(False, "read_error", f"{shown}: {type(exc).__name__}: {redact_url(str(exc))}")
         finally:
             container.close()

@@ -1,13 +1,19 @@
-"""Camera readers: one supervisor thread per camera, decoding through a capture session it can abandon.
+"""Camera readers: one supervisor thread per camera, decoding through a capture session it watches.
 
 Follow one camera: :class:`CameraReader` (the supervisor) starts a :class:`CaptureSession` thread, which opens
-the source (:func:`vcascade.edge.capture.open_capture`) and decodes frames into the shared :class:`FrameSlots`. The
-supervisor watches the session: a live source that opens too slowly or delivers no frame for
-``read_timeout_s`` is *stalled*; its session is abandoned (an OpenCV read cannot be interrupted: the abandoned
-thread releases its capture when the read returns, and that frame is discarded) and the camera reconnects
-after a capped, fully jittered exponential backoff (:mod:`vcascade.edge.backoff`). A session waiting because the
-detector has not taken its frames (``every_frame`` slot full) is *blocked*, not stalled: it is left alone and
-the time is counted separately (``vcascade_edge_camera_blocked_seconds_total``).
+the source (:func:`vcascade.edge.av_reader.open_source`, PyAV) and decodes frames
+(:class:`vcascade.edge.av_reader.StreamDecoder`) into the shared :class:`FrameSlots`. A live source that opens too
+slowly or delivers no data for ``read_timeout_s`` is ended by FFmpeg itself (PyAV's interrupt-callback timeouts): the
+session reports ``open_timeout`` or ``read_timeout`` and the camera reconnects after a capped, fully jittered
+exponential backoff (:mod:`vcascade.edge.backoff`). The supervisor's watchdog is the backstop: a session still hung
+:data:`WATCHDOG_GRACE_S` after its timeout is abandoned (its thread closes the source when FFmpeg returns, and that
+frame is discarded). A session waiting because the detector has not taken its frames (``every_frame`` slot full)
+is *blocked*, not stalled: it is left alone and the time is counted separately
+(``vcascade_edge_camera_blocked_seconds_total``).
+
+Every failure carries its real cause (:data:`vcascade.edge.camera_faults.FAULT_REASONS`): the state reason, the
+``reason`` label of ``vcascade_edge_camera_state``, and :attr:`CameraReader.reason` / :attr:`CameraReader.detail`
+in the edge's snapshot.
 
 Policies: files give every frame (``every_frame``), or with ``realtime: true`` are paced by their PTS into a
 newest-frame slot like a live camera (``loop: true`` starts again at the end); live sources use the
@@ -23,19 +29,20 @@ import time
 import weakref
 from dataclasses import replace
 
-import cv2
-
 from vcascade.core.config import CameraConfig
 from vcascade.core.redact import redact_url
 from vcascade.core.resources import resolve
+from vcascade.edge.av_reader import StreamDecoder, open_source
 from vcascade.edge.backoff import Backoff
+from vcascade.edge.camera_faults import FAULT_REASONS, CameraFault
 from vcascade.edge.camera_state import CameraStateMachine
-from vcascade.edge.capture import SourceError, is_live, normalize_image, open_capture, stopped_early, stream_info
+from vcascade.edge.capture import SourceError, is_live, normalize_image
+from vcascade.edge.ffmpeg_log import CameraLog
 from vcascade.edge.frames import Frame, FramePolicy, FrameSlots
 from vcascade.edge.metrics import CameraTelemetry
-from vcascade.edge.timing import Pacer, PtsMonitor, RateGate
+from vcascade.edge.timing import Pacer, RateGate
 
-__all__ = ["CameraReader", "CaptureSession", "SourceError", "is_live", "open_capture", "resolve_or_same"]
+__all__ = ["CameraReader", "CaptureSession", "SourceError", "is_live", "open_source", "resolve_or_same"]
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +54,8 @@ reader and detector threads (memory: 4 frames per file camera, e.g. 25 MB at 108
 _SESSIONS: weakref.WeakSet[CaptureSession] = weakref.WeakSet()
 """Every capture session of this process, including abandoned ones (see :func:`capture_threads_alive`)."""
 
+WATCHDOG_GRACE_S = 2.0
+"""A live session is abandoned this long after its open or read timeout if FFmpeg's own timeout has not ended it, s."""
 STOP_JOIN_S = 2.0
 """How long a stopping reader waits for its session thread before leaving it behind, s."""
 
@@ -68,12 +77,17 @@ class CameraReader(threading.Thread):
         camera: camera name.
         policy: ``every_frame`` (files) or ``newest`` (live sources and ``realtime`` files).
         state: current state (:data:`vcascade.edge.camera_state.STATES`).
-        error: why it failed or ended early (credentials redacted), else None.
+        error: why it failed (credentials redacted), else None.
+        reason: why it is in its state (see :attr:`reason`).
+        fault: the last fault's reason (:data:`FAULT_REASONS`), kept while a live camera retries and after it is
+            stopped; None once it streams again.
+        detail: the last fault's text (credentials redacted), with the same lifetime.
         frames: frames decoded so far, all sessions together.
         reconnects: reconnect attempts so far.
         blocked_s: seconds spent waiting for the detector to take frames (backpressure).
         rate_skipped: frames not handed over because of ``detect_fps``.
-        corrupt_frames: frames counted lost or unusable (see :class:`vcascade.edge.timing.PtsMonitor`).
+        corrupt_frames: frames counted lost or damaged (see :mod:`vcascade.edge.av_reader`).
+        losses: the same by reason (:data:`vcascade.edge.camera_faults.FRAME_LOSS_REASONS`).
         loops: times a ``loop: true`` file started again.
         removal: None, or for a camera removed at run time ``removing`` (reader stopping, ROIs in flight) and
             then ``closed`` (its books are final); set by :class:`vcascade.edge.camera_set.CameraSet`.
@@ -87,6 +101,9 @@ class CameraReader(threading.Thread):
         self.telemetry = CameraTelemetry(edge, name)
         self.machine = CameraStateMachine(self.telemetry)
         self.error: str | None = None
+        self.fault: str | None = None
+        self.detail: str | None = None
+        self.losses: dict[str, int] = {}
         self.frames = self.reconnects = self.rate_skipped = self.corrupt_frames = self.loops = 0
         self.removal: str | None = None
         self._blocked_done_s = 0.0
@@ -134,6 +151,7 @@ class CameraReader(threading.Thread):
             alive = session.is_alive()  # read before the outcome: a session sets its outcome, then ends
             if session.opened and self.state != "streaming":
                 self.machine.to("streaming", "opened")
+                self.fault = self.detail = None
             if session.outcome is not None:
                 return self._settle(session.outcome)
             if self.stop.is_set() or not alive:
@@ -148,9 +166,10 @@ class CameraReader(threading.Thread):
     def _watch(self, session: CaptureSession) -> Outcome | None:
         """The watchdog: a session hung in open or read too long is stalled; a blocked or pacing one is not.
 
-        Live sources then reconnect; a file fails (reopening it would repeat its frames).
+        Live sources then reconnect; a file fails (reopening it would repeat its frames). A live source gets
+        :data:`WATCHDOG_GRACE_S` more, so that FFmpeg's own timeout ends the read cleanly first.
         """
-        waited_s = time.perf_counter() - session.phase_since_s
+        waited_s = time.perf_counter() - session.phase_since_s - (WATCHDOG_GRACE_S if self.live else 0.0)
         if session.phase == "opening" and waited_s > self.cfg.open_timeout_s:
             state, reason, detail = "backing_off", "open_timeout", f"not opened after {waited_s:.1f} s"
         elif session.phase == "reading" and waited_s > self.cfg.read_timeout_s:
@@ -161,10 +180,18 @@ class CameraReader(threading.Thread):
 
     def _settle(self, outcome: Outcome) -> Outcome:
         state, reason, detail = outcome
-        if state == "failed" or reason == "stopped_early":
+        if reason in FAULT_REASONS:
             shown = redact_url(self.cfg.url)
-            self.error = redact_url(detail if detail.startswith(shown) else f"{shown}: {detail}")
+            self.fault = reason
+            self.detail = redact_url(detail if shown in detail else f"{shown}: {detail}")
+            if state == "failed":
+                self.error = self.detail
         return outcome
+
+    @property
+    def reason(self) -> str:
+        """Why the camera is in its state: a fault of :data:`FAULT_REASONS` or a lifecycle word (``opened``...)."""
+        return self.machine.reason
 
     def _back_off(self, state: str, detail: str) -> None:
         if state == "stalled":
@@ -207,13 +234,17 @@ class CameraReader(threading.Thread):
         return stored
 
     def count_corrupt(self, reason: str, n: int) -> None:
-        """Count ``n`` frames lost or unusable for ``reason`` (``pts_gap``, ``pts_not_increasing``, ``bad_image``)."""
+        """Count ``n`` frames lost or damaged for ``reason`` (:data:`vcascade.edge.camera_faults.FRAME_LOSS_REASONS`)."""
         self.corrupt_frames += n
+        self.losses[reason] = self.losses.get(reason, 0) + n
         self.telemetry.frames_corrupt(reason, n)
 
 
 class CaptureSession(threading.Thread):
     """One connection to a camera: open, then decode until end, error, ``max_frames`` or cancel.
+
+    Decoding is :class:`vcascade.edge.av_reader.StreamDecoder` (PyAV); FFmpeg's log lines of this thread go to
+    :class:`vcascade.edge.ffmpeg_log.CameraLog` under the camera's name.
 
     Attributes:
         cancel: set by the supervisor to stop or abandon the session; a frame read after it is discarded.
@@ -233,9 +264,9 @@ class CaptureSession(threading.Thread):
         self.outcome: Outcome | None = None
         self.gate = RateGate(self.cfg.detect_fps) if self.cfg.detect_fps else None
         self.pacer = Pacer() if self.cfg.realtime and not reader.live else None
-        self._monitor = PtsMonitor()
         self._pts_offset_ms = 0.0
         self._last_pts_ms: float | None = None
+        self._last_step_ms: float | None = None
 
     def set_phase(self, phase: str) -> None:
         """Enter a phase (the watchdog times the ``opening`` and ``reading`` phases)."""
@@ -243,54 +274,60 @@ class CaptureSession(threading.Thread):
 
     def run(self) -> None:
         try:
-            outcome = self._open_and_decode()
+            with CameraLog(self.reader.edge, self.reader.camera) as ffmpeg_log:
+                outcome = self._open_and_decode(ffmpeg_log)
         except Exception as exc:  # a broken decoder must not take the edge down
             outcome = self._lost("read_error", f"read failed: {type(exc).__name__}: {exc}")
         self.set_phase("done")
         if not self.cancel.is_set():
             self.outcome = outcome
 
-    def _open_and_decode(self) -> Outcome:
-        try:
-            cap = open_capture(self.cfg)
-        except SourceError as exc:
-            return ("backing_off" if self.reader.live else "failed"), "open_failed", str(exc)
-        try:
-            if self.cancel.is_set():
-                return "ended", "stopped", ""
-            self.opened = True
-            return self._decode(cap)
-        finally:
-            cap.release()
+    def _open_and_decode(self, ffmpeg_log: CameraLog) -> Outcome:
+        session_frames = 0
+        while True:
+            try:
+                container, stream = open_source(self.cfg)
+            except CameraFault as fault:
+                return self._lost(fault.reason, fault.detail)
+            try:
+                if self.cancel.is_set():
+                    return "ended", "stopped", ""
+                self.opened = True
+                read_timeout_s = self.cfg.read_timeout_s if self.reader.live else None
+                decoder = StreamDecoder(container, stream, self.reader.count_corrupt, ffmpeg_log.drain, read_timeout_s)
+                outcome, frames = self._decode(decoder)
+            except CameraFault as fault:
+                return self._lost(fault.reason, fault.detail)
+            finally:
+                container.close()
+            session_frames += frames
+            if outcome is not None:
+                return outcome
+            if not (self.cfg.loop and not self.reader.live and frames):
+                return self._end(session_frames)
+            self._restart()
 
-    def _decode(self, cap: cv2.VideoCapture) -> Outcome:
-        info, session_frames = stream_info(cap), 0
-        while not self.cancel.is_set():
-            if self.cfg.max_frames is not None and self.reader.frames >= self.cfg.max_frames:
-                return "ended", "max_frames", f"max_frames={self.cfg.max_frames} reached"
-            self.set_phase("reading")
-            ok, image = cap.read()
+    def _decode(self, decoder: StreamDecoder) -> tuple[Outcome | None, int]:
+        """Deliver the decoder's frames. Returns (outcome, frames): outcome None at the end of the stream."""
+        frames = 0
+        self.set_phase("reading")
+        for image, pts_ms in decoder.frames():
             if self.cancel.is_set():
-                break
-            if not ok:
-                if self.cfg.loop and not self.reader.live and session_frames:
-                    cap = self._restart(cap)
-                    continue
-                return self._end(info, session_frames)
-            session_frames += 1
-            frame = self._frame(image, cap.get(cv2.CAP_PROP_POS_MSEC))
+                return ("ended", "stopped", ""), frames
+            frames += 1
+            frame = self._frame(image, pts_ms)
             if frame is not None and not self.reader.deliver(self, frame):
-                break
-        return "ended", "stopped", ""
+                return ("ended", "stopped", ""), frames
+            if self.cfg.max_frames is not None and self.reader.frames >= self.cfg.max_frames:
+                return ("ended", "max_frames", f"max_frames={self.cfg.max_frames} reached"), frames
+            self.set_phase("reading")
+        return (("ended", "stopped", "") if self.cancel.is_set() else None), frames
 
     def _frame(self, image, pts_ms: float) -> Frame | None:
         now_s, now_unix_ms = time.perf_counter(), time.time() * 1000.0
         pts_ms += self._pts_offset_ms
-        missing, not_increasing = self._monitor.observe(pts_ms)
-        if missing:
-            self.reader.count_corrupt("pts_gap", missing)
-        if not_increasing:
-            self.reader.count_corrupt("pts_not_increasing", 1)
+        if self._last_pts_ms is not None and pts_ms > self._last_pts_ms:
+            self._last_step_ms = pts_ms - self._last_pts_ms
         self._last_pts_ms = pts_ms
         pixels = normalize_image(image)
         if pixels is None:
@@ -298,37 +335,27 @@ class CaptureSession(threading.Thread):
             return None
         return Frame(self.reader.camera, self.reader.frames, pixels, pts_ms, now_s, now_unix_ms)
 
-    def _restart(self, cap: cv2.VideoCapture) -> cv2.VideoCapture:
-        """``loop: true``: reopen the file; its PTS continue one frame interval after the last one."""
-        cap.release()
-        step_ms = self._monitor.last_step_ms or 40.0
-        self._pts_offset_ms = (self._last_pts_ms or 0.0) + step_ms
+    def _restart(self) -> None:
+        """``loop: true``: the file is opened again; its PTS continue one frame interval after the last one."""
+        self._pts_offset_ms = (self._last_pts_ms or 0.0) + (self._last_step_ms or 40.0)
         self.reader.loops += 1
         log.info("camera %s: end of file, looping (%d)", self.reader.camera, self.reader.loops)
-        return open_capture(self.cfg)
 
-    def _end(self, info, session_frames: int) -> Outcome:
+    def _end(self, session_frames: int) -> Outcome:
         if self.reader.live:
-            waited_s = time.perf_counter() - self.phase_since_s
-            if waited_s >= 0.9 * self.cfg.read_timeout_s:
-                return "stalled", "read_timeout", f"no frame for {waited_s:.1f} s (FFmpeg read timeout)"
             return "stalled", "stream_ended", f"stream ended after {session_frames} frames"
-        last_pts_ms = None if self._last_pts_ms is None else self._last_pts_ms - self._pts_offset_ms
-        if stopped_early(info, session_frames, last_pts_ms, self._monitor.last_step_ms):
-            return "ended", "stopped_early", (
-                f"file stopped early after {session_frames} of {info.frame_count} frames announced by its header "
-                f"({(last_pts_ms or 0) / 1000:.2f} of {info.duration_ms / 1000:.2f} s): truncated or undecodable data"
-            )
         return "ended", "end_of_file", f"end of file after {self.reader.frames} frames"
 
     def _lost(self, reason: str, detail: str) -> Outcome:
-        return ("stalled" if self.reader.live else "failed"), reason, detail
+        if self.reader.live:
+            return ("backing_off" if not self.opened else "stalled"), reason, detail
+        return "failed", reason, detail
 
 
 def capture_threads_alive() -> bool:
     """True while a capture session thread of this process still runs, e.g. a read abandoned by the watchdog
-    that is still blocked inside FFmpeg. Such a thread must not be unwound by interpreter finalisation (it
-    aborts the process: OpenCV's C++ frames swallow the forced unwind); see :func:`vcascade.app.process_exit.exit_now`.
+    that is still blocked inside FFmpeg. Such a thread must not be unwound by interpreter finalisation (it may
+    abort the process inside native code); see :func:`vcascade.app.process_exit.exit_now`.
     """
     return any(session.is_alive() for session in list(_SESSIONS))
 

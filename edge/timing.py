@@ -1,7 +1,8 @@
-"""Stream-time (PTS) rules of a camera: detection rate, realtime pacing of files, and PTS anomalies.
+"""Stream-time rules of a camera: detection rate, realtime pacing of files, and frames missing from the stream.
 
-All three work on the stream's presentation timestamps in ms (``CAP_PROP_POS_MSEC`` after a read), never on
-frame index / fps, so variable-frame-rate video is handled as it is.
+All work on the stream's timestamps in ms, never on frame index / fps, so variable-frame-rate video is handled as
+it is: the rate gate and the pacer on presentation timestamps (``Frame.stream_ts_ms``), the gap rule on packet
+decode timestamps (:mod:`vcascade.edge.av_reader` feeds it).
 """
 
 from __future__ import annotations
@@ -13,11 +14,14 @@ from collections import deque
 
 PTS_TOLERANCE_MS = 0.5
 """Slack for float rounding of PTS (FFmpeg converts time-base ticks to ms)."""
-GAP_FACTOR = 4.0
-"""A PTS step larger than this many times the recent median step is a gap (frames lost). 4 rather than the 2 often
-used for constant-rate streams, so that a variable-frame-rate stream slowing down 3x is not mistaken for loss."""
 GAP_WINDOW = 16
-"""Number of recent PTS steps whose median is the nominal frame interval."""
+"""Number of recent DTS steps whose median is the stream's current frame interval."""
+GAP_SLACK = 1.5
+"""Recent steps steady (constant rate): a step above this many intervals is long (time-base rounding stays below)."""
+GAP_FACTOR = 4.0
+"""Recent steps varying (variable rate): a step above this many times their median is long."""
+STEADY_MS = 1.0
+"""Recent steps within this many ms of each other are a constant rate, ms."""
 
 
 class RateGate:
@@ -70,35 +74,41 @@ class Pacer:
         return not cancel.wait(max(0.0, due_s - now_s))
 
 
-class PtsMonitor:
-    """Counts what the PTS sequence reveals about lost or broken frames.
+class PacketGaps:
+    """Frames missing from a stream, found on its packets' decode timestamps (DTS) by the stream's own durations.
 
-    FFmpeg conceals or silently skips undecodable frames, and OpenCV reports no decode errors, so what can be
-    detected is: a jump in PTS larger than :data:`GAP_FACTOR` x the median of the last :data:`GAP_WINDOW` steps
-    (frames lost in transmission or dropped by the decoder; the number missing is estimated as
-    ``round(step / median) - 1``), and a PTS that does not increase (broken timestamps). Frames damaged but
-    still decoded (concealed macroblocks) are not detectable here and are not counted.
+    The stream's current frame interval is the median of its last :data:`GAP_WINDOW` DTS steps. A step is *long*
+    above :data:`GAP_SLACK` x that interval when those steps were steady (constant rate), above :data:`GAP_FACTOR`
+    x when they varied (variable rate). A long step is judged by the step after it: back to the interval, it was
+    a gap (``round(step / interval) - 1`` frames missing: packets lost on a link, a recorder that dropped frames);
+    long again, the stream changed its frame rate (the step joins the window, nothing is counted). So a variable
+    frame rate (40 ms then 200 ms frames) is never loss, and a gap is counted one packet late. Declared packet
+    durations are not used: MP4 derives them from the same timestamps, MPEG-TS parsers from a nominal rate.
     """
 
     def __init__(self) -> None:
         self._last_ms: float | None = None
         self._steps: deque[float] = deque(maxlen=GAP_WINDOW)
-        self.last_step_ms: float | None = None
+        self._pending: tuple[float, float] | None = None  # (long step, interval before it), ms
 
-    def observe(self, pts_ms: float) -> tuple[int, bool]:
-        """Record a frame's PTS, ms. Returns (estimated frames missing before it, PTS not increasing)."""
-        last, self._last_ms = self._last_ms, pts_ms
-        if last is None:
-            return 0, False
-        step = pts_ms - last
-        if step <= 0:
-            return 0, True
-        missing = 0
-        if len(self._steps) >= 3 and step > GAP_FACTOR * min(self._steps):  # cheap pre-check: median >= min
-            nominal = statistics.median(self._steps)
-            if step > GAP_FACTOR * nominal:
-                missing = max(1, round(step / nominal) - 1)
-        if not missing:
-            self._steps.append(step)
-            self.last_step_ms = step
-        return missing, False
+    def observe(self, ts_ms: float) -> int:
+        """Record a packet's DTS, ms. Returns the frames found missing (before the previous packet), usually 0."""
+        last, self._last_ms = self._last_ms, ts_ms
+        if last is None or ts_ms <= last:
+            return 0
+        step, missing = ts_ms - last, 0
+        if self._pending is not None:
+            long_step, interval = self._pending
+            self._pending = None
+            if step <= GAP_SLACK * interval:
+                missing = max(1, round(long_step / interval) - 1)
+            else:
+                self._steps.append(long_step)  # a new frame rate: learn it
+        if len(self._steps) >= 3 and step > GAP_SLACK * min(self._steps):  # cheap pre-check: median >= min
+            interval = statistics.median(self._steps)
+            steady = max(self._steps) - min(self._steps) <= STEADY_MS
+            if step > (GAP_SLACK if steady else GAP_FACTOR) * interval:
+                self._pending = (step, interval)
+                return missing
+        self._steps.append(step)
+        return missing

@@ -213,7 +213,8 @@ def readiness(dep: dict[str, Any]) -> list[str]:
                 why.append(f"edge {name}: broker {broker} not up")
         for cam, cam_cfg in dep["cameras"].items():
             if cam_cfg["edge"] == name and sample(metrics, "vcascade_edge_camera_state", edge=name, camera=cam,
-                                                  state="streaming") != 1:  # fmt: skip
+                                                  state="streaming", reason="opened") != 1:  # fmt: skip
+                # a camera only ever enters streaming for the reason "opened" (edge/camera_state.py)
                 why.append(f"camera {cam} not streaming")
     return why
 

@@ -59,7 +59,7 @@ def test_a_failed_camera_keeps_the_columns_intact_and_its_reason_is_listed_below
 def test_a_camera_that_never_read_a_frame_is_a_fault_even_when_it_ended():
     """Issue 18: after Ctrl-C a never-connected camera showed as ``ended``, 0 frames, and no problem line."""
     never = {**CAMERA, "frames": 0, "sent": 0, "results": 0, "drops": {}, "state": "ended", "reason": "stopped"}
-    refused = {**never, "last_fault": "connection_refused: rtsp://cam/1: Connection refused"}
+    refused = {**never, "fault": "connection_refused", "detail": "rtsp://cam/1: Connection refused"}
     assert camera_faults({"good": CAMERA, "dead": never, "gone": refused}) == [
         "camera dead: ended (stopped) without reading a frame (never connected)",
         "camera gone: ended (stopped) without reading a frame (never connected; last fault connection_refused: "

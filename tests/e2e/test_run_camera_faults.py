@@ -79,10 +79,11 @@ def test_failed_and_never_connected_cameras_are_listed_below_an_intact_table(tmp
     assert rows["street-1"][1] == "ended" and int(rows["street-1"][2]) > 0
     text = " ".join(out.split())
     assert "problem: camera missing: failed (" in text and "missing.mp4" in text
-    assert "problem: camera refused: ended (stopped) without reading a frame (never connected; last fault " in text
+    assert "problem: camera refused: ended (stopped) without reading a frame (never connected; last fault " \
+        "connection_refused: rtsp://127.0.0.1:" in text
     assert "problem: camera street-1" not in text
     cameras = next(p for p in json.loads(summary.read_text())["processes"] if p["component"] == "edge")["cameras"]
     assert cameras["missing"]["state"] == "failed" and cameras["missing"]["reason"] not in ("", "start")
     assert "missing.mp4" in cameras["missing"]["error"]
     assert cameras["refused"]["frames"] == 0 and cameras["refused"]["reason"] == "stopped"
-    assert "rtsp://127.0.0.1:" in cameras["refused"]["last_fault"]  # its reason is the reader's (docs/CAMERAS.md)
+    assert cameras["refused"]["fault"] == "connection_refused" and "rtsp://127.0.0.1:" in cameras["refused"]["detail"]

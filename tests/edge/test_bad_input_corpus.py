@@ -134,10 +134,12 @@ def test_bad_files_get_a_clear_specific_error(edge_run):
     cams = _cameras(edge_run)
     assert cams["zero_byte"]["state"] == "failed" and "file is empty" in cams["zero_byte"]["error"]
     truncated = cams["truncated"]
-    assert truncated["state"] == "ended" and "stopped early" in truncated["error"] and 0 < truncated["frames"] < 100
+    assert cams["zero_byte"]["reason"] == "empty_file"
+    assert truncated["state"] == "failed" and truncated["reason"] == "truncated_file"
+    assert "truncated" in truncated["error"] and 0 < truncated["frames"] < 100
     corrupt = cams["corrupt_middle"]
     assert corrupt["state"] == "ended" and corrupt["frames"] > 0
-    assert corrupt["corrupt_frames"] > 0 or "stopped early" in (corrupt["error"] or ""), corrupt
+    assert corrupt["corrupt_frames"] > 0 and corrupt["losses"].get("corrupt", 0) > 0, corrupt
 
 
 @pytest.mark.parametrize("name", ["no_keyframe", "many_audio", "rotated", "vfr", "gray_odd"])

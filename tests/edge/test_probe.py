@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import subprocess
 import wave
 from pathlib import Path
 
@@ -13,6 +14,7 @@ import pytest
 from vcascade.core.config import CameraConfig
 from vcascade.edge.camera_faults import FAULT_REASONS
 from vcascade.edge.probe import PROBE_OK, CameraProbe, probe_camera
+
 
 def probe(url: str | Path, timeout_s: float = 3.0) -> CameraProbe:
     return probe_camera(CameraConfig(url=str(url), edge="e"), timeout_s)
@@ -34,6 +36,7 @@ def test_good_file_opens_and_names_its_codec_and_size(short_video):
         ("garbage", "invalid_data", "Invalid data found"),
         ("unfinished_mp4", "truncated_file", "without its index (moov)"),
         ("audio_only", "no_video_stream", "no video stream (streams: audio)"),
+        ("unknown_codec", "unsupported_codec", "no decoder for its video codec"),
     ],
 )
 def test_file_faults_have_their_own_reason(tmp_path, short_video, make, reason, words):
@@ -53,6 +56,12 @@ def test_file_faults_have_their_own_reason(tmp_path, short_video, make, reason, 
     elif make == "audio_only":
         path = tmp_path / "tone.wav"
         _write_tone(path)
+    elif make == "unknown_codec":  # a Matroska video track whose codec id no decoder knows
+        path = tmp_path / "cam.mkv"
+        subprocess.run(["ffmpeg", "-v", "error", "-y", "-i", str(short_video), "-c", "copy", str(path)], check=True)
+        data = path.read_bytes()
+        assert b"V_MPEG4/ISO/AVC" in data
+        path.write_bytes(data.replace(b"V_MPEG4/ISO/AVC", b"V_UNKNOWN/X/ABC", 1))
     result = probe(path)
     assert reason in FAULT_REASONS
     assert (result.ok, result.reason) == (False, reason) and words in result.detail, result

@@ -13,7 +13,7 @@ import pytest
 
 from vcascade.core.config import CameraConfig
 from vcascade.edge.frames import FrameSlots
-from vcascade.edge.source import CameraReader, SourceError, open_capture
+from vcascade.edge.source import CameraReader, SourceError, open_source
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -33,17 +33,20 @@ def test_whole_file_reaches_its_end(read_all, bikes_path):
 
 
 @pytest.mark.parametrize(
-    ("content", "expected"),
-    [(None, "no such file"), (b"", "file is empty"), (b"this is not a video" * 100, "cannot open")],
+    ("content", "expected", "reason"),
+    [(None, "no such file", "missing_file"), (b"", "file is empty", "empty_file"),
+     (b"this is not a video" * 100, "cannot open", "invalid_data")],
 )
-def test_bad_files_fail_that_camera_with_a_clear_error(read_all, tmp_path, content, expected):
+def test_bad_files_fail_that_camera_with_a_clear_error(read_all, tmp_path, content, expected, reason):
     path = tmp_path / "cam.mp4"
     if content is not None:
         path.write_bytes(content)
-    with pytest.raises(SourceError, match=expected):
-        open_capture(CameraConfig(url=str(path), edge="e"))
+    with pytest.raises(SourceError, match=expected) as info:
+        open_source(CameraConfig(url=str(path), edge="e"))
+    assert info.value.reason == reason
     reader, frames = read_all(path)
     assert reader.state == "failed" and expected in reader.error and frames == []
+    assert reader.reason == reason
 
 
 def test_missing_package_resource_is_a_camera_error(read_all):
@@ -93,8 +96,9 @@ def test_rtsp_camera_is_live_with_stream_timestamps(rtsp_url):
 def test_rtsp_unreachable_fails_that_camera(free_port):
     port = free_port()
     with pytest.raises(SourceError, match="cannot open") as info:
-        open_capture(CameraConfig(url=f"rtsp://user:secret@127.0.0.1:{port}/cam", edge="e"))
+        open_source(CameraConfig(url=f"rtsp://user:secret@127.0.0.1:{port}/cam", edge="e"))
     assert "secret" not in str(info.value) and "***@" in str(info.value)
+    assert info.value.reason == "connection_refused"
 
 
 def test_rtsp_over_udp_streams_frames(rtsp_server, cameras, wait_for):
@@ -116,7 +120,9 @@ def test_unreachable_live_camera_keeps_retrying_without_leaking_credentials(came
         reader = cameras("gone", url=url, open_timeout_s=1.0, backoff_initial_s=0.05, backoff_max_s=0.2)
         assert wait_for(lambda: reader.reconnects >= 3, 30)
     steps = [(t.target, t.reason) for t in reader.machine.history()]
-    assert steps[:3] == [("backing_off", "open_failed"), ("connecting", "retry"), ("backing_off", "open_failed")]
+    assert steps[:3] == [("backing_off", "connection_refused"), ("connecting", "retry"),
+                         ("backing_off", "connection_refused")]
+    assert reader.fault == "connection_refused" and "Connection refused" in reader.detail
     assert reader.error is None and reader.state in ("connecting", "backing_off")  # live: never gives up
     assert "hunter2" not in caplog.text and "***@127.0.0.1" in caplog.text
 

@@ -1,4 +1,4 @@
-"""The pure parts of camera ingestion: backoff, PTS rate gate, PTS anomalies, state machine, source kinds."""
+"""The pure parts of camera ingestion: backoff, PTS rate gate, packet gap rule, state machine, source kinds."""
 
 from __future__ import annotations
 
@@ -9,11 +9,14 @@ import pytest
 from prometheus_client import REGISTRY
 
 from vcascade.core.config import CameraConfig
+from vcascade.core.logs import RateLimitFilter
+from vcascade.edge.av_reader import open_source
 from vcascade.edge.backoff import Backoff
+from vcascade.edge.camera_faults import CameraFault
 from vcascade.edge.camera_state import CameraStateMachine
-from vcascade.edge.capture import SourceError, StreamInfo, device_index, is_live, open_capture, stopped_early
+from vcascade.edge.capture import SourceError, device_index, is_live
 from vcascade.edge.metrics import CameraTelemetry
-from vcascade.edge.timing import PtsMonitor, RateGate
+from vcascade.edge.timing import PacketGaps, RateGate
 
 
 def test_backoff_is_full_jitter_under_a_doubling_capped_bound():
@@ -45,27 +48,20 @@ def test_rate_gate_follows_pts_not_frame_count():
         RateGate(0)
 
 
-def test_pts_monitor_counts_gaps_and_backwards_steps_but_not_vfr():
-    monitor = PtsMonitor()
-    results = [monitor.observe(p) for p in (0, 40, 80, 120, 160, 400, 440, 440, 480)]
-    assert results[5] == (5, False)  # 240 ms step where 40 is usual: 5 frames missing
-    assert results[7] == (0, True)
-    assert sum(m for m, _ in results) == 5
-    vfr = PtsMonitor()
-    assert not any(m or b for m, b in (vfr.observe(p) for p in (0, 100, 200, 300, 400, 700, 1000, 1300)))
-
-
-def test_stopped_early_needs_both_fewer_frames_and_a_short_timeline():
-    info = StreamInfo(frame_count=60, fps=10.0)
-    assert stopped_early(info, 30, 2900.0, 100.0)
-    assert not stopped_early(info, 60, 5900.0, 100.0)
-    assert not stopped_early(info, 50, 5900.0, 100.0)  # frames lost inside, the end reached: counted as gaps
-    assert not stopped_early(StreamInfo(0, 0.0), 3, 200.0, 100.0)  # nothing announced: nothing to compare
+def test_packet_gaps_count_isolated_jumps_and_learn_a_new_frame_rate():
+    gaps = PacketGaps()
+    found = [gaps.observe(t) for t in (0, 40, 80, 120, 160, 400, 440, 480, 480, 520)]
+    assert found[6] == 5 and sum(found) == 5  # 240 ms then back to 40: 5 frames missing, counted one packet late
+    vfr = PacketGaps()  # vfr.mp4's shape: 40 ms frames, then 200 ms frames for good
+    assert sum(vfr.observe(t) for t in [40 * i for i in range(50)] + [1960 + 200 * i for i in range(1, 51)]) == 0
+    irregular = PacketGaps()  # variable rate throughout: only a step far above the median is long
+    assert sum(irregular.observe(t) for t in (0, 100, 150, 250, 300, 400, 700, 800, 900)) == 0
+    assert irregular.observe(3000) == 0 and irregular.observe(3100) > 0  # 2.1 s, then back to ~100 ms
 
 
 def test_state_machine_sets_one_state_counts_reasons_and_logs_once(caplog):
     machine = CameraStateMachine(CameraTelemetry("edge-u", "cam-u"))
-    value = lambda state, reason: REGISTRY.get_sample_value(  # noqa: E731
+    value = lambda state, reason: REGISTRY.get_sample_value(
         "vcascade_edge_camera_state", {"edge": "edge-u", "camera": "cam-u", "state": state, "reason": reason})
     assert value("connecting", "start") == 1 and value("streaming", "") == 0
     with caplog.at_level(logging.INFO, logger="vcascade.edge.camera_state"):
@@ -93,14 +89,49 @@ def test_source_kinds(url, live, device):
 
 
 def test_bad_device_url_and_missing_device_are_clear_errors():
-    with pytest.raises(SourceError, match="device://N"):
-        open_capture(CameraConfig(url="device://cam", edge="e"))
-    with pytest.raises(SourceError, match="cannot open"):
-        open_capture(CameraConfig(url="device://99", edge="e"))
+    with pytest.raises(CameraFault, match="device://N") as info:
+        open_source(CameraConfig(url="device://cam", edge="e"))
+    assert info.value.reason == "bad_url" and isinstance(info.value, SourceError)
+    with pytest.raises(CameraFault, match="no such device") as info:
+        open_source(CameraConfig(url="device://99", edge="e"))
+    assert info.value.reason == "missing_file"
 
 
 def test_unreachable_http_stream_error_has_no_credentials(free_port):
     url = f"http://admin:hunter2@127.0.0.1:{free_port()}/video.mjpg"
     with pytest.raises(SourceError) as info:
-        open_capture(CameraConfig(url=url, edge="e", open_timeout_s=2.0))
+        open_source(CameraConfig(url=url, edge="e", open_timeout_s=2.0))
     assert "hunter2" not in str(info.value) and "***@127.0.0.1" in str(info.value)
+
+
+def test_state_change_lines_are_rate_limited_per_camera_not_per_template():
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler()
+    handler.emit = records.append
+    handler.addFilter(RateLimitFilter(60.0))
+    logger = logging.getLogger("vcascade.edge.camera_state")
+    logger.addHandler(handler)
+    try:
+        first = CameraStateMachine(CameraTelemetry("edge-r", "cam-a"))
+        second = CameraStateMachine(CameraTelemetry("edge-r", "cam-b"))
+        for _ in range(3):  # a reconnect loop: the same failure again and again
+            for machine in (first, second):
+                machine.to("backing_off", "connection_refused", "Connection refused")
+                machine.to("connecting", "retry")
+    finally:
+        logger.removeHandler(handler)
+    warnings = [r.getMessage() for r in records if r.levelno == logging.WARNING]
+    assert len(warnings) == 2  # each camera's failure once; its repeats suppressed
+    assert "camera cam-a:" in warnings[0] and "camera cam-b:" in warnings[1]
+    assert all("(connection_refused)" in line for line in warnings)
+    logger.addHandler(handler)
+    level = logger.level
+    logger.setLevel(logging.INFO)
+    try:
+        first.to("streaming", "opened")  # the recovery after a fault is a warning too
+        first.to("ended", "stopped")
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+    levels = [(r.levelno, r.getMessage().split(": ", 1)[1]) for r in records[-2:]]
+    assert levels == [(logging.WARNING, "connecting -> streaming (opened)"), (logging.INFO, "streaming -> ended (stopped)")]

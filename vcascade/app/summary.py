@@ -73,7 +73,8 @@ def camera_faults(cameras: dict[str, dict[str, Any]]) -> list[str]:
     """One line per camera that failed, ended with an error, or never delivered a frame, sorted by camera name.
 
     ``cameras``: the edges' camera snapshots by name (``state``, ``frames``, ``error``; ``reason``, the fixed word
-    of the last state change, and ``last_fault``, when the edge reports them). A camera that read no frame at all
+    of the last state change, and ``fault`` and ``detail``, the latest fault since it last streamed, when the edge
+    reports them). A camera that read no frame at all
     is a fault even when it ``ended`` without an error: after Ctrl-C a camera that never connected ends as
     ``stopped`` like any other, so its zero frames (and its last fault) are the only trace of its fault.
     """
@@ -83,7 +84,7 @@ def camera_faults(cameras: dict[str, dict[str, Any]]) -> list[str]:
         if c.get("error"):
             lines.append(f"camera {name}: {c['state']}{reason}: {c['error']}")
         elif c["frames"] == 0 and c["state"] in ("ended", "failed"):
-            last = f"; last fault {c['last_fault']}" if c.get("last_fault") else ""
+            last = f"; last fault {c['fault']}: {c.get('detail')}" if c.get("fault") else ""
             lines.append(f"camera {name}: {c['state']}{reason} without reading a frame (never connected{last})")
     return lines
 
