@@ -80,7 +80,7 @@ def test_failed_and_never_connected_cameras_are_listed_below_an_intact_table(tmp
     text = " ".join(out.split())
     assert "problem: camera missing: failed (" in text and "missing.mp4" in text
     assert "problem: camera refused: ended (stopped) without reading a frame (never connected; last fault " \
-        "connection_refused: rtsp://127.0.0.1:" in text
+        "connection_refused: " in text
     assert "problem: camera street-1" not in text
     cameras = next(p for p in json.loads(summary.read_text())["processes"] if p["component"] == "edge")["cameras"]
     assert cameras["missing"]["state"] == "failed" and cameras["missing"]["reason"] not in ("", "start")
