@@ -8,7 +8,10 @@ one byte more is a protocol error, the connection is closed and the message neve
 its network (no handshake-failure event: the handshake succeeded; checked in tests/broker/test_oversized.py). So
 ``vcascade_<component>_disconnects_total{<component>, socket}`` counts every connection a socket lost; a count
 that grows while no peer restarts (a DEALER reconnects at once after the cut and sends again) is a peer sending
-oversized or corrupt messages. Its log line names the socket once, then goes to DEBUG.
+oversized or corrupt messages. On an edge's control socket every ``vcascade camera`` command ends with one
+disconnect (one connection per request), so there the cuts are the disconnects beyond
+``vcascade_edge_control_requests_total``. The first disconnect of a socket is logged at INFO, the rest at DEBUG:
+most are peers leaving, and the metric is the record.
 """
 
 from __future__ import annotations
@@ -56,7 +59,7 @@ class DisconnectCounter:
     def _on_disconnect(self, event: int, fd: int) -> None:
         self.total += 1
         self._metric.inc()
-        level = logging.WARNING if self.total == 1 else logging.DEBUG  # no log line per reconnecting peer
+        level = logging.INFO if self.total == 1 else logging.DEBUG  # most are peers leaving: the metric tells
         log.log(level, "%s %s: a peer's connection to the %s socket was lost (closed by the peer, or cut by libzmq "
                 "for a protocol error such as a message over the size limit)", self.component, self.name, self.socket)
 
