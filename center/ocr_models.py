@@ -209,10 +209,10 @@ def ensure_text_model(
         if wheel_url is None:
             wheel_url, index_sha256 = find_wheel(RAPIDOCR_PROJECT, RAPIDOCR_WHEEL, index_url)
         log.info("extracting %s from %s into %s", PPOCR_REC_MODEL, wheel_url, folder)
-        dest = download_from_wheel(
-            wheel_url, RAPIDOCR_WHEEL_MEMBER, folder / PPOCR_REC_MODEL, sha256=index_sha256 if sha256 is None else sha256
-        )
+        expected = index_sha256 if sha256 is None else sha256
+        dest = download_from_wheel(wheel_url, RAPIDOCR_WHEEL_MEMBER, folder / PPOCR_REC_MODEL, sha256=expected)
     except ModelUnavailable as exc:
-        raise ModelUnavailable(f"text model {PPOCR_REC_MODEL} is missing and could not be fetched ({exc}). {TO_FIX}") from exc
+        why = f"text model {PPOCR_REC_MODEL} is missing and could not be fetched ({exc})"
+        raise ModelUnavailable(f"{why}. {TO_FIX}") from exc
     log.info("verified text model %s", dest)
     return dest
