@@ -1,12 +1,13 @@
 """The broker's two ROUTER sockets, made secure (CurveZMQ when enabled), given their roles and watched for
-refused handshakes."""
+refused handshakes and lost connections."""
 
 from __future__ import annotations
 
 import zmq
 
 from vcascade.core.config import Deployment
-from vcascade.core.security import secure_server, watch_auth_failures
+from vcascade.core.disconnects import watch_connections
+from vcascade.core.security import secure_server
 from vcascade.core.sockets import make_socket
 from vcascade.core.zap import EDGES, WORKERS, RoleAuthenticator, admitted_names
 
@@ -19,13 +20,14 @@ def broker_sockets(
     the broker's edges, the backend only those of its workers (``auth``, the process's ZAP handler, from
     :func:`vcascade.core.zap.start_authenticator`; None when curve is disabled). Refused handshakes are counted
     from the socket monitor, ``vcascade_broker_auth_failures_total{reason}`` (``wrong_role``: a key of the
-    authorized folder on the other socket's role). Not bound yet; the caller closes them."""
+    authorized folder on the other socket's role), and so are lost connections, among them peers libzmq cut for a
+    message over the size limit, ``vcascade_broker_disconnects_total{socket}`` (:mod:`vcascade.core.disconnects`).
+    Not bound yet; the caller closes them."""
     frontend = make_socket(ctx, zmq.ROUTER, router_handover=True)
     backend = make_socket(ctx, zmq.ROUTER, router_handover=True)
     roles = admitted_names(deployment, name)
-    for sock, role in ((frontend, EDGES), (backend, WORKERS)):
+    for sock, role, side in ((frontend, EDGES, "frontend"), (backend, WORKERS, "backend")):
         secure_server(sock, deployment.security, name)  # no-op when curve is disabled
-        if auth is not None:
-            gate = auth.admit(sock, role, roles[role])
-            watch_auth_failures(sock, "broker", name, gate.refusal_reason)  # refusals never reach the loop
+        refusals = None if auth is None else auth.admit(sock, role, roles[role]).refusal_reason
+        watch_connections(sock, "broker", name, side, curve=auth is not None, refusals=refusals)  # never in the loop
     return frontend, backend

@@ -67,6 +67,10 @@ Guide ch. 4). The broker passes ``liveness * interval_s`` of the deployment unle
 ANSWER_TIMEOUT_S = 20.0
 """Default answer deadline, s (``BrokerConfig.answer_timeout_s``): an ROI held longer by a worker is taken back."""
 
+NO_WORKER_WAIT_S = 10.0
+"""Default wait for an absent recognizer, s (``BrokerConfig.no_worker_wait_s``): a third of the edges' default
+``roi_timeout_s`` (30 s), so the broker's ``no_worker`` answer reaches the edge before its ROI times out there."""
+
 TAKEN_MEMORY = 65_536
 """Re-dispatched ROI ids remembered (oldest forgotten first) to tell a late answer from an unknown one."""
 
@@ -82,6 +86,8 @@ class Dispatcher:
         byte_bounds: bytes of queued ROIs at most, in all, per recognizer and per edge.
         answer_timeout_s: an ROI not answered this long after its dispatch is taken back by :meth:`overdue`,
             seconds (> 0).
+        no_worker_wait_s: an ROI that waited this long for a recognizer no registered worker runs is given up by
+            :meth:`stranded`, seconds (> 0).
 
     Raises:
         ValueError: a bound below 1, or a timeout <= 0.
@@ -89,16 +95,21 @@ class Dispatcher:
 
     def __init__(self, queue_max: int, max_workers: int = MAX_WORKERS, max_attempts: int = 2,
                  worker_timeout_s: float = WORKER_TIMEOUT_S, byte_bounds: ByteBounds = ByteBounds(),
-                 answer_timeout_s: float = ANSWER_TIMEOUT_S) -> None:  # fmt: skip
-        if queue_max < 1 or max_workers < 1 or max_attempts < 1 or min(worker_timeout_s, answer_timeout_s) <= 0:
+                 answer_timeout_s: float = ANSWER_TIMEOUT_S,
+                 no_worker_wait_s: float = NO_WORKER_WAIT_S) -> None:  # fmt: skip
+        if queue_max < 1 or max_workers < 1 or max_attempts < 1 or min(
+            worker_timeout_s, answer_timeout_s, no_worker_wait_s
+        ) <= 0:
             bounds = f"queue_max={queue_max}, max_workers={max_workers}, max_attempts={max_attempts}"
-            timeouts = f"worker_timeout_s={worker_timeout_s}, answer_timeout_s={answer_timeout_s}"
+            timeouts = (f"worker_timeout_s={worker_timeout_s}, answer_timeout_s={answer_timeout_s}, "
+                        f"no_worker_wait_s={no_worker_wait_s}")  # fmt: skip
             raise ValueError(f"{bounds}: each must be >= 1; {timeouts}: each must be > 0")
         self.queue_max = queue_max
         self.max_workers = max_workers
         self.max_attempts = max_attempts
         self.byte_bounds = byte_bounds
         self.answer_timeout_s = answer_timeout_s
+        self.no_worker_wait_s = no_worker_wait_s
         self._taken: OrderedDict[str, frozenset[Hashable]] = OrderedDict()  # roi_id -> workers it was taken from
         self._queues = RoiQueues()
         self._seq = 0
@@ -191,6 +202,18 @@ class Dispatcher:
     def stale(self, now_s: float) -> list[Pending]:
         """Remove and return every queued ROI past its deadline at ``now_s`` (seconds). O(queued)."""
         return self._queues.remove_if(lambda item: item.is_stale(now_s))
+
+    def stranded(self, now_s: float) -> list[Pending]:
+        """Remove and return every queued ROI that has waited longer than ``no_worker_wait_s`` by ``now_s``
+        (seconds) for a recognizer no registered worker runs (drop them as ``no_worker``). Without a deadline
+        (``ttl_ms`` 0) such an ROI would otherwise wait until its edge gave up on it as ``timeout``. O(queued)
+        when some recognizer has no worker, else O(recognizers)."""
+        absent = {recognizer for recognizer in self.queued_by_recognizer() if not self.has_worker(recognizer)}
+        if not absent:
+            return []
+        return self._queues.remove_if(
+            lambda item: item.recognizer in absent and now_s - item.received_s > self.no_worker_wait_s
+        )
 
     def drain(self) -> list[Pending]:
         """Remove and return every queued ROI (shutdown), in enqueue order."""

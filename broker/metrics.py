@@ -13,6 +13,7 @@ import re
 from prometheus_client import Counter, Gauge, Histogram
 
 from vcascade.core.config import NAME_PATTERN
+from vcascade.core.disconnects import disconnects_counter
 from vcascade.core.security import auth_failures_counter
 from vcascade.core.telemetry import LATENCY_BUCKETS_S
 
@@ -102,6 +103,10 @@ QUEUE_SECONDS = Histogram(
 AUTH_FAILURES = auth_failures_counter("broker")
 """``vcascade_broker_auth_failures_total{broker, reason}``: clients refused in the CurveZMQ handshake, counted by
 :class:`vcascade.core.security.AuthFailureMonitor` (declared here so the family is exported from the start)."""
+DISCONNECTS = disconnects_counter("broker")
+"""``vcascade_broker_disconnects_total{broker, socket}``: connections the frontend or backend lost, among them peers
+libzmq cut for a message over the size limit (:mod:`vcascade.core.disconnects`; declared here so the family is
+exported from the start)."""
 
 
 class BrokerTelemetry:

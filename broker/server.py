@@ -101,7 +101,8 @@ def run_broker(
         log.info("broker %s: edges on %s, workers on %s", name, cfg.endpoint("frontend"), cfg.endpoint("backend"))
         bounds = ByteBounds(cfg.queue_max_bytes, cfg.recognizer_queue_max_bytes, cfg.edge_queue_max_bytes)
         dispatcher = Dispatcher(
-            cfg.queue_max, cfg.max_workers, cfg.max_attempts, window_s, bounds, answer_timeout_s=cfg.answer_timeout_s
+            cfg.queue_max, cfg.max_workers, cfg.max_attempts, window_s, bounds, answer_timeout_s=cfg.answer_timeout_s,
+            no_worker_wait_s=cfg.no_worker_wait_s,
         )
         READINESS.set(f"broker:{name}:bound", True)
         READINESS.add_check(f"broker:{name}:workers", lambda: (dispatcher.workers > 0, "no worker registered"))
@@ -179,8 +180,8 @@ class _BrokerLoop:
                 self._on_frontend(frames)
 
     def _housekeeping(self) -> None:
-        """Every ``POLL_MS`` at most: expire silent workers, take back overdue ROIs, drop stale ROIs, report every
-        second."""
+        """Every ``POLL_MS`` at most: expire silent workers, take back overdue ROIs, drop stale ROIs and ROIs that
+        waited too long for an absent recognizer (``no_worker``), report every second."""
         now_s = time.perf_counter()
         if now_s - self._last_housekeeping_s < POLL_MS / 1000.0:
             return  # the stale sweep is O(queued): not once per message
@@ -191,6 +192,8 @@ class _BrokerLoop:
             self._take_back(self.worker_names.get(worker, "other"), flights, "held ROIs past the answer deadline")
         for item in self.dispatcher.stale(now_s):
             self._drop_to_edge(item, "stale")
+        for item in self.dispatcher.stranded(now_s):
+            self._drop_to_edge(item, "no_worker")
         self._beat_if_due(now_s)
         if now_s - self._last_report_s >= REPORT_EVERY_S:
             self._last_report_s = now_s

@@ -56,6 +56,12 @@ PPOCR_INPUT_HEIGHT_PX = 48
 """Input height of PaddleOCR's PP-OCR recognition models, px (input (N, 3, 48, W))."""
 SIMPLE_JSON = "application/vnd.pypi.simple.v1+json"
 """PEP 691 media type of the JSON Simple API."""
+TO_FIX = (
+    f"To fix: download {RAPIDOCR_WHEEL} from PyPI (pip download rapidocr==3.10.0 --no-deps), extract its member "
+    f"{RAPIDOCR_WHEEL_MEMBER} (a wheel is a zip file) and save {PPOCR_REC_MODEL} in --model-dir DIR / "
+    f"{MODEL_DIR_ENV}=DIR."
+)
+"""The hint every "text model unavailable" message ends with (like the detector's)."""
 
 
 def verify_ppocr_rec(path: str | os.PathLike[str]) -> None:
@@ -198,12 +204,15 @@ def ensure_text_model(
         log.info("using text model %s", found)
         return found
     index_sha256 = ""
-    if wheel_url is None:
-        wheel_url, index_sha256 = find_wheel(RAPIDOCR_PROJECT, RAPIDOCR_WHEEL, index_url)
     folder = Path(model_dir) if model_dir and writable_dir(Path(model_dir)) else user_cache_dir()
-    log.info("extracting %s from %s into %s", PPOCR_REC_MODEL, wheel_url, folder)
-    dest = download_from_wheel(
-        wheel_url, RAPIDOCR_WHEEL_MEMBER, folder / PPOCR_REC_MODEL, sha256=index_sha256 if sha256 is None else sha256
-    )
+    try:
+        if wheel_url is None:
+            wheel_url, index_sha256 = find_wheel(RAPIDOCR_PROJECT, RAPIDOCR_WHEEL, index_url)
+        log.info("extracting %s from %s into %s", PPOCR_REC_MODEL, wheel_url, folder)
+        expected = index_sha256 if sha256 is None else sha256
+        dest = download_from_wheel(wheel_url, RAPIDOCR_WHEEL_MEMBER, folder / PPOCR_REC_MODEL, sha256=expected)
+    except ModelUnavailable as exc:
+        why = f"text model {PPOCR_REC_MODEL} is missing and could not be fetched ({exc})"
+        raise ModelUnavailable(f"{why}. {TO_FIX}") from exc
     log.info("verified text model %s", dest)
     return dest

@@ -15,22 +15,19 @@ import os
 import statistics
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import numpy as np
 import torch
 
 from vcascade.center.balance import Plan, balance, plan_for_cuts
-from vcascade.center.ocr_models import PPOCR_REC_MODEL, ensure_text_model
+from vcascade.center.model_files import resolve_onnx_model
 from vcascade.center.onnx_stages import build_onnx_stages, fit_batch, load_onnx, to_numpy
 from vcascade.center.preprocess import to_device
 from vcascade.center.profile import ModelProfile, profile_onnx, profile_torch
 from vcascade.center.recognizer import build_model, place_stages
 from vcascade.center.torch_onnx import torch_to_onnx
 from vcascade.core.config import RecognizerConfig, TorchRecognizerConfig
-from vcascade.core.models import find_model, model_search_dirs
-from vcascade.core.resources import resolve
 
 log = logging.getLogger(__name__)
 
@@ -58,26 +55,6 @@ class Runtime:
     build: Callable[[Any, Any, Sequence[str], Sequence[str]], list[Stage]]
     takes_torch: bool
     fit_sample: Callable[[Any, np.ndarray], np.ndarray] = lambda model, sample: sample
-
-
-def resolve_onnx_model(model: str, model_dir: str | os.PathLike[str] | None = None) -> Path:
-    """The ONNX file of a recognizer's ``model``: package:// URI, absolute path, or a name searched in
-    ``model_dir``, ``$VCASCADE_MODEL_DIR`` and the user cache (like the edge's detector). The PP-OCR text model
-    (``PP-OCRv6_rec_small.onnx``) is fetched once when missing (:func:`vcascade.center.ocr_models.ensure_text_model`:
-    extracted from the pinned rapidocr wheel on PyPI and verified).
-
-    Raises:
-        FileNotFoundError: not found; the message lists the folders searched.
-        vcascade.core.models.ModelUnavailable: the text model is missing and could not be fetched.
-    """
-    resolved = resolve(model)
-    found = find_model(resolved, model_dir)
-    if found is None and Path(resolved).name == PPOCR_REC_MODEL:  # known model: fetched once, like the detector
-        found = ensure_text_model(model_dir)
-    if found is None:
-        where = ", ".join(str(d) for d in model_search_dirs(model_dir))
-        raise FileNotFoundError(f"recognizer model {model!r} not found (searched {where}; pass --model-dir DIR)")
-    return found
 
 
 def _torch_build(model, cfg: TorchRecognizerConfig, split_points, devices) -> list[Stage]:

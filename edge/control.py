@@ -10,7 +10,9 @@ Security is the broker links': with ``security.curve.enabled`` the socket is a C
 edge's keypair, and the process's ZAP handler admits only the public keys of ``authorized_dir`` (by default
 every ``*.key`` of ``keys_dir``) named after the edge itself or after no component of the deployment (operator
 keys; :mod:`vcascade.core.zap`): another edge's, a broker's or a worker's key is refused. A refused handshake
-never reaches this code and is counted in ``vcascade_edge_auth_failures_total``. Without CurveZMQ the socket
+never reaches this code and is counted in ``vcascade_edge_auth_failures_total``; a client libzmq cuts for a
+request over the message size limit never does either, and is counted in
+``vcascade_edge_disconnects_total{socket="control"}`` (:mod:`vcascade.core.disconnects`). Without CurveZMQ the socket
 must bind a loopback address (config check).
 
 Threads: :class:`ControlServer` owns the socket and decodes requests; each change is handed to the detector
@@ -46,8 +48,9 @@ from vcascade.core.control_protocol import (  # noqa: F401  (re-exported: the pr
     decode_request,
     encode,
 )
+from vcascade.core.disconnects import watch_connections
 from vcascade.core.redact import redact_url
-from vcascade.core.security import secure_server, watch_auth_failures
+from vcascade.core.security import secure_server
 from vcascade.core.sockets import make_socket
 from vcascade.core.zap import OPERATORS, admitted_names, start_authenticator
 from vcascade.edge.camera_set import CameraChangeError, CameraSet
@@ -81,13 +84,18 @@ def camera_config(edge: str, name: str, settings: dict[str, Any]) -> CameraConfi
 
 
 def describe(cameras: CameraSet) -> dict[str, dict[str, Any]]:
-    """Per camera: state, removal (None, ``removing``, ``closed``), frames, sent, results, drops, redacted URL."""
+    """Per camera: state, the ``reason`` of its last state change (a fixed word, e.g. ``connection_refused``), its
+    ``fault`` and ``detail`` (the latest fault since it last streamed and its text, credentials redacted; None
+    after), the error that failed it (None unless failed or ended early), removal (None, ``removing``,
+    ``closed``), frames, sent, results, drops, redacted URL."""
     tallies = cameras.link.tally_copy()
     out = {}
     for reader in cameras.readers():
         tally = tallies.get(reader.camera)
         out[reader.camera] = {
-            "state": reader.state, "removal": reader.removal, "frames": reader.frames,
+            "state": reader.state, "reason": reader.reason, "fault": reader.fault, "detail": reader.detail,
+            "error": reader.error,
+            "removal": reader.removal, "frames": reader.frames,
             "sent": tally.sent if tally else 0, "results": tally.results if tally else 0,
             "drops": dict(tally.drops) if tally else {}, "url": redact_url(reader.cfg.url),
         }
@@ -117,9 +125,11 @@ class ControlServer(threading.Thread):
         self._auth = start_authenticator(ctx, dep.security)
         self._sock = make_socket(ctx, zmq.ROUTER)
         secure_server(self._sock, dep.security, edge)
+        refusals = None
         if self._auth is not None:  # CurveZMQ: the edge itself and the operators, no other component
             gate = self._auth.admit(self._sock, OPERATORS, admitted_names(dep, edge)[OPERATORS], operators_of=dep)
-            watch_auth_failures(self._sock, "edge", edge, gate.refusal_reason)
+            refusals = gate.refusal_reason
+        watch_connections(self._sock, "edge", edge, "control", curve=self._auth is not None, refusals=refusals)
         endpoint = dep.edges[edge].control_endpoint(bind=True)
         self._sock.bind(endpoint)
         log.info("edge %s: control socket on %s", edge, endpoint)

@@ -14,6 +14,7 @@ import math
 
 from prometheus_client import Counter, Gauge, Histogram
 
+from vcascade.core.disconnects import disconnects_counter
 from vcascade.core.security import auth_failures_counter
 from vcascade.core.telemetry import LATENCY_BUCKETS_S
 from vcascade.core.wire import Roi
@@ -145,6 +146,9 @@ CONTROL_REQUESTS = Counter(
 AUTH_FAILURES = auth_failures_counter("edge")
 """``vcascade_edge_auth_failures_total{edge, reason}``: refused CurveZMQ handshakes (declared by
 :func:`vcascade.core.security.auth_failures_counter`, which the control socket's monitor counts into too)."""
+DISCONNECTS = disconnects_counter("edge")
+"""``vcascade_edge_disconnects_total{edge, socket}``: connections the control socket lost, among them clients libzmq
+cut for a request over the size limit (:mod:`vcascade.core.disconnects`)."""
 
 ANY_RECOGNIZER_LABEL = "any"
 """``recognizer`` label value of an ROI routed to no particular recognizer (``Roi.recognizer == ""``)."""

@@ -373,7 +373,9 @@ def snapshot(
     name: str, link: BrokerLink, readers: list[CameraReader], started: tuple[float, float], final: bool,
     node: EdgeNode | None = None, sinks: Sequence[QueuedSink] = (),
 ) -> dict[str, Any]:
-    """Progress and accounting of one edge: per camera frames, skipped (newest-frame slot), sent, results, drops,
+    """Progress and accounting of one edge: per camera its state, the ``reason`` of its last state change, its
+    ``fault`` and ``detail`` (the latest fault since it last streamed, None after), the ``error`` that failed it
+    (None unless failed or ended early), frames, skipped (newest-frame slot), sent, results, drops,
     end-to-end p50/p99 (ms) and, given ``node``, frames detected and frame age p50/p99 (ms,
     :meth:`CameraTracking.frame_age_stats`); per broker ``up``, ``in_flight``, ``sent`` and ``silent_s``
     (:meth:`BrokerLink.broker_states`); per sink (by label, e.g. ``jsonl[0]``) the lines written by status and

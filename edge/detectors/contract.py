@@ -16,6 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 import onnxruntime as ort
 
+from vcascade.core.startup import StartupError
+
 FLOAT_TYPES = {"tensor(float)": np.dtype(np.float32), "tensor(float16)": np.dtype(np.float16)}
 """ONNX Runtime input/output type strings accepted for detector tensors, and the numpy dtype fed / read."""
 
@@ -23,7 +25,7 @@ Dim = int | str | None
 """One ONNX Runtime shape entry: an int when fixed, a name (str) or None when dynamic."""
 
 
-class DetectorContractError(ValueError):
+class DetectorContractError(ValueError, StartupError):
     """The model's inputs or outputs do not fit the configured detector type, input size or class names.
 
     Recovery: none at run time. The message names the model file, what was expected and what was found; fix the

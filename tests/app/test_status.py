@@ -14,9 +14,12 @@ from rich.console import Console
 
 from tests.demo import demo_data
 from vcascade.app.promconfig import MetricsTarget
-from vcascade.app.status import Scrape, histogram_quantile, rate, run_status, scrape
+from vcascade.app.status import Scrape, camera_state, cameras_table, histogram_quantile, rate, run_status, scrape
 from vcascade.broker.server import run_broker
-from vcascade.core.config import load_config
+from vcascade.core.config import CameraConfig, load_config
+from vcascade.core.telemetry import serve_metrics
+from vcascade.edge.frames import FrameSlots
+from vcascade.edge.source import CameraReader
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -71,3 +74,25 @@ def test_status_shows_a_live_broker_and_unreachable_components(tmp_path, free_po
     assert "no worker registered" in broker_line
     assert text.count("unreachable") == 2, text
     assert "brokers" in text and "latency (ms)" in text
+
+
+def test_a_failed_camera_shows_its_reason(free_port):
+    """Issue 18: ``status`` showed ``failed`` without the reason. A real camera reader on a missing file, its metrics
+    served and scraped as ``vcascade status`` does."""
+    cfg = CameraConfig(url="/nonexistent/vcascade-status-test.mp4", edge="edge-st")
+    reader = CameraReader("edge-st", "gone", cfg, FrameSlots(), threading.Event())
+    reader.start()
+    reader.join(30)
+    assert reader.state == "failed"
+    port = free_port()
+    server = serve_metrics(port, "127.0.0.1")
+    try:
+        after = scrape(MetricsTarget("edge", "edge-st", "127.0.0.1", port))
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert camera_state(after, "gone") == f"failed ({reader.machine.reason})" and reader.machine.reason
+    console = Console(width=200, record=True)
+    console.print(cameras_table({}, {"edge-st": after}))
+    row = next(line for line in console.export_text().splitlines() if " gone " in line)
+    assert f"failed ({reader.machine.reason})" in row

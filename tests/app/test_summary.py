@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from rich.console import Console
 
-from vcascade.app.summary import summary_tables
+from vcascade.app.summary import camera_faults, summary_tables
 
 CAMERA = {"frames": 10, "state": "ended", "error": None, "sent": 3, "results": 2, "drops": {"timeout": 1},
           "p50_ms": 10.0, "p99_ms": 20.0}  # fmt: skip
@@ -35,3 +35,34 @@ def test_edge_sinks_get_a_row_each_with_lines_written_and_lost():
 def test_without_sinks_there_is_no_sinks_table():
     edge = {"component": "edge", "name": "e1", "final": True, "cameras": {"cam": CAMERA}}
     assert [table.title for table in summary_tables({("edge", "e1"): edge}, 1.0)][2:] == []
+
+
+def test_a_failed_camera_keeps_the_columns_intact_and_its_reason_is_listed_below_the_table():
+    """Issue 18: the long reason sat in the state cell and squeezed every other column to ``st…``, ``fr…``."""
+    failed = {**CAMERA, "frames": 0, "sent": 0, "results": 0, "drops": {}, "p50_ms": None, "p99_ms": None,
+              "state": "failed", "reason": "open_failed",
+              "error": "/data/garbage.mp4: cannot open (FFmpeg could not read a video stream from it)"}  # fmt: skip
+    edge = {"component": "edge", "name": "e1", "final": True, "cameras": {"good": CAMERA, "garbage": failed}}
+    console = Console(width=100, record=True)  # narrower than the error line
+    console.print(summary_tables({("edge", "e1"): edge}, 1.0)[0])
+    text = console.export_text()
+    header = next(line for line in text.splitlines() if "camera" in line and "accounted" in line)
+    assert [cell.strip() for cell in header.split("┃")[1:-1]] == [
+        "camera", "state", "frames", "sent", "results", "drops", "accounted", "p50 ms", "p99 ms"
+    ]  # fmt: skip
+    row = next(line for line in text.splitlines() if line.startswith("│ garbage"))
+    assert [cell.strip() for cell in row.split("│")[1:-1]] == ["garbage", "failed", "0", "0", "0", "0", "yes", "-", "-"]
+    below = text[text.index(row):]
+    assert "camera garbage: failed (open_failed): /data/garbage.mp4: cannot open" in " ".join(below.split())
+
+
+def test_a_camera_that_never_read_a_frame_is_a_fault_even_when_it_ended():
+    """Issue 18: after Ctrl-C a never-connected camera showed as ``ended``, 0 frames, and no problem line."""
+    never = {**CAMERA, "frames": 0, "sent": 0, "results": 0, "drops": {}, "state": "ended", "reason": "stopped"}
+    refused = {**never, "fault": "connection_refused", "detail": "rtsp://cam/1: Connection refused"}
+    assert camera_faults({"good": CAMERA, "dead": never, "gone": refused}) == [
+        "camera dead: ended (stopped) without reading a frame (never connected)",
+        "camera gone: ended (stopped) without reading a frame (never connected; last fault connection_refused: "
+        "rtsp://cam/1: Connection refused)",
+    ]
+    assert camera_faults({"good": CAMERA}) == []

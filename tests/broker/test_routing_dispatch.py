@@ -142,6 +142,31 @@ def test_no_worker_reason_for_rois_that_waited_for_an_absent_recognizer():
     assert [p.roi_id for p in d.stale(now_s=1.0)] == []  # t2, t3 have no deadline: they wait for the bound
 
 
+def test_rois_without_a_deadline_for_an_absent_recognizer_are_stranded_after_no_worker_wait_s():
+    """Issue 18: without ``ttl_ms`` they waited until the edge gave up on them as ``timeout``."""
+    d = Dispatcher(queue_max=100, no_worker_wait_s=5.0)
+    d.worker_ready("e1", credits=0, now_s=0.0, recognizer="embed")  # busy: its ROIs wait, they are not stranded
+    d.enqueue(roi("t0", "text", t=0.0))
+    d.enqueue(roi("e0", "embed", t=0.0))
+    d.enqueue(roi("t1", "text", t=2.0))
+    assert d.stranded(now_s=5.0) == []
+    assert [p.roi_id for p in d.stranded(now_s=5.5)] == ["t0"]
+    assert [p.roi_id for p in d.stranded(now_s=7.5)] == ["t1"]
+    assert d.queued == 1 and d.give_up_reason(roi("t2", "text"), "no_worker") == "no_worker"
+    d.enqueue(roi("t3", "text", t=8.0))
+    d.worker_ready("text-1", credits=0, now_s=8.0, recognizer="text")  # a worker of it registers: it waits on
+    assert d.stranded(now_s=100.0) == []
+
+
+def test_rois_for_any_worker_are_stranded_only_while_no_worker_at_all_is_registered():
+    d = Dispatcher(queue_max=100, no_worker_wait_s=1.0)
+    d.enqueue(roi("a0", t=0.0))
+    assert [p.roi_id for p in d.stranded(now_s=2.0)] == ["a0"]
+    d.worker_ready("w1", credits=0, now_s=2.0, recognizer="embed")
+    d.enqueue(roi("a1", t=2.0))
+    assert d.stranded(now_s=10.0) == []
+
+
 def test_stale_heads_of_a_served_recognizer_are_set_aside():
     d = Dispatcher(queue_max=100)
     d.enqueue(roi("old", "embed", t=0.0, ttl_ms=100))

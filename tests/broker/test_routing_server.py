@@ -123,6 +123,22 @@ def test_rois_for_a_recognizer_nobody_runs_are_dropped_as_no_worker(start_broker
     assert b.sample("vcascade_broker_drops_total", reason="no_worker") == 1
 
 
+def test_rois_without_a_deadline_for_a_recognizer_nobody_runs_are_dropped_as_no_worker(start_broker):
+    """Issue 18: without ``ttl_ms`` they stayed queued until the edge gave up on them as ``timeout``."""
+    b = start_broker(worker_timeout_s=60, config={"no_worker_wait_s": 0.5})
+    embed = worker(b, "embed-1", "embed", 10)
+    edge = b.edge("e1")
+    time.sleep(0.3)
+    sent_s = time.monotonic()
+    send_roi(edge, "ocr-0", "ocr")
+    send_roi(edge, "e0", "embed")
+    assert recv(embed).roi_id == "e0"
+    drop = recv(edge, timeout_s=5.0)
+    assert isinstance(drop, wire.Drop) and (drop.roi_id, drop.reason, drop.where) == ("ocr-0", "no_worker", b.name)
+    assert time.monotonic() - sent_s >= 0.5  # it waited its no_worker_wait_s for a worker first
+    assert b.sample("vcascade_broker_drops_total", reason="no_worker") == 1
+
+
 def test_a_ready_with_another_recognizer_is_counted_and_ignored(start_broker):
     b = start_broker(worker_timeout_s=60)
     sock = worker(b, "w1", "embed", 5)

@@ -33,6 +33,7 @@ from vcascade.core.models import (
     find_model,
     model_search_dirs,
 )
+from vcascade.core.startup import StartupError
 from vcascade.edge.detectors.model_file import ensure_detector_model, verify_yolox
 
 REPO = Path(__file__).resolve().parents[2]
@@ -275,3 +276,13 @@ def test_fetch_script_text_prints_both_paths(wheel_index, served, tmp_path):
                          "--wheel-url", f"{served}/files/{RAPIDOCR_WHEEL}", xdg=tmp_path / "xdg")
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == [str(m / NAME), str(m / PPOCR_REC_MODEL)]
+
+
+def test_text_model_unreachable_index_gets_the_same_to_fix_hint_as_the_detector(tmp_path, isolated_env):
+    """Issue 18: a missing text model ended as ``cannot list rapidocr on <index>`` with no hint."""
+    with pytest.raises(ModelUnavailable) as info:
+        ensure_text_model(tmp_path / "m", index_url="http://127.0.0.1:9/unreachable")
+    message = str(info.value)
+    assert message.startswith(f"text model {PPOCR_REC_MODEL} is missing and could not be fetched (cannot list")
+    assert "To fix: download" in message and "--model-dir DIR / VCASCADE_MODEL_DIR=DIR" in message
+    assert isinstance(info.value, StartupError)  # a worker that raises it is not restarted

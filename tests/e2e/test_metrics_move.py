@@ -83,6 +83,7 @@ SCENARIOS: dict[str, str] = {
     "vcascade_edge_broker_up": "pipeline",
     "vcascade_edge_broker_rois_sent_total": "pipeline",
     "vcascade_edge_auth_failures_total": "covered:tests/core/test_security.py",
+    "vcascade_edge_disconnects_total": "covered:tests/edge/test_control_hostile.py",
     "vcascade_edge_control_requests_total": "unstaged: tests/e2e/test_runtime_cameras.py sends control requests "
                                             "but reads no metric",
     # broker
@@ -117,6 +118,7 @@ SCENARIOS: dict[str, str] = {
     "vcascade_broker_worker_credits": "pipeline",
     "vcascade_broker_queue_seconds": "pipeline",
     "vcascade_broker_auth_failures_total": "covered:tests/core/test_security.py",
+    "vcascade_broker_disconnects_total": "covered:tests/broker/test_oversized.py",
     # worker
     "vcascade_worker_rois_received_total": "pipeline",
     "vcascade_worker_results_total": "pipeline",

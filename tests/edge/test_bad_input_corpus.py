@@ -223,8 +223,10 @@ def test_batch_declared_but_not_built_is_refused_at_open_naming_the_shape_it_ret
     assert "(2, 3549, 85)" in str(err.value) and "[1, 3549, 85]" in str(err.value)
 
 
-def test_edge_with_a_broken_model_stops_with_the_model_error(tmp_path, yolox_path, bikes_path, models_dir):
-    """The edge stops at start with the model's error, and with ``max_restarts: 0`` it is not restarted."""
+def test_run_refuses_an_edge_with_a_broken_model_before_starting_it(tmp_path, yolox_path, bikes_path, models_dir):
+    """The model's error, in one line, before any process starts (issue 18: the edge used to start, fail its
+    contract check and be restarted 5 times); the launcher's no-restart of a start-up error that still happens is
+    tests/app/test_launcher_startup.py's."""
     model = _edited(yolox_path, tmp_path / "batch2.onnx", _declared_batch_2)
     config = write_deployment(tmp_path, bikes_path, None)
     dep = yaml.safe_load(config.read_text())
@@ -233,13 +235,14 @@ def test_edge_with_a_broken_model_stops_with_the_model_error(tmp_path, yolox_pat
     detector = dep["edges"]["edge-a"]["detector"]
     del detector["model"]
     detector["path"] = str(model)
-    dep["supervision"] = {"max_restarts": 0, "window_s": 60}
     config.write_text(yaml.safe_dump(dep))
     proc = subprocess.run(
         [str(Path(sys.executable).with_name("vcascade")), "run", str(config), "--model-dir", str(models_dir),
          "--summary-json", str(tmp_path / "summary.json")], capture_output=True, text=True, timeout=RUN_TIMEOUT_S,
     )  # fmt: skip
     assert proc.returncode == 1, proc.stdout
-    runs = json.loads((tmp_path / "summary.json").read_text())["runs"]["edge edge-a"]
-    assert len(runs) == 1 and runs[0]["exit_code"] == 1
-    assert "DetectorContractError" in runs[0]["snapshot"]["error"] and "[1, 3549, 85]" in runs[0]["snapshot"]["error"]
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1, proc.stderr
+    (line,) = lines
+    assert line.startswith("vcascade: edges.edge-a.detector: ") and "[1, 3549, 85]" in line and "(2, 3549, 85)" in line
+    assert not (tmp_path / "summary.json").exists()  # no process was started

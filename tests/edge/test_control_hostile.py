@@ -4,6 +4,7 @@ camera set, with this test playing the edge's loop thread; every request gets an
 from __future__ import annotations
 
 import threading
+import time
 from types import SimpleNamespace
 
 import pytest
@@ -14,7 +15,7 @@ from tests.demo import demo_data
 from tests.hostile import deep_header
 from vcascade.core import control_protocol as control
 from vcascade.core.config import Deployment
-from vcascade.core.sockets import make_socket
+from vcascade.core.sockets import MAX_MESSAGE_BYTES, make_socket
 from vcascade.edge.camera_set import CameraSet
 from vcascade.edge.control import ControlServer
 from vcascade.edge.frames import FrameSlots
@@ -86,5 +87,25 @@ def test_a_request_of_another_protocol_version_is_refused_and_counted(control_en
         assert reply is not None and not reply.ok and reply.cameras == {}
         assert "version" in reply.error and f"v={control.PROTOCOL_VERSION}" in reply.error
     assert (_count("unknown", "version"), _count("camera_list", "ok")) == (before[0] + 50, before[1])
+    listed = _ask(control_endpoint, control.encode(control.CameraList()))
+    assert listed is not None and listed.ok
+
+
+def test_a_request_one_byte_over_the_message_limit_is_cut_counted_and_list_keeps_answering(control_endpoint):
+    """Issue 18: libzmq cut such a client silently; now ``vcascade_edge_disconnects_total{socket=control}`` moves
+    (while the client's socket stays open: the count is the cut, not a close)."""
+    labels = {"edge": EDGE, "socket": "control"}
+    before = REGISTRY.get_sample_value("vcascade_edge_disconnects_total", labels) or 0.0
+    giant = make_socket(zmq.Context.instance(), zmq.REQ)
+    try:
+        giant.connect(control_endpoint)
+        giant.send(b"\x81" + b"\0" * MAX_MESSAGE_BYTES)
+        deadline = time.monotonic() + 10
+        while (REGISTRY.get_sample_value("vcascade_edge_disconnects_total", labels) or 0.0) < before + 1:
+            assert time.monotonic() < deadline, "the cut was not counted"
+            time.sleep(0.02)
+        assert not giant.poll(200)  # never answered: the request did not reach the control thread
+    finally:
+        giant.close(linger=0)
     listed = _ask(control_endpoint, control.encode(control.CameraList()))
     assert listed is not None and listed.ok

@@ -9,11 +9,13 @@ import threading
 from multiprocessing.connection import Connection
 from typing import Any
 
-from vcascade.app.commands import EXIT_FAILURE
+from vcascade.app.commands import EXIT_FAILURE, EXIT_NO_RESTART
 from vcascade.app.components import run_component
 from vcascade.app.parent_death import die_with_parent, stop_on_sigterm_when_orphaned
 from vcascade.app.process_exit import exit_now
+from vcascade.core.config import ConfigError
 from vcascade.core.logs import configure_logging
+from vcascade.core.startup import StartupError
 
 log = logging.getLogger(__name__)
 
@@ -23,6 +25,10 @@ def child_main(
     launcher_pid: int,
 ) -> None:  # fmt: skip
     """Process entry point of one component: runs it until ``stop`` is set, reporting snapshots on ``conn``.
+
+    Exit codes: 0, EXIT_FAILURE after an error (the launcher restarts the component), EXIT_NO_RESTART after a
+    :class:`vcascade.core.startup.StartupError` (a missing or invalid model) or a ConfigError (the file changed since
+    the launcher read it and is now invalid): the same start would fail the same way.
 
     SIGINT is ignored, and SIGTERM while the launcher ``launcher_pid`` lives (the launcher coordinates both);
     the process gets SIGTERM when the launcher dies and then sets ``stop`` and drains
@@ -44,6 +50,10 @@ def child_main(
     code = 0
     try:
         run_component(kind, config_path, name, stop, report, model_dir)
+    except (StartupError, ConfigError) as exc:  # deterministic: one line, no traceback, and no restart
+        log.error("%s %s cannot start: %s", kind, name, exc)
+        report({"component": kind, "name": name, "final": True, "error": f"{type(exc).__name__}: {exc}"})
+        code = EXIT_NO_RESTART
     except Exception as exc:
         logging.getLogger(kind).exception("%s %s failed", kind, name)
         report({"component": kind, "name": name, "final": True, "error": f"{type(exc).__name__}: {exc}"})

@@ -1,6 +1,7 @@
 """The ``vcascade`` command: parse, run one command, return its exit code.
 
-    vcascade check FILE                                   validate a deployment file
+    vcascade check FILE [--deep]                          validate a deployment file (--deep: also its cameras,
+                                                          models, key files and ports on this host)
     vcascade run FILE [--model-dir DIR]                   run every component locally, print the summary
     vcascade edge|broker|worker --config FILE --name NAME one component (multi-host deployments)
     vcascade stage-group --config FILE --name NAME        stages of a worker's recognizer in their own process
@@ -20,8 +21,9 @@ Each command is a module of :mod:`vcascade.app.commands` named in :data:`COMMAND
 command being run is imported (``vcascade check`` loads no torch, OpenCV or ONNX Runtime); ``vcascade --help``
 lists the commands from the table alone.
 
-Exit codes: 0 success, 1 run-time failure (a process failed, an ROI unaccounted, a model unavailable),
-2 invalid configuration or usage (one message per problem, no traceback).
+Exit codes: 0 success, 1 run-time failure (a process failed, an ROI unaccounted, a camera failed, a model
+unavailable), 2 invalid configuration or usage, or ``check --deep`` problems (one message per problem, no
+traceback), 3 a component's deterministic start-up error (``vcascade edge|worker|...``: do not restart it).
 """
 
 from __future__ import annotations

@@ -19,6 +19,13 @@ from vcascade.core.sockets import make_socket
 
 POLL_INTERVAL_S = 0.5
 """Period of ``camera list`` requests while :func:`wait_closed` waits for the books to close, s."""
+STARTED_POLL_S = 0.2
+"""Period of ``camera list`` requests while :func:`wait_started` waits for an added camera's first state, s."""
+WORKING_STATES = ("streaming", "ended")
+"""First states of an added camera that mean it works: it delivered frames (a short file may already be done)."""
+FAULT_STATES = ("failed", "backing_off", "stalled")
+"""First states of an added camera that mean it does not work: a file failed, a live source could not be opened
+(it backs off and retries) or opened and delivered nothing."""
 
 
 class ControlUnreachable(ConnectionError):
@@ -68,3 +75,22 @@ def wait_closed(
         time.sleep(POLL_INTERVAL_S)
         reply = request(dep, edge, CameraList(), key, timeout_s)
     return reply
+
+
+def wait_started(
+    dep: Deployment, edge: str, camera: str, reply: Reply, key: str | None, timeout_s: float, wait_s: float
+) -> Reply:
+    """After an addition's ``reply``, list the edge's cameras every :data:`STARTED_POLL_S` until ``camera`` has
+    left ``connecting`` for its first real state (one of :data:`WORKING_STATES` or :data:`FAULT_STATES`) or
+    ``wait_s`` seconds have passed; returns the last reply. Raises what :func:`request` raises."""
+    deadline = time.monotonic() + wait_s
+    while first_state(reply, camera) is None and time.monotonic() < deadline:
+        time.sleep(STARTED_POLL_S)
+        reply = request(dep, edge, CameraList(), key, timeout_s)
+    return reply
+
+
+def first_state(reply: Reply, camera: str) -> str | None:
+    """``camera``'s state in ``reply`` once it is a real one (working or a fault); None while it connects."""
+    state = (reply.cameras.get(camera) or {}).get("state")
+    return state if state in WORKING_STATES + FAULT_STATES else None

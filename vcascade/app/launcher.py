@@ -36,11 +36,13 @@ from rich.console import Console
 from rich.live import Live
 
 from vcascade.app.child import child_main
-from vcascade.app.summary import progress_line, restarts_table, summary_tables
+from vcascade.app.commands import EXIT_NO_RESTART
+from vcascade.app.preflight_models import model_problems
+from vcascade.app.summary import camera_faults, progress_line, restarts_table, summary_tables
 from vcascade.app.supervise import RestartPolicy, RestartTracker
 from vcascade.app.ui.server import serve_view
 from vcascade.core.config import Deployment
-from vcascade.edge.detectors.model_file import ensure_detector_model
+from vcascade.core.models import ModelUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +81,8 @@ class Component:
         self.restart_at_s: float | None = None
         self.finished = False
         """True once it exited on purpose (edge done, or stopped) or was given up: never restarted."""
+        self.start_failed = False
+        """True once a run exited with EXIT_NO_RESTART (a deterministic start-up error): never restarted."""
         self._run_snapshot: dict[str, Any] | None = None
 
     def started(self, proc: Any, conn: Connection) -> None:
@@ -113,6 +117,9 @@ class Component:
                              "snapshot": self._run_snapshot})  # fmt: skip
         if self.stop.is_set() or (self.kind == "edge" and code == 0):
             self.finished = True
+            return None
+        if code == EXIT_NO_RESTART:  # a deterministic start-up error: the same start would fail the same way
+            self.finished = self.start_failed = True
             return None
         delay_s = self.tracker.on_exit(now_s)
         if delay_s is None:
@@ -178,16 +185,16 @@ class Launcher:
         if self.stopped_by is None:
             self._add("worker", self.dep.workers, self.stop_center)
             self._wait_serving("worker", self.dep.workers)
-        if self.stopped_by is None:
+        if self.stopped_by is None and not self.center_failed():
             self._add("edge", self.dep.edges, self.stop_edges)
 
     def _wait_serving(self, kind: str, names: Any) -> None:
-        """Poll and supervise until every component ``(kind, name)`` has reported, a stop is requested, or
-        WORKER_START_TIMEOUT_S."""
+        """Poll and supervise until every component ``(kind, name)`` has reported that it serves (a report that is
+        not final), one was given up or failed its start, a stop is requested, or WORKER_START_TIMEOUT_S."""
         deadline = time.monotonic() + WORKER_START_TIMEOUT_S
         while time.monotonic() < deadline and not self.center_failed() and self.stopped_by is None:
-            if all((kind, name) in self.snapshots for name in names):
-                break
+            if all(not self.snapshots.get((kind, name), {"final": True}).get("final") for name in names):
+                break  # each has reported, and not its last report (a start that failed reports once, final)
             self.poll(0.2)
             self.supervise()
 
@@ -227,6 +234,9 @@ class Launcher:
                 if delay_s is not None:
                     log.warning("%s %s exited with code %s; restart %d in %.1f s", comp.kind, comp.name,
                                 comp.history[-1]["exit_code"], comp.tracker.restarts, delay_s)  # fmt: skip
+                elif comp.start_failed:
+                    error = (comp.history[-1]["snapshot"] or {}).get("error", "see its log")
+                    log.error("%s %s cannot start (%s); not restarting it", comp.kind, comp.name, error)
                 elif comp.tracker.gave_up:
                     log.error("%s %s: restart storm (%d restarts within %.0f s); not restarting it", comp.kind,
                               comp.name, self.policy.max_restarts, self.policy.window_s)  # fmt: skip
@@ -237,8 +247,10 @@ class Launcher:
         return all(c.finished for (kind, _), c in self.components.items() if kind == "edge")
 
     def center_failed(self) -> list[str]:
-        """Brokers or workers given up after a restart storm (they should still be serving)."""
-        return [f"{k} {n}" for (k, n), c in self.components.items() if k != "edge" and c.tracker.gave_up]
+        """Brokers or workers given up after a restart storm or a start-up error (they should still be serving),
+        each as ``KIND NAME stopped after ...``."""
+        return [f"{k} {n} stopped after " + ("a start-up error" if c.start_failed else "a restart storm")
+                for (k, n), c in self.components.items() if k != "edge" and (c.tracker.gave_up or c.start_failed)]
 
     def stop(self) -> None:
         """Stop edges (they drain), then workers and brokers; kill any that overstay.
@@ -297,11 +309,13 @@ def run_deployment(
     :meth:`Launcher.status` there about once a second while running.
 
     Raises:
-        vcascade.core.models.ModelUnavailable: a detector model is missing and cannot be fetched (checked before any
-            process starts, so the user sees one clear message).
+        vcascade.core.models.ModelUnavailable: a model is missing and cannot be fetched, or a detector model fails
+            its contract check; its message has one line per such model, each naming the key path
+            (:func:`vcascade.app.preflight_models.model_problems`, run before any process starts).
     """
-    for edge in dep.edges.values():
-        ensure_detector_model(edge.detector, model_dir)
+    problems = model_problems(dep, model_dir)
+    if problems:
+        raise ModelUnavailable("\n".join(problems))
     console = Console() if sys.stdout.isatty() else Console(width=120)
     launcher = Launcher(dep, config_path, model_dir, log_level)
     view = serve_view(dep) if dep.ui.enabled else None  # the live view, when the file asks for it
@@ -362,10 +376,12 @@ def _verdict(console: Console, launcher: Launcher, codes: dict[str, int | None],
     """Print why the run is not clean, if it is not; return 0 or 1.
 
     Accounting is checked for every edge run that ended on its own (its final report), including the runs
-    before a restart that crashed with an error; a killed run sent no final report and is only listed.
+    before a restart that crashed with an error; a killed run sent no final report and is only listed. A camera
+    that failed, ended with an error or never read a frame (:func:`vcascade.app.summary.camera_faults`) is a
+    problem.
     """
     problems = [f"{proc} exited with code {code}" for proc, code in codes.items() if code not in (0, None)]
-    problems += [f"{proc} stopped after a restart storm while edges were running" for proc in failed]
+    problems += failed
     problems += [f"{c.kind} {c.name} given up after a restart storm" for c in launcher.components.values()
                  if c.tracker.gave_up and c.kind == "edge"]  # fmt: skip
     for comp in launcher.components.values():
@@ -378,8 +394,7 @@ def _verdict(console: Console, launcher: Launcher, codes: dict[str, int | None],
             for cam, c in snap.get("cameras", {}).items():
                 if c["sent"] != c["results"] + sum(c["drops"].values()):
                     problems.append(f"camera {cam}: sent {c['sent']} != results {c['results']} + drops {c['drops']}")
-                if c.get("error"):
-                    problems.append(f"camera {cam}: {c['error']}")
+            problems += camera_faults(snap.get("cameras", {}))
     if launcher.stopped_by is not None:
         console.print(f"[yellow]stopped by {launcher.stopped_by}: in-flight ROIs were drained before exit[/yellow]")
     for problem in problems:

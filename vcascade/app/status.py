@@ -174,7 +174,8 @@ def components_table(after: dict[str, Scrape]) -> Table:
 
 
 def cameras_table(before: dict[str, Scrape], after: dict[str, Scrape]) -> Table:
-    """Per camera: state, decoded fps, detected fps, ROIs/s, results/s, drops (total, by reason), e2e p50/p99."""
+    """Per camera: state (with its reason, :func:`camera_state`), decoded fps, detected fps, ROIs/s, results/s,
+    drops (total, by reason), e2e p50/p99."""
     table = Table(title="cameras", title_justify="left")
     for col in ("edge", "camera", "state", "fps", "det fps", "ROIs/s", "results/s", "drops", "e2e p50 ms", "p99 ms"):
         table.add_column(col, justify="left" if col in ("edge", "camera", "state", "drops") else "right")
@@ -184,8 +185,7 @@ def cameras_table(before: dict[str, Scrape], after: dict[str, Scrape]) -> Table:
         prev = before.get(name)
         cameras = sorted({dict(k)["camera"] for k in s.series("vcascade_edge_frames_decoded_total")})
         for cam in cameras:
-            state = next((dict(k)["state"] for k, v in s.series("vcascade_edge_camera_state", camera=cam).items() if v),
-                         "?")
+            state = camera_state(s, cam)
             drop_series = s.series("vcascade_edge_roi_drops_total", camera=cam)
             drops = {dict(k)["reason"]: v for k, v in drop_series.items() if v}
             prev_cam = [only_camera(prev, cam)] if prev and not prev.error else []
@@ -201,6 +201,17 @@ def cameras_table(before: dict[str, Scrape], after: dict[str, Scrape]) -> Table:
                 _ms(e2e[0]), _ms(e2e[1]),
             )  # fmt: skip
     return table
+
+
+def camera_state(s: Scrape, camera: str) -> str:
+    """The camera's current state from ``vcascade_edge_camera_state`` (the series at 1), with the reason it was
+    entered for unless it streams: ``failed (missing_file)``, ``backing_off (connection_refused)``; ``?`` when the
+    edge exports no state for it."""
+    current = next((dict(k) for k, v in s.series("vcascade_edge_camera_state", camera=camera).items() if v), None)
+    if current is None:
+        return "?"
+    reason = current.get("reason", "")
+    return current["state"] if current["state"] == "streaming" or not reason else f"{current['state']} ({reason})"
 
 
 def only_camera(s: Scrape, camera: str) -> Scrape:

@@ -36,17 +36,23 @@ def progress_line(snapshots: Snapshots, elapsed_s: float) -> str:
 
 def summary_tables(snapshots: Snapshots, elapsed_s: float) -> list[Table]:
     """Per-camera accounting and latency, one row per broker and worker, then (when edges have sinks) one row per
-    edge sink with its lines written and lost."""
-    cams = Table(title=f"vcascade run summary ({elapsed_s:.1f} s)")
+    edge sink with its lines written and lost.
+
+    The camera table's cells stay short (the state column holds the state word only), so a long failure reason
+    never squeezes the other columns; each camera's fault (:func:`camera_faults`) is listed below the table."""
+    cameras = _cameras(snapshots)
+    faults = camera_faults(cameras)
+    cams = Table(title=f"vcascade run summary ({elapsed_s:.1f} s)", caption="\n".join(faults) or None,
+                 caption_justify="left")  # fmt: skip
     for col in ("camera", "state", "frames", "sent", "results", "drops", "accounted", "p50 ms", "p99 ms"):
         cams.add_column(col, justify="left" if col in ("camera", "state", "drops") else "right",
                         no_wrap=col != "drops")
-    for name, c in sorted(_cameras(snapshots).items()):
+    for name, c in sorted(cameras.items()):
         dropped = sum(c["drops"].values())
         ok = c["sent"] == c["results"] + dropped
         drops = ", ".join(f"{r} {n}" for r, n in sorted(c["drops"].items())) or "0"
         cams.add_row(
-            name, c["state"] if not c.get("error") else f"{c['state']}: {c['error']}", str(c["frames"]), str(c["sent"]),
+            name, c["state"], str(c["frames"]), str(c["sent"]),
             str(c["results"]), drops, "yes" if ok else "NO",
             f"{c['p50_ms']:.0f}" if c["p50_ms"] is not None else "-",
             f"{c['p99_ms']:.0f}" if c["p99_ms"] is not None else "-",
@@ -61,6 +67,26 @@ def summary_tables(snapshots: Snapshots, elapsed_s: float) -> list[Table]:
         center.add_row(f"{kind} {name}", counts)
     sinks = _sinks_table(snapshots)
     return [cams, center] if sinks is None else [cams, center, sinks]
+
+
+def camera_faults(cameras: dict[str, dict[str, Any]]) -> list[str]:
+    """One line per camera that failed, ended with an error, or never delivered a frame, sorted by camera name.
+
+    ``cameras``: the edges' camera snapshots by name (``state``, ``frames``, ``error``; ``reason``, the fixed word
+    of the last state change, and ``fault`` and ``detail``, the latest fault since it last streamed, when the edge
+    reports them). A camera that read no frame at all
+    is a fault even when it ``ended`` without an error: after Ctrl-C a camera that never connected ends as
+    ``stopped`` like any other, so its zero frames (and its last fault) are the only trace of its fault.
+    """
+    lines = []
+    for name, c in sorted(cameras.items()):
+        reason = f" ({c['reason']})" if c.get("reason") else ""
+        if c.get("error"):
+            lines.append(f"camera {name}: {c['state']}{reason}: {c['error']}")
+        elif c["frames"] == 0 and c["state"] in ("ended", "failed"):
+            last = f"; last fault {c['fault']}: {c.get('detail')}" if c.get("fault") else ""
+            lines.append(f"camera {name}: {c['state']}{reason} without reading a frame (never connected{last})")
+    return lines
 
 
 def _sinks_table(snapshots: Snapshots) -> Table | None:

@@ -340,7 +340,7 @@ def _check_heads(dep: Deployment) -> list[str]:
 # ---------------------------------------------------------------- ports and security
 
 
-def _bound_ports(dep: Deployment) -> Iterator[tuple[str, int]]:
+def bound_ports(dep: Deployment) -> Iterator[tuple[str, int]]:
     """(key, port) of every TCP port the file's processes bind, in file order."""
     for name, edge in dep.edges.items():
         yield f"edges.{name}.metrics_port", edge.metrics_port
@@ -365,7 +365,7 @@ def _check_ports(dep: Deployment) -> list[str]:
     """Every TCP port the file's processes bind must be distinct (`vcascade run` puts them on one host)."""
     seen: dict[int, str] = {}
     problems = []
-    for key, port in _bound_ports(dep):
+    for key, port in bound_ports(dep):
         other = seen.setdefault(port, key)
         if other != key:
             problems.append(f"{key} = {port}: expected a port not already used by {other}")

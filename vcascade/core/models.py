@@ -23,12 +23,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
 
+from vcascade.core.startup import StartupError
+
 log = logging.getLogger(__name__)
 
 MODEL_DIR_ENV = "VCASCADE_MODEL_DIR"
 
 
-class ModelUnavailable(RuntimeError):
+class ModelUnavailable(RuntimeError, StartupError):
     """A model is neither on disk nor downloadable (network, HTTP error, or not a valid model).
 
     Recovery: the message says what failed and what to do: download the URL by hand into one of the searched

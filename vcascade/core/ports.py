@@ -62,9 +62,18 @@ def free_port(host: str = "0.0.0.0") -> int:
 
 
 def _bindable(host: str, port: int) -> bool:
+    return bind_error(port, host) is None
+
+
+def bind_error(port: int, host: str = "0.0.0.0") -> str | None:
+    """Why a TCP socket cannot bind ``host:port`` now (``Address already in use``, ...), or None when it can.
+
+    The default host "0.0.0.0" also catches a port bound to one address only. The socket is closed at once; a
+    port free now may be taken before its process binds it.
+    """
     with socket.socket() as s:
         try:
             s.bind((host, port))
-        except OSError:
-            return False
-    return True
+        except OSError as exc:
+            return exc.strerror or str(exc)
+    return None

@@ -22,9 +22,8 @@ With ``security.curve.enabled: false`` every function here is a no-op and links 
 from __future__ import annotations
 
 import logging
-import threading
 from collections import Counter as Tally
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,9 +31,9 @@ import zmq
 import zmq.auth
 import zmq.utils.z85
 from prometheus_client import Counter
-from zmq.utils.monitor import recv_monitor_message
 
 from vcascade.core.config import Deployment, SecurityConfig
+from vcascade.core.socket_monitor import EventHandler, SocketMonitor, event_counter
 
 log = logging.getLogger(__name__)
 
@@ -217,24 +216,16 @@ def secure_client(sock: zmq.Socket, security: SecurityConfig, name: str, server_
 
 # ---------------------------------------------------------------- refused handshakes
 
-_COUNTERS: dict[str, Counter] = {}
-_COUNTERS_LOCK = threading.Lock()
-
-
 def auth_failures_counter(component: str) -> Counter:
     """``vcascade_<component>_auth_failures_total{<component>, reason}``, declared once per process."""
-    with _COUNTERS_LOCK:
-        if component not in _COUNTERS:
-            _COUNTERS[component] = Counter(
-                f"vcascade_{component}_auth_failures_total",
-                "CurveZMQ handshakes that failed on this socket (nothing got through), by reason.",
-                [component, "reason"],
-            )
-        return _COUNTERS[component]
+    return event_counter(
+        component, "auth_failures", "CurveZMQ handshakes that failed on this socket (nothing got through), by reason.",
+        "reason",
+    )
 
 
 class AuthFailureMonitor:
-    """Counts failed handshakes on one socket from a daemon thread reading the socket's monitor.
+    """Counts failed handshakes on one socket, from its :class:`vcascade.core.socket_monitor.SocketMonitor`.
 
     On a broker (server) socket these are clients it refused; on an edge or worker (client) socket, a broker
     that refused this client's key (``unauthorized``) or one that does not hold the pinned key (``no_detail``:
@@ -249,21 +240,20 @@ class AuthFailureMonitor:
         name: the component's name (label value).
         refusals: on a server socket with a role, its gate's :meth:`vcascade.core.zap.RoleGate.refusal_reason`,
             which tells ZAP refusals apart (``wrong_role`` or ``unauthorized``); None: all are ``unauthorized``.
+        also: handlers of other events of the same socket (libzmq keeps one monitor per socket), e.g.
+            :meth:`vcascade.core.disconnects.DisconnectCounter.handlers`.
     """
 
-    POLL_MS = 100
-
     def __init__(
-        self, sock: zmq.Socket, component: str, name: str, refusals: Callable[[], str] | None = None
-    ) -> None:
+        self, sock: zmq.Socket, component: str, name: str, refusals: Callable[[], str] | None = None,
+        also: Mapping[int, EventHandler] | None = None,
+    ) -> None:  # fmt: skip
         self._refusals = refusals
         self.counts: Tally[str] = Tally()
         self._metric = auth_failures_counter(component)
         self._name, self._component = name, component
-        self._pair = sock.get_monitor_socket(events=sum(FAILURE_REASONS) | zmq.EVENT_MONITOR_STOPPED)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name=f"auth-monitor-{name}", daemon=True)
-        self._thread.start()
+        handlers = {**{event: self._on_failure for event in FAILURE_REASONS}, **(also or {})}
+        self._monitor = SocketMonitor(sock, f"auth-monitor-{name}", handlers)
 
     @property
     def total(self) -> int:
@@ -271,26 +261,14 @@ class AuthFailureMonitor:
         return sum(self.counts.values())
 
     def stop(self, timeout_s: float = 2.0) -> None:
-        """Stop the thread (it closes its monitor socket) and wait up to ``timeout_s`` seconds."""
-        self._stop.set()
-        self._thread.join(timeout_s)
+        """Stop the monitor's thread (it closes its monitor socket) and wait up to ``timeout_s`` seconds."""
+        self._monitor.stop(timeout_s)
 
-    def _run(self) -> None:
-        try:
-            while not self._stop.is_set():
-                if not self._pair.poll(self.POLL_MS):
-                    continue
-                event = recv_monitor_message(self._pair)
-                if event["event"] == zmq.EVENT_MONITOR_STOPPED:
-                    return
-                reason = FAILURE_REASONS.get(event["event"], "no_detail")
-                if reason == "unauthorized" and self._refusals is not None:
-                    reason = self._refusals()  # queued by the ZAP handler before it answered
-                self._count(reason, event["value"])
-        except zmq.ZMQError as exc:  # context terminated under us: nothing left to watch
-            log.debug("auth monitor %s: %s", self._name, exc)
-        finally:
-            self._pair.close(linger=0)
+    def _on_failure(self, event: int, value: int) -> None:
+        reason = FAILURE_REASONS[event]
+        if reason == "unauthorized" and self._refusals is not None:
+            reason = self._refusals()  # queued by the ZAP handler before it answered
+        self._count(reason, value)
 
     def _count(self, reason: str, value: int) -> None:
         self.counts[reason] += 1
@@ -300,7 +278,9 @@ class AuthFailureMonitor:
 
 
 def watch_auth_failures(
-    sock: zmq.Socket, component: str, name: str, refusals: Callable[[], str] | None = None
-) -> AuthFailureMonitor:
-    """Start counting refused handshakes of ``sock``; see :class:`AuthFailureMonitor`."""
-    return AuthFailureMonitor(sock, component, name, refusals)
+    sock: zmq.Socket, component: str, name: str, refusals: Callable[[], str] | None = None,
+    also: Mapping[int, EventHandler] | None = None,
+) -> AuthFailureMonitor:  # fmt: skip
+    """Start counting refused handshakes of ``sock`` (and handing its ``also`` events on); see
+    :class:`AuthFailureMonitor`."""
+    return AuthFailureMonitor(sock, component, name, refusals, also)

@@ -17,3 +17,6 @@ EXIT_FAILURE = 1
 """A run-time failure: a process failed, an ROI unaccounted, a model unavailable, an edge unreachable."""
 EXIT_CONFIG = 2
 """Invalid configuration or usage: one message per problem, no traceback (argparse's own exit code too)."""
+EXIT_NO_RESTART = 3
+"""A component's deterministic start-up error (a missing or invalid model, a failed contract check): the same
+start would fail the same way, so the launcher reports it once and does not restart the component."""

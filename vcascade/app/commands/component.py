@@ -11,7 +11,7 @@ import sys
 import threading
 from pathlib import Path
 
-from vcascade.app.commands import EXIT_FAILURE, EXIT_OK
+from vcascade.app.commands import EXIT_FAILURE, EXIT_NO_RESTART, EXIT_OK
 from vcascade.app.commands.options import add_log_format, add_model_dir
 from vcascade.app.components import COMPONENT_KINDS, run_component
 from vcascade.app.process_exit import exit_now
@@ -19,6 +19,7 @@ from vcascade.core.config import load_config
 from vcascade.core.logs import configure_logging
 from vcascade.core.models import ModelUnavailable
 from vcascade.core.security import SecurityError
+from vcascade.core.startup import StartupError
 
 
 def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:
@@ -33,7 +34,8 @@ def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    """Run the component; EXIT_FAILURE with one line (no traceback) when it cannot start."""
+    """Run the component; EXIT_NO_RESTART (a :class:`vcascade.core.startup.StartupError`: a missing or unfit model)
+    or EXIT_FAILURE with one line (no traceback) when it cannot start."""
     load_config(args.config)  # config errors exit 2 before anything starts
     configure_logging(args.log_level, args.kind, args.name, args.log_format)
     stop = threading.Event()
@@ -47,6 +49,9 @@ def handle(args: argparse.Namespace) -> int:
 
     try:
         run_component(args.kind, str(args.config), args.name, stop, report, getattr(args, "model_dir", None))
+    except StartupError as exc:  # a missing or unfit model: a supervisor should not restart it (systemd:
+        print(f"vcascade: {args.kind} {args.name}: {exc}", file=sys.stderr)  # RestartPreventExitStatus=2 3)
+        return EXIT_NO_RESTART
     except (ModelUnavailable, KeyError, SecurityError, FileNotFoundError, ValueError) as exc:
         # a missing model file or a split point the model does not have: one line, no traceback
         print(f"vcascade: {args.kind} {args.name}: {exc}", file=sys.stderr)

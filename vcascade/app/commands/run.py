@@ -36,6 +36,7 @@ def handle(args: argparse.Namespace) -> int:
     configure_logging("WARNING", "vcascade")
     try:
         return run_deployment(dep, args.file, args.model_dir, args.log_level, args.summary_json, args.status_file)
-    except (ModelUnavailable, HttpPortInUse) as exc:
-        print(f"vcascade: {exc}", file=sys.stderr)
+    except (ModelUnavailable, HttpPortInUse) as exc:  # one line per missing or invalid model, or the port taken
+        for line in str(exc).splitlines():
+            print(f"vcascade: {line}", file=sys.stderr)
         return EXIT_FAILURE

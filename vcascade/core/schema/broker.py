@@ -55,6 +55,11 @@ class BrokerConfig(ConfigModel):
         description="Seconds a worker may hold an ROI unanswered; then the ROI is taken back (re-dispatched or "
         "dropped as `worker_lost`, as for a lost worker) and costs the worker one credit until it answers again.",
     )
+    no_worker_wait_s: float = Field(
+        10.0, gt=0, le=3600,
+        description="Seconds an ROI may wait for a recognizer no registered worker runs; then it is dropped as "
+        "`no_worker`. Keep it below the edges' `roi_timeout_s`, which otherwise ends it as `timeout`.",
+    )
 
     def endpoint(self, side: Literal["frontend", "backend"], *, bind: bool = False) -> str:
         """ZeroMQ tcp endpoint of one side, for connecting peers or (``bind=True``) for the broker itself."""
