@@ -25,7 +25,6 @@ from vcascade.core.wire import Result, Roi
 from vcascade.edge.frames import Frame
 from vcascade.edge.identity_cache import TrackIdentity
 
-
 RESULT_KIND = "result"
 """``kind`` of the result, drop and ``tracked`` lines (sinks also carry ``event``, ``event_update``, ``camera_state``
 records; MQTT topics end in the kind)."""
