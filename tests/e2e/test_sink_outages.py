@@ -8,7 +8,7 @@ camera paced in real time keeps the run going for 10 s), with the demo's small w
 - ``jsonl[0]``: the record of account.
 - ``webhook[1]``: a real HTTP server that reads each request and never answers. If a sink held the edge's link
   thread, ROIs would stop leaving, the send queue would fill and the detector would wait, by the webhook's timeout
-  (4 s) each time (checked once by delivering on the link thread: the run did not finish within 300 s). Every
+  (8 s) each time (checked once by delivering on the link thread: the run did not finish within 300 s). Every
   record is counted lost there (queue full at its bound, or left at the drain deadline).
 - ``mqtt[2]``: a real Mosquitto (persistent, as production runs it), stopped once the sink has delivered and
   started again once the edge has seen it go. Every record the JSONL sink wrote reaches the subscriber (duplicates
@@ -34,14 +34,15 @@ from tests.webhook_receiver import Receiver
 
 pytestmark = pytest.mark.e2e
 
-WEBHOOK_TIMEOUT_S = 4.0
+WEBHOOK_TIMEOUT_S = 8.0
 FRAMES = 100
 PACED_FRAMES = 250
 """Frames of the second camera, paced by their timestamps (10 s at 25 fps) and detected 5 a second: the run lasts
 long enough for the MQTT broker to be stopped and started again in its middle."""
-FRAME_AGE_P99_LIMIT_MS = 2000.0
+FRAME_AGE_P99_LIMIT_MS = 4000.0
 """Half the webhook's timeout: one wait of the detector behind a hung POST would put four frames (the file slot's
-depth) past it, which is more than 1% of the 100 frames."""
+depth) past it, which is more than 1% of the 100 frames. Without any hanging sink, p99 was 950 ms on a machine at
+load 7 on 2 cores (2026-12-01)."""
 
 
 def _deployment(tmp_path: Path, free_port, webhook_url: str, mqtt_port: int) -> dict:
