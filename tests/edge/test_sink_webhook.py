@@ -84,6 +84,8 @@ def test_a_refused_batch_is_counted_rejected_and_exhausted_retries_are_counted(r
     refused.close()
     exhausted.close()
     assert refused.stats()["lost"] == {"rejected": 3} and refused.stats()["written"] == {}
+    assert refused.stats()["error"].startswith(f"rejected: {refusing.url} refused the batch: HTTP 400"), refused.stats()
+    assert exhausted.stats()["error"].startswith("retries_exhausted: 3 sends failed, the last: "), exhausted.stats()
     assert exhausted.stats()["lost"] == {"retries_exhausted": 3} and failing.requests == 3
 
 
