@@ -11,6 +11,8 @@ first event is counted, except a camera's frame counters, which read 0 from the 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from typing import Any
 
 from prometheus_client import Counter, Gauge, Histogram
 
@@ -206,13 +208,14 @@ class EdgeTelemetry:
         """``count`` records sink ``sink`` will never deliver, for ``reason`` (:data:`vcascade.edge.sinks.LOSS_REASONS`)."""
         SINK_LINES_LOST.labels(self.edge, sink, reason).inc(count)
 
-    def sink_record_emitted(self, sink: str, kind: str) -> None:
-        """One record of ``kind`` handed to sink ``sink``'s queue."""
-        SINK_RECORDS_EMITTED.labels(self.edge, sink, kind).inc()
+    def sink_records_emitted(self, sink: str, kind: str) -> Any:
+        """The counter of records of ``kind`` handed to sink ``sink``'s queue, bound to its labels: the caller keeps
+        it and calls ``inc()`` per record (no label lookup on the edge's result path)."""
+        return SINK_RECORDS_EMITTED.labels(self.edge, sink, kind)
 
-    def sink_queue_depth(self, sink: str, depth: int) -> None:
-        """Records sink ``sink`` holds undelivered now (queued or in a delivery attempt)."""
-        SINK_QUEUE_DEPTH.labels(self.edge, sink).set(depth)
+    def sink_queue_depth_from(self, sink: str, held: Callable[[], int]) -> None:
+        """Read sink ``sink``'s records held (queued or in a delivery attempt) from ``held()`` at each scrape."""
+        SINK_QUEUE_DEPTH.labels(self.edge, sink).set_function(held)
 
     def sink_attempt_failed(self, sink: str, reason: str) -> None:
         """One delivery attempt or connection of sink ``sink`` failed for ``reason``; it is retried."""

@@ -40,6 +40,11 @@ def delivered_key(record: dict[str, Any]) -> str:
     return str(record.get("status") or record.get("kind") or "")
 
 
+EXPLAINED_LOSSES = ("rejected", "retries_exhausted", "bad_record")
+"""Loss reasons whose cause becomes the sink's :attr:`SinkBooks.error` (why the receiver refused, the last failed
+attempt, what JSON could not hold); the outage behind ``queue_full`` or ``shutdown`` is already there."""
+
+
 class SinkBooks:
     """Counts of one sink, readable from any thread; logs the start and the end of a loss streak once each (a dead
     disk or broker would otherwise flood the log with one line per record).
@@ -75,6 +80,8 @@ class SinkBooks:
         with self._lock:
             self._lost[reason] = self._lost.get(reason, 0) + count
             started, self._losing = not self._losing, True
+            if reason in EXPLAINED_LOSSES and exc:
+                self.error = f"{reason}: {exc}"
         self.telemetry.sink_line_lost(self.label, reason, count)
         if started:
             log.error("sink %s loses records (%s%s); counting them until it delivers again", self.label, reason,

@@ -107,6 +107,8 @@ class QueuedSink:
         self._out: set[Entry] = set()  # taken by the delivery thread, not settled yet
         self._closing = False
         self._deadline_s = 0.0
+        self._emitted: dict[str, Any] = {}  # kind -> its bound counter (vcascade_edge_sink_records_emitted_total)
+        self.books.telemetry.sink_queue_depth_from(self.label, self.held)
         self._thread = threading.Thread(target=self._run, name=f"sink-{self.label}", daemon=True)
         self._thread.start()
 
@@ -115,7 +117,11 @@ class QueuedSink:
     def write(self, record: dict[str, Any]) -> None:
         """Queue ``record`` for delivery (returns at once). A full queue drops its oldest record (``queue_full``);
         after :meth:`begin_close` the record is dropped as ``closed``."""
-        self.books.telemetry.sink_record_emitted(self.label, str(record.get("kind") or "result"))
+        kind = str(record.get("kind") or "result")
+        emitted = self._emitted.get(kind)
+        if emitted is None:
+            emitted = self._emitted[kind] = self.books.telemetry.sink_records_emitted(self.label, kind)
+        emitted.inc()
         with self._cond:
             if self._closing:
                 self.books.dropped("closed", "the sink is closed")
@@ -125,8 +131,8 @@ class QueuedSink:
                 oldest.settled = True
                 self.books.dropped("queue_full", f"{self.queue_max} records held")
             self._queue.append(Entry(record))
-            self._cond.notify_all()
-            self._show_depth()
+            if len(self._queue) == 1 or len(self._queue) == self.backend.batch_max:
+                self._cond.notify_all()  # the delivery thread waits only for a first record or a full batch
 
     def settle(self, entries: Iterable[Entry], reason: str | None = None, exc: BaseException | str | None = None) -> None:
         """End ``entries``: delivered (``reason`` None) or dropped for ``reason``. Entries already settled (by the
@@ -145,7 +151,6 @@ class QueuedSink:
                 else:
                     lost += 1
             self._cond.notify_all()
-            self._show_depth()
         for key, count in delivered.items():
             self.books.delivered(key, count)
         if lost:
@@ -235,10 +240,6 @@ class QueuedSink:
             batch = [self._queue.popleft() for _ in range(count)]
             self._out.update(batch)
             return batch
-
-    def _show_depth(self) -> None:
-        """Caller holds the lock."""
-        self.books.telemetry.sink_queue_depth(self.label, len(self._queue) + len(self._out))
 
 
 def write_all(sinks: Sequence[QueuedSink], record: dict[str, Any]) -> None:

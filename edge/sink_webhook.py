@@ -23,6 +23,7 @@ import requests
 import zmq
 
 from vcascade.core.config import WebhookSinkConfig
+from vcascade.core.redact import redact_url
 from vcascade.edge.backoff import Backoff
 from vcascade.edge.sink_books import SinkBooks
 from vcascade.edge.sink_queue import Entry, QueuedSink, encoded
@@ -52,6 +53,8 @@ class WebhookSink:
     def __init__(self, cfg: WebhookSinkConfig, ctx: zmq.Context | None, edge: str = "", label: str = "webhook") -> None:
         self.cfg, self.label = cfg, label
         self.books = SinkBooks(edge, label)
+        self.shown_url = redact_url(cfg.url)
+        """The URL as logs and snapshots show it (``user:password@`` replaced)."""
         self.batch_max, self.batch_wait_s = cfg.batch_max, cfg.batch_wait_s
         self._session = requests.Session()
         self._headers = {"Content-Type": "application/json"}
@@ -90,16 +93,16 @@ class WebhookSink:
                 verify=self.cfg.verify_tls, allow_redirects=False,
             )
         except requests.Timeout as exc:
-            return "timeout", f"no answer from {self.cfg.url} within {self.cfg.timeout_s} s ({type(exc).__name__})"
+            return "timeout", f"no answer from {self.shown_url} within {self.cfg.timeout_s} s ({type(exc).__name__})"
         except requests.RequestException as exc:
-            return "connection", f"{self.cfg.url}: {type(exc).__name__}: {exc}"
+            return "connection", redact_url(f"{self.shown_url}: {type(exc).__name__}: {exc}")
         status = response.status_code
         if 200 <= status < 300:
             return "ok", ""
         shown = _body_start(response)
         if status >= 500 or status in RETRY_STATUSES:
-            return RETRY_STATUSES.get(status, "http_5xx"), f"{self.cfg.url} answered HTTP {status}: {shown}"
-        return "rejected", f"{self.cfg.url} refused the batch: HTTP {status}: {shown}"
+            return RETRY_STATUSES.get(status, "http_5xx"), f"{self.shown_url} answered HTTP {status}: {shown}"
+        return "rejected", f"{self.shown_url} refused the batch: HTTP {status}: {shown}"
 
     def close(self) -> None:
         """Close the connection pool."""

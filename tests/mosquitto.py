@@ -81,7 +81,7 @@ class Mosquitto:
             lines += ["allow_anonymous true"]
         if persistent:
             lines += ["persistence true", f"persistence_location {folder}/", "autosave_interval 1",
-                      "autosave_on_changes true"]  # fmt: skip
+                      "autosave_on_changes true", "max_queued_messages 100000"]  # fmt: skip
         self.config = folder / "mosquitto.conf"
         self.config.write_text("\n".join(lines) + "\n")
         self.proc: subprocess.Popen[bytes] | None = None

@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from tests.demo import demo_data
+from tests.records import result_lines
 
 pytestmark = pytest.mark.e2e
 
@@ -46,7 +47,7 @@ def test_edge_broker_worker_as_separate_commands(tmp_path, free_port, models_dir
         tally = final["cameras"]["street-1"]
         assert tally["frames"] == 32 and tally["sent"] > 0
         assert tally["sent"] == tally["results"] + sum(tally["drops"].values())
-        lines = [json.loads(line) for line in (tmp_path / "results.jsonl").read_text().splitlines()]
+        lines = result_lines(tmp_path / "results.jsonl")
         assert sum(line["status"] != "tracked" for line in lines) == tally["sent"]
     finally:
         for proc in (worker, broker):

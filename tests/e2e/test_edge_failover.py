@@ -24,6 +24,7 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.demo import demo_data
+from tests.records import result_lines
 
 pytestmark = pytest.mark.e2e
 
@@ -118,7 +119,7 @@ class Cluster:
 def _check_books(final: dict, jsonl: Path) -> tuple[dict, list[dict]]:
     """Accounting of the run: summary and sink agree, every ROI has exactly one line."""
     tally = final["cameras"]["street-1"]
-    lines = [json.loads(line) for line in jsonl.read_text().splitlines()]
+    lines = result_lines(jsonl)
     assert tally["sent"] == tally["results"] + sum(tally["drops"].values())
     assert len(lines) == tally["sent"]
     assert not [rid for rid, n in Counter(line["roi_id"] for line in lines).items() if n > 1], "duplicate lines"

@@ -35,6 +35,7 @@ import pytest
 import yaml
 
 from tests.demo import demo_data
+from tests.records import result_lines
 from vcascade.core.keys import generate_keys
 
 pytestmark = pytest.mark.e2e
@@ -145,18 +146,12 @@ def _start(ns: str, kind: str, name: str, config: Path, tmp_path: Path, *extra: 
         return subprocess.Popen(cmd, stdout=out, stderr=err, text=True, cwd=tmp_path)  # the child keeps its copies
 
 
-def _lines(path: Path) -> list[dict]:
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.endswith("}")]
-
-
 def _wait_results(path: Path, after_unix_ms: float, count: int, procs: list[subprocess.Popen]) -> int:
     """Wait until ``count`` results of ROIs captured after ``after_unix_ms`` are in the sink; returns them."""
     deadline = time.monotonic() + STEP_TIMEOUT_S
     while time.monotonic() < deadline:
         assert all(p.poll() is None for p in procs), [p.returncode for p in procs]
-        fresh = [r for r in _lines(path) if r["status"] == "ok" and r["capture_unix_ms"] > after_unix_ms]
+        fresh = [r for r in result_lines(path) if r["status"] == "ok" and r["capture_unix_ms"] > after_unix_ms]
         if len(fresh) >= count:
             return len(fresh)
         time.sleep(0.3)
@@ -205,6 +200,6 @@ def test_cut_links_between_hosts_recover_and_the_books_balance(hosts, tmp_path, 
     print(f"\naccounting after the cuts: street-1 sent={tally['sent']} results={tally['results']} "
           f"drops={tally['drops']} p50_ms={tally['p50_ms']:.0f} p99_ms={tally['p99_ms']:.0f}")
     assert tally["sent"] == tally["results"] + sum(tally["drops"].values()), tally
-    lines = [r for r in _lines(sink) if r["status"] != "tracked"]
+    lines = [r for r in result_lines(sink) if r["status"] != "tracked"]
     assert len(lines) == tally["sent"] and len({r["roi_id"] for r in lines}) == len(lines)
     assert sum(r["status"] == "ok" for r in lines) == tally["results"]

@@ -19,6 +19,7 @@ import pytest
 import yaml
 
 from tests.demo import demo_data, scrape_metrics
+from tests.records import result_lines
 
 pytestmark = pytest.mark.e2e
 
@@ -94,7 +95,7 @@ def test_rois_reach_only_workers_of_their_recognizer(tmp_path, free_port, models
 
     summary = json.loads(summary_path.read_text())
     (edge,) = [p for p in summary["processes"] if p["component"] == "edge"]
-    lines = [json.loads(line) for line in (tmp_path / "results.jsonl").read_text().splitlines()]
+    lines = result_lines(tmp_path / "results.jsonl")
     rois = [line for line in lines if line["status"] != "tracked"]
     for camera, tally in edge["cameras"].items():
         assert tally["sent"] > 0 and tally["sent"] == tally["results"] + sum(tally["drops"].values()), tally

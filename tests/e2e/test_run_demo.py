@@ -19,6 +19,7 @@ import pytest
 import yaml
 
 from tests.demo import EMBEDDER, TEXT, demo_data, scrape_metrics
+from tests.records import read_records
 
 pytestmark = pytest.mark.e2e
 
@@ -86,12 +87,15 @@ def test_run_short_clip_end_to_end(tmp_path, free_port, models_dir):
     summary = json.loads(summary_path.read_text())
     assert all(code == 0 for code in summary["exit_codes"].values()), summary["exit_codes"]
     (edge,) = [p for p in summary["processes"] if p["component"] == "edge"]
-    lines = [json.loads(line) for line in (tmp_path / "results.jsonl").read_text().splitlines()]
+    records = read_records(tmp_path / "results.jsonl")
     written = {}
-    for line in lines:
-        written[line["status"]] = written.get(line["status"], 0) + 1
-    assert edge["sinks"]["jsonl[0]"] == {"written": written, "lost": {}}  # the summary counts the sink's lines
-    assert edge["sinks"]["zmq_pub[1]"] == {"written": written, "lost": {}}
+    for record in records:  # results by status, the other kinds (camera states) by kind
+        key = record.get("status") or record["kind"]
+        written[key] = written.get(key, 0) + 1
+    every_line = {"written": written, "lost": {}, "queued": 0, "error": ""}
+    assert edge["sinks"]["jsonl[0]"] == every_line  # the summary counts the sink's lines
+    assert edge["sinks"]["zmq_pub[1]"] == every_line
+    lines = [record for record in records if record["kind"] == "result"]
     assert "edge sinks" in output
     lines = [line for line in lines if line["status"] != "tracked"]  # followed detections, not ROIs
     for camera, tally in edge["cameras"].items():

@@ -25,6 +25,7 @@ import yaml
 
 from tests.demo import demo_data, scrape_metrics
 from tests.e2e.test_run_demo import _sample
+from tests.records import result_lines
 
 pytestmark = pytest.mark.e2e
 
@@ -127,7 +128,7 @@ def test_sigterm_drains_every_component_and_writes_the_summary(tmp_path, free_po
     tally = edge["cameras"]["street-1"]
     assert tally["sent"] > 0 and tally["results"] > 0
     assert tally["sent"] == tally["results"] + sum(tally["drops"].values()), tally
-    lines = [json.loads(line) for line in (tmp_path / "results.jsonl").read_text().splitlines()]
+    lines = result_lines(tmp_path / "results.jsonl")
     assert len([line for line in lines if line["status"] != "tracked"]) == tally["sent"]  # one line per ROI
 
 
@@ -150,4 +151,4 @@ def test_a_killed_launcher_takes_every_child_with_it(tmp_path, free_port, models
         said = f"{who} WARNING vcascade.app.parent_death: the launcher (pid {proc.pid}) is gone: stopping and draining"
         assert said in output, output[-4000:]
     lines = (tmp_path / "results.jsonl").read_text().splitlines()
-    assert lines and all(json.loads(line)["status"] for line in lines)  # whole lines: the edge closed its sink
+    assert lines and all(json.loads(line)["kind"] for line in lines)  # whole lines: the edge closed its sink

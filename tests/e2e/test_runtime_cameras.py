@@ -25,6 +25,7 @@ import zmq
 
 from tests.demo import demo_data
 from tests.hostile import deep_header
+from tests.records import result_lines
 from vcascade.core import control_protocol as control
 from vcascade.core.config import load_config
 from vcascade.core.keys import generate_keys
@@ -78,9 +79,7 @@ def _camera(config: Path, *args: str, timeout_s: float = 240) -> subprocess.Comp
 
 
 def _results(path: Path, camera: str) -> int:
-    lines = path.read_text().splitlines() if path.exists() else []
-    return sum(1 for line in lines if line.endswith("}") and (r := json.loads(line))["camera"] == camera
-               and r["status"] == "ok")  # fmt: skip
+    return sum(1 for r in result_lines(path) if r["camera"] == camera and r["status"] == "ok")
 
 
 def _wait_results(path: Path, camera: str, procs: list[subprocess.Popen]) -> None:
@@ -167,6 +166,6 @@ def test_cameras_added_and_removed_at_run_time_keep_their_books(tmp_path, free_p
         tally = final[name]
         assert tally["sent"] == tally["results"] + sum(tally["drops"].values()), (name, tally)
     assert final["street-1"]["sent"] == books["sent"]  # closed books never change again
-    lines = [json.loads(line) for line in sink.read_text().splitlines()]
+    lines = result_lines(sink)
     for name in ("street-1", "street-9"):
         assert sum(r["camera"] == name and r["status"] != "tracked" for r in lines) == final[name]["sent"]

@@ -14,6 +14,7 @@ import yaml
 
 from tests.demo import demo_data, scrape_metrics
 from tests.e2e.test_run_demo import _sample
+from tests.records import result_lines
 
 pytestmark = pytest.mark.e2e
 
@@ -53,7 +54,7 @@ def test_run_with_a_stage_group_accounts_every_roi(tmp_path, free_port, models_d
     (worker,) = [p for p in summary["processes"] if p["component"] == "worker"]
     assert group["answered"] == worker["batches"] > 0 and set(group["stage_ms"]) == {"stage1"}
     assert worker["drops"] == {} and worker["results"] == worker["rois"]  # the group served before the worker
-    lines = [json.loads(line) for line in (tmp_path / "r.jsonl").read_text().splitlines()]
+    lines = result_lines(tmp_path / "r.jsonl")
     results = [line for line in lines if line["status"] == "ok"]
     assert results and len(results) == worker["results"]
     for line in results:

@@ -18,6 +18,7 @@ import pytest
 import yaml
 
 from tests.demo import one_camera_demo
+from tests.records import result_lines
 
 pytestmark = pytest.mark.e2e
 
@@ -43,7 +44,7 @@ def test_tracked_lines_carry_track_ids_and_cached_identities(tmp_path, free_port
     assert proc.returncode == 0, proc.stdout + proc.stderr
     (edge,) = [p for p in json.loads(summary_path.read_text())["processes"] if p["component"] == "edge"]
     tally = edge["cameras"]["street-1"]
-    lines = [json.loads(line) for line in (tmp_path / "results.jsonl").read_text().splitlines()]
+    lines = result_lines(tmp_path / "results.jsonl")
     assert all(isinstance(line["track_id"], int) for line in lines), "every line carries track_id"
 
     rois = [line for line in lines if line["status"] != "tracked"]
