@@ -53,3 +53,10 @@ def redis_server(free_port, tmp_path):
     server = RedisServer(free_port(), tmp_path / "redis").start()
     yield server
     server.stop()
+
+
+@pytest.fixture(autouse=True)
+def identity_state_dir(tmp_path, monkeypatch):
+    """Every test (and the processes it starts) keeps embedded identity stores in its own folder
+    ($VCASCADE_STATE_DIR, vcascade.center.identity.backends), so identities never leak between tests."""
+    monkeypatch.setenv("VCASCADE_STATE_DIR", str(tmp_path / "state"))

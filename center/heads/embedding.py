@@ -6,9 +6,11 @@ similarity (re-identification: the same object seen again, on this or another ca
 
 from __future__ import annotations
 
+from typing import Sequence
+
 import numpy as np
 
-from vcascade.core.wire import EmbeddingOutput
+from vcascade.core.wire import EmbeddingOutput, Roi
 
 EPS = 1e-12
 """Floor on vector norms before dividing, so an all-zero embedding does not produce NaN."""
@@ -64,7 +66,10 @@ class EmbeddingHead:
         """Ids of the identities in the gallery (unordered)."""
         return [int(i) for i in self._ids[: self._size]]
 
-    def __call__(self, embeddings: np.ndarray) -> list[EmbeddingOutput]:
+    def close(self) -> None:
+        """Nothing to release."""
+
+    def __call__(self, embeddings: np.ndarray, rois: Sequence[Roi] | None = None) -> list[EmbeddingOutput]:
         """Match (or enrol) each row, in row order.
 
         Rows are processed sequentially, so two crops of the same new object in one micro-batch get the same

@@ -19,9 +19,9 @@ class SqliteStoreConfig(ConfigModel):
 
     type: Literal["sqlite"] = Field("sqlite", description="Store kind (registry key).")
     path: str = Field(
-        "state/identity.sqlite3",
-        description="Database file; relative paths are relative to the working directory (folders created). "
-        "Several recognizers may share one file (each has its own identity space in it).",
+        "identity.sqlite3",
+        description="Database file; a relative path is relative to the state folder: `$VCASCADE_STATE_DIR`, else "
+        "`state` in the working directory (folders created). Recognizers may share a file (one space each).",
     )
     timeout_s: float = Field(2.0, gt=0, le=60, description="Longest wait for the file's write lock, s.")
 
