@@ -10,18 +10,8 @@ from typing import Sequence
 
 import numpy as np
 
+from vcascade.center.identity.vectors import EPS, l2_normalise  # noqa: F401  (EPS: heads API)
 from vcascade.core.wire import EmbeddingOutput, Roi
-
-EPS = 1e-12
-"""Floor on vector norms before dividing, so an all-zero embedding does not produce NaN."""
-
-
-def l2_normalise(x: np.ndarray) -> np.ndarray:
-    """Row-wise L2 normalisation of an (n, D) array to float32 unit rows (zero rows stay zero)."""
-    x = np.asarray(x, dtype=np.float32)
-    norms = np.linalg.norm(x, axis=1, keepdims=True)
-    return x / np.maximum(norms, EPS)
-
 
 class EmbeddingHead:
     """Cosine-similarity gallery of identities with enrolment and least-recently-matched eviction.

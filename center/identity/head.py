@@ -13,13 +13,13 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from vcascade.center.heads.embedding import l2_normalise
 from vcascade.center.identity.backends import build_store
 from vcascade.center.identity.metrics import IdentityTelemetry
 from vcascade.center.identity.space import IdentitySpace
 from vcascade.center.identity.store import IdentityStore, Sighting
 from vcascade.center.identity.sync import StoreSync
 from vcascade.center.identity.topology import Topology
+from vcascade.center.identity.vectors import l2_normalise
 from vcascade.core.wire import EmbeddingOutput, Roi
 
 

@@ -26,14 +26,16 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from vcascade.center.heads.embedding import l2_normalise
 from vcascade.center.identity.index import make_index
 from vcascade.center.identity.store import LIVE, MERGED, Sighting, StoredIdentity, StoreWrite, add_sighting
 from vcascade.center.identity.topology import UNKNOWN, Topology
+from vcascade.center.identity.vectors import l2_normalise
 from vcascade.core.wire import EmbeddingOutput
 
 FIRST_PROVISIONAL_ID = -2
 """Provisional ids count down from here (-1 is the edge's "no identity")."""
+NO_IDENTITY = -1
+"""What the vector index answers when it has nothing; never an identity id."""
 UNUSED = np.iinfo(np.int64).min
 """Id of a free slot (provisional ids are negative, so -1 cannot mark one)."""
 
@@ -143,7 +145,7 @@ class IdentitySpace:
     def _match_row(self, unit: np.ndarray, seen: Sighting, stats: MatchStats) -> EmbeddingOutput:
         best, similarity, compared = self._best(unit, seen)
         stats.comparisons += compared
-        if best >= 0 and similarity >= self.match_threshold:
+        if best != NO_IDENTITY and similarity >= self.match_threshold:
             stats.matches += 1
             self._observe(best, unit, seen)
             ident, enrolled = best, False
@@ -155,14 +157,14 @@ class IdentitySpace:
         return EmbeddingOutput(ident, float(similarity), enrolled, provisional, merged)
 
     def _best(self, unit: np.ndarray, seen: Sighting) -> tuple[int, float, int]:
-        """(best id or -1, its similarity, comparisons made)."""
+        """(best id or :data:`NO_IDENTITY`, its similarity, comparisons made)."""
         if self.topology is None or self.topology.code(seen.camera) == UNKNOWN:
             ids, sims = self._index.search(unit[None], 1)
             return int(ids[0, 0]), float(sims[0, 0]), len(self._slot)
         used = np.flatnonzero(self._ids[: len(self._seen)] != UNUSED)
         allowed = used[self.topology.candidates(seen.camera, seen.t_ms / 1000.0, self._codes[used], self._t_s[used])]
         if len(allowed) == 0:
-            return -1, -1.0, 0
+            return NO_IDENTITY, -1.0, 0
         sims = self._units[allowed] @ unit
         top = int(np.argmax(sims))
         return int(self._ids[allowed[top]]), float(sims[top]), len(allowed)
@@ -285,7 +287,7 @@ class IdentitySpace:
                 continue
             found, sims = self._index.search(self._units[self._slot[ident]][None], 2)
             for other, sim in zip(found[0].tolist(), sims[0].tolist()):
-                if other not in (ident, -1) and other >= 0 and sim >= self.match_threshold:
+                if other not in (ident, NO_IDENTITY) and other >= 0 and sim >= self.match_threshold:
                     pairs.add((max(ident, other), min(ident, other)))
                     break
         return sorted(pairs)

@@ -66,6 +66,8 @@ class StoreSync:
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join(STOP_TIMEOUT_S)
+        else:
+            self.cycle()
         self.store.close()
 
     def cycle(self) -> bool:
