@@ -12,6 +12,7 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "build_store": ".backends",
     "state_path": ".backends",
     "IdentityHead": ".head",
+    "AnnIndex": ".index",
     "ExactIndex": ".index",
     "make_index": ".index",
     "IdentityTelemetry": ".metrics",

@@ -35,7 +35,7 @@ from vcascade.core.wire import EmbeddingOutput
 FIRST_PROVISIONAL_ID = -2
 """Provisional ids count down from here (-1 is the edge's "no identity")."""
 NO_IDENTITY = -1
-"""What the vector index answers when it has nothing; never an identity id."""
+"""No identity (the vector index's answer when it is empty); never an identity id."""
 UNUSED = np.iinfo(np.int64).min
 """Id of a free slot (provisional ids are negative, so -1 cannot mark one)."""
 
@@ -159,8 +159,9 @@ class IdentitySpace:
     def _best(self, unit: np.ndarray, seen: Sighting) -> tuple[int, float, int]:
         """(best id or :data:`NO_IDENTITY`, its similarity, comparisons made)."""
         if self.topology is None or self.topology.code(seen.camera) == UNKNOWN:
-            ids, sims = self._index.search(unit[None], 1)
-            return int(ids[0, 0]), float(sims[0, 0]), len(self._slot)
+            slots, sims = self._index.search(unit[None], 1)
+            slot = int(slots[0, 0])
+            return (NO_IDENTITY if slot < 0 else int(self._ids[slot])), float(sims[0, 0]), len(self._slot)
         used = np.flatnonzero(self._ids[: len(self._seen)] != UNUSED)
         allowed = used[self.topology.candidates(seen.camera, seen.t_ms / 1000.0, self._codes[used], self._t_s[used])]
         if len(allowed) == 0:
@@ -285,8 +286,9 @@ class IdentitySpace:
         for ident in ids:
             if ident not in self._slot or len(self._slot) < 2:
                 continue
-            found, sims = self._index.search(self._units[self._slot[ident]][None], 2)
-            for other, sim in zip(found[0].tolist(), sims[0].tolist()):
+            slots, sims = self._index.search(self._units[self._slot[ident]][None], 2)
+            for slot, sim in zip(slots[0].tolist(), sims[0].tolist()):
+                other = NO_IDENTITY if slot < 0 else int(self._ids[slot])
                 if other not in (ident, NO_IDENTITY) and other >= 0 and sim >= self.match_threshold:
                     pairs.add((max(ident, other), min(ident, other)))
                     break
@@ -330,15 +332,14 @@ class IdentitySpace:
         self._seen[slot] = seen
         self._codes[slot] = UNKNOWN if self.topology is None else self.topology.code(seen.camera)
         self._t_s[slot] = seen.t_ms / 1000.0
-        self._index.remove(np.array([ident], np.int64))  # replaced, not duplicated, whatever the index kind
-        self._index.add(np.array([ident], np.int64), self._units[slot][None])
+        self._index.add(np.array([slot], np.int64), self._units[slot][None])  # keyed by slot: ids may be < 0
 
     def _remove(self, ident: int) -> None:
         slot = self._slot.pop(ident)
         self._ids[slot] = UNUSED
         self._seen[slot] = None
         self._free.append(slot)
-        self._index.remove(np.array([ident], np.int64))
+        self._index.remove(np.array([slot], np.int64))
         self._enrolled.discard(ident)
 
     def _rename(self, old: int, new: int) -> None:
