@@ -28,10 +28,10 @@ from vcascade.center.identity.redis_store import RedisStore
 from vcascade.center.identity.sqlite_store import SqliteStore
 from vcascade.center.identity.store import MERGED
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]  # a loaded 2-core machine: ~2 min a run
 
 FRAMES = 60  # bikes.mp4 has its first detections from frame 25 on
-RUN_TIMEOUT_S = 300
+RUN_TIMEOUT_S = 500
 
 
 def _deployment(tmp_path: Path, free_port, store: dict | None, frames: int = FRAMES) -> tuple[Path, dict]:
