@@ -37,10 +37,11 @@ class Worker:
 
     made = 0
 
-    def __init__(self, name: str, store, id_block: int = 8, topology: Topology | None = None) -> None:
+    def __init__(self, name: str, store, id_block: int = 8, topology: Topology | None = None,
+                 index: str = "exact") -> None:  # fmt: skip
         Worker.made += 1
         self.name = f"{name}-{Worker.made}"  # metrics start at 0 in every test
-        self.space = IdentitySpace(THRESHOLD, 1000, topology=topology)
+        self.space = IdentitySpace(THRESHOLD, 1000, index, topology)
         self.sync = StoreSync(self.space, store, IdentityTelemetry(self.name), 0.05, id_block, 86_400.0, 1000)
         self.sync.cycle()
 
@@ -70,8 +71,9 @@ def open_store(request, tmp_path):
         store.close()
 
 
-def test_an_object_enrolled_by_one_worker_is_matched_by_the_other_with_the_same_id(open_store):
-    a, b = Worker("sp-a1", open_store()), Worker("sp-b1", open_store())
+@pytest.mark.parametrize("index", ["exact", "ann"])
+def test_an_object_enrolled_by_one_worker_is_matched_by_the_other_with_the_same_id(open_store, index):
+    a, b = Worker("sp-a1", open_store(), index=index), Worker("sp-b1", open_store(), index=index)
     first = a.see(3)
     assert first.enrolled and first.identity_id >= 1 and not first.provisional
     a.sync.cycle()
