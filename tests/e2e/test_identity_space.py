@@ -34,7 +34,8 @@ FRAMES = 60  # bikes.mp4 has its first detections from frame 25 on
 RUN_TIMEOUT_S = 500
 
 
-def _deployment(tmp_path: Path, free_port, store: dict | None, frames: int = FRAMES) -> tuple[Path, dict]:
+def _deployment(tmp_path: Path, free_port, store: dict | None, frames: int = FRAMES,
+                id_block: int | None = None) -> tuple[Path, dict]:  # fmt: skip
     data = demo_data()
     for cam in data["cameras"].values():
         cam["max_frames"] = frames
@@ -48,6 +49,8 @@ def _deployment(tmp_path: Path, free_port, store: dict | None, frames: int = FRA
         data["workers"][name] = {**first, "credits": 1, "max_batch": 1, "metrics_port": free_port()}
     if store is not None:
         data["recognizers"][EMBEDDER]["head"]["identity"] = {"store": store}
+    if id_block is not None:
+        data["recognizers"][EMBEDDER]["head"].setdefault("identity", {})["id_block"] = id_block
     path = tmp_path / "deploy.yaml"
     path.write_text(yaml.safe_dump(data))
     return path, data
@@ -161,7 +164,7 @@ def test_two_workers_give_the_same_ids_whichever_served_the_object(tmp_path, fre
     print(f"identical crops served by different workers: {counts}")  # the numbers for the report (-s)
 
 
-def _wait_lines(results: Path, count: int, timeout_s: float = 120.0) -> list[dict]:
+def _wait_lines(results: Path, count: int, timeout_s: float = 300.0) -> list[dict]:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         ok = [line for line in _lines(results) if line["status"] == "ok"]
@@ -179,45 +182,44 @@ def _worker_pid(status_path: Path, name: str) -> int:
 
 def test_kill_9_of_a_worker_and_its_restart_keep_every_identity(tmp_path, free_port, models_dir):
     config, data = _deployment(tmp_path, free_port, None, frames=90)
+    port = data["workers"]["worker-1"]["metrics_port"]
     killed = {}
 
     def kill_worker_1(results: Path, status_path: Path) -> None:
         _wait_lines(results, 60)
-        time.sleep(1.0)  # every identity answered so far is past the worker's sync (0.2 s)
+        time.sleep(1.0)  # every identity answered so far is past the workers' sync (0.2 s)
         killed["lines"] = len(_lines(results))
         os.kill(_worker_pid(status_path, "worker-1"), signal.SIGKILL)
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:  # the launcher restarts it and it serves again
-            if "vcascade_identity_gallery_size" in scrape_metrics(data["workers"]["worker-1"]["metrics_port"]):
-                killed["restarted"] = True
+        time.sleep(1.0)  # its metrics server is gone
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:  # the launcher restarts it; it loads the space before serving
+            gallery = _sample(scrape_metrics(port), "vcascade_identity_gallery_size")
+            if gallery > 0:
+                killed["gallery"] = gallery
                 return
-            time.sleep(0.3)
+            time.sleep(0.2)
 
     _run(tmp_path, config, models_dir, during=kill_worker_1)
-    assert killed.get("restarted"), "worker-1 did not come back"
     (worker_1,) = [c for c in json.loads((tmp_path / "status.json").read_text())["components"]
                    if c["kind"] == "worker" and c["name"] == "worker-1"]  # fmt: skip
-    assert worker_1["restarts"] == 1
+    assert worker_1["restarts"] == 1 and worker_1["exit_codes"][0] == -signal.SIGKILL
     lines = _lines(tmp_path / "results.jsonl")
-    before, after = lines[: killed["lines"]], lines[killed["lines"]:]
     merged_into = _merged_into(_state_store())
     resolve = _resolver(lines, merged_into)
-    first_id = {}
-    for line in before:
-        if line["status"] == "ok":
-            first_id.setdefault((line["camera"], line["track_id"]), resolve(line["identity_id"]))
-    again = [line for line in after if line["status"] == "ok" and line["worker"] == "worker-1"
-             and (line["camera"], line["track_id"]) in first_id]  # fmt: skip
-    assert len(again) >= 5, "the restarted worker answered tracks it had seen before"
-    for line in again:  # the restarted worker knows them by the ids they had before the kill
-        assert resolve(line["identity_id"]) == first_id[(line["camera"], line["track_id"])], line
+    before = {resolve(line["identity_id"]) for line in lines[: killed["lines"]] if line["status"] == "ok"}
+    assert killed.get("gallery", 0) >= len(before), f"restarted with {killed.get('gallery')} of {len(before)} identities"
+    restarted = [(a, b) for a, b in _same_pixels_pairs(lines[killed["lines"]:])
+                 if {a["worker"], b["worker"]} == {"worker-1", "worker-2"}]  # fmt: skip
+    assert restarted, "the restarted worker served crops whose twins the other worker served"
+    for a, b in restarted:  # the restarted worker answers in the same identity space
+        assert resolve(a["identity_id"]) == resolve(b["identity_id"]), (a, b)
     _check_same_ids(lines, merged_into)
 
 
 def test_stopping_redis_mid_run_crashes_nothing_is_counted_and_reconciled(tmp_path, free_port, models_dir,
                                                                           redis_server):  # fmt: skip
     config, data = _deployment(tmp_path, free_port, {"type": "redis", "url": redis_server.url, "timeout_s": 0.2},
-                               frames=90)  # fmt: skip
+                               frames=90, id_block=2)  # fmt: skip  (small blocks: new objects get provisional ids)
     ports = [w["metrics_port"] for w in data["workers"].values()]
     seen = {}
 
