@@ -1,0 +1,315 @@
+"""Vector indexes over identity gallery vectors: exact numpy search and approximate HNSW search (usearch).
+
+Both index classes answer the same calls, so an identity store picks one by name (:func:`make_index`):
+
+* :class:`ExactIndex`: every query against every vector, one matrix product (numpy/BLAS). Exact; cost grows
+  linearly with the gallery (about 25 ms per query at 100,000 identities of 1,280 dimensions on one core).
+* :class:`AnnIndex`: a hierarchical navigable small-world graph (HNSW; Malkov & Yashunin, "Efficient and robust
+  approximate nearest neighbor search using Hierarchical Navigable Small World graphs", IEEE TPAMI 2020) from
+  the usearch library (Unum; Apache-2.0). Sub-millisecond per query at 100,000 identities; recall against exact
+  search measured by ``scripts/bench_match.py`` (docs/BENCHMARKS.md).
+
+usearch was chosen over faiss-cpu because its HNSW index takes arbitrary 64-bit keys and supports removal and
+re-insertion of a key, which a gallery with eviction and running-mean updates needs; faiss's HNSW index does
+not support removal (its IVF indexes do, but need training data up front, which an empty gallery lacks).
+
+Vectors are L2-normalised float32 rows, so inner product equals cosine similarity. Identity ids are
+non-negative int64; ``-1`` marks "no result" in search answers.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from usearch.index import Index
+
+NO_ID = -1
+"""Id in a search answer where the index holds fewer than ``k`` vectors."""
+NO_SIM = -np.inf
+"""Similarity paired with :data:`NO_ID` (below any cosine similarity, so it never passes a threshold)."""
+UNIT_TOLERANCE = 1e-3
+"""Largest accepted deviation of a vector's L2 norm from 1 (float32 rounding of a normalised row is ~1e-7)."""
+
+
+def check_ids(ids: np.ndarray) -> np.ndarray:
+    """Validate identity ids: (n,) integers, non-negative, no repeats.
+
+    Returns:
+        The ids as an (n,) int64 array.
+
+    Raises:
+        ValueError: not 1-D, not integers, a negative id, or an id repeated within the call.
+    """
+    ids = np.asarray(ids)
+    if ids.ndim != 1:
+        raise ValueError(f"ids must be a 1-D array (n,), got shape {ids.shape}")
+    if ids.size and not np.issubdtype(ids.dtype, np.integer):
+        raise ValueError(f"ids must be integers, got dtype {ids.dtype}")
+    ids = ids.astype(np.int64, copy=False)
+    if ids.size and ids.min() < 0:
+        raise ValueError(f"ids must be >= 0, got {int(ids.min())}")
+    if len(np.unique(ids)) != len(ids):
+        raise ValueError("ids repeat within one call")
+    return ids
+
+
+def check_vectors(vectors: np.ndarray, dim: int, what: str = "vectors") -> np.ndarray:
+    """Validate (n, dim) rows: finite floats; returns them as C-contiguous float32.
+
+    Raises:
+        ValueError: not 2-D, wrong width, or a NaN/inf element.
+    """
+    vectors = np.asarray(vectors)
+    if vectors.ndim != 2 or vectors.shape[1] != dim:
+        raise ValueError(f"{what} must have shape (n, {dim}), got {vectors.shape}")
+    vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+    if not np.isfinite(vectors).all():
+        raise ValueError(f"{what} contain NaN or inf")
+    return vectors
+
+
+def check_unit_rows(vectors: np.ndarray, dim: int) -> np.ndarray:
+    """:func:`check_vectors` plus: every row has L2 norm 1 within :data:`UNIT_TOLERANCE`.
+
+    Raises:
+        ValueError: as :func:`check_vectors`, or a row that is not L2-normalised (its index and norm named).
+    """
+    vectors = check_vectors(vectors, dim)
+    norms = np.linalg.norm(vectors, axis=1)
+    bad = np.flatnonzero(np.abs(norms - 1.0) > UNIT_TOLERANCE)
+    if bad.size:
+        raise ValueError(f"vectors must be L2-normalised; row {int(bad[0])} has norm {float(norms[bad[0]]):.4g}")
+    return vectors
+
+
+def _check_k(k: int) -> int:
+    if int(k) != k or k < 1:
+        raise ValueError(f"k must be an integer >= 1, got {k!r}")
+    return int(k)
+
+
+def _check_add(ids: np.ndarray, vectors: np.ndarray, dim: int) -> tuple[np.ndarray, np.ndarray]:
+    ids = check_ids(ids)
+    vectors = check_unit_rows(vectors, dim)
+    if len(ids) != len(vectors):
+        raise ValueError(f"{len(ids)} ids for {len(vectors)} vectors")
+    return ids, vectors
+
+
+class ExactIndex:
+    """Exact cosine search: one (m, n) matrix product and a top-k selection per call.
+
+    Vectors live in one growing (capacity, dim) float32 array; removal moves the last row into the freed slot,
+    so rows in use are always the first ``len(self)``. Not thread-safe.
+
+    Args:
+        dim: vector dimension (> 0).
+
+    Raises:
+        ValueError: ``dim < 1``.
+    """
+
+    def __init__(self, dim: int) -> None:
+        if dim < 1:
+            raise ValueError(f"dim must be >= 1, got {dim}")
+        self.dim = int(dim)
+        self._vectors = np.zeros((16, self.dim), dtype=np.float32)  # (capacity, dim), first _size rows in use
+        self._ids = np.full(16, NO_ID, dtype=np.int64)
+        self._slot_of: dict[int, int] = {}
+        self._size = 0
+
+    def __len__(self) -> int:
+        """Number of vectors (identities) in the index."""
+        return self._size
+
+    def add(self, ids: np.ndarray, vectors: np.ndarray) -> None:
+        """Insert vectors under ids; an id already present has its vector replaced.
+
+        Args:
+            ids: (n,) int64, >= 0, distinct.
+            vectors: (n, dim) float32, L2-normalised rows.
+
+        Raises:
+            ValueError: bad ids (see :func:`check_ids`), bad vectors (see :func:`check_unit_rows`), or n differs.
+        """
+        ids, vectors = _check_add(ids, vectors, self.dim)
+        self._reserve(self._size + len(ids))
+        for key, vector in zip(ids.tolist(), vectors):
+            slot = self._slot_of.get(key)
+            if slot is None:
+                slot = self._size
+                self._slot_of[key] = slot
+                self._ids[slot] = key
+                self._size += 1
+            self._vectors[slot] = vector
+
+    def remove(self, ids: np.ndarray) -> None:
+        """Remove the vectors of ``ids``; ids not in the index are ignored.
+
+        Raises:
+            ValueError: bad ids (see :func:`check_ids`).
+        """
+        for key in check_ids(ids).tolist():
+            slot = self._slot_of.pop(key, None)
+            if slot is None:
+                continue
+            last = self._size - 1
+            if slot != last:
+                moved = int(self._ids[last])
+                self._vectors[slot] = self._vectors[last]
+                self._ids[slot] = moved
+                self._slot_of[moved] = slot
+            self._ids[last] = NO_ID
+            self._size = last
+
+    def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """The ``k`` most similar vectors to each query, most similar first.
+
+        Args:
+            queries: (m, dim) float32, L2-normalised rows (not checked for unit norm: a scaled query scales its
+                similarities but keeps their order).
+            k: neighbours per query, >= 1.
+
+        Returns:
+            ``(ids, sims)``: (m, k) int64 ids and (m, k) float32 cosine similarities; where the index holds
+            fewer than ``k`` vectors the remaining columns are :data:`NO_ID` and :data:`NO_SIM`.
+
+        Raises:
+            ValueError: queries not (m, dim) or not finite; ``k < 1``.
+        """
+        queries = check_vectors(queries, self.dim, "queries")
+        k = _check_k(k)
+        ids = np.full((len(queries), k), NO_ID, dtype=np.int64)
+        sims = np.full((len(queries), k), NO_SIM, dtype=np.float32)
+        found = min(k, self._size)
+        if found == 0 or len(queries) == 0:
+            return ids, sims
+        all_sims = queries @ self._vectors[: self._size].T  # (m, n)
+        top = np.argpartition(-all_sims, found - 1, axis=1)[:, :found] if found < self._size else \
+            np.broadcast_to(np.arange(self._size), (len(queries), self._size))
+        top_sims = np.take_along_axis(all_sims, top, axis=1)
+        order = np.argsort(-top_sims, axis=1, kind="stable")
+        ids[:, :found] = self._ids[np.take_along_axis(top, order, axis=1)]
+        sims[:, :found] = np.take_along_axis(top_sims, order, axis=1)
+        return ids, sims
+
+    def _reserve(self, size: int) -> None:
+        capacity = len(self._ids)
+        if size <= capacity:
+            return
+        while capacity < size:
+            capacity *= 2
+        vectors = np.zeros((capacity, self.dim), dtype=np.float32)
+        vectors[: self._size] = self._vectors[: self._size]
+        ids = np.full(capacity, NO_ID, dtype=np.int64)
+        ids[: self._size] = self._ids[: self._size]
+        self._vectors, self._ids = vectors, ids
+
+
+class AnnIndex:
+    """Approximate cosine search in an HNSW graph (usearch), inner-product metric on unit vectors.
+
+    Removal marks a graph node deleted (usearch keeps it for navigation until the index is compacted); an id
+    can be added again after removal. Not thread-safe: usearch's own threads are set by ``threads``.
+
+    Args:
+        dim: vector dimension (> 0).
+        connectivity: graph edges per node (HNSW ``M``); more edges raise recall and memory.
+        expansion_add: candidate list size while inserting (HNSW ``efConstruction``).
+        expansion_search: candidate list size while searching (HNSW ``ef``); the main recall/speed knob. The
+            defaults reach recall@1 >= 0.99 against exact search at 100,000 identities of the demo embedder
+            (``scripts/bench_match.py``; numbers in docs/BENCHMARKS.md).
+        threads: usearch threads per call (1: the caller's core only, as the worker's thread settings expect).
+
+    Raises:
+        ValueError: ``dim < 1``.
+    """
+
+    def __init__(self, dim: int, *, connectivity: int = 16, expansion_add: int = 128, expansion_search: int = 64,
+                 threads: int = 1) -> None:
+        if dim < 1:
+            raise ValueError(f"dim must be >= 1, got {dim}")
+        self.dim = int(dim)
+        self.threads = int(threads)
+        self._index = Index(ndim=self.dim, metric="ip", dtype="f32", connectivity=connectivity,
+                            expansion_add=expansion_add, expansion_search=expansion_search)
+
+    def __len__(self) -> int:
+        """Number of vectors (identities) in the index."""
+        return len(self._index)
+
+    def add(self, ids: np.ndarray, vectors: np.ndarray) -> None:
+        """Insert vectors under ids; an id already present has its vector replaced.
+
+        Args:
+            ids: (n,) int64, >= 0, distinct.
+            vectors: (n, dim) float32, L2-normalised rows.
+
+        Raises:
+            ValueError: bad ids (see :func:`check_ids`), bad vectors (see :func:`check_unit_rows`), or n differs.
+        """
+        ids, vectors = _check_add(ids, vectors, self.dim)
+        if len(ids) == 0:
+            return
+        keys = ids.astype(np.uint64)
+        present = np.asarray(self._index.contains(keys), dtype=bool)
+        if present.any():
+            self._index.remove(keys[present], threads=self.threads)
+        self._index.add(keys, vectors, threads=self.threads)
+
+    def remove(self, ids: np.ndarray) -> None:
+        """Remove the vectors of ``ids``; ids not in the index are ignored.
+
+        Raises:
+            ValueError: bad ids (see :func:`check_ids`).
+        """
+        ids = check_ids(ids)
+        if len(ids):
+            self._index.remove(ids.astype(np.uint64), threads=self.threads)
+
+    def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """The ``k`` most similar vectors to each query, most similar first (approximate).
+
+        Args:
+            queries: (m, dim) float32, L2-normalised rows.
+            k: neighbours per query, >= 1.
+
+        Returns:
+            ``(ids, sims)``: (m, k) int64 ids and (m, k) float32 cosine similarities (1 - usearch's inner-product
+            distance); columns past what the graph returned are :data:`NO_ID` and :data:`NO_SIM`.
+
+        Raises:
+            ValueError: queries not (m, dim) or not finite; ``k < 1``.
+        """
+        queries = check_vectors(queries, self.dim, "queries")
+        k = _check_k(k)
+        ids = np.full((len(queries), k), NO_ID, dtype=np.int64)
+        sims = np.full((len(queries), k), NO_SIM, dtype=np.float32)
+        if len(self._index) == 0 or len(queries) == 0:
+            return ids, sims
+        matches = self._index.search(queries, k, threads=self.threads)
+        if len(queries) == 1:  # usearch answers one query with a Matches whose arrays hold only what was found
+            found = len(matches.keys)
+            ids[0, :found] = np.asarray(matches.keys, dtype=np.int64)
+            sims[0, :found] = 1.0 - np.asarray(matches.distances, dtype=np.float32)
+            return ids, sims
+        valid = np.arange(k)[None, :] < np.asarray(matches.counts)[:, None]
+        ids[valid] = np.asarray(matches.keys).astype(np.int64)[valid]
+        sims[valid] = 1.0 - np.asarray(matches.distances, dtype=np.float32)[valid]
+        return ids, sims
+
+
+INDEXES = {"exact": ExactIndex, "ann": AnnIndex}
+"""Index classes by the name a config or benchmark uses."""
+
+
+def make_index(kind: str, dim: int) -> ExactIndex | AnnIndex:
+    """Build an empty index of ``kind`` (``"exact"`` or ``"ann"``) for ``dim``-dimensional vectors.
+
+    Raises:
+        ValueError: unknown kind (the known ones named) or ``dim < 1``.
+    """
+    try:
+        cls = INDEXES[kind]
+    except KeyError:
+        raise ValueError(f"unknown index kind {kind!r}; known: {sorted(INDEXES)}") from None
+    return cls(dim)
