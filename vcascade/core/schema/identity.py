@@ -96,9 +96,10 @@ class IdentitySpaceConfig(ConfigModel):
 def identity_problems(dep: Deployment) -> list[str]:
     """Topology links naming a camera the deployment does not have (one message per bad ``source``/``target``).
 
-    A misspelt camera would never match a ROI's camera, so its link would silently prune nothing (or prune a
-    real camera's ROIs against identities that can never be last seen there); the message names the key path,
-    e.g. ``recognizers.embedder.head.identity.topology.links[0].source = 'street-9'``.
+    A misspelt camera matches no ROI's camera, so the link would silently do nothing useful, and the real camera
+    at its other end, now named in a link, would be pruned: its ROIs would never be compared with identities
+    last seen on the camera meant. The message names the key path, e.g.
+    ``recognizers.embedder.head.identity.topology.links[0].source = 'street-9': expected one of the cameras [...]``.
     """
     problems = []
     for name, rec in dep.recognizers.items():
