@@ -15,6 +15,8 @@ from pathlib import Path
 import redis
 
 START_TIMEOUT_S = 10.0
+TEST_PERSISTENCE = ["--appendonly", "yes", "--appendfsync", "always", "--save", ""]
+"""The tests' persistence options: every change on disk before its reply, no snapshots."""
 
 
 class RedisServer:
@@ -23,10 +25,12 @@ class RedisServer:
     Args:
         port: TCP port (from the ``free_port`` fixture).
         folder: its data folder (append-only file).
+        persistence: redis-server options after port, bind address and folder (default TEST_PERSISTENCE;
+            tests/deploy passes those of the shipped deployments).
     """
 
-    def __init__(self, port: int, folder: Path) -> None:
-        self.port, self.folder = port, folder
+    def __init__(self, port: int, folder: Path, persistence: list[str] = TEST_PERSISTENCE) -> None:
+        self.port, self.folder, self.persistence = port, folder, persistence
         self.url = f"redis://127.0.0.1:{port}/0"
         self.proc: subprocess.Popen | None = None
 
@@ -37,8 +41,8 @@ class RedisServer:
             raise RuntimeError("redis-server not installed (Debian package redis-server; scripts/test.sh)")
         self.folder.mkdir(parents=True, exist_ok=True)
         self.proc = subprocess.Popen(
-            [exe, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.folder), "--appendonly", "yes",
-             "--appendfsync", "always", "--save", "", "--daemonize", "no", "--loglevel", "warning"],
+            [exe, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.folder), *self.persistence,
+             "--daemonize", "no", "--loglevel", "warning"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )
         client = redis.Redis.from_url(self.url, socket_timeout=1.0)
@@ -53,6 +57,13 @@ class RedisServer:
                 time.sleep(0.05)
             finally:
                 client.close()
+
+    def kill(self) -> None:
+        """SIGKILL the server (a crash: no flush on the way out) and wait for it to exit."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+        self.proc = None
 
     def stop(self) -> None:
         """Stop the server (SIGTERM: it flushes its append-only file) and wait for it to exit."""

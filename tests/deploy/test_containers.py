@@ -1,7 +1,8 @@
 """The container files (docker/, compose.yaml): hadolint finds nothing in the Dockerfiles (and does flag a bad
 one), the images are multi-stage, pinned, non-root and health-checked, the compose demo runs each component of
-its deployment file with a health check on that component's metrics port, and the health check script tells a
-healthy ``/healthz`` from a dead port. The images are not built here (no registry access).
+its deployment file with a health check on that component's metrics port, its workers share a persistent Redis
+identity store that only they reach, and the health check script tells a healthy ``/healthz`` from a dead port.
+The images are not built here (no registry access).
 """
 
 from __future__ import annotations
@@ -17,11 +18,18 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.deploy.identity_store import DEPLOYMENT_FILES, assert_persistent_redis, redis_stores
 from tests.deploy.stopping import drain_bound_s
 from vcascade.core.config import load_config
 
 REPO = Path(__file__).resolve().parents[2]
 DOCKERFILES = [REPO / "docker" / "Dockerfile.cpu", REPO / "docker" / "Dockerfile.cuda"]
+COMPONENT_KINDS = ("edge", "broker", "worker")
+"""Services running a vcascade component (``command[0]``); the others (the identity store) run third-party images."""
+
+
+def _components(services: dict) -> dict:
+    return {name: cfg for name, cfg in services.items() if cfg.get("command", [None])[0] in COMPONENT_KINDS}
 
 
 def _hadolint() -> str:
@@ -76,12 +84,45 @@ def test_compose_runs_each_component_of_its_file_with_a_health_check_on_its_metr
     assert services["edge"]["depends_on"]["broker"]["condition"] == "service_healthy"
 
 
+@pytest.mark.parametrize("path", DEPLOYMENT_FILES, ids=lambda p: str(p.relative_to(REPO / "deploy")))
+def test_every_embedding_recognizer_of_a_container_deployment_uses_the_shared_store(path, monkeypatch):
+    """Workers in separate containers or pods would each get their own SQLite file: one identity space each."""
+    monkeypatch.setenv("VCASCADE_UI_TOKEN", "containers-test-token-0123")
+    monkeypatch.delenv("VCASCADE_IDENTITY_REDIS_URL", raising=False)
+    dep = load_config(path)
+    stores = redis_stores(dep)  # raises AssertionError naming a recognizer without the shared store
+    assert set(stores) == {n for n, r in dep.recognizers.items() if r.head.type == "embedding"}
+    assert len(DEPLOYMENT_FILES) >= 3  # compose, Kubernetes base and cpu overlay
+
+
+def test_compose_workers_share_a_persistent_redis_that_only_they_reach():
+    compose = yaml.safe_load((REPO / "compose.yaml").read_text())
+    services = compose["services"]
+    dep = load_config(REPO / "deploy" / "compose" / "vcascade.yaml")
+    ((host, port),) = set(redis_stores(dep).values())
+    redis = services[host]  # the URL's host is the compose service name
+    assert redis["image"].startswith("redis:7")
+    (volume,) = redis["volumes"]
+    source, data_dir = volume.split(":")
+    assert source in compose["volumes"]  # a named volume: it outlives the container
+    assert_persistent_redis(redis["command"], data_dir, port)
+    assert redis["healthcheck"]["test"] == ["CMD", "redis-cli", "ping"]
+    assert "ports" not in redis and redis["read_only"] is True and redis["user"] != "0"
+    networks = set(redis["networks"])
+    reach = {name for name, cfg in services.items() if name != host and networks & set(cfg.get("networks", ["default"]))}
+    workers = {name for name, cfg in _components(services).items() if cfg["command"][0] == "worker"}
+    assert reach == workers == {"worker"}
+    for worker in workers:
+        assert services[worker]["depends_on"][host] == {"condition": "service_healthy"}
+
+
 
 def test_compose_gives_each_component_longer_to_stop_than_it_drains():
     """docker compose stop sends SIGTERM, then SIGKILL after stop_grace_period (docs/RELIABILITY.md, "Stopping")."""
     services = yaml.safe_load((REPO / "compose.yaml").read_text())["services"]
     dep = load_config(REPO / "deploy" / "compose" / "vcascade.yaml")
-    for service, cfg in services.items():
+    assert sorted(_components(services)) == ["broker", "edge", "worker"]
+    for service, cfg in _components(services).items():
         kind, *_, name = cfg["command"]
         grace_s = float(re.fullmatch(r"(\d+)s", cfg["stop_grace_period"]).group(1))
         assert grace_s >= drain_bound_s(dep, kind, name), (service, grace_s)

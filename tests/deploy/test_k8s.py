@@ -1,6 +1,7 @@
 """The Kubernetes manifests (deploy/k8s) render and validate offline against the Kubernetes schemas
 (``kubernetes-validate``), and agree with the deployment file they carry: ports, probes, scrape annotations,
-GPU requests, the HPA's queue-depth metric, and the CurveZMQ keys each pod needs.
+GPU requests, the HPA's queue-depth metric, the CurveZMQ keys each pod needs, and the workers' shared, persistent
+Redis identity store that only they reach.
 
 The manifests are rendered by a small kustomize renderer (tests/deploy/kustomize.py; no kubectl here) from a
 copy of deploy/k8s in which ``vcascade keys generate`` has made the key files the secret generators read.
@@ -16,6 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.deploy.identity_store import assert_persistent_redis, redis_stores
 from tests.deploy.stopping import drain_bound_s
 from vcascade.broker import metrics as broker_metrics
 from vcascade.core.config import Deployment, load_config
@@ -29,6 +31,9 @@ UI_TOKEN = "k8s-test-token-0123456789"
 """What Secret vcascade-ui would hold (``${VCASCADE_UI_TOKEN}`` of the deployment file)."""
 UI = "vcascade-ui"
 """The live view's Deployment: no CurveZMQ keys (it speaks HTTP only), nothing to drain."""
+REDIS = "vcascade-redis"
+"""The identity store's Deployment (redis.yaml): the official Redis image, no vcascade component."""
+WORKER = "vcascade-worker-1"
 K8S_VERSION = "1.30.0"
 """Kubernetes release whose schemas the manifests must satisfy (autoscaling/v2 is GA since 1.23)."""
 _spec = importlib.util.spec_from_file_location("kustomize", Path(__file__).with_name("kustomize.py"))
@@ -54,8 +59,8 @@ def _load(path: Path) -> Deployment:
 
 
 def _components(objects: list[dict]) -> list[dict]:
-    """The Deployments that run a component of the deployment file (every one but the live view's)."""
-    return [o for o in objects if o["kind"] == "Deployment" and o["metadata"]["name"] != UI]
+    """The Deployments that run a component of the deployment file (every one but the live view's and Redis's)."""
+    return [o for o in objects if o["kind"] == "Deployment" and o["metadata"]["name"] not in (UI, REDIS)]
 
 
 def _render(k8s_copy: Path, variant: str) -> list[dict]:
@@ -77,7 +82,10 @@ def _deployment_file(objects: list[dict], tmp_path: Path) -> Deployment:
 def test_every_rendered_object_validates_against_the_kubernetes_schema(k8s_copy, variant):
     objects = _render(k8s_copy, variant)
     kinds = sorted({o["kind"] for o in objects})
-    assert kinds == ["ConfigMap", "Deployment", "HorizontalPodAutoscaler", "NetworkPolicy", "Secret", "Service"]
+    assert kinds == [
+        "ConfigMap", "Deployment", "HorizontalPodAutoscaler", "NetworkPolicy", "PersistentVolumeClaim", "Secret",
+        "Service",
+    ]
     for obj in objects:
         kubernetes_validate.validate(obj, K8S_VERSION, strict=True)  # raises ValidationError with the path
 
@@ -205,3 +213,38 @@ def test_only_the_live_view_reaches_the_edges_previews_and_both_need_the_token(k
         assert {"name": "VCASCADE_UI_TOKEN", "valueFrom": token_from} in pod["env"]
     (ui_rule,) = _one(objects, "NetworkPolicy", UI)["spec"]["ingress"]
     assert ui_rule["ports"] == [{"port": dep.ui.port}]
+
+
+@pytest.mark.parametrize("variant", ["base", "overlays/cpu"])
+def test_workers_share_a_persistent_redis_identity_store_that_only_they_reach(k8s_copy, variant, tmp_path):
+    """Every worker replica (the HPA adds them) must see one identity space: the embedding recognizer's store is
+    the Redis of redis.yaml, which keeps its append-only file on a PersistentVolumeClaim."""
+    objects = _render(k8s_copy, variant)
+    ((host, port),) = set(redis_stores(_deployment_file(objects, tmp_path)).values())
+    service = _one(objects, "Service", host)
+    assert [p["port"] for p in service["spec"]["ports"]] == [port]
+    deployment = _one(objects, "Deployment", REDIS)
+    assert deployment["spec"]["replicas"] == 1 and deployment["spec"]["strategy"] == {"type": "Recreate"}
+    pod = deployment["spec"]["template"]
+    labels = pod["metadata"]["labels"]
+    assert service["spec"]["selector"].items() <= labels.items()
+    (container,) = pod["spec"]["containers"]
+    assert container["image"].startswith("redis:7")
+    (mount,) = container["volumeMounts"]
+    (volume,) = [v for v in pod["spec"]["volumes"] if v["name"] == mount["name"]]
+    _one(objects, "PersistentVolumeClaim", volume["persistentVolumeClaim"]["claimName"])
+    assert_persistent_redis(container["args"], mount["mountPath"], port)
+    (policy,) = [
+        o for o in objects
+        if o["kind"] == "NetworkPolicy" and o["spec"]["podSelector"]["matchLabels"].items() <= labels.items()
+    ]  # fmt: skip
+    assert policy["spec"]["policyTypes"] == ["Ingress"]
+    pods = {o["metadata"]["name"]: o["spec"]["template"]["metadata"]["labels"] for o in objects if o["kind"] == "Deployment"}
+    for rule in policy["spec"]["ingress"]:
+        assert rule["ports"] == [{"port": port}] and rule.get("from"), rule  # no "from": every pod may connect
+        assert all(list(peer) == ["podSelector"] and list(peer["podSelector"]) == ["matchLabels"] for peer in rule["from"])
+        admitted = {
+            name for name, pod_labels in pods.items() for peer in rule["from"]
+            if peer["podSelector"]["matchLabels"].items() <= pod_labels.items()
+        }  # fmt: skip
+        assert admitted == {WORKER}, rule

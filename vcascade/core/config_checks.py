@@ -19,6 +19,7 @@ from vcascade.core.schema import (
     RecognizerConfig,
     RouteConfig,
     StageGroupConfig,
+    identity_problems,
     is_loopback,
     ui_problems,
 )
@@ -32,7 +33,7 @@ def check_deployment(dep: Deployment) -> list[str]:
     checks = (
         _check_cameras, _check_edges, _check_camera_policies, _check_camera_analytics, _check_workers,
         _check_routing, _check_recognizers, _check_stage_groups, _check_ports, _check_security, _check_heads,
-        ui_problems,
+        ui_problems, identity_problems,
     )
     return [problem for check in checks for problem in check(dep)]
 

@@ -74,6 +74,7 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "SqliteStoreConfig": ".identity",
     "TopologyConfig": ".identity",
     "TopologyLinkConfig": ".identity",
+    "identity_problems": ".identity",
     "Deployment": ".deployment",
     "SupervisionConfig": ".deployment",
     "UiConfig": ".ui",
