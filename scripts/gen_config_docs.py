@@ -20,6 +20,7 @@ DOC = Path(__file__).resolve().parents[1] / "docs" / "CONFIG.md"
 SECTIONS = [
     ("Top level", config.Deployment),
     ("`cameras.<name>`", config.CameraConfig),
+    ("`cameras.<name>.view`", config.CameraViewConfig),
     ("`edges.<name>`", config.EdgeConfig),
     ("`edges.<name>.detector` with `type: yolox` (the default)", config.YoloxDetectorConfig),
     ("`edges.<name>.detector` with `type: yolov5`", config.Yolov5DetectorConfig),

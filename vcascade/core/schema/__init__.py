@@ -12,6 +12,7 @@ module                                    holds
 :mod:`vcascade.core.schema.base`          base model, names, ports, thread fields, ``type`` key
 :mod:`vcascade.core.schema.detector`      the edge's detector, one class per family
 :mod:`vcascade.core.schema.edge`          cameras, ROI policy, routes, crops, sinks, edges
+:mod:`vcascade.core.schema.view`          a camera's view of its source (crop, mirror, scale)
 :mod:`vcascade.core.schema.broker`        brokers, heartbeats, CurveZMQ
 :mod:`vcascade.core.schema.center`        recognizers and their heads, workers, stage groups
 :mod:`vcascade.core.schema.deployment`    the whole file, supervision
@@ -46,6 +47,7 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "SinkConfig": ".edge",
     "TrackerConfig": ".edge",
     "ZmqPubSinkConfig": ".edge",
+    "CameraViewConfig": ".view",
     "BrokerConfig": ".broker",
     "CurveConfig": ".broker",
     "HeartbeatConfig": ".broker",

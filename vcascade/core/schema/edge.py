@@ -8,6 +8,7 @@ from pydantic import Field
 
 from vcascade.core.schema.base import ConfigModel, Name, Port, cpus_field
 from vcascade.core.schema.detector import DetectorConfig, YoloxDetectorConfig
+from vcascade.core.schema.view import CameraViewConfig
 
 # ---------------------------------------------------------------- tracking and ROI policy
 
@@ -92,6 +93,9 @@ class CameraConfig(ConfigModel):
     roi_policy: RoiPolicyConfig | None = Field(None, description="Overrides the edge's `roi.policy` for this camera.")
     routes: list[RouteConfig] | None = Field(
         None, min_length=1, description="Overrides the edge's `roi.routes` for this camera."
+    )
+    view: CameraViewConfig | None = Field(
+        None, description="Crop, mirror, rescale or re-encode every decoded frame (None: frames as decoded)."
     )
 
 
