@@ -110,20 +110,21 @@ class TrackedRoi:
 
 
 def track_rois(frames: Sequence[ClipFrame], detector: OnnxDetector, deployment: Deployment,
-               view: CameraViewConfig | None = None) -> list[TrackedRoi]:
-    """Run the edge's detection, tracking and ROI policy (``every_detection``, embedder classes) over frames.
+               view: CameraViewConfig | None = None, classes: list[str] | None = EMBEDDER_CLASSES) -> list[TrackedRoi]:
+    """Run the edge's detection, tracking and ROI policy (``every_detection``) over frames.
 
     Args:
         frames: consecutive frames of the clip (a camera's segment).
         detector: :func:`demo_detector`.
         deployment: :func:`demo_deployment` (tracker, ROI sizes and padding of the demo edge).
         view: the camera's view of the frames (None: frames as decoded).
+        classes: COCO classes to send (default: those the demo routes to its embedder; None: all detected).
 
     Returns:
         Every ROI sent, in frame order; its PTS is relative to the segment's first frame.
     """
     roi_cfg = deployment.edges[EDGE].roi
-    policy_cfg = RoiPolicyConfig(mode="every_detection", classes=EMBEDDER_CLASSES, tracker=roi_cfg.policy.tracker)
+    policy_cfg = RoiPolicyConfig(mode="every_detection", classes=classes, tracker=roi_cfg.policy.tracker)
     tracker = CameraTracker(policy_cfg.tracker)
     policy = RoiPolicy(policy_cfg, roi_cfg.min_size_px, roi_cfg.padding_px)
     rois: list[TrackedRoi] = []

@@ -21,8 +21,10 @@ non-negative int64; ``-1`` marks "no result" in search answers.
 
 from __future__ import annotations
 
-import numpy as np
+import os
+
 import faiss
+import numpy as np
 
 NO_ID = -1
 """Id in a search answer where the index holds fewer than ``k`` vectors."""

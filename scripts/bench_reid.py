@@ -1,0 +1,259 @@
+"""Re-identification quality on real footage: several cameras made from bikes.mp4, none replaying another's pixels.
+
+The scenario (:func:`scenario_cameras`): each camera shows its own time segment of the clip, through its own
+view (edge/views.py, the same code the edge runs for a camera's ``view:``): one camera as recorded, one as the
+demo's ``street-2`` sees it (cropped, mirrored, downscaled, JPEG-recompressed), one cropped to the left part,
+upscaled and recompressed harder. All cameras start together, so an object in the overlap of two segments is
+seen on both, at different moments of its passage and in different pixels.
+
+Ground truth: the edge's detector and ByteTrack run once over the full clip as recorded; a camera's ROI gets
+the true identity whose box, carried into the camera's view, overlaps its box with IoU >= 0.5 (else it is
+unlabelled: it still goes through the assignment, as it would in production, but is not scored).
+
+Each camera's ROIs come from the edge's own detector, tracker and ROI policy (``every_detection``) on the
+camera's frames. They are embedded by each embedder (the demo's MobileNetV2 and an HSV colour histogram), then
+assigned identities by each :class:`Assigner` (one worker's gallery; several workers, each with its own gallery,
+micro-batches dealt round-robin as the broker alternates them) for a sweep of match thresholds, and scored by
+scripts/reid_metrics.py: pairwise precision/recall (all pairs and cross-camera pairs), IDF1, identity switches,
+fragmentations.
+
+Usage: ``python scripts/bench_reid.py [--quick] [--stride N] [--json OUT] [--model-dir DIR]``
+(``--quick``: two cameras over the first 150 frames, every 4th frame's ROIs; under a minute, for CI).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from reid_metrics import quality  # noqa: E402  (sibling scripts)
+from reid_scenario import (  # noqa: E402
+    DEMO,
+    ClipFrame,
+    ColourHistogramEmbedder,
+    Embedder,
+    MobileNetEmbedder,
+    demo_deployment,
+    demo_detector,
+    pin_threads,
+    read_clip,
+    track_clip,
+    track_rois,
+)
+
+from vcascade.center.heads import EmbeddingHead  # noqa: E402
+from vcascade.core.config import CameraViewConfig  # noqa: E402
+from vcascade.core.detections import Detections  # noqa: E402
+from vcascade.edge.views import view_boxes  # noqa: E402
+
+THRESHOLDS = (0.6, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95, 0.97)
+MICRO_BATCH = 8
+"""The demo worker's ``max_batch``: ROIs are assigned in micro-batches of this size, in arrival order."""
+MAX_IDENTITIES = 10_000
+"""The demo embedder's ``max_identities``."""
+MIN_IOU = 0.5
+"""Box IoU at or above which a camera's ROI takes a ground-truth identity."""
+
+
+@dataclass(frozen=True)
+class ScenarioCamera:
+    """A camera of the scenario: the clip's frames ``first_frame..last_frame - 1`` seen through ``view``."""
+
+    name: str
+    first_frame: int
+    last_frame: int
+    view: CameraViewConfig | None
+
+
+def demo_view() -> CameraViewConfig:
+    """The view of configs/demo.yaml's ``street-2``."""
+    return CameraViewConfig.model_validate(yaml.safe_load(DEMO.read_text())["cameras"]["street-2"]["view"])
+
+
+def scenario_cameras(quick: bool) -> list[ScenarioCamera]:
+    """The cameras: three over the 250-frame clip, or two over its first 150 frames with ``quick``."""
+    if quick:
+        return [ScenarioCamera("cam-a", 0, 110, None), ScenarioCamera("cam-b", 40, 150, demo_view())]
+    return [
+        ScenarioCamera("cam-a", 0, 170, None),
+        ScenarioCamera("cam-b", 60, 250, demo_view()),
+        ScenarioCamera("cam-c", 30, 210, CameraViewConfig(crop_xyxy_frac=(0.0, 0.0, 0.7, 1.0), scale=1.3,
+                                                          jpeg_quality=35)),
+    ]
+
+
+@dataclass(frozen=True)
+class LabelledRoi:
+    """One ROI of the scenario: its camera, camera PTS (ms), camera track, true identity (-1: none), crop."""
+
+    camera: str
+    pts_ms: float
+    track_id: int
+    truth: int
+    crop: np.ndarray
+
+
+def iou(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """(n, m) IoU of (n, 4) and (m, 4) xyxy boxes."""
+    lo, hi = np.maximum(a[:, None, :2], b[None, :, :2]), np.minimum(a[:, None, 2:], b[None, :, 2:])
+    inter = np.prod(np.clip(hi - lo, 0, None), axis=2)
+    area = lambda x: np.prod(np.clip(x[:, 2:] - x[:, :2], 0, None), axis=1)  # noqa: E731
+    return inter / np.maximum(area(a)[:, None] + area(b)[None, :] - inter, 1e-9)
+
+
+def true_identity(box: np.ndarray, truth: Detections, view: CameraViewConfig | None, frame_hw) -> int:
+    """The ground-truth track whose box, in the camera's view, overlaps ``box`` most (IoU >= MIN_IOU), or -1."""
+    known = truth.track_id >= 0
+    if not known.any():
+        return -1
+    boxes = truth.xyxy[known] if view is None else view_boxes(truth.xyxy[known], view, *frame_hw)
+    overlaps = iou(box[None].astype(np.float32), boxes.astype(np.float32))[0]
+    best = int(np.argmax(overlaps))
+    return int(truth.track_id[known][best]) if overlaps[best] >= MIN_IOU else -1
+
+
+def scenario_rois(cameras: Sequence[ScenarioCamera], clip: Sequence[ClipFrame], truth: Sequence[Detections],
+                  stride: int, detector, deployment) -> list[LabelledRoi]:
+    """Every camera's ROIs (every ``stride``-th frame), labelled, in arrival order (camera PTS, then camera)."""
+    frame_hw = clip[0].image.shape[:2]
+    rois = []
+    for cam in cameras:
+        for roi in track_rois(clip[cam.first_frame:cam.last_frame], detector, deployment, cam.view, classes=None):
+            if (roi.frame - cam.first_frame) % stride == 0:
+                label = true_identity(roi.xyxy, truth[roi.frame], cam.view, frame_hw)
+                rois.append(LabelledRoi(cam.name, roi.pts_ms, roi.track_id, label, roi.crop))
+    return sorted(rois, key=lambda r: (r.pts_ms, r.camera))
+
+
+class Assigner(Protocol):
+    """Gives identity ids to a micro-batch of ROI embeddings, as the recognizer's workers would."""
+
+    name: str
+
+    def __call__(self, embeddings: np.ndarray, cameras: Sequence[str], pts_ms: np.ndarray) -> np.ndarray:
+        """(n,) int64 identity ids for (n, D) float32 unit embeddings of ROIs from ``cameras`` at ``pts_ms``."""
+
+
+class OneWorker:
+    """One worker: one :class:`EmbeddingHead` gallery sees every ROI."""
+
+    def __init__(self, threshold: float) -> None:
+        self.name = "1 worker"
+        self.head = EmbeddingHead(threshold, MAX_IDENTITIES)
+
+    def __call__(self, embeddings: np.ndarray, cameras: Sequence[str], pts_ms: np.ndarray) -> np.ndarray:
+        return np.array([out.identity_id for out in self.head(embeddings)], dtype=np.int64)
+
+
+class SeveralWorkers:
+    """``workers`` workers of one recognizer today: each its own :class:`EmbeddingHead` gallery numbering from 0,
+    micro-batches dealt round-robin (issue 16's bug: the same id means different objects on different workers)."""
+
+    def __init__(self, threshold: float, workers: int) -> None:
+        self.name = f"{workers} workers, own galleries"
+        self.heads = [EmbeddingHead(threshold, MAX_IDENTITIES) for _ in range(workers)]
+        self.turn = 0
+
+    def __call__(self, embeddings: np.ndarray, cameras: Sequence[str], pts_ms: np.ndarray) -> np.ndarray:
+        head = self.heads[self.turn % len(self.heads)]
+        self.turn += 1
+        return np.array([out.identity_id for out in head(embeddings)], dtype=np.int64)
+
+
+def assign(assigner: Assigner, embeddings: np.ndarray, rois: Sequence[LabelledRoi]) -> np.ndarray:
+    """Run ``assigner`` over the ROIs in micro-batches of :data:`MICRO_BATCH`; (N,) int64 identity ids."""
+    ids = np.empty(len(rois), dtype=np.int64)
+    for start in range(0, len(rois), MICRO_BATCH):
+        batch = rois[start:start + MICRO_BATCH]
+        ids[start:start + len(batch)] = assigner(embeddings[start:start + len(batch)], [r.camera for r in batch],
+                                                 np.array([r.pts_ms for r in batch]))
+    return ids
+
+
+def sweep(embedders: Sequence[Embedder], rois: Sequence[LabelledRoi], workers: int,
+          thresholds: Sequence[float] = THRESHOLDS) -> list[dict[str, Any]]:
+    """Quality of every (embedder, assigner, threshold), one row each."""
+    labelled = np.array([r.truth >= 0 for r in rois])
+    truth = np.array([r.truth for r in rois])[labelled]
+    camera = np.array([r.camera for r in rois])[labelled]
+    rows = []
+    for embedder in embedders:
+        start = time.perf_counter()
+        embeddings = embedder([r.crop for r in rois])
+        embed_ms = (time.perf_counter() - start) * 1000.0 / max(len(rois), 1)
+        for threshold in thresholds:
+            for assigner in (OneWorker(threshold), SeveralWorkers(threshold, workers)):
+                predicted = assign(assigner, embeddings, rois)[labelled]
+                rows.append({"embedder": embedder.name, "assigner": assigner.name, "threshold": threshold,
+                             "embed_ms_per_roi": embed_ms, **quality(truth, predicted, camera)})
+    return rows
+
+
+def reid_section(quick: bool = False, stride: int = 1, workers: int = 2, model_dir: str | None = None
+                 ) -> dict[str, Any]:
+    """Build the scenario, embed, assign and score; returns ``scenario`` (counts) and ``rows`` (:func:`sweep`)."""
+    pin_threads()
+    clip = read_clip(max_frames=150 if quick else None)
+    deployment = demo_deployment()
+    detector = demo_detector(deployment, model_dir)
+    truth = track_clip(clip, detector, deployment)
+    cameras = scenario_cameras(quick)
+    rois = scenario_rois(cameras, clip, truth, stride, detector, deployment)
+    labelled = [r for r in rois if r.truth >= 0]
+    seen_on = {t: {r.camera for r in labelled if r.truth == t} for t in {r.truth for r in labelled}}
+    scenario = {
+        "cameras": [{"name": c.name, "frames": [c.first_frame, c.last_frame],
+                     "view": None if c.view is None else c.view.model_dump()} for c in cameras],
+        "stride": stride, "rois": len(rois), "labelled_rois": len(labelled),
+        "true_identities": len(seen_on), "on_several_cameras": sum(len(c) > 1 for c in seen_on.values()),
+    }
+    embedders = [MobileNetEmbedder(deployment), ColourHistogramEmbedder()]
+    return {"scenario": scenario, "rows": sweep(embedders, rois, workers)}
+
+
+def print_section(result: dict[str, Any]) -> None:
+    """The scenario and a table row per (embedder, assigner, threshold)."""
+    s = result["scenario"]
+    print(f"{len(s['cameras'])} cameras {[c['name'] + str(c['frames']) for c in s['cameras']]}, every "
+          f"{s['stride']} frame(s): {s['rois']} ROIs, {s['labelled_rois']} labelled, {s['true_identities']} true "
+          f"identities ({s['on_several_cameras']} on several cameras)")
+    print(f"{'embedder':14s} {'assigner':26s} {'thr':>5s} {'P':>6s} {'R':>6s} {'xcamP':>6s} {'xcamR':>6s} "
+          f"{'IDF1':>6s} {'IDsw':>5s} {'frag':>5s} {'ids':>5s}")
+    for row in result["rows"]:
+        print(f"{row['embedder']:14s} {row['assigner']:26s} {row['threshold']:5.2f} {_f(row['precision'])} "
+              f"{_f(row['recall'])} {_f(row['cross_precision'])} {_f(row['cross_recall'])} {_f(row['idf1'])} "
+              f"{row['id_switches']:5d} {row['fragmentations']:5d} {row['identities']:5d}")
+
+
+def _f(x: float) -> str:
+    return "   nan" if math.isnan(x) else f"{x:6.3f}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="two cameras, first 150 frames, every 4th frame (CI)")
+    parser.add_argument("--stride", type=int, help="score the ROIs of every N-th frame (default 1; quick 4)")
+    parser.add_argument("--workers", type=int, default=2, help="workers in the several-workers modes")
+    parser.add_argument("--model-dir", help="folder holding yolox_nano.onnx")
+    parser.add_argument("--json", type=Path, help="write the numbers here")
+    args = parser.parse_args()
+    stride = args.stride or (4 if args.quick else 1)
+    result = reid_section(args.quick, stride, args.workers, args.model_dir)
+    print_section(result)
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()
