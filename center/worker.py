@@ -30,6 +30,7 @@ import queue
 import socket
 import threading
 import time
+from dataclasses import replace
 from typing import Callable
 
 import zmq
@@ -134,7 +135,8 @@ class _Worker:
         largest = min(cfg.max_batch, cfg.credits * len(cfg.brokers))  # no micro-batch holds more ROIs
         warm_s = warm_up(local, recognizer, self.first_device, largest)  # memory at its plateau first
         log.info("worker %s: warm-up micro-batch of %d in %.0f ms", name, largest, warm_s * 1e3)
-        self.head = build_head(recognizer.head, head_context(recognizer, model_dir))
+        context = replace(head_context(recognizer, model_dir), recognizer=cfg.recognizer, worker=name)
+        self.head = build_head(recognizer.head, context)
         self.engine = StageEngine(
             stages, cfg.stage_queue, self._emit_results, self._fail_batch, self.telemetry.stage_computed,
             max_in_flight=cfg.max_batches_in_flight, threads_per_stage=threads,
@@ -179,6 +181,7 @@ class _Worker:
             self._drain(dealers, poller, batcher_thread)
         finally:
             self._close(dealers)
+            self.head.close()  # after the drain: the embedding head pushes its last identities to the store
             report(self.telemetry.snapshot(final=True))
 
     def _connect(self, ctx: zmq.Context, index: int) -> zmq.Socket:
@@ -330,7 +333,8 @@ class _Worker:
 
     def _emit_results(self, batch: MicroBatch) -> None:
         """Engine sink (head thread): last stage's output -> the configured head -> one Result per ROI."""
-        outputs = self.head(head_input(batch.data[0], len(batch.items), self.head.input_ndim))
+        rois = [item.roi for item in batch.items]
+        outputs = self.head(head_input(batch.data[0], len(batch.items), self.head.input_ndim), rois)
         t_done = time.perf_counter()
         for row, (item, output) in enumerate(zip(batch.items, outputs)):
             hops = batch.hops(row, t_done)

@@ -3,7 +3,7 @@
 # extras into .venv) and run the whole test suite. Arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-APT_PACKAGES="python3-gi gir1.2-gst-rtsp-server-1.0 gstreamer1.0-plugins-good gstreamer1.0-plugins-bad ffmpeg gstreamer1.0-libav gstreamer1.0-plugins-ugly prometheus"
+APT_PACKAGES="python3-gi gir1.2-gst-rtsp-server-1.0 gstreamer1.0-plugins-good gstreamer1.0-plugins-bad ffmpeg gstreamer1.0-libav gstreamer1.0-plugins-ugly prometheus redis-server"
 if ! /usr/bin/python3 -c 'import gi; gi.require_version("GstRtspServer", "1.0")' 2>/dev/null \
    || ! dpkg -s gstreamer1.0-plugins-bad gstreamer1.0-plugins-ugly gstreamer1.0-libav >/dev/null 2>&1 \
    || ! command -v ffmpeg >/dev/null || ! command -v ffprobe >/dev/null \

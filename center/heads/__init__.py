@@ -2,8 +2,9 @@
 
 Heads are built from the recognizer's ``head`` config through a registry keyed by its ``type``:
 
-* ``embedding`` (:class:`EmbeddingHead`): re-identification against a gallery
-  (:class:`vcascade.core.wire.EmbeddingOutput`),
+* ``embedding`` (:class:`vcascade.center.identity.IdentityHead`): re-identification against the recognizer's
+  identity space shared by all its workers (:class:`vcascade.core.wire.EmbeddingOutput`); :class:`EmbeddingHead`
+  is the same matching on a gallery in one process's memory (benchmarks),
 * ``classifier`` (:class:`ClassifierHead`): top-k labels with scores (:class:`vcascade.core.wire.ClassifierOutput`),
 * ``text`` (:class:`TextHead`): CTC greedy decoding of OCR output (:class:`vcascade.core.wire.TextOutput`).
 
@@ -21,13 +22,14 @@ from vcascade.center.heads.base import Head, HeadContext, head_context, head_inp
 from vcascade.center.heads.classifier import ClassifierHead, softmax
 from vcascade.center.heads.embedding import EPS, EmbeddingHead, l2_normalise
 from vcascade.center.heads.text import TextHead, ctc_classes, ctc_greedy_decode, read_model_charset
+from vcascade.center.identity.head import IdentityHead
 
 HeadBuilder = Callable[[Any, HeadContext], Head]
 """Builds a head from its config (one of the ``*HeadConfig`` models) and the recognizer's context."""
 
 
-def _embedding(cfg, context: HeadContext) -> EmbeddingHead:
-    return EmbeddingHead(cfg.match_threshold, cfg.max_identities)
+def _embedding(cfg, context: HeadContext) -> IdentityHead:
+    return IdentityHead.from_config(cfg, context.recognizer, context.worker)
 
 
 def _classifier(cfg, context: HeadContext) -> ClassifierHead:

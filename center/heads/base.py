@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, Sequence
 
 import numpy as np
 
 from vcascade.core.models import find_model
 from vcascade.core.resources import resolve
-from vcascade.core.wire import HeadOutput
+from vcascade.core.wire import HeadOutput, Roi
 
 
 class Head(Protocol):
@@ -29,9 +29,14 @@ class Head(Protocol):
 
     input_ndim: int
 
-    def __call__(self, outputs: np.ndarray) -> list[HeadOutput]:
+    def __call__(self, outputs: np.ndarray, rois: Sequence[Roi] | None = None) -> list[HeadOutput]:
         """One output per row of ``outputs`` (float array of rank ``input_ndim``), in row order, all of the
-        head's own :data:`vcascade.core.wire.HeadOutput` type."""
+        head's own :data:`vcascade.core.wire.HeadOutput` type. ``rois``: the micro-batch's ROIs in row order
+        (camera, time), or None when unknown."""
+        ...
+
+    def close(self) -> None:
+        """Release what the head holds (the embedding head: push to its identity store, stop its sync)."""
         ...
 
 
@@ -42,9 +47,13 @@ class HeadContext:
     Attributes:
         model_path: local path of the recognizer's ONNX model (``charset: model`` reads its metadata), or None
             when the recognizer has no ONNX file (torch recognizers).
+        recognizer: the recognizer's name (the embedding head's identity space).
+        worker: the worker's name (metrics label).
     """
 
     model_path: str | None = None
+    recognizer: str = "recognizer"
+    worker: str = "worker"
 
 
 def head_context(recognizer_cfg: Any, model_dir: str | Path | None = None) -> HeadContext:

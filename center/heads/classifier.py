@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Sequence
+
 import numpy as np
 
-from vcascade.core.wire import ClassifierOutput
+from vcascade.core.wire import ClassifierOutput, Roi
 
 
 def softmax(logits: np.ndarray) -> np.ndarray:
@@ -40,7 +42,10 @@ class ClassifierHead:
         self.top_k = int(top_k)
         self.softmax = bool(softmax)
 
-    def __call__(self, outputs: np.ndarray) -> list[ClassifierOutput]:
+    def close(self) -> None:
+        """Nothing to release."""
+
+    def __call__(self, outputs: np.ndarray, rois: Sequence[Roi] | None = None) -> list[ClassifierOutput]:
         """One :class:`vcascade.core.wire.ClassifierOutput` per row: the top-k labels and their scores, best
         first.
 

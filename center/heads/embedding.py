@@ -6,20 +6,12 @@ similarity (re-identification: the same object seen again, on this or another ca
 
 from __future__ import annotations
 
+from typing import Sequence
+
 import numpy as np
 
-from vcascade.core.wire import EmbeddingOutput
-
-EPS = 1e-12
-"""Floor on vector norms before dividing, so an all-zero embedding does not produce NaN."""
-
-
-def l2_normalise(x: np.ndarray) -> np.ndarray:
-    """Row-wise L2 normalisation of an (n, D) array to float32 unit rows (zero rows stay zero)."""
-    x = np.asarray(x, dtype=np.float32)
-    norms = np.linalg.norm(x, axis=1, keepdims=True)
-    return x / np.maximum(norms, EPS)
-
+from vcascade.center.identity.vectors import EPS, l2_normalise  # noqa: F401  (EPS: heads API)
+from vcascade.core.wire import EmbeddingOutput, Roi
 
 class EmbeddingHead:
     """Cosine-similarity gallery of identities with enrolment and least-recently-matched eviction.
@@ -64,7 +56,10 @@ class EmbeddingHead:
         """Ids of the identities in the gallery (unordered)."""
         return [int(i) for i in self._ids[: self._size]]
 
-    def __call__(self, embeddings: np.ndarray) -> list[EmbeddingOutput]:
+    def close(self) -> None:
+        """Nothing to release."""
+
+    def __call__(self, embeddings: np.ndarray, rois: Sequence[Roi] | None = None) -> list[EmbeddingOutput]:
         """Match (or enrol) each row, in row order.
 
         Rows are processed sequentially, so two crops of the same new object in one micro-batch get the same

@@ -13,9 +13,11 @@ probability, and 0.0 when nothing is kept: PaddleOCR's ``CTCLabelDecode`` (ppocr
 
 from __future__ import annotations
 
+from typing import Sequence
+
 import numpy as np
 
-from vcascade.core.wire import TextOutput
+from vcascade.core.wire import TextOutput, Roi
 
 BLANK = "<blank>"
 """Placeholder for class 0, the CTC blank (never part of decoded text)."""
@@ -114,7 +116,10 @@ class TextHead:
         self.min_score = float(min_score)
         self._classes: list[str] | None = None
 
-    def __call__(self, outputs: np.ndarray) -> list[TextOutput]:
+    def close(self) -> None:
+        """Nothing to release."""
+
+    def __call__(self, outputs: np.ndarray, rois: Sequence[Roi] | None = None) -> list[TextOutput]:
         """One :class:`vcascade.core.wire.TextOutput` per row of (n, T, C) probabilities ('' with its score when
         the score is under ``min_score``).
 

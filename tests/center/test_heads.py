@@ -12,6 +12,7 @@ import yaml
 from pydantic import ValidationError
 
 from vcascade.center.heads import HEADS, ClassifierHead, EmbeddingHead, TextHead, build_head, l2_normalise
+from vcascade.center.identity import IdentityHead
 from vcascade.core import wire
 from vcascade.core.config import (
     ClassifierHeadConfig,
@@ -141,11 +142,14 @@ def test_wrong_shapes_raise():
 
 def test_registry_builds_each_head_type_from_its_config():
     embedding = build_head(EmbeddingHeadConfig(match_threshold=0.5, max_identities=3))
-    assert isinstance(embedding, EmbeddingHead) and embedding.match_threshold == 0.5 and embedding.max_identities == 3
+    assert isinstance(embedding, IdentityHead) and embedding.space.match_threshold == 0.5
+    assert embedding.space.capacity == 3 and embedding.sync.capacity == 3
+    embedding.close()
     assert isinstance(build_head(ClassifierHeadConfig(type="classifier", labels=["a"])), ClassifierHead)
     assert isinstance(build_head(TextHeadConfig(type="text", charset=["a"])), TextHead)
     assert set(HEADS) == {"embedding", "classifier", "text"}
-    assert [EmbeddingHead.input_ndim, ClassifierHead.input_ndim, TextHead.input_ndim] == [2, 2, 3]
+    assert [IdentityHead.input_ndim, ClassifierHead.input_ndim, TextHead.input_ndim] == [2, 2, 3]
+    assert EmbeddingHead.input_ndim == 2
 
 
 def test_unknown_head_type_names_the_known_ones():

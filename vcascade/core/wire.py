@@ -127,14 +127,22 @@ class EmbeddingOutput(_HeadOutputBase, tag="embedding"):
     """The embedding head's answer: a gallery identity (re-identification across cameras).
 
     Attributes:
-        identity_id: the gallery identity matched or enrolled, >= 0.
+        identity_id: the identity matched or enrolled in the recognizer's identity space: >= 1 when the store
+            gave it (stable across workers and restarts), <= -2 while provisional (local to the worker).
         similarity: cosine similarity to that identity, -1..1 (1.0 for a newly enrolled identity).
         enrolled: True when the embedding enrolled a new identity instead of matching one.
+        provisional: True when the worker answered out of sync with the identity store (store away or slow),
+            or the identity has no store id yet; the id may later be merged into another.
+        merged_from: ids merged into ``identity_id`` since this worker last answered with it: duplicates of one
+            object enrolled by two workers, or provisional ids replaced by this store id. Each merged id is
+            reported once per worker.
     """
 
     identity_id: int
     similarity: float
     enrolled: bool
+    provisional: bool = False
+    merged_from: tuple[int, ...] = ()
 
 
 class ClassifierOutput(_HeadOutputBase, tag="classifier"):

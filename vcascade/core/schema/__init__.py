@@ -15,6 +15,7 @@ module                                    holds
 :mod:`vcascade.core.schema.view`          a camera's view of its source (crop, mirror, scale)
 :mod:`vcascade.core.schema.broker`        brokers, heartbeats, CurveZMQ
 :mod:`vcascade.core.schema.center`        recognizers and their heads, workers, stage groups
+:mod:`vcascade.core.schema.identity`      identity space of embedding heads: store, sync, topology
 :mod:`vcascade.core.schema.deployment`    the whole file, supervision
 ========================================  =====================================================
 """
@@ -61,6 +62,12 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "TextHeadConfig": ".center",
     "TorchRecognizerConfig": ".center",
     "WorkerConfig": ".center",
+    "IdentitySpaceConfig": ".identity",
+    "IdentityStoreConfig": ".identity",
+    "RedisStoreConfig": ".identity",
+    "SqliteStoreConfig": ".identity",
+    "TopologyConfig": ".identity",
+    "TopologyLinkConfig": ".identity",
     "Deployment": ".deployment",
     "SupervisionConfig": ".deployment",
 })

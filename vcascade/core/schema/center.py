@@ -15,6 +15,7 @@ from vcascade.core.schema.base import (
     torch_threads_field,
     type_discriminator,
 )
+from vcascade.core.schema.identity import IdentitySpaceConfig
 
 # ---------------------------------------------------------------- center
 
@@ -25,6 +26,7 @@ class EmbeddingHeadConfig(ConfigModel):
     type: Literal["embedding"] = Field("embedding", description="Head kind (registry key).")
     match_threshold: float = Field(0.8, ge=-1, le=1, description="Cosine similarity at or above which an identity matches.")
     max_identities: int = Field(10_000, ge=1, description="Gallery capacity; the least recently seen identity is evicted.")
+    identity: IdentitySpaceConfig = Field(IdentitySpaceConfig(), description="Identity space shared by the recognizer's workers.")
 
 
 class ClassifierHeadConfig(ConfigModel):

@@ -1,0 +1,47 @@
+"""Identity store backends by config ``type``: ``sqlite`` (embedded, one host) and ``redis`` (several hosts)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Callable
+
+from vcascade.center.identity.redis_store import RedisStore
+from vcascade.center.identity.sqlite_store import SqliteStore
+from vcascade.center.identity.store import IdentityStore
+
+
+STATE_DIR_ENV = "VCASCADE_STATE_DIR"
+"""Environment variable naming the state folder (relative SQLite paths); default ``state`` in the working
+directory. Tests set it per test so that identities never leak from one test into another."""
+
+
+def state_path(path: str) -> Path:
+    """``path`` made absolute: as it is when absolute, else inside ``$VCASCADE_STATE_DIR`` (default ``./state``)."""
+    given = Path(path).expanduser()
+    return given if given.is_absolute() else Path(os.environ.get(STATE_DIR_ENV, "state")) / given
+
+
+def _sqlite(cfg: Any, space: str) -> IdentityStore:
+    return SqliteStore(state_path(cfg.path), space, cfg.timeout_s)
+
+
+def _redis(cfg: Any, space: str) -> IdentityStore:
+    return RedisStore(cfg.url, space, cfg.timeout_s, cfg.key_prefix)
+
+
+STORES: dict[str, Callable[[Any, str], IdentityStore]] = {"sqlite": _sqlite, "redis": _redis}
+"""Store builders by config ``type``: ``(store config, space name) -> store``."""
+
+
+def build_store(cfg: Any, space: str) -> IdentityStore:
+    """The store a ``SqliteStoreConfig`` / ``RedisStoreConfig`` describes, for identity space ``space``.
+
+    Raises:
+        KeyError: unknown ``type``. ImportError: the backend's client library is missing (fails the start).
+    """
+    try:
+        builder = STORES[cfg.type]
+    except KeyError:
+        raise KeyError(f"unknown identity store type {cfg.type!r}; known: {sorted(STORES)}") from None
+    return builder(cfg, space)

@@ -1,0 +1,154 @@
+"""Shared identity store on Redis, for the workers of a recognizer on several hosts.
+
+Layout under ``<key_prefix>:<space>:`` (one Redis instance; Redis Cluster is not supported because the scripts
+follow merge chains to keys they compute): ``next_id`` (INCRBY: id blocks, never reused), ``version`` (INCR per
+change), ``changes`` (sorted set id -> version of its last change), ``seen`` (sorted set id -> wall time of its
+last sighting: retention and least-recently-seen eviction), ``id:<n>`` (hash: state, sum (float32 bytes),
+count, camera, t_ms, wall_s, merged_into). Every change runs as one Lua script, so it is atomic and versions
+follow commit order; vector sums are added inside the script (Redis's ``struct`` library).
+
+The server must persist (``appendonly yes``): a Redis restarted empty would count ids from 1 again.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import redis
+
+from vcascade.center.identity.store import LIVE, Sighting, StoredIdentity, StoreWrite
+
+_ADD = """
+local function add(a, b)
+  local out = {}
+  for i = 0, string.len(b) / 4 - 1 do
+    out[i + 1] = struct.pack('<f', struct.unpack('<f', a, 4 * i + 1) + struct.unpack('<f', b, 4 * i + 1))
+  end
+  return table.concat(out)
+end
+local function bump(p, id)
+  local v = redis.call('INCR', p .. ':version')
+  redis.call('ZADD', p .. ':changes', v, id)
+end
+"""
+
+WRITE = _ADD + """
+local p, id = ARGV[1], ARGV[2]
+for _ = 1, 64 do
+  local state = redis.call('HGET', p .. ':id:' .. id, 'state')
+  if state == 'merged' then id = redis.call('HGET', p .. ':id:' .. id, 'merged_into')
+  elseif state == 'evicted' then return 0
+  else break end
+end
+local key = p .. ':id:' .. id
+local state = redis.call('HGET', key, 'state')
+if state ~= 'live' and (state or ARGV[8] ~= '1') then return 0 end
+local wall = tonumber(ARGV[7])
+if state == 'live' then
+  local old = redis.call('HMGET', key, 'sum', 'count', 'wall_s')
+  redis.call('HSET', key, 'sum', add(old[1], ARGV[3]), 'count', tonumber(old[2]) + tonumber(ARGV[4]))
+  if wall < tonumber(old[3]) then bump(p, id) return 1 end
+else
+  redis.call('HSET', key, 'state', 'live', 'sum', ARGV[3], 'count', ARGV[4], 'merged_into', -1)
+end
+redis.call('HSET', key, 'camera', ARGV[5], 't_ms', ARGV[6], 'wall_s', ARGV[7])
+redis.call('ZADD', p .. ':seen', wall, id)
+bump(p, id)
+return 1
+"""
+
+MERGE = _ADD + """
+local p, loser, survivor = ARGV[1], ARGV[2], ARGV[3]
+local a, b = p .. ':id:' .. loser, p .. ':id:' .. survivor
+if loser == survivor or redis.call('HGET', a, 'state') ~= 'live' or redis.call('HGET', b, 'state') ~= 'live' then
+  return 0
+end
+local x = redis.call('HMGET', a, 'sum', 'count', 'camera', 't_ms', 'wall_s')
+local y = redis.call('HMGET', b, 'sum', 'count', 'wall_s')
+redis.call('HSET', b, 'sum', add(y[1], x[1]), 'count', tonumber(x[2]) + tonumber(y[2]))
+if tonumber(x[5]) > tonumber(y[3]) then
+  redis.call('HSET', b, 'camera', x[3], 't_ms', x[4], 'wall_s', x[5])
+  redis.call('ZADD', p .. ':seen', x[5], survivor)
+end
+redis.call('HSET', a, 'state', 'merged', 'merged_into', survivor)
+redis.call('HDEL', a, 'sum')
+redis.call('ZREM', p .. ':seen', loser)
+bump(p, survivor)
+bump(p, loser)
+return 1
+"""
+
+SWEEP = """
+local p, cutoff, capacity = ARGV[1], ARGV[2], tonumber(ARGV[3])
+local seen = p .. ':seen'
+local old = redis.call('ZRANGEBYSCORE', seen, '-inf', '(' .. cutoff)
+local excess = redis.call('ZCARD', seen) - #old - capacity
+if excess > 0 then
+  for _, id in ipairs(redis.call('ZRANGEBYSCORE', seen, cutoff, '+inf', 'LIMIT', 0, excess)) do table.insert(old, id) end
+end
+for _, id in ipairs(old) do
+  redis.call('HSET', p .. ':id:' .. id, 'state', 'evicted')
+  redis.call('HDEL', p .. ':id:' .. id, 'sum')
+  redis.call('ZREM', seen, id)
+  redis.call('ZADD', p .. ':changes', redis.call('INCR', p .. ':version'), id)
+end
+return #old
+"""
+
+
+class RedisStore:
+    """:class:`vcascade.center.identity.store.IdentityStore` on a Redis server.
+
+    Args:
+        url: redis-py URL (``redis://host:port/db``).
+        space: identity space name (the recognizer's).
+        timeout_s: socket connect and read timeout, s; a call that takes longer raises ``redis.TimeoutError``.
+        key_prefix: prefix of every key.
+
+    Calls raise ``redis.RedisError`` subclasses (``ConnectionError``, ``TimeoutError``) when the server is away.
+    """
+
+    def __init__(self, url: str, space: str, timeout_s: float = 0.5, key_prefix: str = "vcascade:identity") -> None:
+        self.prefix = f"{key_prefix}:{space}"
+        self._redis = redis.Redis.from_url(url, socket_timeout=timeout_s, socket_connect_timeout=timeout_s)
+        self._write = self._redis.register_script(WRITE)
+        self._merge = self._redis.register_script(MERGE)
+        self._sweep = self._redis.register_script(SWEEP)
+
+    def reserve_ids(self, n: int) -> list[int]:
+        last = int(self._redis.incrby(f"{self.prefix}:next_id", n))
+        return list(range(last - n + 1, last + 1))
+
+    def write(self, writes: list[StoreWrite]) -> int:
+        if not writes:
+            return 0
+        pipe = self._redis.pipeline(transaction=False)
+        for w in writes:
+            self._write(args=[self.prefix, w.identity_id, np.asarray(w.sum_delta, np.float32).tobytes(),
+                              w.count_delta, w.seen.camera, w.seen.t_ms, w.seen.wall_s, int(w.enrol)],
+                        client=pipe)  # fmt: skip
+        return sum(1 for applied in pipe.execute() if not applied)
+
+    def changes(self, cursor: int) -> tuple[list[StoredIdentity], int]:
+        changed = self._redis.zrangebyscore(f"{self.prefix}:changes", f"({cursor}", "+inf", withscores=True)
+        pipe = self._redis.pipeline(transaction=False)
+        for ident, _ in changed:
+            pipe.hgetall(f"{self.prefix}:id:{int(ident)}")
+        found = [_stored(int(ident), fields) for (ident, _), fields in zip(changed, pipe.execute())]
+        return found, max([cursor, *(int(score) for _, score in changed)])
+
+    def merge(self, loser: int, survivor: int) -> bool:
+        return bool(self._merge(args=[self.prefix, loser, survivor]))
+
+    def sweep(self, now_s: float, retention_s: float, capacity: int) -> int:
+        return int(self._sweep(args=[self.prefix, repr(now_s - retention_s), capacity]))
+
+    def close(self) -> None:
+        self._redis.close()
+
+
+def _stored(ident: int, fields: dict[bytes, bytes]) -> StoredIdentity:
+    state = fields.get(b"state", b"evicted").decode()
+    if state != LIVE:
+        return StoredIdentity(ident, state, merged_into=int(fields.get(b"merged_into", -1)))
+    seen = Sighting(fields[b"camera"].decode(), float(fields[b"t_ms"]), float(fields[b"wall_s"]))
+    return StoredIdentity(ident, state, np.frombuffer(fields[b"sum"], np.float32).copy(), int(fields[b"count"]), seen)

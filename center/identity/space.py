@@ -1,0 +1,372 @@
+"""A worker's local copy of its recognizer's identity space: matching, enrolment, and what the sync exchanges.
+
+Matching (the head thread) only ever touches this copy, under a short lock; the store is reached by the sync
+thread (:mod:`vcascade.center.identity.sync`), which hands this class the store's changes and takes its news.
+
+* **Match**: a ROI's unit embedding is compared with the candidate identities (every identity, through the vector
+  index; or, with a camera topology, those that could have reached the ROI's camera: :mod:`.topology`). The most
+  similar at or above ``match_threshold`` matches: its sum of unit embeddings grows by this one (the centroid is
+  the normalised sum) and its last sighting moves here. Rows are processed in order, so two crops of one new
+  object in one micro-batch get one identity.
+* **Enrol**: otherwise the ROI enrols a new identity, with an id from the block the sync reserved in the store.
+  When that block is empty (the store is away) the id is *provisional*: negative (from -2 down; -1 means "no
+  identity" to the edge), local to this worker, and replaced by a store id when the store is back (the first
+  result naming the store id lists the provisional one in ``merged_from``).
+* **Merge**: when the store reports an identity that lies at or above ``match_threshold`` from another live one
+  (two workers enrolled the same object at about the same time, each before hearing of the other's), the
+  higher id is merged into the lower one in the store; every worker then drops the higher one, and its next
+  result naming the survivor lists the merged id in ``merged_from``.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from vcascade.center.identity.index import make_index
+from vcascade.center.identity.store import LIVE, MERGED, Sighting, StoredIdentity, StoreWrite, add_sighting
+from vcascade.center.identity.topology import UNKNOWN, Topology
+from vcascade.center.identity.vectors import l2_normalise
+from vcascade.core.wire import EmbeddingOutput
+
+FIRST_PROVISIONAL_ID = -2
+"""Provisional ids count down from here (-1 is the edge's "no identity")."""
+NO_IDENTITY = -1
+"""No identity (the vector index's answer when it is empty); never an identity id."""
+UNUSED = np.iinfo(np.int64).min
+"""Id of a free slot (provisional ids are negative, so -1 cannot mark one)."""
+
+
+@dataclass
+class _Delta:
+    """Matches of one identity not yet pushed to the store."""
+
+    vector_sum: np.ndarray
+    count: int
+    seen: Sighting
+
+
+@dataclass
+class MatchStats:
+    """What one :meth:`IdentitySpace.match` call did, for the metrics.
+
+    Attributes:
+        matches: ROIs that matched an identity. enrolments: ROIs that enrolled one (provisional ones included).
+        provisional: ROIs answered with a provisional result. comparisons: embedding comparisons made.
+    """
+
+    matches: int = 0
+    enrolments: int = 0
+    provisional: int = 0
+    comparisons: int = 0
+
+
+@dataclass
+class SyncNews:
+    """What :meth:`IdentitySpace.apply` learnt from the store's changes.
+
+    Attributes:
+        duplicates: ``(loser, survivor)`` pairs of live identities at or above the match threshold, loser > survivor.
+        merged: identities this worker held that the store merged into another (by any worker).
+    """
+
+    duplicates: list[tuple[int, int]] = field(default_factory=list)
+    merged: int = 0
+
+
+class IdentitySpace:
+    """Local identities (slot arrays plus a vector index) with the pending exchange with the store. Thread-safe.
+
+    Args:
+        match_threshold: cosine similarity at or above which an identity matches, -1..1.
+        capacity: identities kept locally at most; beyond, the least recently seen (wall time) is dropped here
+            (the store evicts on its own, :meth:`vcascade.center.identity.store.IdentityStore.sweep`).
+        index_kind: vector index kind (``exact`` or ``ann``, :func:`vcascade.center.identity.index.make_index`).
+        topology: camera topology for pruning, or None to compare with every identity.
+    """
+
+    def __init__(self, match_threshold: float, capacity: int, index_kind: str = "exact",
+                 topology: Topology | None = None) -> None:  # fmt: skip
+        self.match_threshold = float(match_threshold)
+        self.capacity = int(capacity)
+        self.index_kind = index_kind
+        self.topology = topology
+        self.in_sync = False  # set by the sync thread: the last exchange with the store succeeded
+        self._lock = threading.Lock()
+        self._dim: int | None = None
+        self._index = None
+        self._slot: dict[int, int] = {}
+        self._free: list[int] = []
+        self._ids = np.zeros(0, np.int64)
+        self._sums = self._units = np.zeros((0, 0), np.float32)
+        self._counts = np.zeros(0, np.int64)
+        self._codes = np.zeros(0, np.int32)  # topology code of the last camera
+        self._t_s = np.zeros(0, np.float64)  # last sighting on the topology clock, s
+        self._seen: list[Sighting | None] = []
+        self._pool: list[int] = []  # reserved store ids, used in order
+        self._next_provisional = FIRST_PROVISIONAL_ID
+        self._enrolled: set[int] = set()  # not yet pushed: enrolments (their whole state is pushed)
+        self._deltas: dict[int, _Delta] = {}  # not yet pushed: matches of identities the store knows
+        self._unreported: OrderedDict[int, list[int]] = OrderedDict()  # survivor -> merged ids not yet in a result
+
+    def __len__(self) -> int:
+        return len(self._slot)
+
+    def identities(self) -> list[int]:
+        """Ids of the local identities (unordered)."""
+        with self._lock:
+            return list(self._slot)
+
+    # ------------------------------------------------------------------ head thread
+
+    def match(self, units: np.ndarray, sightings: list[Sighting]) -> tuple[list[EmbeddingOutput], MatchStats]:
+        """Match or enrol each row, in order.
+
+        Args:
+            units: float32 (n, D), L2-normalised embeddings; D fixed by the first call or the first store record.
+            sightings: one per row: the ROI's camera, time on the topology clock (ms) and wall time (s).
+
+        Returns:
+            One :class:`vcascade.core.wire.EmbeddingOutput` per row, and the call's :class:`MatchStats`.
+
+        Raises:
+            ValueError: D differs from the space's.
+        """
+        stats = MatchStats()
+        with self._lock:
+            self._ensure_dim(units.shape[1])
+            outputs = [self._match_row(unit, seen, stats) for unit, seen in zip(units, sightings)]
+        stats.provisional = sum(out.provisional for out in outputs)
+        return outputs, stats
+
+    def _match_row(self, unit: np.ndarray, seen: Sighting, stats: MatchStats) -> EmbeddingOutput:
+        best, similarity, compared = self._best(unit, seen)
+        stats.comparisons += compared
+        if best != NO_IDENTITY and similarity >= self.match_threshold:
+            stats.matches += 1
+            self._observe(best, unit, seen)
+            ident, enrolled = best, False
+        else:
+            stats.enrolments += 1
+            ident, similarity, enrolled = self._enrol(unit, seen), 1.0, True
+        provisional = ident < 0 or not self.in_sync
+        merged = tuple(self._unreported.pop(ident, ()))
+        return EmbeddingOutput(ident, float(similarity), enrolled, provisional, merged)
+
+    def _best(self, unit: np.ndarray, seen: Sighting) -> tuple[int, float, int]:
+        """(best id or :data:`NO_IDENTITY`, its similarity, comparisons made)."""
+        if self.topology is None or self.topology.code(seen.camera) == UNKNOWN:
+            slots, sims = self._index.search(unit[None], 1)
+            slot = int(slots[0, 0])
+            return (NO_IDENTITY if slot < 0 else int(self._ids[slot])), float(sims[0, 0]), len(self._slot)
+        used = np.flatnonzero(self._ids[: len(self._seen)] != UNUSED)
+        allowed = used[self.topology.candidates(seen.camera, seen.t_ms / 1000.0, self._codes[used], self._t_s[used])]
+        if len(allowed) == 0:
+            return NO_IDENTITY, -1.0, 0
+        sims = self._units[allowed] @ unit
+        top = int(np.argmax(sims))
+        return int(self._ids[allowed[top]]), float(sims[top]), len(allowed)
+
+    def _observe(self, ident: int, unit: np.ndarray, seen: Sighting) -> None:
+        slot = self._slot[ident]
+        self._set(slot, ident, self._sums[slot] + unit, self._counts[slot] + 1, seen)
+        if ident not in self._enrolled:
+            delta = self._deltas.get(ident)
+            if delta is None:
+                self._deltas[ident] = _Delta(unit.copy(), 1, seen)
+            else:
+                delta.vector_sum += unit
+                delta.count += 1
+                delta.seen = add_sighting(delta.seen, seen)
+
+    def _enrol(self, unit: np.ndarray, seen: Sighting) -> int:
+        if self._pool:
+            ident = self._pool.pop(0)
+        else:
+            ident = self._next_provisional
+            self._next_provisional -= 1
+        self._set(self._new_slot(ident), ident, unit.copy(), 1, seen)
+        self._enrolled.add(ident)
+        self._drop_least_recent()
+        return ident
+
+    # ------------------------------------------------------------------ sync thread
+
+    def ids_wanted(self, block: int) -> int:
+        """How many ids to reserve now: a block when less than half a block is left, plus one per provisional."""
+        with self._lock:
+            provisional = sum(1 for ident in self._enrolled if ident < 0)
+            return (block if len(self._pool) < block / 2 else 0) + provisional
+
+    def add_ids(self, ids: list[int]) -> list[tuple[int, int]]:
+        """Take reserved store ids: first replace each provisional id, then keep the rest for enrolments.
+
+        Returns:
+            ``(provisional id, store id)`` per identity reconciled.
+        """
+        with self._lock:
+            fresh = [ident for ident in ids if ident not in self._slot]
+            reconciled = []
+            for old in sorted((i for i in self._enrolled if i < 0), reverse=True):
+                if not fresh:
+                    break
+                new = fresh.pop(0)
+                self._rename(old, new)
+                reconciled.append((old, new))
+            self._pool.extend(fresh)
+            return reconciled
+
+    def take_writes(self) -> list[StoreWrite]:
+        """The news for the store (enrolments with store ids first, then match deltas); cleared here, given
+        back with :meth:`restore_writes` when the push fails."""
+        with self._lock:
+            enrolled = sorted(ident for ident in self._enrolled if ident >= 0)
+            writes = [self._enrol_write(ident) for ident in enrolled]
+            writes += [StoreWrite(ident, d.vector_sum, d.count, d.seen, False) for ident, d in self._deltas.items()]
+            self._enrolled.difference_update(enrolled)
+            self._deltas.clear()
+            return writes
+
+    def restore_writes(self, writes: list[StoreWrite]) -> None:
+        """Put back writes the store did not take (pushed again next time)."""
+        with self._lock:
+            for w in writes:
+                if w.enrol:
+                    if w.identity_id in self._slot:  # pushed again with its whole state by then
+                        self._enrolled.add(w.identity_id)
+                        self._deltas.pop(w.identity_id, None)
+                elif w.identity_id not in self._enrolled:
+                    later = self._deltas.get(w.identity_id)
+                    if later is not None:
+                        w = StoreWrite(w.identity_id, w.sum_delta + later.vector_sum, w.count_delta + later.count,
+                                       add_sighting(w.seen, later.seen), False)  # fmt: skip
+                    self._deltas[w.identity_id] = _Delta(w.sum_delta, w.count_delta, w.seen)
+
+    def apply(self, records: list[StoredIdentity]) -> SyncNews:
+        """Bring the local copy up to the store's changes: live identities take the store's sum (plus what this
+        worker has not pushed yet), merged and evicted ones leave. Then look for duplicates among the live ones."""
+        news = SyncNews()
+        with self._lock:
+            live = []
+            for record in records:
+                if record.state == LIVE:
+                    if self._take_live(record):
+                        live.append(record.identity_id)
+                elif self._slot.get(record.identity_id) is not None:
+                    news.merged += record.state == MERGED
+                    if record.state == MERGED:
+                        self._unreport(record.merged_into, [record.identity_id])
+                    self._remove(record.identity_id)
+            news.duplicates = self._duplicates(live)
+        return news
+
+    def _take_live(self, record: StoredIdentity) -> bool:
+        ident = record.identity_id
+        if ident in self._enrolled:
+            return False  # re-enrolled after a failed push: the local state is newer
+        self._ensure_dim(len(record.vector_sum))
+        total, count, seen = record.vector_sum, record.count, record.seen
+        delta = self._deltas.get(ident)
+        if delta is not None:
+            total, count, seen = total + delta.vector_sum, count + delta.count, add_sighting(seen, delta.seen)
+        slot = self._slot.get(ident)
+        if slot is None:
+            slot = self._new_slot(ident)
+        else:
+            seen = add_sighting(self._seen[slot], seen)
+        self._set(slot, ident, total.astype(np.float32), count, seen)
+        self._drop_least_recent()
+        return ident in self._slot
+
+    def _duplicates(self, ids: list[int]) -> list[tuple[int, int]]:
+        pairs = set()
+        for ident in ids:
+            if ident not in self._slot or len(self._slot) < 2:
+                continue
+            slots, sims = self._index.search(self._units[self._slot[ident]][None], 2)
+            for slot, sim in zip(slots[0].tolist(), sims[0].tolist()):
+                other = NO_IDENTITY if slot < 0 else int(self._ids[slot])
+                if other not in (ident, NO_IDENTITY) and other >= 0 and sim >= self.match_threshold:
+                    pairs.add((max(ident, other), min(ident, other)))
+                    break
+        return sorted(pairs)
+
+    # ------------------------------------------------------------------ slots
+
+    def _ensure_dim(self, dim: int) -> None:
+        if self._dim is None:
+            self._dim = dim
+            self._index = make_index(self.index_kind, dim)
+            self._sums = self._units = np.zeros((0, dim), np.float32)
+        elif dim != self._dim:
+            raise ValueError(f"embedding size {dim} differs from the identity space's {self._dim}")
+
+    def _new_slot(self, ident: int) -> int:
+        if self._free:
+            slot = self._free.pop()
+        else:
+            slot = len(self._seen)
+            if slot == len(self._ids):
+                self._grow(max(16, 2 * slot))
+            self._seen.append(None)
+        self._slot[ident] = slot
+        return slot
+
+    def _grow(self, size: int) -> None:
+        extra = size - len(self._ids)
+        self._ids = np.concatenate([self._ids, np.full(extra, UNUSED, np.int64)])
+        self._sums = np.concatenate([self._sums, np.zeros((extra, self._dim), np.float32)])
+        self._units = np.concatenate([self._units, np.zeros((extra, self._dim), np.float32)])
+        self._counts = np.concatenate([self._counts, np.zeros(extra, np.int64)])
+        self._codes = np.concatenate([self._codes, np.full(extra, UNKNOWN, np.int32)])
+        self._t_s = np.concatenate([self._t_s, np.zeros(extra, np.float64)])
+
+    def _set(self, slot: int, ident: int, total: np.ndarray, count: int, seen: Sighting) -> None:
+        self._ids[slot] = ident
+        self._sums[slot] = total
+        self._units[slot] = l2_normalise(total[None])[0]
+        self._counts[slot] = count
+        self._seen[slot] = seen
+        self._codes[slot] = UNKNOWN if self.topology is None else self.topology.code(seen.camera)
+        self._t_s[slot] = seen.t_ms / 1000.0
+        self._index.add(np.array([slot], np.int64), self._units[slot][None])  # keyed by slot: ids may be < 0
+
+    def _remove(self, ident: int) -> None:
+        slot = self._slot.pop(ident)
+        self._ids[slot] = UNUSED
+        self._seen[slot] = None
+        self._free.append(slot)
+        self._index.remove(np.array([slot], np.int64))
+        self._enrolled.discard(ident)
+
+    def _rename(self, old: int, new: int) -> None:
+        slot = self._slot[old]
+        total, count, seen = self._sums[slot].copy(), int(self._counts[slot]), self._seen[slot]
+        self._remove(old)
+        self._set(self._new_slot(new), new, total, count, seen)
+        self._enrolled.add(new)
+        self._unreport(new, [old, *self._unreported.pop(old, [])])
+
+    def _drop_least_recent(self) -> None:
+        """Beyond capacity, forget the least recently seen identity here (the store keeps it)."""
+        if len(self._slot) <= self.capacity:
+            return
+        pushed = [ident for ident in self._slot if ident not in self._enrolled]  # enrolments wait for their push
+        if not pushed:
+            return
+        oldest = min(pushed, key=lambda i: self._seen[self._slot[i]].wall_s)
+        self._deltas.pop(oldest, None)
+        self._remove(oldest)
+
+    def _unreport(self, survivor: int, merged: list[int]) -> None:
+        self._unreported.setdefault(survivor, []).extend(merged)
+        self._unreported.move_to_end(survivor)
+        while len(self._unreported) > self.capacity:  # survivors never seen again: forget the oldest news
+            self._unreported.popitem(last=False)
+
+    def _enrol_write(self, ident: int) -> StoreWrite:
+        slot = self._slot[ident]
+        return StoreWrite(ident, self._sums[slot].copy(), int(self._counts[slot]), self._seen[slot], True)

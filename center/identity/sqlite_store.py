@@ -1,0 +1,186 @@
+"""Embedded identity store: one SQLite file in WAL mode, shared by the worker processes of one host.
+
+Why SQLite: it ships with Python, needs no server, and in WAL mode readers never block the one writer, so
+several worker processes on one host share a space safely through the file (SQLite's locking; not over network
+file systems). Every write runs in its own ``BEGIN IMMEDIATE`` transaction (the writer lock taken up front, so
+two workers never deadlock upgrading a read lock); ``timeout_s`` bounds the wait for it. Ids come from an
+``AUTOINCREMENT`` key, which SQLite never reuses even after rows are deleted.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+
+from vcascade.center.identity.store import EVICTED, LIVE, MERGED, Sighting, StoredIdentity, StoreWrite, add_sighting
+
+RESERVED = "reserved"
+"""State of an id handed to a worker and not yet written."""
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS identities (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    space TEXT NOT NULL,
+    state TEXT NOT NULL,
+    vector_sum BLOB,
+    count INTEGER NOT NULL DEFAULT 0,
+    camera TEXT NOT NULL DEFAULT '',
+    t_ms REAL NOT NULL DEFAULT 0,
+    wall_s REAL NOT NULL DEFAULT 0,
+    merged_into INTEGER NOT NULL DEFAULT -1,
+    version INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS identities_changes ON identities (space, version);
+CREATE INDEX IF NOT EXISTS identities_seen ON identities (space, state, wall_s);
+CREATE TABLE IF NOT EXISTS versions (space TEXT PRIMARY KEY, version INTEGER NOT NULL);
+"""
+
+MAX_MERGE_HOPS = 64
+"""Longest chain of merges followed when an update names a merged identity."""
+
+
+class SqliteStore:
+    """:class:`vcascade.center.identity.store.IdentityStore` on a SQLite file.
+
+    Args:
+        path: database file (its folder is created).
+        space: identity space name (the recognizer's).
+        timeout_s: longest wait for the write lock, s (``sqlite3.OperationalError: database is locked`` after).
+
+    Raises:
+        sqlite3.Error: the file cannot be opened or is not a database.
+    """
+
+    def __init__(self, path: str | Path, space: str, timeout_s: float = 2.0) -> None:
+        Path(path).expanduser().parent.mkdir(parents=True, exist_ok=True)
+        self.space = space
+        self._db = sqlite3.connect(str(Path(path).expanduser()), timeout=timeout_s, isolation_level=None,
+                                   check_same_thread=False)  # fmt: skip
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")  # WAL: durable across process crashes (not power loss)
+        self._db.executescript(SCHEMA)
+
+    def reserve_ids(self, n: int) -> list[int]:
+        with self._transaction() as db:
+            return [db.execute("INSERT INTO identities (space, state) VALUES (?, ?) RETURNING id",
+                               (self.space, RESERVED)).fetchone()[0] for _ in range(n)]  # fmt: skip
+
+    def write(self, writes: list[StoreWrite]) -> int:
+        dropped = 0
+        with self._transaction() as db:
+            for w in writes:
+                dropped += not self._write_one(db, w)
+        return dropped
+
+    def changes(self, cursor: int) -> tuple[list[StoredIdentity], int]:
+        rows = self._db.execute(
+            "SELECT id, state, vector_sum, count, camera, t_ms, wall_s, merged_into, version FROM identities "
+            "WHERE space = ? AND version > ? AND state != ? ORDER BY version", (self.space, cursor, RESERVED),
+        ).fetchall()
+        found = [_stored(row) for row in rows]
+        return found, max([cursor, *(row[-1] for row in rows)])
+
+    def merge(self, loser: int, survivor: int) -> bool:
+        with self._transaction() as db:
+            a, b = self._live(db, loser), self._live(db, survivor)
+            if a is None or b is None or loser == survivor:
+                return False
+            version = self._bump(db)
+            seen = add_sighting(a[2], b[2])
+            db.execute("UPDATE identities SET vector_sum = ?, count = ?, camera = ?, t_ms = ?, wall_s = ?, "
+                       "version = ? WHERE id = ?",
+                       (_blob(a[0] + b[0]), a[1] + b[1], seen.camera, seen.t_ms, seen.wall_s, version, survivor))  # fmt: skip
+            db.execute("UPDATE identities SET state = ?, vector_sum = NULL, merged_into = ?, version = ? WHERE id = ?",
+                       (MERGED, survivor, version, loser))  # fmt: skip
+            return True
+
+    def sweep(self, now_s: float, retention_s: float, capacity: int) -> int:
+        with self._transaction() as db:
+            old = [r[0] for r in db.execute("SELECT id FROM identities WHERE space = ? AND state = ? AND wall_s < ?",
+                                            (self.space, LIVE, now_s - retention_s))]  # fmt: skip
+            live = db.execute("SELECT COUNT(*) FROM identities WHERE space = ? AND state = ?", (self.space, LIVE))
+            excess = live.fetchone()[0] - len(old) - capacity
+            if excess > 0:
+                old += [r[0] for r in db.execute(
+                    "SELECT id FROM identities WHERE space = ? AND state = ? AND wall_s >= ? ORDER BY wall_s LIMIT ?",
+                    (self.space, LIVE, now_s - retention_s, excess))]  # fmt: skip
+            if old:
+                version = self._bump(db)
+                db.executemany("UPDATE identities SET state = ?, vector_sum = NULL, version = ? WHERE id = ?",
+                               [(EVICTED, version, ident) for ident in old])  # fmt: skip
+            return len(old)
+
+    def close(self) -> None:
+        self._db.close()
+
+    # ------------------------------------------------------------------ internals
+
+    def _transaction(self) -> "_Immediate":
+        return _Immediate(self._db)
+
+    def _bump(self, db: sqlite3.Connection) -> int:
+        return db.execute(
+            "INSERT INTO versions (space, version) VALUES (?, 1) ON CONFLICT(space) DO UPDATE SET version = version + 1 "
+            "RETURNING version", (self.space,),
+        ).fetchone()[0]
+
+    def _live(self, db: sqlite3.Connection, ident: int) -> tuple[np.ndarray, int, Sighting] | None:
+        row = db.execute("SELECT state, vector_sum, count, camera, t_ms, wall_s FROM identities WHERE id = ? AND "
+                         "space = ?", (ident, self.space)).fetchone()  # fmt: skip
+        if row is None or row[0] != LIVE:
+            return None
+        return np.frombuffer(row[1], dtype=np.float32).copy(), row[2], Sighting(row[3], row[4], row[5])
+
+    def _write_one(self, db: sqlite3.Connection, w: StoreWrite) -> bool:
+        ident = self._follow_merges(db, w.identity_id)
+        if ident is None:
+            return False
+        current = self._live(db, ident)
+        if current is None and not w.enrol:
+            return False
+        total, count, seen = (w.sum_delta, w.count_delta, w.seen) if current is None else (
+            current[0] + w.sum_delta, current[1] + w.count_delta, add_sighting(current[2], w.seen))
+        db.execute("UPDATE identities SET state = ?, vector_sum = ?, count = ?, camera = ?, t_ms = ?, wall_s = ?, "
+                   "version = ? WHERE id = ?",
+                   (LIVE, _blob(total), count, seen.camera, seen.t_ms, seen.wall_s, self._bump(db), ident))  # fmt: skip
+        return True
+
+    def _follow_merges(self, db: sqlite3.Connection, ident: int) -> int | None:
+        """The id an update of ``ident`` lands on: itself, or its survivor; None when evicted or unknown."""
+        for _ in range(MAX_MERGE_HOPS):
+            row = db.execute("SELECT state, merged_into FROM identities WHERE id = ? AND space = ?",
+                             (ident, self.space)).fetchone()  # fmt: skip
+            if row is None or row[0] == EVICTED:
+                return None
+            if row[0] != MERGED:
+                return ident
+            ident = row[1]
+        return None
+
+
+class _Immediate:
+    """``with``: a ``BEGIN IMMEDIATE`` transaction, committed on success and rolled back on an exception."""
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self.db = db
+
+    def __enter__(self) -> sqlite3.Connection:
+        self.db.execute("BEGIN IMMEDIATE")
+        return self.db
+
+    def __exit__(self, kind, exc, tb) -> None:
+        self.db.execute("COMMIT" if kind is None else "ROLLBACK")
+
+
+def _blob(vector: np.ndarray) -> bytes:
+    return np.asarray(vector, dtype=np.float32).tobytes()
+
+
+def _stored(row: tuple) -> StoredIdentity:
+    ident, state, blob, count, camera, t_ms, wall_s, merged_into, _ = row
+    if state != LIVE:
+        return StoredIdentity(ident, state, merged_into=merged_into)
+    return StoredIdentity(ident, state, np.frombuffer(blob, dtype=np.float32).copy(), count,
+                          Sighting(camera, t_ms, wall_s))  # fmt: skip

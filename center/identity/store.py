@@ -1,0 +1,113 @@
+"""What an identity store keeps and the calls every store backend answers (backends: :mod:`.backends`).
+
+A store holds one identity space per recognizer (its ``space`` name). Per identity: the sum of the unit
+embeddings matched to it and their count (the centroid is the L2-normalised sum: the maximum-likelihood
+prototype of a von Mises-Fisher cluster, as in :class:`vcascade.center.heads.EmbeddingHead`), the camera and
+time of its last sighting, the wall time of its last sighting (retention and least-recently-seen eviction), and
+its state. Every change bumps the space's version; workers pull the changes since the version they last saw.
+
+Ids come from the store (a counter that only grows), in blocks reserved by each worker, and are never reused:
+an evicted or merged identity keeps a tombstone row so that late writes to it are recognised and dropped.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+LIVE, MERGED, EVICTED = "live", "merged", "evicted"
+"""Identity states in a store."""
+
+
+@dataclass(frozen=True)
+class Sighting:
+    """Where and when an identity was last seen.
+
+    Attributes:
+        camera: camera name ("" when unknown).
+        t_ms: time of the sighting on the topology's clock (ROI stream PTS or capture time), ms.
+        wall_s: wall-clock time at the worker, s since the Unix epoch (retention, eviction order).
+    """
+
+    camera: str
+    t_ms: float
+    wall_s: float
+
+
+@dataclass(frozen=True)
+class StoreWrite:
+    """One worker's news about one identity, pushed to the store.
+
+    Attributes:
+        identity_id: an id the store reserved.
+        sum_delta: float32 (D,): the unit embeddings matched since the last push (all of them for an enrolment).
+        count_delta: how many embeddings ``sum_delta`` adds.
+        seen: the latest sighting among them.
+        enrol: True the first time (the id was reserved, not yet live).
+    """
+
+    identity_id: int
+    sum_delta: np.ndarray
+    count_delta: int
+    seen: Sighting
+    enrol: bool
+
+
+@dataclass(frozen=True)
+class StoredIdentity:
+    """An identity as a store holds it (what :meth:`IdentityStore.changes` returns).
+
+    Attributes:
+        identity_id: its id.
+        state: :data:`LIVE`, :data:`MERGED` or :data:`EVICTED`.
+        vector_sum: float32 (D,) sum of its unit embeddings; None unless live.
+        count: embeddings in the sum.
+        seen: its last sighting (None unless live).
+        merged_into: the surviving id when merged, else -1.
+    """
+
+    identity_id: int
+    state: str
+    vector_sum: np.ndarray | None = None
+    count: int = 0
+    seen: Sighting | None = None
+    merged_into: int = -1
+
+
+class IdentityStore(Protocol):
+    """A store backend. Every call may raise the backend's connection or timeout errors (the caller counts
+    them and retries later); none is made from a thread that matches ROIs."""
+
+    def reserve_ids(self, n: int) -> list[int]:
+        """``n`` fresh ids, never handed out before."""
+        ...
+
+    def write(self, writes: list[StoreWrite]) -> int:
+        """Apply ``writes`` (an update of a merged identity goes to its survivor). Returns how many were
+        dropped because their identity was evicted."""
+        ...
+
+    def changes(self, cursor: int) -> tuple[list[StoredIdentity], int]:
+        """Identities changed after version ``cursor`` (0: all), and the version to ask from next time."""
+        ...
+
+    def merge(self, loser: int, survivor: int) -> bool:
+        """Fold ``loser`` into ``survivor`` (sums and counts added, latest sighting kept). False when either is
+        not live any more (already merged or evicted): nothing changes."""
+        ...
+
+    def sweep(self, now_s: float, retention_s: float, capacity: int) -> int:
+        """Evict identities last seen before ``now_s - retention_s`` (wall time), then the least recently seen
+        beyond ``capacity``. Returns how many were evicted."""
+        ...
+
+    def close(self) -> None:
+        """Release the connection."""
+        ...
+
+
+def add_sighting(old: Sighting | None, new: Sighting) -> Sighting:
+    """The later of two sightings by wall time (``old`` may be None)."""
+    return new if old is None or new.wall_s >= old.wall_s else old

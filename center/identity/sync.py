@@ -1,0 +1,122 @@
+"""The background thread that keeps a worker's identity space and the store in step.
+
+Every ``sync_interval_s`` one cycle: reserve ids when the worker's block runs low (and replace provisional ids),
+push the worker's enrolments and matches, pull the store's changes since the last cycle, merge the duplicates
+they reveal, and now and then sweep the store (retention, capacity). A failing or slow call (the store's own
+timeout) ends the cycle: it is counted, the space is marked out of sync (results provisional), nothing is lost
+(unpushed news stays queued) and the next cycle tries again. The head thread never waits for any of this.
+
+Bound on duplicates: two workers that enrol one object at about the same time both hear of the other's
+identity within one cycle after its push, so the duplicate is merged within about two ``sync_interval_s`` (plus
+store round trips) after the later enrolment, while the store is up.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any, Callable
+
+from vcascade.center.identity.metrics import IdentityTelemetry
+from vcascade.center.identity.space import IdentitySpace
+from vcascade.center.identity.store import IdentityStore
+
+log = logging.getLogger(__name__)
+
+SWEEP_INTERVAL_S = 10.0
+"""Period of the store sweep (retention and capacity), s; any worker may run it (it is idempotent)."""
+STOP_TIMEOUT_S = 5.0
+"""On close, time allowed for the last cycle (pushing what is left), s."""
+
+
+class StoreSync:
+    """Runs the sync cycle of ``space`` against ``store`` on its own thread.
+
+    Args:
+        space: the worker's local identity space.
+        store: the recognizer's store (only this thread calls it).
+        telemetry: the worker's identity metrics.
+        interval_s: period of a cycle, s.
+        id_block: ids reserved at a time.
+        retention_s: store retention (wall time since last sighting), s.
+        capacity: identities the store keeps at most.
+        clock: wall clock, s since the Unix epoch (tests pass their own).
+    """
+
+    def __init__(self, space: IdentitySpace, store: IdentityStore, telemetry: IdentityTelemetry, interval_s: float,
+                 id_block: int, retention_s: float, capacity: int, clock: Callable[[], float] = time.time) -> None:  # fmt: skip
+        self.space, self.store, self.telemetry = space, store, telemetry
+        self.interval_s, self.id_block = interval_s, id_block
+        self.retention_s, self.capacity = retention_s, capacity
+        self.clock = clock
+        self.cursor = 0
+        self.cycles = 0
+        self._next_sweep_s = 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="identity-sync", daemon=True)
+
+    def start(self) -> None:
+        """One cycle now (the worker starts with the stored identities), then the thread."""
+        self.cycle()
+        self._thread.start()
+
+    def close(self) -> None:
+        """Stop the thread after a last cycle (what is still queued is pushed), then close the store."""
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(STOP_TIMEOUT_S)
+        else:
+            self.cycle()
+        self.store.close()
+
+    def cycle(self) -> bool:
+        """One exchange with the store. Returns True when every call succeeded (the space is in sync)."""
+        try:
+            self._exchange()
+        except Exception as exc:  # any store failure: counted by _call, retried next cycle
+            if self.space.in_sync:  # once per outage
+                log.warning("identity store unavailable: %s", exc)
+            self.space.in_sync = False
+            return False
+        self.space.in_sync = True
+        self.cycles += 1
+        return True
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            self.cycle()
+        self.cycle()
+
+    def _exchange(self) -> None:
+        wanted = self.space.ids_wanted(self.id_block)
+        if wanted:
+            reconciled = self.space.add_ids(self._call("reserve", self.store.reserve_ids, wanted))
+            self.telemetry.merged("reconciled", len(reconciled))
+        writes = self.space.take_writes()
+        if writes:
+            try:
+                self.telemetry.updates_dropped(self._call("write", self.store.write, writes))
+            except Exception:
+                self.space.restore_writes(writes)
+                raise
+        records, self.cursor = self._call("changes", self.store.changes, self.cursor)
+        news = self.space.apply(records)
+        for loser, survivor in news.duplicates:
+            if self._call("merge", self.store.merge, loser, survivor):
+                self.telemetry.merged("duplicate")
+        now_s = self.clock()
+        if now_s >= self._next_sweep_s:
+            self._call("sweep", self.store.sweep, now_s, self.retention_s, self.capacity)
+            self._next_sweep_s = now_s + SWEEP_INTERVAL_S
+        self.telemetry.gallery(len(self.space))
+
+    def _call(self, op: str, fn: Callable[..., Any], *args: Any) -> Any:
+        start = time.perf_counter()
+        try:
+            result = fn(*args)
+        except Exception:
+            self.telemetry.store_failed(op)
+            raise
+        self.telemetry.store_call(op, time.perf_counter() - start)
+        return result

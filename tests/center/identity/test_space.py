@@ -1,0 +1,167 @@
+"""Workers sharing one identity space through a real store (SQLite file, real redis-server): the same object
+gets the same id whichever worker sees it, concurrent enrolments merge, an absent store gives provisional ids
+that are reconciled, a restart keeps every identity, topology pruning cuts comparisons."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from prometheus_client import REGISTRY
+
+from vcascade.center.identity.metrics import STORE_OPS, IdentityTelemetry
+from vcascade.center.identity.redis_store import RedisStore
+from vcascade.center.identity.space import IdentitySpace
+from vcascade.center.identity.sqlite_store import SqliteStore
+from vcascade.center.identity.store import Sighting
+from vcascade.center.identity.sync import StoreSync
+from vcascade.center.identity.topology import Topology
+
+D = 16
+THRESHOLD = 0.8
+
+
+def obj(i: int, noise: float = 0.0, seed: int = 0) -> np.ndarray:
+    """Unit embedding of object ``i`` (orthogonal to the others), with a little noise."""
+    v = np.zeros(D, np.float32)
+    v[i] = 1.0
+    v += noise * np.random.default_rng(seed).standard_normal(D).astype(np.float32)
+    return v / np.linalg.norm(v)
+
+
+def seen(camera: str = "cam1", t_s: float = 0.0, wall_s: float = 1000.0) -> Sighting:
+    return Sighting(camera, 1000.0 * t_s, wall_s)
+
+
+class Worker:
+    """One worker's space and sync (cycles are run by hand, so the test decides the interleaving)."""
+
+    made = 0
+
+    def __init__(self, name: str, store, id_block: int = 8, topology: Topology | None = None) -> None:
+        Worker.made += 1
+        self.name = f"{name}-{Worker.made}"  # metrics start at 0 in every test
+        self.space = IdentitySpace(THRESHOLD, 1000, topology=topology)
+        self.sync = StoreSync(self.space, store, IdentityTelemetry(self.name), 0.05, id_block, 86_400.0, 1000)
+        self.sync.cycle()
+
+    def see(self, *objects: int, camera: str = "cam1", t_s: float = 0.0):
+        units = np.stack([obj(i, 0.05, seed=len(self.space) + k) for k, i in enumerate(objects)])
+        outputs, stats = self.space.match(units, [seen(camera, t_s)] * len(objects))
+        return outputs if len(objects) > 1 else outputs[0]
+
+    def metric(self, name: str, **labels) -> float:
+        return REGISTRY.get_sample_value(name, {"worker": self.name, **labels}) or 0.0
+
+
+@pytest.fixture(params=["sqlite", "redis"])
+def open_store(request, tmp_path):
+    opened = []
+
+    def open_one():
+        if request.param == "sqlite":
+            store = SqliteStore(tmp_path / "identity.sqlite3", "embedder")
+        else:
+            store = RedisStore(request.getfixturevalue("redis_server").url, "embedder", timeout_s=1.0)
+        opened.append(store)
+        return store
+
+    yield open_one
+    for store in opened:
+        store.close()
+
+
+def test_an_object_enrolled_by_one_worker_is_matched_by_the_other_with_the_same_id(open_store):
+    a, b = Worker("sp-a1", open_store()), Worker("sp-b1", open_store())
+    first = a.see(3)
+    assert first.enrolled and first.identity_id >= 1 and not first.provisional
+    a.sync.cycle()
+    b.sync.cycle()
+    again = b.see(3)
+    assert not again.enrolled and again.identity_id == first.identity_id and again.similarity >= THRESHOLD
+    other = b.see(4)
+    assert other.enrolled and other.identity_id not in (first.identity_id, -1)
+
+
+def test_ids_are_never_reused_across_workers(open_store):
+    a, b = Worker("sp-a2", open_store(), id_block=2), Worker("sp-b2", open_store(), id_block=2)
+    ids = []
+    for i in range(5):
+        ids += [a.see(i).identity_id, b.see(i + 5).identity_id]
+        a.sync.cycle()  # new blocks as the old ones run out
+        b.sync.cycle()
+    assert len(set(ids)) == 10 and min(ids) >= 1
+
+
+def test_two_workers_enrolling_one_object_at_once_converge_to_the_lower_id(open_store):
+    a, b = Worker("sp-a3", open_store()), Worker("sp-b3", open_store())
+    from_a, from_b = a.see(7), b.see(7)  # neither has heard of the other's enrolment
+    assert from_a.enrolled and from_b.enrolled and from_a.identity_id != from_b.identity_id
+    survivor, loser = sorted([from_a.identity_id, from_b.identity_id])
+    for _ in range(2):  # the documented bound: two cycles of each worker
+        a.sync.cycle()
+        b.sync.cycle()
+    answers = {w.name: w.see(7) for w in (a, b)}
+    assert {out.identity_id for out in answers.values()} == {survivor}
+    held_loser = a if from_a.identity_id == loser else b
+    assert answers[held_loser.name].merged_from == (loser,)  # the worker that answered with it reports the merge
+    assert sum(w.metric("vcascade_identity_merges_total", kind="duplicate") for w in (a, b)) == 1
+    assert a.space.identities() == b.space.identities() == [survivor]
+
+
+def test_a_restarted_worker_keeps_every_identity(open_store):
+    a = Worker("sp-a4", open_store())
+    ids = [a.see(i).identity_id for i in range(4)]
+    a.sync.close()  # a clean stop pushes what is left
+    again = Worker("sp-a4", open_store())
+    answers = [again.see(i) for i in range(4)]
+    assert [out.identity_id for out in answers] == ids and not any(out.enrolled for out in answers)
+
+
+def test_an_absent_store_gives_provisional_ids_that_are_reconciled_when_it_returns(redis_server):
+    a = Worker("sp-a5", RedisStore(redis_server.url, "embedder", timeout_s=0.5), id_block=1)
+    b = Worker("sp-b5", RedisStore(redis_server.url, "embedder", timeout_s=0.5))
+    known = a.see(1).identity_id
+    a.sync.cycle()
+    redis_server.stop()
+    assert not a.sync.cycle() and not a.space.in_sync
+    assert sum(a.metric("vcascade_identity_store_errors_total", op=op) for op in STORE_OPS) >= 1
+    still = a.see(1)
+    assert still.identity_id == known and still.provisional  # the local copy keeps answering
+    spare = a.see(3)  # the id reserved in the last cycle: a store id, answered out of sync
+    assert spare.provisional and spare.enrolled and spare.identity_id >= 1
+    new = a.see(2)  # no reserved id left: a provisional id
+    assert new.provisional and new.enrolled and new.identity_id <= -2
+    assert a.see(2).identity_id == new.identity_id
+    redis_server.start()
+    assert a.sync.cycle() and a.space.in_sync
+    reconciled = a.see(2)
+    assert reconciled.identity_id >= 1 and not reconciled.provisional
+    assert reconciled.merged_from == (new.identity_id,)
+    assert a.metric("vcascade_identity_merges_total", kind="reconciled") == 1
+    b.sync.cycle()
+    assert b.see(2).identity_id == reconciled.identity_id  # the other worker knows it by its store id
+
+
+def test_a_worker_that_starts_while_the_store_is_down_serves_provisionally(redis_server):
+    redis_server.stop()
+    a = Worker("sp-a6", RedisStore(redis_server.url, "embedder", timeout_s=0.3))
+    out = a.see(5)
+    assert out.provisional and out.identity_id <= -2
+    redis_server.start()
+    assert a.sync.cycle()
+    assert a.see(5).merged_from == (out.identity_id,)
+
+
+def test_topology_compares_only_with_identities_that_could_have_come(open_store):
+    topo = Topology([("gate", "street", 5.0, 30.0)])
+    a = Worker("sp-a7", open_store(), topology=topo)
+    a.see(0, camera="gate", t_s=0.0)
+    a.see(1, camera="park", t_s=0.0)  # park is linked to nothing: never pruned
+    a.see(2, camera="street", t_s=100.0)
+    a.see(3, camera="gate", t_s=100.0)
+    outputs, stats = a.space.match(np.stack([obj(3, 0.05, 9)]), [seen("street", 110.0)])
+    assert not outputs[0].enrolled  # gate at 100 s -> street at 110 s: in the window
+    assert stats.comparisons == 3  # 1 (park: unpruned), 2 (street itself), 3 (gate, in the window); not 0
+    outputs, stats = a.space.match(np.stack([obj(0, 0.05, 9)]), [seen("street", 200.0)])
+    assert outputs[0].enrolled  # 200 s after the gate: too late to be the same object
+    assert stats.comparisons == 3  # 1, 2 and 3 (now last seen on the street); not 0
