@@ -12,10 +12,11 @@ unlabelled: it still goes through the assignment, as it would in production, but
 
 Each camera's ROIs come from the edge's own detector, tracker and ROI policy (``every_detection``) on the
 camera's frames. They are embedded by each embedder (the demo's MobileNetV2 and an HSV colour histogram), then
-assigned identities by each :class:`Assigner` (one worker's gallery; several workers, each with its own gallery,
+assigned identities by each assigner of scripts/reid_assigners.py (one worker's gallery; several workers, each
+with its own gallery; several workers on the shared identity space, without and with camera topology pruning;
 micro-batches dealt round-robin as the broker alternates them) for a sweep of match thresholds, and scored by
 scripts/reid_metrics.py: pairwise precision/recall (all pairs and cross-camera pairs), IDF1, identity switches,
-fragmentations.
+fragmentations, and embedding comparisons per ROI.
 
 Usage: ``python scripts/bench_reid.py [--quick] [--stride N] [--json OUT] [--model-dir DIR]``
 (``--quick``: two cameras over the first 150 frames, every 4th frame's ROIs; under a minute, for CI).
@@ -24,6 +25,7 @@ Usage: ``python scripts/bench_reid.py [--quick] [--stride N] [--json OUT] [--mod
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import math
 import sys
@@ -31,13 +33,14 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from reid_metrics import quality  # noqa: E402  (sibling scripts)
+from reid_assigners import Assigner, OneWorker, SeveralWorkers, SharedSpace  # noqa: E402  (sibling scripts)
+from reid_metrics import quality  # noqa: E402
 from reid_scenario import (  # noqa: E402
     DEMO,
     ClipFrame,
@@ -52,7 +55,7 @@ from reid_scenario import (  # noqa: E402
     track_rois,
 )
 
-from vcascade.center.heads import EmbeddingHead  # noqa: E402
+from vcascade.center.identity.topology import Topology  # noqa: E402
 from vcascade.core.config import CameraViewConfig  # noqa: E402
 from vcascade.core.detections import Detections  # noqa: E402
 from vcascade.edge.views import view_boxes  # noqa: E402
@@ -60,8 +63,8 @@ from vcascade.edge.views import view_boxes  # noqa: E402
 THRESHOLDS = (0.6, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95, 0.97)
 MICRO_BATCH = 8
 """The demo worker's ``max_batch``: ROIs are assigned in micro-batches of this size, in arrival order."""
-MAX_IDENTITIES = 10_000
-"""The demo embedder's ``max_identities``."""
+TRAVEL_MARGIN_S = 1.0
+"""Added to the time offset between two cameras' segments to make their topology link's travel window."""
 MIN_IOU = 0.5
 """Box IoU at or above which a camera's ROI takes a ground-truth identity."""
 
@@ -91,6 +94,16 @@ def scenario_cameras(quick: bool) -> list[ScenarioCamera]:
         ScenarioCamera("cam-c", 30, 210, CameraViewConfig(crop_xyxy_frac=(0.0, 0.0, 0.7, 1.0), scale=1.3,
                                                           jpeg_quality=35)),
     ]
+
+
+def scenario_topology(cameras: Sequence[ScenarioCamera], fps: float = 25.0) -> Topology:
+    """Links between every two cameras, both ways: an object's source frame reaches camera j
+    ``(first_j - first_i) / fps`` s after camera i, and while it is on both it is seen alternately, so the
+    window is ``[0, |offset| + TRAVEL_MARGIN_S]``."""
+    links = []
+    for a, b in itertools.permutations(cameras, 2):
+        links.append((a.name, b.name, 0.0, abs(a.first_frame - b.first_frame) / fps + TRAVEL_MARGIN_S))
+    return Topology(links)
 
 
 @dataclass(frozen=True)
@@ -136,41 +149,6 @@ def scenario_rois(cameras: Sequence[ScenarioCamera], clip: Sequence[ClipFrame], 
     return sorted(rois, key=lambda r: (r.pts_ms, r.camera))
 
 
-class Assigner(Protocol):
-    """Gives identity ids to a micro-batch of ROI embeddings, as the recognizer's workers would."""
-
-    name: str
-
-    def __call__(self, embeddings: np.ndarray, cameras: Sequence[str], pts_ms: np.ndarray) -> np.ndarray:
-        """(n,) int64 identity ids for (n, D) float32 unit embeddings of ROIs from ``cameras`` at ``pts_ms``."""
-
-
-class OneWorker:
-    """One worker: one :class:`EmbeddingHead` gallery sees every ROI."""
-
-    def __init__(self, threshold: float) -> None:
-        self.name = "1 worker"
-        self.head = EmbeddingHead(threshold, MAX_IDENTITIES)
-
-    def __call__(self, embeddings: np.ndarray, cameras: Sequence[str], pts_ms: np.ndarray) -> np.ndarray:
-        return np.array([out.identity_id for out in self.head(embeddings)], dtype=np.int64)
-
-
-class SeveralWorkers:
-    """``workers`` workers of one recognizer today: each its own :class:`EmbeddingHead` gallery numbering from 0,
-    micro-batches dealt round-robin (issue 16's bug: the same id means different objects on different workers)."""
-
-    def __init__(self, threshold: float, workers: int) -> None:
-        self.name = f"{workers} workers, own galleries"
-        self.heads = [EmbeddingHead(threshold, MAX_IDENTITIES) for _ in range(workers)]
-        self.turn = 0
-
-    def __call__(self, embeddings: np.ndarray, cameras: Sequence[str], pts_ms: np.ndarray) -> np.ndarray:
-        head = self.heads[self.turn % len(self.heads)]
-        self.turn += 1
-        return np.array([out.identity_id for out in head(embeddings)], dtype=np.int64)
-
-
 def assign(assigner: Assigner, embeddings: np.ndarray, rois: Sequence[LabelledRoi]) -> np.ndarray:
     """Run ``assigner`` over the ROIs in micro-batches of :data:`MICRO_BATCH`; (N,) int64 identity ids."""
     ids = np.empty(len(rois), dtype=np.int64)
@@ -181,9 +159,16 @@ def assign(assigner: Assigner, embeddings: np.ndarray, rois: Sequence[LabelledRo
     return ids
 
 
-def sweep(embedders: Sequence[Embedder], rois: Sequence[LabelledRoi], workers: int,
+def assigners(threshold: float, workers: int, topology: Topology) -> list[Assigner]:
+    """The modes compared: one worker; several with own galleries; several on the shared space, with and
+    without topology pruning."""
+    return [OneWorker(threshold), SeveralWorkers(threshold, workers), SharedSpace(threshold, workers),
+            SharedSpace(threshold, workers, topology)]
+
+
+def sweep(embedders: Sequence[Embedder], rois: Sequence[LabelledRoi], workers: int, topology: Topology,
           thresholds: Sequence[float] = THRESHOLDS) -> list[dict[str, Any]]:
-    """Quality of every (embedder, assigner, threshold), one row each."""
+    """Quality of every (embedder, assigner, threshold), one row each, with comparisons per ROI."""
     labelled = np.array([r.truth >= 0 for r in rois])
     truth = np.array([r.truth for r in rois])[labelled]
     camera = np.array([r.camera for r in rois])[labelled]
@@ -193,10 +178,12 @@ def sweep(embedders: Sequence[Embedder], rois: Sequence[LabelledRoi], workers: i
         embeddings = embedder([r.crop for r in rois])
         embed_ms = (time.perf_counter() - start) * 1000.0 / max(len(rois), 1)
         for threshold in thresholds:
-            for assigner in (OneWorker(threshold), SeveralWorkers(threshold, workers)):
+            for assigner in assigners(threshold, workers, topology):
                 predicted = assign(assigner, embeddings, rois)[labelled]
+                getattr(assigner, "close", lambda: None)()
                 rows.append({"embedder": embedder.name, "assigner": assigner.name, "threshold": threshold,
-                             "embed_ms_per_roi": embed_ms, **quality(truth, predicted, camera)})
+                             "embed_ms_per_roi": embed_ms, "comparisons_per_roi": assigner.comparisons / len(rois),
+                             **quality(truth, predicted, camera)})
     return rows
 
 
@@ -219,7 +206,7 @@ def reid_section(quick: bool = False, stride: int = 1, workers: int = 2, model_d
         "true_identities": len(seen_on), "on_several_cameras": sum(len(c) > 1 for c in seen_on.values()),
     }
     embedders = [MobileNetEmbedder(deployment), ColourHistogramEmbedder()]
-    return {"scenario": scenario, "rows": sweep(embedders, rois, workers)}
+    return {"scenario": scenario, "rows": sweep(embedders, rois, workers, scenario_topology(cameras))}
 
 
 def print_section(result: dict[str, Any]) -> None:
@@ -228,12 +215,13 @@ def print_section(result: dict[str, Any]) -> None:
     print(f"{len(s['cameras'])} cameras {[c['name'] + str(c['frames']) for c in s['cameras']]}, every "
           f"{s['stride']} frame(s): {s['rois']} ROIs, {s['labelled_rois']} labelled, {s['true_identities']} true "
           f"identities ({s['on_several_cameras']} on several cameras)")
-    print(f"{'embedder':14s} {'assigner':26s} {'thr':>5s} {'P':>6s} {'R':>6s} {'xcamP':>6s} {'xcamR':>6s} "
-          f"{'IDF1':>6s} {'IDsw':>5s} {'frag':>5s} {'ids':>5s}")
+    print(f"{'embedder':14s} {'assigner':39s} {'thr':>5s} {'P':>6s} {'R':>6s} {'xcamP':>6s} {'xcamR':>6s} "
+          f"{'IDF1':>6s} {'IDsw':>5s} {'frag':>5s} {'ids':>5s} {'cmp/ROI':>7s}")
     for row in result["rows"]:
-        print(f"{row['embedder']:14s} {row['assigner']:26s} {row['threshold']:5.2f} {_f(row['precision'])} "
+        print(f"{row['embedder']:14s} {row['assigner']:39s} {row['threshold']:5.2f} {_f(row['precision'])} "
               f"{_f(row['recall'])} {_f(row['cross_precision'])} {_f(row['cross_recall'])} {_f(row['idf1'])} "
-              f"{row['id_switches']:5d} {row['fragmentations']:5d} {row['identities']:5d}")
+              f"{row['id_switches']:5d} {row['fragmentations']:5d} {row['identities']:5d} "
+              f"{row['comparisons_per_roi']:7.1f}")
 
 
 def _f(x: float) -> str:

@@ -45,9 +45,11 @@ def test_quick_run_scores_every_embedder_and_shows_the_several_galleries_bug(mod
     assert scenario["labelled_rois"] > 0.8 * scenario["rois"] and scenario["on_several_cameras"] >= 2
     rows = result["rows"]
     assert {r["embedder"] for r in rows} == {"mobilenetv2", "hsv-histogram"}
-    assert len(rows) == 2 * 2 * len(THRESHOLDS)
+    modes = ["1 worker", "2 workers, own galleries", "2 workers, shared space", "2 workers, shared space + topology"]
+    assert len(rows) == 2 * len(modes) * len(THRESHOLDS) and {r["assigner"] for r in rows} == set(modes)
     for row in rows:
-        assert 0.0 <= row["idf1"] <= 1.0 and row["id_switches"] >= 0
-    best = {a: max(r["idf1"] for r in rows if r["embedder"] == "mobilenetv2" and r["assigner"] == a)
-            for a in {r["assigner"] for r in rows}}
+        assert 0.0 <= row["idf1"] <= 1.0 and row["id_switches"] >= 0 and row["comparisons_per_roi"] >= 0
+    best = {a: max(r["idf1"] for r in rows if r["embedder"] == "mobilenetv2" and r["assigner"] == a) for a in modes}
     assert best["1 worker"] > best["2 workers, own galleries"]  # issue 16: galleries per worker lose identities
+    assert best["2 workers, shared space"] > best["2 workers, own galleries"]  # the shared space gets some back
+    assert all(r["comparisons_per_roi"] > 0 for r in rows if r["assigner"] in modes[2:])  # counted by the space
