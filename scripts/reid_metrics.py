@@ -87,7 +87,7 @@ def quality(truth: np.ndarray, predicted: np.ndarray, camera: np.ndarray) -> dic
     """All the measures above for one assignment, plus ``identities`` (distinct predicted ids)."""
     switches, fragments = switches_and_fragments(truth, predicted)
     return {**pairwise(truth, predicted, camera), "idf1": idf1(truth, predicted), "id_switches": switches,
-            "fragmentations": fragments, "identities": int(len(np.unique(predicted)))}
+            "fragmentations": fragments, "identities": len(np.unique(predicted))}
 
 
 def _ratio(num: int, den: int) -> float:

@@ -99,7 +99,86 @@ def _check_add(ids: np.ndarray, vectors: np.ndarray, dim: int) -> tuple[np.ndarr
     return ids, vectors
 
 
-class ExactIndex:
+class VectorIndex:
+    """What :class:`ExactIndex` and :class:`AnnIndex` share: checked public calls over three hooks.
+
+    Subclasses implement ``__len__``, ``_add`` (ids and vectors checked, n >= 1), ``_remove`` (ids checked,
+    n >= 1) and ``_search`` (fills the padded answer arrays; called only with a non-empty index and m >= 1).
+
+    Args:
+        dim: vector dimension (> 0).
+
+    Raises:
+        ValueError: ``dim < 1``.
+    """
+
+    def __init__(self, dim: int) -> None:
+        if dim < 1:
+            raise ValueError(f"dim must be >= 1, got {dim}")
+        self.dim = int(dim)
+
+    def __len__(self) -> int:
+        """Number of vectors (identities) in the index."""
+        raise NotImplementedError
+
+    def add(self, ids: np.ndarray, vectors: np.ndarray) -> None:
+        """Insert vectors under ids; an id already present has its vector replaced.
+
+        Args:
+            ids: (n,) int64, >= 0, distinct.
+            vectors: (n, dim) float32, L2-normalised rows.
+
+        Raises:
+            ValueError: bad ids (see :func:`check_ids`), bad vectors (see :func:`check_unit_rows`), or n differs.
+        """
+        ids, vectors = _check_add(ids, vectors, self.dim)
+        if len(ids):
+            self._add(ids, vectors)
+
+    def remove(self, ids: np.ndarray) -> None:
+        """Remove the vectors of ``ids``; ids not in the index are ignored.
+
+        Raises:
+            ValueError: bad ids (see :func:`check_ids`).
+        """
+        ids = check_ids(ids)
+        if len(ids):
+            self._remove(ids)
+
+    def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """The ``k`` most similar vectors to each query, most similar first (approximate for :class:`AnnIndex`).
+
+        Args:
+            queries: (m, dim) float32, L2-normalised rows (not checked for unit norm: a scaled query scales its
+                similarities but keeps their order).
+            k: neighbours per query, >= 1.
+
+        Returns:
+            ``(ids, sims)``: (m, k) int64 ids and (m, k) float32 cosine similarities; columns past what the
+            index found (it holds fewer than ``k`` vectors) are :data:`NO_ID` and :data:`NO_SIM`.
+
+        Raises:
+            ValueError: queries not (m, dim) or not finite; ``k < 1``.
+        """
+        queries = check_vectors(queries, self.dim, "queries")
+        k = _check_k(k)
+        ids = np.full((len(queries), k), NO_ID, dtype=np.int64)
+        sims = np.full((len(queries), k), NO_SIM, dtype=np.float32)
+        if len(self) and len(queries):
+            self._search(queries, k, ids, sims)
+        return ids, sims
+
+    def _add(self, ids: np.ndarray, vectors: np.ndarray) -> None:
+        raise NotImplementedError
+
+    def _remove(self, ids: np.ndarray) -> None:
+        raise NotImplementedError
+
+    def _search(self, queries: np.ndarray, k: int, ids: np.ndarray, sims: np.ndarray) -> None:
+        raise NotImplementedError
+
+
+class ExactIndex(VectorIndex):
     """Exact cosine search: one (m, n) matrix product and a top-k selection per call.
 
     Vectors live in one growing (capacity, dim) float32 array; removal moves the last row into the freed slot,
@@ -113,29 +192,16 @@ class ExactIndex:
     """
 
     def __init__(self, dim: int) -> None:
-        if dim < 1:
-            raise ValueError(f"dim must be >= 1, got {dim}")
-        self.dim = int(dim)
+        super().__init__(dim)
         self._vectors = np.zeros((16, self.dim), dtype=np.float32)  # (capacity, dim), first _size rows in use
         self._ids = np.full(16, NO_ID, dtype=np.int64)
         self._slot_of: dict[int, int] = {}
         self._size = 0
 
     def __len__(self) -> int:
-        """Number of vectors (identities) in the index."""
         return self._size
 
-    def add(self, ids: np.ndarray, vectors: np.ndarray) -> None:
-        """Insert vectors under ids; an id already present has its vector replaced.
-
-        Args:
-            ids: (n,) int64, >= 0, distinct.
-            vectors: (n, dim) float32, L2-normalised rows.
-
-        Raises:
-            ValueError: bad ids (see :func:`check_ids`), bad vectors (see :func:`check_unit_rows`), or n differs.
-        """
-        ids, vectors = _check_add(ids, vectors, self.dim)
+    def _add(self, ids: np.ndarray, vectors: np.ndarray) -> None:
         self._reserve(self._size + len(ids))
         for key, vector in zip(ids.tolist(), vectors):
             slot = self._slot_of.get(key)
@@ -146,13 +212,8 @@ class ExactIndex:
                 self._size += 1
             self._vectors[slot] = vector
 
-    def remove(self, ids: np.ndarray) -> None:
-        """Remove the vectors of ``ids``; ids not in the index are ignored.
-
-        Raises:
-            ValueError: bad ids (see :func:`check_ids`).
-        """
-        for key in check_ids(ids).tolist():
+    def _remove(self, ids: np.ndarray) -> None:
+        for key in ids.tolist():
             slot = self._slot_of.pop(key, None)
             if slot is None:
                 continue
@@ -165,28 +226,8 @@ class ExactIndex:
             self._ids[last] = NO_ID
             self._size = last
 
-    def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-        """The ``k`` most similar vectors to each query, most similar first.
-
-        Args:
-            queries: (m, dim) float32, L2-normalised rows (not checked for unit norm: a scaled query scales its
-                similarities but keeps their order).
-            k: neighbours per query, >= 1.
-
-        Returns:
-            ``(ids, sims)``: (m, k) int64 ids and (m, k) float32 cosine similarities; where the index holds
-            fewer than ``k`` vectors the remaining columns are :data:`NO_ID` and :data:`NO_SIM`.
-
-        Raises:
-            ValueError: queries not (m, dim) or not finite; ``k < 1``.
-        """
-        queries = check_vectors(queries, self.dim, "queries")
-        k = _check_k(k)
-        ids = np.full((len(queries), k), NO_ID, dtype=np.int64)
-        sims = np.full((len(queries), k), NO_SIM, dtype=np.float32)
+    def _search(self, queries: np.ndarray, k: int, ids: np.ndarray, sims: np.ndarray) -> None:
         found = min(k, self._size)
-        if found == 0 or len(queries) == 0:
-            return ids, sims
         all_sims = queries @ self._vectors[: self._size].T  # (m, n)
         top = np.argpartition(-all_sims, found - 1, axis=1)[:, :found] if found < self._size else \
             np.broadcast_to(np.arange(self._size), (len(queries), self._size))
@@ -194,7 +235,6 @@ class ExactIndex:
         order = np.argsort(-top_sims, axis=1, kind="stable")
         ids[:, :found] = self._ids[np.take_along_axis(top, order, axis=1)]
         sims[:, :found] = np.take_along_axis(top_sims, order, axis=1)
-        return ids, sims
 
     def _reserve(self, size: int) -> None:
         capacity = len(self._ids)
@@ -209,7 +249,7 @@ class ExactIndex:
         self._vectors, self._ids = vectors, ids
 
 
-class AnnIndex:
+class AnnIndex(VectorIndex):
     """Approximate cosine search in an HNSW graph (faiss ``IndexHNSWFlat``, inner product on unit vectors).
 
     faiss's HNSW graph cannot delete nodes, so removal is a tombstone: the node stays in the graph (it still
@@ -226,7 +266,7 @@ class AnnIndex:
             The defaults reach recall@1 >= 0.99 against exact search at 100,000 identities of the demo embedder
             (``scripts/bench_match.py``; numbers in docs/BENCHMARKS.md).
         threads: OpenMP threads faiss uses inside each call, set for the calling thread only (1: the caller's
-            core, as the worker's thread settings expect; 0: faiss's default, every core).
+            core, as the worker's thread settings expect; 0: every core).
         min_rebuild_tombstones: tombstones always tolerated before a rebuild.
 
     Raises:
@@ -235,9 +275,7 @@ class AnnIndex:
 
     def __init__(self, dim: int, *, connectivity: int = 16, expansion_add: int = 128, expansion_search: int = 64,
                  threads: int = 1, min_rebuild_tombstones: int = 1024) -> None:
-        if dim < 1:
-            raise ValueError(f"dim must be >= 1, got {dim}")
-        self.dim = int(dim)
+        super().__init__(dim)
         self.connectivity, self.expansion_add = int(connectivity), int(expansion_add)
         self.expansion_search = int(expansion_search)
         self.threads = int(threads)
@@ -248,7 +286,6 @@ class AnnIndex:
         self._live_bitmap: np.ndarray | None = None  # packed "node is live" bits, rebuilt after a change
 
     def __len__(self) -> int:
-        """Number of vectors (identities) in the index."""
         return len(self._node_of)
 
     @property
@@ -256,19 +293,7 @@ class AnnIndex:
         """Graph nodes of removed or replaced vectors that searches skip."""
         return len(self._ids) - len(self._node_of)
 
-    def add(self, ids: np.ndarray, vectors: np.ndarray) -> None:
-        """Insert vectors under ids; an id already present has its vector replaced.
-
-        Args:
-            ids: (n,) int64, >= 0, distinct.
-            vectors: (n, dim) float32, L2-normalised rows.
-
-        Raises:
-            ValueError: bad ids (see :func:`check_ids`), bad vectors (see :func:`check_unit_rows`), or n differs.
-        """
-        ids, vectors = _check_add(ids, vectors, self.dim)
-        if len(ids) == 0:
-            return
+    def _add(self, ids: np.ndarray, vectors: np.ndarray) -> None:
         self._bury(ids)
         first = len(self._ids)
         self._ids = np.concatenate([self._ids, ids])
@@ -277,35 +302,11 @@ class AnnIndex:
         self._call(self._index.add, vectors)
         self._maybe_rebuild()
 
-    def remove(self, ids: np.ndarray) -> None:
-        """Remove the vectors of ``ids``; ids not in the index are ignored.
-
-        Raises:
-            ValueError: bad ids (see :func:`check_ids`).
-        """
-        self._bury(check_ids(ids))
+    def _remove(self, ids: np.ndarray) -> None:
+        self._bury(ids)
         self._maybe_rebuild()
 
-    def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-        """The ``k`` most similar vectors to each query, most similar first (approximate).
-
-        Args:
-            queries: (m, dim) float32, L2-normalised rows.
-            k: neighbours per query, >= 1.
-
-        Returns:
-            ``(ids, sims)``: (m, k) int64 ids and (m, k) float32 cosine similarities; columns past what the graph
-            returned are :data:`NO_ID` and :data:`NO_SIM`.
-
-        Raises:
-            ValueError: queries not (m, dim) or not finite; ``k < 1``.
-        """
-        queries = check_vectors(queries, self.dim, "queries")
-        k = _check_k(k)
-        ids = np.full((len(queries), k), NO_ID, dtype=np.int64)
-        sims = np.full((len(queries), k), NO_SIM, dtype=np.float32)
-        if len(self) == 0 or len(queries) == 0:
-            return ids, sims
+    def _search(self, queries: np.ndarray, k: int, ids: np.ndarray, sims: np.ndarray) -> None:
         params = faiss.SearchParametersHNSW(efSearch=max(self.expansion_search, k))
         if self.tombstones:
             if self._live_bitmap is None:
@@ -316,7 +317,6 @@ class AnnIndex:
         hit = nodes >= 0
         ids[hit] = self._ids[nodes[hit]]
         sims[hit] = found_sims[hit]
-        return ids, sims
 
     def _new_graph(self) -> faiss.IndexHNSWFlat:
         graph = faiss.IndexHNSWFlat(self.dim, self.connectivity, faiss.METRIC_INNER_PRODUCT)

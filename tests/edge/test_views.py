@@ -74,7 +74,7 @@ brokers: {{b: {{}}}}
 
 
 def test_reader_hands_on_the_view(read_all, bikes_path):
-    plain_reader, plain = read_all(bikes_path, max_frames=3)
+    _, plain = read_all(bikes_path, max_frames=3)
     view = CameraViewConfig(crop_xyxy_frac=(0.0, 0.0, 0.5, 1.0), mirror=True, scale=0.5, jpeg_quality=70)
     reader, frames = read_all(bikes_path, max_frames=3, view=view)
     assert reader.state == "ended" and len(frames) == 3
