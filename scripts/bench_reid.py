@@ -1,6 +1,6 @@
 """Re-identification quality on real footage: several cameras made from bikes.mp4, none replaying another's pixels.
 
-The scenario (:func:`scenario_cameras`): each camera shows its own time segment of the clip, through its own
+The scenario (:func:`scenario`, ``segments``): each camera shows its own time segment of the clip, through its own
 view (edge/views.py, the same code the edge runs for a camera's ``view:``): one camera as recorded, one as the
 demo's ``street-2`` sees it (cropped, mirrored, downscaled, JPEG-recompressed), one cropped to the left part,
 upscaled and recompressed harder. All cameras start together, so an object in the overlap of two segments is
@@ -18,8 +18,9 @@ micro-batches dealt round-robin as the broker alternates them) for a sweep of ma
 scripts/reid_metrics.py: pairwise precision/recall (all pairs and cross-camera pairs), IDF1, identity switches,
 fragmentations, and embedding comparisons per ROI.
 
-Usage: ``python scripts/bench_reid.py [--quick] [--stride N] [--json OUT] [--model-dir DIR]``
-(``--quick``: two cameras over the first 150 frames, every 4th frame's ROIs; under a minute, for CI).
+Usage: ``python scripts/bench_reid.py [--scenario segments|demo] [--quick] [--stride N] [--json OUT]
+[--model-dir DIR]`` (``--quick``: two cameras over the first 150 frames, every 4th frame's ROIs; under a minute
+of CPU, for CI; ``--scenario demo``: the demo's own two cameras and embedder classes, see :func:`scenario`).
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from reid_assigners import Assigner, OneWorker, SeveralWorkers, SharedSpace  # n
 from reid_metrics import quality  # noqa: E402
 from reid_scenario import (  # noqa: E402
     DEMO,
+    EMBEDDER_CLASSES,
     ClipFrame,
     ColourHistogramEmbedder,
     Embedder,
@@ -84,16 +86,37 @@ def demo_view() -> CameraViewConfig:
     return CameraViewConfig.model_validate(yaml.safe_load(DEMO.read_text())["cameras"]["street-2"]["view"])
 
 
-def scenario_cameras(quick: bool) -> list[ScenarioCamera]:
-    """The cameras: three over the 250-frame clip, or two over its first 150 frames with ``quick``."""
-    if quick:
-        return [ScenarioCamera("cam-a", 0, 110, None), ScenarioCamera("cam-b", 40, 150, demo_view())]
-    return [
-        ScenarioCamera("cam-a", 0, 170, None),
-        ScenarioCamera("cam-b", 60, 250, demo_view()),
-        ScenarioCamera("cam-c", 30, 210, CameraViewConfig(crop_xyxy_frac=(0.0, 0.0, 0.7, 1.0), scale=1.3,
-                                                          jpeg_quality=35)),
-    ]
+@dataclass(frozen=True)
+class Scenario:
+    """Cameras over the first ``frames`` frames of the clip, scoring ROIs of ``classes`` (None: every class)."""
+
+    frames: int | None
+    cameras: list[ScenarioCamera]
+    classes: list[str] | None
+
+
+def scenario(name: str) -> Scenario:
+    """``segments``: three cameras, three time segments of the 250-frame clip, every class; ``quick``: two of
+    them over the first 150 frames (CI); ``demo``: configs/demo.yaml's two cameras (the whole clip, recorded and
+    through street-2's view) and the classes it routes to its embedder.
+
+    Raises:
+        KeyError: unknown name.
+    """
+    if name == "quick":
+        return Scenario(150, [ScenarioCamera("cam-a", 0, 110, None), ScenarioCamera("cam-b", 40, 150, demo_view())],
+                        None)
+    if name == "demo":
+        return Scenario(None, [ScenarioCamera("street-1", 0, 250, None),
+                               ScenarioCamera("street-2", 0, 250, demo_view())], EMBEDDER_CLASSES)
+    if name == "segments":
+        return Scenario(None, [
+            ScenarioCamera("cam-a", 0, 170, None),
+            ScenarioCamera("cam-b", 60, 250, demo_view()),
+            ScenarioCamera("cam-c", 30, 210, CameraViewConfig(crop_xyxy_frac=(0.0, 0.0, 0.7, 1.0), scale=1.3,
+                                                              jpeg_quality=35)),
+        ], None)
+    raise KeyError(f"unknown scenario {name!r}; known: segments, quick, demo")
 
 
 def scenario_topology(cameras: Sequence[ScenarioCamera], fps: float = 25.0) -> Topology:
@@ -137,12 +160,13 @@ def true_identity(box: np.ndarray, truth: Detections, view: CameraViewConfig | N
 
 
 def scenario_rois(cameras: Sequence[ScenarioCamera], clip: Sequence[ClipFrame], truth: Sequence[Detections],
-                  stride: int, detector, deployment) -> list[LabelledRoi]:
-    """Every camera's ROIs (every ``stride``-th frame), labelled, in arrival order (camera PTS, then camera)."""
+                  stride: int, detector, deployment, classes: list[str] | None) -> list[LabelledRoi]:
+    """Every camera's ROIs of ``classes`` (every ``stride``-th frame), labelled, in arrival order (camera PTS,
+    then camera)."""
     frame_hw = clip[0].image.shape[:2]
     rois = []
     for cam in cameras:
-        for roi in track_rois(clip[cam.first_frame:cam.last_frame], detector, deployment, cam.view, classes=None):
+        for roi in track_rois(clip[cam.first_frame:cam.last_frame], detector, deployment, cam.view, classes):
             if (roi.frame - cam.first_frame) % stride == 0:
                 label = true_identity(roi.xyxy, truth[roi.frame], cam.view, frame_hw)
                 rois.append(LabelledRoi(cam.name, roi.pts_ms, roi.track_id, label, roi.crop))
@@ -187,32 +211,33 @@ def sweep(embedders: Sequence[Embedder], rois: Sequence[LabelledRoi], workers: i
     return rows
 
 
-def reid_section(quick: bool = False, stride: int = 1, workers: int = 2, model_dir: str | None = None
+def reid_section(name: str = "segments", stride: int = 1, workers: int = 2, model_dir: str | None = None
                  ) -> dict[str, Any]:
     """Build the scenario, embed, assign and score; returns ``scenario`` (counts) and ``rows`` (:func:`sweep`)."""
     pin_threads()
-    clip = read_clip(max_frames=150 if quick else None)
+    setting = scenario(name)
+    clip = read_clip(max_frames=setting.frames)
     deployment = demo_deployment()
     detector = demo_detector(deployment, model_dir)
     truth = track_clip(clip, detector, deployment)
-    cameras = scenario_cameras(quick)
-    rois = scenario_rois(cameras, clip, truth, stride, detector, deployment)
+    cameras = setting.cameras
+    rois = scenario_rois(cameras, clip, truth, stride, detector, deployment, setting.classes)
     labelled = [r for r in rois if r.truth >= 0]
     seen_on = {t: {r.camera for r in labelled if r.truth == t} for t in {r.truth for r in labelled}}
-    scenario = {
-        "cameras": [{"name": c.name, "frames": [c.first_frame, c.last_frame],
+    counts = {
+        "name": name, "classes": setting.classes, "cameras": [{"name": c.name, "frames": [c.first_frame, c.last_frame],
                      "view": None if c.view is None else c.view.model_dump()} for c in cameras],
         "stride": stride, "rois": len(rois), "labelled_rois": len(labelled),
         "true_identities": len(seen_on), "on_several_cameras": sum(len(c) > 1 for c in seen_on.values()),
     }
     embedders = [MobileNetEmbedder(deployment), ColourHistogramEmbedder()]
-    return {"scenario": scenario, "rows": sweep(embedders, rois, workers, scenario_topology(cameras))}
+    return {"scenario": counts, "rows": sweep(embedders, rois, workers, scenario_topology(cameras))}
 
 
 def print_section(result: dict[str, Any]) -> None:
     """The scenario and a table row per (embedder, assigner, threshold)."""
     s = result["scenario"]
-    print(f"{len(s['cameras'])} cameras {[c['name'] + str(c['frames']) for c in s['cameras']]}, every "
+    print(f"scenario {s['name']}: {len(s['cameras'])} cameras {[c['name'] + str(c['frames']) for c in s['cameras']]}, every "
           f"{s['stride']} frame(s): {s['rois']} ROIs, {s['labelled_rois']} labelled, {s['true_identities']} true "
           f"identities ({s['on_several_cameras']} on several cameras)")
     print(f"{'embedder':14s} {'assigner':39s} {'thr':>5s} {'P':>6s} {'R':>6s} {'xcamP':>6s} {'xcamR':>6s} "
@@ -230,6 +255,8 @@ def _f(x: float) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--scenario", choices=["segments", "demo"], default="segments",
+                        help="segments: 3 cameras, 3 time segments, every class; demo: configs/demo.yaml's cameras")
     parser.add_argument("--quick", action="store_true", help="two cameras, first 150 frames, every 4th frame (CI)")
     parser.add_argument("--stride", type=int, help="score the ROIs of every N-th frame (default 1; quick 4)")
     parser.add_argument("--workers", type=int, default=2, help="workers in the several-workers modes")
@@ -237,7 +264,7 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="write the numbers here")
     args = parser.parse_args()
     stride = args.stride or (4 if args.quick else 1)
-    result = reid_section(args.quick, stride, args.workers, args.model_dir)
+    result = reid_section("quick" if args.quick else args.scenario, stride, args.workers, args.model_dir)
     print_section(result)
     if args.json:
         args.json.write_text(json.dumps(result, indent=2))
