@@ -2,23 +2,9 @@
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
-
-
-def test_quick_run_reports_recall_and_per_roi_times_side_by_side(models_dir, tmp_path):
-    out = tmp_path / "match.json"
-    proc = subprocess.run(
-        [sys.executable, str(REPO / "scripts" / "bench_match.py"), "--quick", "--model-dir", str(models_dir),
-         "--json", str(out)],
-        capture_output=True, text=True, timeout=240,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    result = json.loads(out.read_text())
+def test_quick_run_reports_recall_and_per_roi_times_side_by_side(run_quick):
+    stdout, result = run_quick("bench_match.py", 240)
     assert result["identities"] == 10_000 and result["dim"] == 1280  # the demo embedder's dimension
     assert result["real_crops"] == 48 and result["real_deviations"] > 0
     assert result["recall_at_1"] >= 0.99
@@ -27,4 +13,4 @@ def test_quick_run_reports_recall_and_per_roi_times_side_by_side(models_dir, tmp
     assert result["exact_top1_is_source"] > 0.5
     for batch in ("1", "8"):  # one core's CPU time: the graph search beats the full scan even at 10,000
         assert result["per_roi"]["ann"][batch]["cpu_ms"] < result["per_roi"]["exact"][batch]["cpu_ms"]
-    assert "recall@1 (ann vs exact)" in proc.stdout
+    assert "recall@1 (ann vs exact)" in stdout

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import subprocess
 import sys
 from pathlib import Path
 
@@ -15,8 +13,6 @@ from bench_reid import THRESHOLDS, demo_view, true_identity  # noqa: E402
 from vcascade.core.config import CameraViewConfig  # noqa: E402
 from vcascade.core.detections import Detections  # noqa: E402
 from vcascade.edge.views import view_boxes  # noqa: E402
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 def test_a_roi_takes_the_true_identity_whose_box_it_covers_in_the_view():
@@ -30,15 +26,8 @@ def test_a_roi_takes_the_true_identity_whose_box_it_covers_in_the_view():
     assert true_identity(truth.xyxy[1], truth, CameraViewConfig(mirror=True), (272, 640)) == -1  # wrong side
 
 
-def test_quick_run_scores_every_embedder_and_shows_the_several_galleries_bug(models_dir, tmp_path):
-    out = tmp_path / "reid.json"
-    proc = subprocess.run(
-        [sys.executable, str(REPO / "scripts" / "bench_reid.py"), "--quick", "--model-dir", str(models_dir),
-         "--json", str(out)],
-        capture_output=True, text=True, timeout=300,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    result = json.loads(out.read_text())
+def test_quick_run_scores_every_embedder_and_shows_the_several_galleries_bug(run_quick):
+    _, result = run_quick("bench_reid.py", 300)
     scenario = result["scenario"]
     assert [c["name"] for c in scenario["cameras"]] == ["cam-a", "cam-b"]
     assert scenario["cameras"][1]["view"]["mirror"] is True
