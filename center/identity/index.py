@@ -273,7 +273,7 @@ class AnnIndex(VectorIndex):
         ValueError: ``dim < 1``.
     """
 
-    def __init__(self, dim: int, *, connectivity: int = 16, expansion_add: int = 128, expansion_search: int = 64,
+    def __init__(self, dim: int, *, connectivity: int = 16, expansion_add: int = 128, expansion_search: int = 128,
                  threads: int = 1, min_rebuild_tombstones: int = 1024) -> None:
         super().__init__(dim)
         self.connectivity, self.expansion_add = int(connectivity), int(expansion_add)
