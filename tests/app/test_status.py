@@ -14,7 +14,7 @@ from rich.console import Console
 
 from tests.demo import demo_data
 from vcascade.app.promconfig import MetricsTarget
-from vcascade.app.status import Scrape, histogram_quantile, rate, run_status, scrape
+from vcascade.app.status import Scrape, histogram_quantile, identities_table, rate, run_status, scrape
 from vcascade.broker.server import run_broker
 from vcascade.core.config import load_config
 
@@ -71,3 +71,27 @@ def test_status_shows_a_live_broker_and_unreachable_components(tmp_path, free_po
     assert "no worker registered" in broker_line
     assert text.count("unreachable") == 2, text
     assert "brokers" in text and "latency (ms)" in text
+
+
+def test_identity_spaces_show_each_embedding_worker():
+    target = MetricsTarget("worker", "worker-1", "127.0.0.1", 1)
+    w = (("worker", "worker-1"),)
+
+    def scrape_at(t_s: float, enrolments: float) -> Scrape:
+        return Scrape(target, t_s, {
+            "vcascade_identity_gallery_size": {w: 12.0},
+            "vcascade_identity_enrolments_total": {w: enrolments},
+            "vcascade_identity_matches_total": {w: 30.0},
+            "vcascade_identity_comparisons_total": {w: 40.0 * (enrolments + 30.0)},
+            "vcascade_identity_merges_total": {(*w, ("kind", "duplicate")): 2.0, (*w, ("kind", "reconciled")): 1.0},
+            "vcascade_identity_provisional_results_total": {w: 5.0},
+            "vcascade_identity_store_errors_total": {(*w, ("op", "write")): 4.0},
+            "vcascade_identity_store_seconds_bucket": {(*w, ("op", "write"), ("le", "0.01")): 10.0,
+                                                      (*w, ("op", "write"), ("le", "+Inf")): 10.0},
+        })  # fmt: skip
+
+    console = Console(file=io.StringIO(), width=200)
+    console.print(identities_table({"worker-1": scrape_at(10.0, 10.0)}, {"worker-1": scrape_at(12.0, 14.0)}))
+    row = [line for line in console.file.getvalue().splitlines() if "worker-1" in line][0]
+    cells = [cell.strip() for cell in row.split("│")[1:-1]]
+    assert cells == ["worker-1", "12", "2.0", "0.0", "40.0", "3", "5", "4", "9.9"], row

@@ -141,3 +141,18 @@ def test_split_message_checks_payload_count():
         wire.split_message([wire.encode(wire.Bye(sender="w")), b"extra"], 0)
     with pytest.raises(wire.MalformedMessage, match="frames"):
         wire.split_message([b"edge-id"], 1)
+
+
+def test_embedding_output_carries_provisional_and_merged_ids_and_reads_a_peer_without_them():
+    full = wire.Result(roi_id="r", worker="w", output=wire.EmbeddingOutput(4, 0.9, False, True, (9, -2)))
+    assert wire.decode(wire.encode(full)) == full
+    older = msgspec.msgpack.encode({"v": wire.PROTOCOL_VERSION, "kind": "result", "roi_id": "r", "worker": "w",
+                                    "output": {"head": "embedding", "identity_id": 4, "similarity": 0.9,
+                                               "enrolled": False}})  # fmt: skip
+    decoded = wire.decode(older).output
+    assert decoded.provisional is False and decoded.merged_from == ()
+    bad = msgspec.msgpack.encode({"v": wire.PROTOCOL_VERSION, "kind": "result", "roi_id": "r", "worker": "w",
+                                  "output": {"head": "embedding", "identity_id": 4, "similarity": 0.9,
+                                             "enrolled": False, "merged_from": ["x"]}})  # fmt: skip
+    with pytest.raises(wire.MalformedMessage):
+        wire.decode(bad)

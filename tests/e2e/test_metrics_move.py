@@ -128,6 +128,16 @@ SCENARIOS: dict[str, str] = {
     "vcascade_worker_in_flight": "pipeline",
     "vcascade_worker_credits": "pipeline",
     "vcascade_worker_auth_failures_total": "covered:tests/core/test_telemetry_auth.py",
+    # identity space (workers of embedding recognizers)
+    "vcascade_identity_gallery_size": "covered:tests/center/identity/test_identity_metrics.py",
+    "vcascade_identity_enrolments_total": "covered:tests/center/identity/test_identity_metrics.py",
+    "vcascade_identity_matches_total": "covered:tests/center/identity/test_identity_metrics.py",
+    "vcascade_identity_merges_total": "covered:tests/center/identity/test_identity_metrics.py",
+    "vcascade_identity_provisional_results_total": "covered:tests/center/identity/test_identity_metrics.py",
+    "vcascade_identity_comparisons_total": "covered:tests/center/identity/test_identity_metrics.py",
+    "vcascade_identity_store_seconds": "covered:tests/center/identity/test_identity_metrics.py",
+    "vcascade_identity_store_errors_total": "covered:tests/center/identity/test_identity_metrics.py",
+    "vcascade_identity_dropped_updates_total": "covered:tests/center/identity/test_identity_metrics.py",
     # stage group (a process this deployment does not run)
     "vcascade_stage_group_batches_total": "covered:tests/e2e/test_stage_group_cascade.py",
     "vcascade_stage_group_stage_seconds": "unstaged: tests/e2e/test_stage_group_cascade.py reads only the "

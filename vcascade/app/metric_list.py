@@ -10,12 +10,13 @@ from prometheus_client import REGISTRY
 
 from vcascade.broker import metrics as broker_metrics
 from vcascade.center import metrics as center_metrics
+from vcascade.center.identity import metrics as identity_metrics
 from vcascade.core.telemetry import MetricFamily, metric_families
 from vcascade.edge import metrics as edge_metrics
 
-COMPONENT_METRICS = (edge_metrics, broker_metrics, center_metrics)
+COMPONENT_METRICS = (edge_metrics, broker_metrics, center_metrics, identity_metrics)
 """The modules whose import declares every ``vcascade_<component>_*`` family (edge, broker, worker and stage
-group); ``vcascade_build_info`` comes from :mod:`vcascade.core.telemetry`."""
+group, the workers' identity space); ``vcascade_build_info`` comes from :mod:`vcascade.core.telemetry`."""
 
 
 def exported_families() -> dict[str, MetricFamily]:

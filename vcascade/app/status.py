@@ -252,6 +252,29 @@ def workers_table(before: dict[str, Scrape], after: dict[str, Scrape]) -> Table:
     return table
 
 
+def identities_table(before: dict[str, Scrape], after: dict[str, Scrape]) -> Table:
+    """Per worker of an embedding recognizer (docs/IDENTITY.md): identities held, enrolments/s, matches/s,
+    comparisons per ROI, merges and provisional results so far, store errors so far, store p99 round trip."""
+    table = Table(title="identity spaces", title_justify="left")
+    for col in ("worker", "identities", "enrol/s", "match/s", "comparisons/ROI", "merges", "provisional",
+                "store errors", "store p99 ms"):  # fmt: skip
+        table.add_column(col, justify="left" if col == "worker" else "right")
+    for name, s in after.items():
+        if s.target.kind != "worker" or s.error or not s.series("vcascade_identity_gallery_size"):
+            continue
+        rois = s.total("vcascade_identity_matches_total") + s.total("vcascade_identity_enrolments_total")
+        prev = before.get(name)
+        p99_s = hop_quantiles([prev] if prev else [], [s], "vcascade_identity_store_seconds", (0.99,))
+        table.add_row(
+            name, f"{int(s.total('vcascade_identity_gallery_size'))}",
+            _num(rate(prev, s, "vcascade_identity_enrolments_total")), _num(rate(prev, s, "vcascade_identity_matches_total")),
+            _num(s.total("vcascade_identity_comparisons_total") / rois if rois else None),
+            f"{int(s.total('vcascade_identity_merges_total'))}", f"{int(s.total('vcascade_identity_provisional_results_total'))}",
+            f"{int(s.total('vcascade_identity_store_errors_total'))}", _ms(p99_s.get("all", [None])[0]),
+        )  # fmt: skip
+    return table
+
+
 def latency_table(before: dict[str, Scrape], after: dict[str, Scrape]) -> Table:
     """Latency percentiles per hop (edge account, broker queue, worker hops and stages), ms."""
     table = Table(title="latency (ms)", title_justify="left")
@@ -273,7 +296,7 @@ def render(before: dict[str, Scrape], after: dict[str, Scrape], title: str) -> G
     """The whole view for two scrape rounds of every component."""
     return Group(
         title, components_table(after), cameras_table(before, after), brokers_table(before, after),
-        workers_table(before, after), latency_table(before, after),
+        workers_table(before, after), identities_table(before, after), latency_table(before, after),
     )
 
 

@@ -4,6 +4,8 @@ that are reconciled, a restart keeps every identity, topology pruning cuts compa
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 from prometheus_client import REGISTRY
@@ -12,7 +14,7 @@ from vcascade.center.identity.metrics import STORE_OPS, IdentityTelemetry
 from vcascade.center.identity.redis_store import RedisStore
 from vcascade.center.identity.space import IdentitySpace
 from vcascade.center.identity.sqlite_store import SqliteStore
-from vcascade.center.identity.store import Sighting
+from vcascade.center.identity.store import Sighting, StoreWrite
 from vcascade.center.identity.sync import StoreSync
 from vcascade.center.identity.topology import Topology
 
@@ -28,8 +30,8 @@ def obj(i: int, noise: float = 0.0, seed: int = 0) -> np.ndarray:
     return v / np.linalg.norm(v)
 
 
-def seen(camera: str = "cam1", t_s: float = 0.0, wall_s: float = 1000.0) -> Sighting:
-    return Sighting(camera, 1000.0 * t_s, wall_s)
+def seen(camera: str = "cam1", t_s: float = 0.0) -> Sighting:
+    return Sighting(camera, 1000.0 * t_s, time.time())  # wall time: within the store's retention
 
 
 class Worker:
@@ -37,10 +39,11 @@ class Worker:
 
     made = 0
 
-    def __init__(self, name: str, store, id_block: int = 8, topology: Topology | None = None) -> None:
+    def __init__(self, name: str, store, id_block: int = 8, topology: Topology | None = None,
+                 index: str = "exact", clock=None) -> None:  # fmt: skip
         Worker.made += 1
         self.name = f"{name}-{Worker.made}"  # metrics start at 0 in every test
-        self.space = IdentitySpace(THRESHOLD, 1000, topology=topology)
+        self.space = IdentitySpace(THRESHOLD, 1000, index, topology, 2.0, clock or time.monotonic)
         self.sync = StoreSync(self.space, store, IdentityTelemetry(self.name), 0.05, id_block, 86_400.0, 1000)
         self.sync.cycle()
 
@@ -70,8 +73,9 @@ def open_store(request, tmp_path):
         store.close()
 
 
-def test_an_object_enrolled_by_one_worker_is_matched_by_the_other_with_the_same_id(open_store):
-    a, b = Worker("sp-a1", open_store()), Worker("sp-b1", open_store())
+@pytest.mark.parametrize("index", ["exact", "ann"])
+def test_an_object_enrolled_by_one_worker_is_matched_by_the_other_with_the_same_id(open_store, index):
+    a, b = Worker("sp-a1", open_store(), index=index), Worker("sp-b1", open_store(), index=index)
     first = a.see(3)
     assert first.enrolled and first.identity_id >= 1 and not first.provisional
     a.sync.cycle()
@@ -106,6 +110,29 @@ def test_two_workers_enrolling_one_object_at_once_converge_to_the_lower_id(open_
     assert answers[held_loser.name].merged_from == (loser,)  # the worker that answered with it reports the merge
     assert sum(w.metric("vcascade_identity_merges_total", kind="duplicate") for w in (a, b)) == 1
     assert a.space.identities() == b.space.identities() == [survivor]
+
+
+def test_identities_older_than_the_merge_window_are_never_merged(open_store):
+    now = [100.0]
+    writer = open_store()
+    similar = [obj(7, 0.0), l2(obj(7, 0.0) + 0.3 * obj(8, 0.0))]  # cosine 0.96: one object by the threshold
+    ids = writer.reserve_ids(2)
+    writer.write([StoreWrite(i, v, 1, seen(), True) for i, v in zip(ids, similar)])  # enrolled long ago
+    a = Worker("sp-a8", open_store(), clock=lambda: now[0])
+    a.see(7)  # a matches (and so moves) one of them; neither is new to a nor pushed by a: no merge
+    now[0] += 1.0
+    for _ in range(2):
+        a.sync.cycle()
+    young = a.see(9)  # pushed by a at the next cycle: young for 2 s
+    a.sync.cycle()
+    b = Worker("sp-b8", open_store(), clock=lambda: now[0])  # hears of all three at once; pushed none
+    b.sync.cycle()
+    assert sorted(a.space.identities()) == sorted(b.space.identities()) == sorted([*ids, young.identity_id])
+    assert sum(w.metric("vcascade_identity_merges_total", kind="duplicate") for w in (a, b)) == 0
+
+
+def l2(v: np.ndarray) -> np.ndarray:
+    return v / np.linalg.norm(v)
 
 
 def test_a_restarted_worker_keeps_every_identity(open_store):
