@@ -41,6 +41,7 @@ from vcascade.edge.ffmpeg_log import CameraLog
 from vcascade.edge.frames import Frame, FramePolicy, FrameSlots
 from vcascade.edge.metrics import CameraTelemetry
 from vcascade.edge.timing import Pacer, RateGate
+from vcascade.edge.views import apply_view
 
 __all__ = ["CameraReader", "CaptureSession", "SourceError", "is_live", "open_source", "resolve_or_same"]
 
@@ -333,6 +334,8 @@ class CaptureSession(threading.Thread):
         if pixels is None:
             self.reader.count_corrupt("bad_image", 1)
             return None
+        if self.cfg.view is not None:
+            pixels = apply_view(pixels, self.cfg.view)
         return Frame(self.reader.camera, self.reader.frames, pixels, pts_ms, now_s, now_unix_ms)
 
     def _restart(self) -> None:

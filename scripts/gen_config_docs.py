@@ -23,6 +23,7 @@ SECTIONS = [
     ("`cameras.<name>.analytics`", config.AnalyticsConfig),
     ("`cameras.<name>.analytics.lines[]`", config.CountingLineConfig),
     ("`cameras.<name>.analytics.zones[]`", config.ZoneConfig),
+    ("`cameras.<name>.view`", config.CameraViewConfig),
     ("`edges.<name>`", config.EdgeConfig),
     ("`edges.<name>.detector` with `type: yolox` (the default)", config.YoloxDetectorConfig),
     ("`edges.<name>.detector` with `type: yolov5`", config.Yolov5DetectorConfig),

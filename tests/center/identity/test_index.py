@@ -135,6 +135,24 @@ def test_search_refuses_wrong_shapes_and_k(kind):
         index.search(np.ones((1, 8), np.float32), 0)
 
 
+def test_ann_index_skips_tombstones_and_rebuilds_when_they_outnumber_live_vectors():
+    rng = np.random.default_rng(8)
+    vectors = unit_rows(rng, 300, 16)
+    index = AnnIndex(16, min_rebuild_tombstones=50)
+    index.add(np.arange(300), vectors)
+    index.remove(np.arange(0, 140))  # 140 tombstones, 160 live: no rebuild yet
+    assert len(index) == 160 and index.tombstones == 140
+    ids, _ = index.search(vectors, 5)
+    assert ids.min() >= 140  # removed ids never come back
+    index.add(np.arange(140, 170), vectors[:30])  # 30 replaced: 170 tombstones > 160 live -> rebuilt
+    assert len(index) == 160 and index.tombstones == 0
+    ids, sims = index.search(vectors[:30], 1)
+    assert ids[:, 0].tolist() == list(range(140, 170))
+    np.testing.assert_allclose(sims[:, 0], 1.0, atol=1e-5)
+    ids, _ = index.search(vectors[170:], 1)
+    assert ids[:, 0].tolist() == list(range(170, 300))
+
+
 def test_ann_recall_at_1_against_exact_on_clustered_vectors():
     """Clustered unit vectors (a gallery's identities lie near each other) and noisy re-observations as queries."""
     rng = np.random.default_rng(7)

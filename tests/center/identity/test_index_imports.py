@@ -1,6 +1,6 @@
 """Regression: usearch 2.26 (its bundled numkong kernels) made the worker segfault on start-up, because the
 worker imports ONNX Runtime after the identity index (center/heads -> center/identity/index.py -> usearch).
-pyproject.toml pins usearch below 2.26; this test fails on a version that crashes."""
+The index now uses faiss; this test fails on any index library that crashes that way."""
 
 from __future__ import annotations
 

@@ -14,6 +14,7 @@ module                                    holds
 :mod:`vcascade.core.schema.edge`          cameras, ROI policy, routes, crops, sinks, edges
 :mod:`vcascade.core.schema.analytics`     a camera's counting lines and zones
 :mod:`vcascade.core.schema.sinks`         network sinks (MQTT, webhook), every sink's queue settings
+:mod:`vcascade.core.schema.view`          a camera's view of its source (crop, mirror, scale)
 :mod:`vcascade.core.schema.broker`        brokers, heartbeats, CurveZMQ
 :mod:`vcascade.core.schema.center`        recognizers and their heads, workers, stage groups
 :mod:`vcascade.core.schema.identity`      identity space of embedding heads: store, sync, topology
@@ -55,6 +56,7 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "ZmqPubSinkConfig": ".edge",
     "MqttSinkConfig": ".sinks",
     "WebhookSinkConfig": ".sinks",
+    "CameraViewConfig": ".view",
     "BrokerConfig": ".broker",
     "CurveConfig": ".broker",
     "HeartbeatConfig": ".broker",

@@ -10,6 +10,7 @@ from vcascade.core.schema.analytics import AnalyticsConfig
 from vcascade.core.schema.base import ConfigModel, Name, Port, cpus_field
 from vcascade.core.schema.detector import DetectorConfig, YoloxDetectorConfig
 from vcascade.core.schema.sinks import MqttSinkConfig, WebhookSinkConfig, drain_timeout_field, queue_max_field
+from vcascade.core.schema.view import CameraViewConfig
 
 # ---------------------------------------------------------------- tracking and ROI policy
 
@@ -96,6 +97,9 @@ class CameraConfig(ConfigModel):
         None, min_length=1, description="Overrides the edge's `roi.routes` for this camera."
     )
     analytics: AnalyticsConfig | None = Field(None, description="Counting lines and zones (docs/EVENTS.md; None: none).")
+    view: CameraViewConfig | None = Field(
+        None, description="Crop, mirror, rescale or re-encode every decoded frame (None: frames as decoded)."
+    )
 
 
 
