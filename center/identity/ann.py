@@ -33,7 +33,7 @@ import os
 import faiss
 import numpy as np
 
-from vcascade.center.identity.vector_index import NO_ID, VectorIndex, top_k_columns
+from vcascade.center.identity.vector_index import NO_ID, VectorIndex, grown, top_k_columns
 
 
 def uncentred_pca(vectors: np.ndarray, reduced_dim: int) -> np.ndarray:
@@ -114,7 +114,7 @@ class AnnIndex(VectorIndex):
     def _add(self, ids: np.ndarray, vectors: np.ndarray) -> None:
         self._bury(ids)
         first = len(self._ids)
-        self._reserve(first + len(ids))
+        self._vectors = grown(self._vectors, first, first + len(ids))
         self._vectors[first:first + len(ids)] = vectors
         self._ids = np.concatenate([self._ids, ids])
         self._node_of.update(zip(ids.tolist(), range(first, first + len(ids))))
@@ -194,14 +194,3 @@ class AnnIndex(VectorIndex):
                                           faiss.METRIC_INNER_PRODUCT)
         self._graph.hnsw.efConstruction = self.expansion_add
         self._call(self._graph.add, self._project(vectors))
-
-    def _reserve(self, nodes: int) -> None:
-        """Grow the full-vector array (doubling) to hold ``nodes`` rows."""
-        capacity = len(self._vectors)
-        if nodes <= capacity:
-            return
-        while capacity < nodes:
-            capacity *= 2
-        grown = np.zeros((capacity, self.dim), np.float32)
-        grown[: len(self._ids)] = self._vectors[: len(self._ids)]
-        self._vectors = grown

@@ -26,6 +26,7 @@ from vcascade.center.identity.vector_index import (
     check_ids,
     check_unit_rows,
     check_vectors,
+    grown,
     top_k_columns,
 )
 
@@ -87,17 +88,8 @@ class ExactIndex(VectorIndex):
         sims[:, : top.shape[1]] = top
 
     def _reserve(self, size: int) -> None:
-        capacity = len(self._ids)
-        if size <= capacity:
-            return
-        while capacity < size:
-            capacity *= 2
-        vectors = np.zeros((capacity, self.dim), dtype=np.float32)
-        vectors[: self._size] = self._vectors[: self._size]
-        ids = np.full(capacity, NO_ID, dtype=np.int64)
-        ids[: self._size] = self._ids[: self._size]
-        self._vectors, self._ids = vectors, ids
-
+        self._vectors = grown(self._vectors, self._size, size)
+        self._ids = grown(self._ids, self._size, size, NO_ID)
 
 INDEXES = {"exact": ExactIndex, "ann": AnnIndex}
 """Index classes by the name a config or benchmark uses."""

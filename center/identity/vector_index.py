@@ -183,3 +183,16 @@ def top_k_columns(sims: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     top = np.take_along_axis(sims, columns, axis=1)
     order = np.argsort(-top, axis=1, kind="stable")
     return np.take_along_axis(columns, order, axis=1), np.take_along_axis(top, order, axis=1)
+
+
+def grown(rows: np.ndarray, used: int, needed: int, fill: float | int = 0) -> np.ndarray:
+    """``rows`` (capacity, ...) with room for ``needed`` rows: returned as is when it fits, otherwise a copy of
+    doubled capacity (until it fits) keeping the first ``used`` rows, the others set to ``fill``."""
+    capacity = max(len(rows), 1)
+    if needed <= len(rows):
+        return rows
+    while capacity < needed:
+        capacity *= 2
+    bigger = np.full((capacity, *rows.shape[1:]), fill, dtype=rows.dtype)
+    bigger[:used] = rows[:used]
+    return bigger
