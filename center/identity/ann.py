@@ -33,7 +33,7 @@ import os
 import faiss
 import numpy as np
 
-from vcascade.center.identity.vector_index import NO_ID, VectorIndex, grown, top_k_columns
+from vcascade.center.identity.vector_index import NO_ID, VectorIndex, grown
 
 
 def uncentred_pca(vectors: np.ndarray, reduced_dim: int) -> np.ndarray:
@@ -130,18 +130,19 @@ class AnnIndex(VectorIndex):
 
     def _search(self, queries: np.ndarray, k: int, ids: np.ndarray, sims: np.ndarray) -> None:
         if self._graph is None:  # exact scan of every node (fewer than train_size live ones)
-            nodes = np.broadcast_to(np.arange(len(self._ids)), (len(queries), len(self._ids)))
+            nodes = np.arange(len(self._ids))[None, :]  # (1, nodes), the same for every query
             exact = queries @ self._vectors[: len(self._ids)].T  # (m, nodes) exact cosines
-        else:
+            exact[:, self._ids == NO_ID] = -np.inf  # tombstones
+        else:  # the graph skips tombstones itself
             nodes = self._candidates(queries, k * self.rerank_factor)  # (m, candidates), -1 past those found
-            exact = np.einsum("md,mcd->mc", queries, self._vectors[np.maximum(nodes, 0)])
-        safe = np.maximum(nodes, 0)  # -1 columns read node 0 and are masked here
-        exact[(nodes < 0) | (self._ids[safe] == NO_ID)] = -np.inf
-        columns, top = top_k_columns(exact, k)
-        found = np.isfinite(top)
-        picked = np.take_along_axis(safe, columns, axis=1)
-        ids[:, : columns.shape[1]] = np.where(found, self._ids[picked], NO_ID)
-        sims[:, : columns.shape[1]] = top
+            exact = np.einsum("md,mcd->mc", queries, self._vectors[nodes])  # exact cosines; -1 read the last row,
+            exact[nodes < 0] = -np.inf  # masked here
+        order = np.argsort(-exact, axis=1, kind="stable")[:, :k]  # (m, min(k, columns)) most similar first
+        rows = np.arange(len(queries))[:, None]
+        top = exact[rows, order]
+        picked = self._ids[np.broadcast_to(nodes, exact.shape)[rows, order]]
+        ids[:, : order.shape[1]] = np.where(np.isfinite(top), picked, NO_ID)
+        sims[:, : order.shape[1]] = top
 
     def _candidates(self, queries: np.ndarray, count: int) -> np.ndarray:
         """(m, count) int64 graph nodes nearest each projected query, live ones only; -1 past those found."""
