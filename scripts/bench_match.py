@@ -53,7 +53,7 @@ from vcascade.center.identity.index import AnnIndex, ExactIndex  # noqa: E402
 TARGET_MS, TARGET_RECALL = 1.0, 0.99
 MICRO_BATCH = 8
 """The demo worker's ``max_batch``."""
-EXPANSIONS = (64, 128, 256)
+EXPANSIONS = (128, 192, 256)
 """HNSW search candidate-list sizes (``efSearch``) measured besides the index's default."""
 ANN_SETTINGS = ("reduced_dim", "connectivity", "expansion_add", "rerank_factor", "train_size", "max_train_vectors")
 """The :class:`AnnIndex` settings reported with the numbers (its defaults)."""
