@@ -135,10 +135,11 @@ def test_search_refuses_wrong_shapes_and_k(kind):
         index.search(np.ones((1, 8), np.float32), 0)
 
 
-def test_ann_index_skips_tombstones_and_rebuilds_when_they_outnumber_live_vectors():
+@pytest.mark.parametrize("train_size", [1024, 64])  # exact scans before the graph is built; the graph
+def test_ann_index_skips_tombstones_and_rebuilds_when_they_outnumber_live_vectors(train_size):
     rng = np.random.default_rng(8)
     vectors = unit_rows(rng, 300, 16)
-    index = AnnIndex(16, min_rebuild_tombstones=50)
+    index = AnnIndex(16, min_rebuild_tombstones=50, train_size=train_size)
     index.add(np.arange(300), vectors)
     index.remove(np.arange(0, 140))  # 140 tombstones, 160 live: no rebuild yet
     assert len(index) == 160 and index.tombstones == 140
@@ -168,3 +169,54 @@ def test_ann_recall_at_1_against_exact_on_clustered_vectors():
     assert np.mean(ann_ids[:, 0] == exact_ids[:, 0]) >= 0.99
     same = ann_ids[:, 0] == exact_ids[:, 0]
     np.testing.assert_allclose(ann_sims[same, 0], exact_sims[same, 0], atol=1e-5)
+
+
+def low_rank(rng: np.random.Generator, n: int, dim: int, rank: int) -> np.ndarray:
+    """Non-negative unit rows spanning about ``rank`` of ``dim`` directions around a common mean, as ReLU
+    embeddings do (a crowded gallery: high cosine between different rows)."""
+    basis = np.linalg.qr(rng.standard_normal((dim, rank)))[0].T.astype(np.float32)  # (rank, dim) orthonormal
+    mean = np.abs(rng.standard_normal(dim)).astype(np.float32)
+    x = np.maximum(mean + 0.5 * rng.standard_normal((n, rank)).astype(np.float32) @ basis, 0.0)
+    return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+
+def test_ann_exact_scans_until_train_size_then_searches_a_projected_graph_with_exact_reranking():
+    rng = np.random.default_rng(9)
+    dim, n = 256, 3000
+    gallery = low_rank(rng, n, dim, rank=24)
+    probes = gallery[rng.integers(0, n, 400)] + 0.02 * rng.standard_normal((400, dim)).astype(np.float32)
+    probes /= np.linalg.norm(probes, axis=1, keepdims=True)
+    exact, ann = ExactIndex(dim), AnnIndex(dim, reduced_dim=32, train_size=1000)
+    exact.add(np.arange(n), gallery)
+    ann.add(np.arange(999), gallery[:999])  # one short of train_size: exact scans, same answers as ExactIndex
+    assert not ann.trained
+    small = ExactIndex(dim)
+    small.add(np.arange(999), gallery[:999])
+    np.testing.assert_array_equal(ann.search(probes, 3)[0], small.search(probes, 3)[0])
+    ann.add(np.arange(999, n), gallery[999:])  # train_size reached: projection learnt, graph built
+    assert ann.trained and len(ann) == n
+    exact_ids, exact_sims = exact.search(probes, 5)
+    ann_ids, ann_sims = ann.search(probes, 5)
+    assert np.mean(ann_ids[:, 0] == exact_ids[:, 0]) >= 0.99
+    same = ann_ids == exact_ids
+    # re-ranked with the full vectors: similarities are exact cosines, not projected ones
+    np.testing.assert_allclose(ann_sims[same], exact_sims[same], atol=1e-5)
+    assert np.mean(same) >= 0.95
+
+
+def test_ann_rebuild_below_train_size_returns_to_exact_scans():
+    rng = np.random.default_rng(10)
+    vectors = low_rank(rng, 400, 64, rank=8)
+    index = AnnIndex(64, reduced_dim=16, train_size=200, min_rebuild_tombstones=10)
+    index.add(np.arange(400), vectors)
+    assert index.trained
+    index.remove(np.arange(250))  # 250 tombstones > 150 live: rebuilt from 150 < train_size
+    assert not index.trained and index.tombstones == 0 and len(index) == 150
+    ids, sims = index.search(vectors[250:], 1)
+    assert ids[:, 0].tolist() == list(range(250, 400))
+    np.testing.assert_allclose(sims[:, 0], 1.0, atol=1e-5)
+
+
+def test_ann_refuses_bad_settings():
+    with pytest.raises(ValueError, match="rerank_factor must be >= 1, got 0"):
+        AnnIndex(8, rerank_factor=0)
