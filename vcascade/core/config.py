@@ -27,6 +27,7 @@ from vcascade.core.schema import (  # noqa: F401  (re-exported: the schema is pa
     NAME_PATTERN,
     YOLOX_NANO_URL,
     BrokerConfig,
+    CalibratedRecognizerConfig,
     CameraConfig,
     ClassifierHeadConfig,
     CurveConfig,
