@@ -341,28 +341,36 @@ class Dispatcher:
         """Assign the next ROI to the best worker of its recognizer with free credit, round-robin over the
         (recognizer, camera) queues; queues whose recognizer has no worker with free credit are passed over.
 
-        Stale ROIs met at the queue heads on the way are removed and returned, not dispatched.
+        Stale ROIs met at the queue heads on the way are removed and returned, not dispatched. Cost: the queues
+        passed over (those of recognizers without free credit) and the stale heads, never all the queues: the
+        round-robin order is walked lazily, from its head, so a dispatch with thousands of cameras queued costs
+        what it costs with one (issue 21: copying the order for each dispatch was O(cameras)).
 
         Returns:
             ``(assignment or None, stale ROIs)``; None when no queued ROI has a worker with credit.
         """
         stale: list[Pending] = []
         blocked: set[str] = set()  # recognizers without a worker with free credit, in this call
-        for key in self._queues.keys():
-            recognizer = key[0]
-            worker = None if recognizer in blocked else self._pick_worker(recognizer)
-            if worker is None:
-                blocked.add(recognizer)
-                continue
-            while True:
-                seq, item = self._queues.pop_head(key)
-                if not item.is_stale(now_s):
-                    self._queues.rotate(key)
-                    return self._assign(item, worker, now_s, seq), stale
-                stale.append(item)
-                if not self._queues.has_queue(key):
-                    break
+        while (found := self._next_servable(blocked)) is not None:
+            key, worker = found
+            seq, item = self._queues.pop_head(key)
+            if not item.is_stale(now_s):
+                self._queues.rotate(key)
+                return self._assign(item, worker, now_s, seq), stale
+            stale.append(item)  # the queue's next head (or the next queue) is tried from the top again
         return None, stale
+
+    def _next_servable(self, blocked: set[str]) -> tuple[tuple[str, str], Hashable] | None:
+        """The first queue in round-robin order whose recognizer has a worker with free credit, and that worker;
+        recognizers found without one are added to ``blocked``. None when no queue can be served."""
+        for key in self._queues.iter_keys():
+            if key[0] in blocked:
+                continue
+            worker = self._pick_worker(key[0])
+            if worker is not None:
+                return key, worker
+            blocked.add(key[0])
+        return None
 
     def _pick_worker(self, recognizer: str) -> Hashable | None:
         """Least loaded worker of ``recognizer`` (``""``: any) with free credit; ties: least recently used,
