@@ -159,8 +159,11 @@ def run_setting(s: Setting, table: dict[int, float], deadline_ms: float, workdir
         go.write_text(repr(start_s))
         time.sleep(max(0.0, start_s - time.time()))
         cpu0 = {n: _cpu_s(p.pid) for n, p in brokers.items()}
+        others0 = [sum(_cpu_s(p.pid) for p in procs) for procs in (edges, workers)]
         killed = _run_and_maybe_kill(s, brokers, cpu0, start_s)
         cpu1 = {n: _cpu_s(p.pid) for n, p in brokers.items() if n not in killed}
+        edge_cpu_s, worker_cpu_s = (sum(_cpu_s(p.pid) for p in procs) - before
+                                    for procs, before in zip((edges, workers), others0))  # fmt: skip
         for proc in edges:
             proc.wait(timeout=120)
     finally:
@@ -173,8 +176,12 @@ def run_setting(s: Setting, table: dict[int, float], deadline_ms: float, workdir
             except subprocess.TimeoutExpired:
                 proc.kill()
     broker_cpu_s = sum(cpu1[n] - cpu0[n] for n in cpu1) + sum(killed.values())
-    return summarise(s, [json.loads(out.read_text()) for out in outs.values()], offered_rate, broker_cpu_s,
-                     deadline_ms)  # fmt: skip
+    row = summarise(s, [json.loads(out.read_text()) for out in outs.values()], offered_rate, broker_cpu_s,
+                    deadline_ms)  # fmt: skip
+    row["edge_cpu_us_per_roi"] = round(1e6 * edge_cpu_s / max(1, row["sent"]), 1)
+    row["worker_cpu_us_per_roi"] = round(1e6 * worker_cpu_s / max(1, row["results"]), 1)
+    row["load_avg_1min"] = round(os.getloadavg()[0], 1)
+    return row
 
 
 def _run_and_maybe_kill(s: Setting, brokers: dict, cpu0: dict[str, float], start_s: float) -> dict[str, float]:
