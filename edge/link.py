@@ -335,6 +335,8 @@ class BrokerLink(threading.Thread):
             self._outbox.append(record)
             self._lock.notify_all()
         self.telemetry.result_received(flight.pending.roi, record["latency_ms"])
+        if self.cfg.roi.deadline_ms > 0:
+            self.telemetry.result_timeliness(record["latency_ms"]["end_to_end"] <= self.cfg.roi.deadline_ms)
 
     def _expire(self, now_s: float) -> None:
         """Retry (or drop as ``timeout``) ROIs unanswered for ``roi_timeout_s`` (the table is in send order)."""

@@ -85,7 +85,7 @@ def deployment(s: Setting, table: dict[int, float], deadline_ms: float) -> dict:
     edges = {
         f"e{i}": {"brokers": list(brokers), "metrics_port": free_port(), "max_in_flight": 100_000,
                   "send_queue_max": 100_000, "overflow": "drop_oldest", "roi_timeout_s": 10.0, "drain_timeout_s": 30.0,
-                  "roi": {"ttl_ms": deadline_ms - service_time_ms(table, MAX_BATCH)}}  # fmt: skip
+                  "roi": {"ttl_ms": deadline_ms - service_time_ms(table, MAX_BATCH), "deadline_ms": deadline_ms}}  # fmt: skip
         for i in range(1, s.edges + 1)
     }
     edge_names = list(edges)
