@@ -196,7 +196,8 @@ class _Worker:
         return sock
 
     def _ready(self) -> wire.Ready:
-        return wire.Ready(worker=self.name, credits=self.cfg.credits, recognizer=self.cfg.recognizer)
+        return wire.Ready(worker=self.name, credits=self.cfg.credits, recognizer=self.cfg.recognizer,
+                          start_delay_ms=self.admission.start_delay_ms())  # fmt: skip
 
     def _serve(self, stop: StopFlag, dealers: list[zmq.Socket], poller: zmq.Poller, report) -> None:
         next_ready = next_report = 0.0

@@ -375,3 +375,15 @@ def test_stale_heads_are_set_aside_across_queues_and_blocked_recognizers_passed_
     flight, stale = d.next_dispatch(now_s=1.0)
     assert flight.pending.roi_id == "c0" and [p.roi_id for p in stale] == ["a0", "a1", "b0"]
     assert d.next_dispatch(now_s=1.0) == (None, []) and d.queued == 1
+
+
+def test_roi_that_would_start_past_its_deadline_at_the_chosen_worker_is_stale_at_dispatch():
+    d = Dispatcher(queue_max=10)
+    d.enqueue(roi("tight", "A", t=0.0, ttl_ms=300.0))
+    d.enqueue(roi("loose", "B", t=0.0, ttl_ms=600.0))
+    d.worker_ready("w", credits=5, now_s=0.0, start_delay_s=0.4)  # a micro-batch closed now starts in 400 ms
+    flight, stale = d.next_dispatch(now_s=0.1)
+    assert [p.roi_id for p in stale] == ["tight"] and flight.pending.roi_id == "loose"
+    d.worker_ready("w", credits=5, now_s=0.2)  # the worker caught up: no wait announced
+    d.enqueue(roi("tight2", "A", t=0.2, ttl_ms=300.0))
+    assert d.next_dispatch(now_s=0.3)[0].pending.roi_id == "tight2"
