@@ -52,6 +52,9 @@ SCRIPTS = Path(__file__).resolve().parent
 MAX_BATCH = 8
 GOAL_JAIN, GOAL_GOODPUT_RATIO, GOAL_LATE_SHARE = 0.99, 0.9, 0.01
 START_TIMEOUT_S = 120.0
+RESULT_PATH_MS = 100.0
+"""Allowance in the deadline for the head, the result's way back and the edge's books, ms (a few ms on an idle
+host; tens on this shared 2-core one)."""
 
 
 @dataclass(frozen=True)
@@ -78,6 +81,12 @@ def capacity_rois_per_s(workers: int, table: dict[int, float], max_batch: int = 
     return workers * max_batch / (service_time_ms(table, max_batch) / 1000.0)
 
 
+def ttl_ms(table: dict[int, float], deadline_ms: float) -> float:
+    """The edges' ``roi.ttl_ms`` (latest start of compute) for an end-to-end deadline: the deadline less one full
+    micro-batch's service time and :data:`RESULT_PATH_MS` for the way back."""
+    return deadline_ms - service_time_ms(table, MAX_BATCH) - RESULT_PATH_MS
+
+
 def deployment(s: Setting, table: dict[int, float], deadline_ms: float) -> dict:
     """The deployment file of a setting (free ports; cameras named ``cam-<i>``, dealt round-robin to edges)."""
     brokers = {f"b{i}": {"frontend_port": free_port(), "backend_port": free_port(), "metrics_port": free_port(),
@@ -85,7 +94,7 @@ def deployment(s: Setting, table: dict[int, float], deadline_ms: float) -> dict:
     edges = {
         f"e{i}": {"brokers": list(brokers), "metrics_port": free_port(), "max_in_flight": 100_000,
                   "send_queue_max": 100_000, "overflow": "drop_oldest", "roi_timeout_s": 10.0, "drain_timeout_s": 30.0,
-                  "roi": {"ttl_ms": deadline_ms - service_time_ms(table, MAX_BATCH), "deadline_ms": deadline_ms}}  # fmt: skip
+                  "roi": {"ttl_ms": ttl_ms(table, deadline_ms), "deadline_ms": deadline_ms}}  # fmt: skip
         for i in range(1, s.edges + 1)
     }
     edge_names = list(edges)
