@@ -13,7 +13,8 @@ policy, one copy per camera). Every worker takes from every broker; every edge s
 
 Offered load ``--load`` is a multiple of the workers' capacity, ``workers x max_batch / service_s(max_batch)``
 ROIs/s. The deadline ``--deadline-ms`` is end to end (capture to result); the edges' ``roi.ttl_ms`` (latest
-start of compute) is the deadline less one micro-batch's service time. Per setting it prints offered and served
+start of compute) is the deadline less one micro-batch's service time and 100 ms for the way back (:func:`ttl_ms`).
+Per setting it prints offered and served
 ROIs/s, broker CPU per ROI (``/proc``, all brokers) and ROIs/s per broker core, Jain's index over cameras'
 served share, p50/p99 end-to-end, goodput, late share, first sightings served, drops by reason, and with
 ``--kill-broker`` (2 brokers or more) the recovery time after broker 1 is SIGKILLed halfway.

@@ -11,9 +11,9 @@ Definitions (docs/BENCHMARKS.md, "Scale"):
 * **conservation**: per camera, ``sent = results + drops`` (every ROI ended exactly once, DESIGN.md).
 * **first sightings served**: tracks (camera, track id) whose first ROI (``send_reason`` ``first``) got a
   result within the deadline, over tracks whose first ROI was sent.
-* **recovery time** after a broker is killed at ``t_kill``: from ``t_kill`` to the end of the first 0.5-s bin
-  from which served ROIs/s stay at >= 90 % of the rate before the kill (for the rest of the run, bins at the
-  ends excluded).
+* **recovery time** after a broker is killed at ``t_kill``: from ``t_kill`` to the start of the first 0.5-s bin
+  from which served ROIs/s stay at >= 90 % of the rate before the kill for the rest of the run (the bins at
+  both ends of the run excluded); a bound within one bin of the true time.
 """
 
 from __future__ import annotations
@@ -88,5 +88,5 @@ def recovery_time_s(done_s: Sequence[float], kill_s: float, duration_s: float) -
     after = rate[kill_bin:-1]  # the last bin is cut by the end of the run
     for start in range(len(after)):
         if (after[start:] >= target).all():
-            return (kill_bin + start + 1) * RECOVERY_BIN_S - kill_s
+            return max(0.0, (kill_bin + start) * RECOVERY_BIN_S - kill_s)
     return None

@@ -163,3 +163,21 @@ def test_every_pod_is_given_longer_to_stop_than_its_component_drains(k8s_copy, v
         kind, *_, name = pod["containers"][0]["args"]
         bound_s = drain_bound_s(dep, kind, name)
         assert pod["terminationGracePeriodSeconds"] >= bound_s, (deployment["metadata"]["name"], bound_s)
+
+
+def test_the_keda_scaled_object_scales_a_real_worker_on_series_the_broker_exports(k8s_copy):
+    """deploy/k8s/keda: KEDA's ScaledObject (a CRD: checked here by its documented fields, keda.sh v2 ScaledObject
+    spec) targets a Deployment of the base, and its Prometheus query reads gauges the broker really exports."""
+    (scaled,) = list(yaml.safe_load_all((REPO / "deploy" / "k8s" / "keda" / "worker-scaledobject.yaml").read_text()))
+    assert scaled["apiVersion"] == "keda.sh/v1alpha1" and scaled["kind"] == "ScaledObject"
+    spec = scaled["spec"]
+    target = _one(_render(k8s_copy, "base"), "Deployment", spec["scaleTargetRef"]["name"])
+    assert target["metadata"]["name"] == "vcascade-worker-1"
+    assert 1 <= spec["minReplicaCount"] <= spec["maxReplicaCount"] and spec["cooldownPeriod"] > 0
+    (trigger,) = spec["triggers"]
+    assert trigger["type"] == "prometheus" and trigger["metricType"] == "AverageValue"
+    assert float(trigger["metadata"]["threshold"]) > 0 and trigger["metadata"]["serverAddress"].startswith("http")
+    query = trigger["metadata"]["query"]
+    for gauge in (broker_metrics.QUEUE_DEPTH, broker_metrics.IN_FLIGHT):
+        assert f'{gauge._name}{{broker="broker-1"}}' in query
+    assert "broker-1" in load_config(k8s_copy / "base" / "vcascade.yaml").brokers
