@@ -21,6 +21,7 @@ without a deadline (``ttl_ms: 0``).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 
 SHED_ORDER: tuple[str, ...] = ("refresh", "better", "every_detection")
@@ -36,7 +37,7 @@ def shed_level(backlogs_ms: Iterable[float], ttl_ms: float, level: int) -> int:
     Returns the highest level whose raise ratio the largest backlog reaches; when that is below ``level``, the
     current level is kept while the backlog stays at or above half its raise ratio (then one level down per call).
     """
-    worst_ms = max((ms for ms in backlogs_ms if ms == ms), default=0.0)  # a peer's NaN counts as no backlog
+    worst_ms = max((ms for ms in backlogs_ms if not math.isnan(ms)), default=0.0)  # a peer's NaN: no backlog
     if ttl_ms <= 0:
         return 0
     ratio = worst_ms / ttl_ms

@@ -14,10 +14,10 @@ policy, one copy per camera). Every worker takes from every broker; every edge s
 Offered load ``--load`` is a multiple of the workers' capacity, ``workers x max_batch / service_s(max_batch)``
 ROIs/s. The deadline ``--deadline-ms`` is end to end (capture to result); the edges' ``roi.ttl_ms`` (latest
 start of compute) is the deadline less one micro-batch's service time and 100 ms for the way back (:func:`ttl_ms`).
-Per setting it prints offered and served
-ROIs/s, broker CPU per ROI (``/proc``, all brokers) and ROIs/s per broker core, Jain's index over cameras'
-served share, p50/p99 end-to-end, goodput, late share, first sightings served, drops by reason, and with
-``--kill-broker`` (2 brokers or more) the recovery time after broker 1 is SIGKILLed halfway.
+Per setting it prints offered and served ROIs/s, broker CPU per ROI (``/proc``, all brokers) and ROIs/s per
+broker core, Jain's index over cameras' served share, p50/p99 end-to-end, goodput, late share, first sightings
+served, ROIs shed by the edges (:mod:`vcascade.edge.degrade`), drops by reason, the edges' and workers' CPU per
+ROI, and with ``--kill-broker`` (2 brokers or more) the recovery time after broker 1 is SIGKILLed halfway.
 Definitions: scripts/scale_stats.py. Method and numbers: docs/BENCHMARKS.md, "Scale".
 
 Exit status 1 when a check fails: conservation (``sent = results + drops`` per camera) in any setting;
@@ -40,10 +40,10 @@ import urllib.request
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-import yaml
-
 import scale_stats as stats
+import yaml
 from scale_trace import TRACE, load_trace
+
 from vcascade.center.calibrated import service_time_ms
 from vcascade.core.ports import free_port
 
@@ -95,7 +95,7 @@ def deployment(s: Setting, table: dict[int, float], deadline_ms: float) -> dict:
     edges = {
         f"e{i}": {"brokers": list(brokers), "metrics_port": free_port(), "max_in_flight": 100_000,
                   "send_queue_max": 100_000, "overflow": "drop_oldest", "roi_timeout_s": 10.0, "drain_timeout_s": 30.0,
-                  "roi": {"ttl_ms": ttl_ms(table, deadline_ms), "deadline_ms": deadline_ms}}  # fmt: skip
+                  "roi": {"ttl_ms": ttl_ms(table, deadline_ms), "deadline_ms": deadline_ms}}
         for i in range(1, s.edges + 1)
     }
     edge_names = list(edges)
@@ -223,7 +223,7 @@ def summarise(s: Setting, edge_outs: list[dict], offered_rate: float, broker_cpu
         "rois_per_broker_core_s": round(sent / broker_cpu_s, 0) if broker_cpu_s else float("inf"),
         "jain": round(stats.jain_index(stats.served_shares(cameras)), 4),
         **{k: round(v, 4) for k, v in stats.latency_summary([r[1] for r in results], deadline_ms,
-                                                           s.duration_s).items()},  # fmt: skip
+                                                           s.duration_s).items()},
         "first_sightings_served": round(stats.first_sightings_served(results, drops, deadline_ms), 4),
         "sent": sent,
         "shed": sum(out["shed"] for out in edge_outs),
@@ -281,7 +281,7 @@ def plot(rows: list[dict], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, (ax_p99, ax_good) = plt.subplots(1, 2, figsize=(11, 4))
-    key = lambda r: (r["cameras"], r["brokers"])  # noqa: E731
+    key = lambda r: (r["cameras"], r["brokers"])
     for (cams, brokers), group in itertools.groupby(sorted((r for r in rows if not r["kill_broker"]), key=key), key):
         group = sorted(group, key=lambda r: r["load"])
         loads = [r["load"] for r in group]

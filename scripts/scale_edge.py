@@ -28,8 +28,8 @@ from pathlib import Path
 
 import cv2
 import zmq
-
 from scale_trace import TRACE, TraceRoi, load_trace
+
 from vcascade.core import wire
 from vcascade.core.config import load_config
 from vcascade.core.resources import resolve
@@ -142,7 +142,7 @@ def summarise(link: BrokerLink, collector: Collector, offered: int, shed: int, c
         "offered": offered,
         "shed": shed,
         "cameras": {cam: {"sent": t.sent, "results": t.results, "drops": t.drops} for cam, t in tally.items()
-                    if cam in set(cameras)},  # fmt: skip
+                    if cam in set(cameras)},
         "results": collector.results,
         "drops": collector.drops,
     }

@@ -51,7 +51,7 @@ def load_trace(path: Path = TRACE) -> tuple[list[TraceRoi], float]:
     with path.open(newline="") as f:
         rows = [
             TraceRoi(float(r["t_s"]), int(r["track_id"]), int(r["class_id"]), float(r["score"]), r["send_reason"],
-                     r["recognizer"], int(r["crop_w_px"]), int(r["crop_h_px"]))  # fmt: skip
+                     r["recognizer"], int(r["crop_w_px"]), int(r["crop_h_px"]))
             for r in csv.DictReader(f)
         ]
     if not rows:
@@ -71,7 +71,7 @@ def record(model_dir: str | None, out: Path) -> int:
 
     dep = load_config(DEMO)
     edge = "edge-1"
-    camera = sorted(dep.cameras_of(edge))[0]
+    camera = min(dep.cameras_of(edge))
     detector, _ = build_detector(dep, edge, model_dir)
     tracking = CameraTracking(dep.roi_policy_of(camera), dep.edges[edge].roi,
                               ClassRouter.for_camera(dep, camera, detector.class_names))  # fmt: skip

@@ -2,18 +2,13 @@
 
 from __future__ import annotations
 
-import copy
-import threading
 import time
 
 import pytest
-import zmq
 
+from tests.center.test_calibrated import calibrated_worker, roi_header
 from vcascade.center.admission import EWMA_WEIGHT, StartEstimate
-from vcascade.center.worker import run_worker
 from vcascade.core import wire
-from vcascade.core.config import Deployment
-from vcascade.core.sockets import make_socket
 
 
 def test_no_wait_before_any_measurement_or_with_nothing_ahead():
@@ -51,31 +46,14 @@ def test_a_failed_micro_batch_leaves_the_queue_and_the_mean_unchanged():
 def test_worker_drops_before_compute_what_would_start_past_its_deadline(demo_raw, free_port, crops):
     """A 1-ROI micro-batch takes 200 ms; 8 ROIs with 450 ms to start: the first three start in time
     (0, 200, 400 ms), the others would start at 600 ms or later and are dropped as stale without compute."""
-    raw = copy.deepcopy(demo_raw)
-    for key in ("frontend_port", "backend_port", "metrics_port"):
-        raw["brokers"]["broker-1"][key] = free_port()
-    raw["edges"]["edge-1"].update(metrics_port=free_port(), sinks=[])
-    raw["recognizers"]["sim"] = {"type": "calibrated", "service_ms": {"1": 200.0}, "input_hw": [16, 16],
-                                 "head": {"type": "classifier", "labels": ["a", "b"]}}  # fmt: skip
-    raw["workers"]["worker-1"].update(recognizer="sim", devices=["cpu"], metrics_port=free_port(), max_batch=1,
-                                      max_wait_ms=0, credits=16, stage_queue=8)  # fmt: skip
-    deployment = Deployment.model_validate(raw)
-    router = make_socket(zmq.Context.instance(), zmq.ROUTER)
-    router.bind(deployment.brokers["broker-1"].endpoint("backend", bind=True))
-    stop = threading.Event()
-    thread = threading.Thread(target=run_worker, args=(deployment, "worker-1", stop), daemon=True)
-    thread.start()
-    try:
-        assert router.poll(60_000), "no Ready"
-        identity = router.recv_multipart()[0]
+    worker = calibrated_worker(demo_raw, free_port, {"1": 200.0}, max_batch=1, max_wait_ms=0, credits=16,
+                               stage_queue=8)  # fmt: skip
+    with worker as (router, identity):
         answers = {}
         for seq, count in enumerate((1, 8)):  # the first ROI measures the stage; then the burst
             sent_s = time.perf_counter()
             for i in range(count):
-                roi = wire.Roi(roi_id=f"r{seq}-{i}", camera="street-1", frame_seq=i, stream_ts_ms=0.0,
-                               capture_unix_ms=1.7e12, xyxy=(0.0, 0.0, 9.0, 9.0), crop_xyxy=(0, 0, 9, 9), class_id=0,
-                               score=0.9, ttl_ms=450.0)  # fmt: skip
-                router.send_multipart([identity, wire.encode(roi), crops["car"]])
+                router.send_multipart([identity, wire.encode(roi_header(f"r{seq}-{i}", ttl_ms=450.0)), crops["car"]])
             while sum(key.startswith(f"r{seq}-") for key in answers) < count:
                 assert router.poll(10_000), f"answers so far: {answers}"
                 message = wire.decode(router.recv_multipart()[1])
@@ -87,7 +65,3 @@ def test_worker_drops_before_compute_what_would_start_past_its_deadline(demo_raw
         assert isinstance(answers["r0-0"][0], wire.Result)
         assert 2 <= len(results) <= 3 and dropped == ["stale"] * (8 - len(results))
         assert all(ms <= 450.0 + 200.0 + 150.0 for ms in results)  # started in time: done by ttl + one batch
-    finally:
-        stop.set()
-        thread.join(15)
-        router.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import threading
 import time
@@ -85,14 +86,16 @@ def test_registry_builds_one_stage_on_one_device():
         load_recognizer_stages(rec, ["cpu", "cpu"])
 
 
-def test_worker_with_calibrated_runtime_answers_after_the_service_time(demo_raw, free_port, crops):
+@contextlib.contextmanager
+def calibrated_worker(demo_raw: dict, free_port, service_ms: dict, **worker_fields):
+    """A real worker thread running a ``calibrated`` recognizer, the test playing its broker: yields the broker's
+    ROUTER and the worker's identity (after its first Ready, whose credits are checked); stops it after."""
     raw = copy.deepcopy(demo_raw)
     for key in ("frontend_port", "backend_port", "metrics_port"):
         raw["brokers"]["broker-1"][key] = free_port()
     raw["edges"]["edge-1"].update(metrics_port=free_port(), sinks=[])
-    raw["recognizers"]["sim"] = _recognizer(service_ms={"1": 150.0, "4": 200.0})
-    raw["workers"]["worker-1"].update(recognizer="sim", devices=["cpu"], metrics_port=free_port(), max_batch=4,
-                                      max_wait_ms=5, credits=8)  # fmt: skip
+    raw["recognizers"]["sim"] = _recognizer(service_ms=service_ms)
+    raw["workers"]["worker-1"].update(recognizer="sim", devices=["cpu"], metrics_port=free_port(), **worker_fields)
     deployment = Deployment.model_validate(raw)
     router = make_socket(zmq.Context.instance(), zmq.ROUTER)
     router.bind(deployment.brokers["broker-1"].endpoint("backend", bind=True))
@@ -102,11 +105,25 @@ def test_worker_with_calibrated_runtime_answers_after_the_service_time(demo_raw,
     try:
         assert router.poll(60_000), "no Ready"
         identity, header = router.recv_multipart()
-        assert wire.decode(header).credits == 8
-        roi = wire.Roi(roi_id="r-1", camera="street-1", frame_seq=1, stream_ts_ms=0.0, capture_unix_ms=1.7e12,
-                       xyxy=(0.0, 0.0, 10.0, 10.0), crop_xyxy=(0, 0, 10, 10), class_id=0, score=0.9)  # fmt: skip
+        assert wire.decode(header).credits == worker_fields["credits"]
+        yield router, identity
+    finally:
+        stop.set()
+        thread.join(15)
+        router.close()
+
+
+def roi_header(roi_id: str, ttl_ms: float = 0.0) -> wire.Roi:
+    """An ROI header for a 9x9 crop of camera street-1."""
+    return wire.Roi(roi_id=roi_id, camera="street-1", frame_seq=1, stream_ts_ms=0.0, capture_unix_ms=1.7e12,
+                    xyxy=(0.0, 0.0, 9.0, 9.0), crop_xyxy=(0, 0, 9, 9), class_id=0, score=0.9, ttl_ms=ttl_ms)  # fmt: skip
+
+
+def test_worker_with_calibrated_runtime_answers_after_the_service_time(demo_raw, free_port, crops):
+    service_ms = {"1": 150.0, "4": 200.0}
+    with calibrated_worker(demo_raw, free_port, service_ms, max_batch=4, max_wait_ms=5, credits=8) as (router, identity):
         sent_s = time.perf_counter()
-        router.send_multipart([identity, wire.encode(roi), crops["car"]])
+        router.send_multipart([identity, wire.encode(roi_header("r-1")), crops["car"]])
         answer = None
         while answer is None:
             assert router.poll(10_000), "no answer"
@@ -115,7 +132,3 @@ def test_worker_with_calibrated_runtime_answers_after_the_service_time(demo_raw,
         assert answer.roi_id == "r-1" and answer.output.labels[0] in ("a", "b")
         assert time.perf_counter() - sent_s >= 0.150
         assert dict(answer.hops)["stage0"] >= 149.0
-    finally:
-        stop.set()
-        thread.join(15)
-        router.close()

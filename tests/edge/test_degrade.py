@@ -72,7 +72,7 @@ class BacklogPeer(Peer):
                                                                            backlog_ms=self.backlog_ms))])
 
 
-def test_link_raises_the_shed_level_from_heartbeats_and_restores_it_when_the_backlog_clears(make_link):
+def test_link_raises_the_shed_level_from_heartbeats_and_restores_it_when_the_backlog_clears(make_link):  # noqa: F811
     link, (peer,) = make_link(1, roi={"ttl_ms": 1000.0})
     peer.__class__ = BacklogPeer
     _until(lambda: link.broker_states()["b0"]["up"], [peer])

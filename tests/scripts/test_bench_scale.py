@@ -12,11 +12,11 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "scripts"))
-import scale_stats as stats  # noqa: E402
-from bench_scale import Setting, capacity_rois_per_s, deployment, failures, service_table  # noqa: E402
-from scale_trace import load_trace  # noqa: E402
+import scale_stats as stats
+from bench_scale import Setting, capacity_rois_per_s, deployment, failures, service_table
+from scale_trace import load_trace
 
-from vcascade.core.config import Deployment  # noqa: E402
+from vcascade.core.config import Deployment
 
 
 def test_jain_index_is_one_when_fair_and_one_over_n_when_one_takes_all():
@@ -42,7 +42,7 @@ def test_first_sightings_served_counts_tracks_whose_first_roi_was_answered_in_ti
 
 
 def test_recovery_time_is_when_served_rate_is_back_for_good():
-    done = [t / 100 for t in range(0, 1000)]  # 100/s for 10 s ...
+    done = [t / 100 for t in range(1000)]  # 100/s for 10 s ...
     done = [t for t in done if not 5.0 <= t < 6.2]  # ... nothing served from the kill at 5 s to 6.2 s
     assert stats.recovery_time_s(done, kill_s=5.0, duration_s=10.0) == pytest.approx(1.5)
 
@@ -73,7 +73,7 @@ def test_trace_service_times_and_deployment_are_valid():
 def test_quick_run_meets_its_targets_and_balances_every_cameras_books(tmp_path):
     out = tmp_path / "rows.json"
     proc = subprocess.run([sys.executable, str(REPO / "scripts" / "bench_scale.py"), "--quick", "--json", str(out)],
-                          capture_output=True, text=True, timeout=600, cwd=REPO)  # fmt: skip
+                          capture_output=True, text=True, timeout=600, cwd=REPO, check=False)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     rows = json.loads(out.read_text())
     assert [r["load"] for r in rows] == [1.0, 1.5] and all(r["cameras"] == 1000 for r in rows)
