@@ -180,4 +180,7 @@ def test_the_keda_scaled_object_scales_a_real_worker_on_series_the_broker_export
     query = trigger["metadata"]["query"]
     for gauge in (broker_metrics.QUEUE_DEPTH, broker_metrics.IN_FLIGHT):
         assert f'{gauge._name}{{broker="broker-1"}}' in query
-    assert "broker-1" in load_config(k8s_copy / "base" / "vcascade.yaml").brokers
+    dep = load_config(k8s_copy / "base" / "vcascade.yaml")
+    worker = dep.workers["worker-1"]
+    assert "broker-1" in dep.brokers and worker.brokers == ["broker-1"]
+    assert float(trigger["metadata"]["threshold"]) == worker.credits + worker.max_batch  # busy + one batch waiting
