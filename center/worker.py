@@ -143,7 +143,8 @@ class _Worker:
             max_in_flight=cfg.max_batches_in_flight, threads_per_stage=threads,
         )
         self.batcher = MicroBatcher(cfg.max_batch, cfg.max_wait_ms)
-        self.inbox: queue.Queue = queue.Queue(maxsize=2 * cfg.credits)
+        # credits are per broker: ROIs within them, from all brokers at once, must never find the inbox full
+        self.inbox: queue.Queue = queue.Queue(maxsize=2 * cfg.credits * len(cfg.brokers))
         self.outbox: Outbox | None = None
         self._seq = 0
 

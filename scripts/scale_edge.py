@@ -169,7 +169,7 @@ def main() -> None:
     collector = Collector(0.0)
     link = BrokerLink(args.edge, dep, ctx, [collector])
     link.start()
-    wait_for_brokers(link, 60.0)
+    wait_for_brokers(link, 240.0)
     Path(f"{args.out}.ready").write_text("ready")
     while not args.go.exists():
         time.sleep(0.01)

@@ -132,3 +132,39 @@ def test_worker_with_calibrated_runtime_answers_after_the_service_time(demo_raw,
         assert answer.roi_id == "r-1" and answer.output.labels[0] in ("a", "b")
         assert time.perf_counter() - sent_s >= 0.150
         assert dict(answer.hops)["stage0"] >= 149.0
+
+
+def test_worker_on_three_brokers_takes_every_brokers_credits_without_overload(demo_raw, free_port, crops):
+    """Regression (issue 21, found by the scale harness with 4 brokers): the batcher's inbox held 2 x credits,
+    but credits are per broker, so a worker on several brokers answered ROIs within its credits as ``overload``."""
+    raw = copy.deepcopy(demo_raw)
+    extra = {name: {"frontend_port": free_port(), "backend_port": free_port(), "metrics_port": free_port()}
+             for name in ("broker-2", "broker-3")}  # fmt: skip
+    raw["brokers"].update(extra)
+    raw["workers"]["worker-1"]["brokers"] = ["broker-1", *extra]
+    others = [make_socket(zmq.Context.instance(), zmq.ROUTER) for _ in extra]
+    worker = calibrated_worker(raw, free_port, {"1": 200.0}, max_batch=1, max_wait_ms=0, credits=4, stage_queue=1,
+                               max_batches_in_flight=1)  # fmt: skip
+    try:
+        with worker as (router, identity):
+            peers = [(router, identity)]
+            for sock, cfg in zip(others, extra.values()):
+                sock.bind(f"tcp://127.0.0.1:{cfg['backend_port']}")
+                assert sock.poll(30_000), "no Ready"
+                peers.append((sock, sock.recv_multipart()[0]))
+            for n in range(4):  # each broker fills the 4 credits the worker gave it while the stage is busy
+                for k, (sock, peer) in enumerate(peers):
+                    sock.send_multipart([peer, wire.encode(roi_header(f"r{k}-{n}")), crops["car"]])
+            answers = {}
+            deadline_s = time.monotonic() + 30
+            while len(answers) < 12 and time.monotonic() < deadline_s:
+                for sock, _ in peers:
+                    while sock.poll(20):
+                        message = wire.decode(sock.recv_multipart()[1])
+                        if isinstance(message, (wire.Result, wire.Drop)):
+                            answers[message.roi_id] = message
+            drops = {roi_id: m.reason for roi_id, m in answers.items() if isinstance(m, wire.Drop)}
+            assert len(answers) == 12 and drops == {}
+    finally:
+        for sock in others:
+            sock.close()
