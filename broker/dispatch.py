@@ -26,7 +26,9 @@ Policy (DESIGN.md "Load balancing and reliability"):
   of the ROI's recognizer with free credit the least loaded (``in_flight / credits``) wins; ties go to the
   least recently used worker.
 * **Deadlines**: an ROI with ``ttl_ms > 0`` that waited longer than ``ttl_ms`` is stale; stale heads are set
-  aside when dispatching and :meth:`Dispatcher.stale` sweeps every queue.
+  aside when dispatching and :meth:`Dispatcher.stale` sweeps every queue. At dispatch an ROI is also stale when
+  it would be by the time the chosen worker starts computing it (the worker announces that wait in its
+  ``Ready``): dropped before compute rather than computed late (issue 21).
 * **Liveness**: a worker silent for ``worker_timeout_s`` (:class:`vcascade.core.liveness.PeerLiveness`) is
   expired; its in-flight ROIs are handed back to the caller so every ROI is answered exactly once.
 * **Answer deadline**: an ROI a worker has not answered ``answer_timeout_s`` after its dispatch is taken back
@@ -240,8 +242,10 @@ class Dispatcher:
         state = self._workers.get(worker)
         return None if state is None else len(state.in_flight)
 
-    def worker_ready(self, worker: Hashable, credits: int, now_s: float, recognizer: str = "") -> bool:
-        """Register a worker of ``recognizer`` or update its credits; also marks it seen at ``now_s``.
+    def worker_ready(self, worker: Hashable, credits: int, now_s: float, recognizer: str = "",
+                     start_delay_s: float = 0.0) -> bool:  # fmt: skip
+        """Register a worker of ``recognizer`` or update its credits and its announced start delay (``start_delay_s``,
+        s: how long a micro-batch closed now waits there before compute); also marks it seen at ``now_s``.
 
         Lowering credits below the current in-flight count keeps those ROIs; no new ROI goes to the worker
         until it is below its credits again. ``recognizer`` ``""``: the worker takes only ROIs for any worker.
@@ -261,10 +265,11 @@ class Dispatcher:
             if state.recognizer != recognizer:
                 raise RecognizerChanged(f"worker {worker!r} runs {state.recognizer!r}, announced {recognizer!r}")
             state.credits = credits
+            state.start_delay_s = start_delay_s
         elif len(self._workers) >= self.max_workers:
             raise WorkerLimit(f"{len(self._workers)} workers registered (max {self.max_workers})")
         else:
-            self._workers[worker] = WorkerState(credits=credits, recognizer=recognizer)
+            self._workers[worker] = WorkerState(credits=credits, recognizer=recognizer, start_delay_s=start_delay_s)
         self._heard.heard(worker, now_s)
         return state is None
 
@@ -364,28 +369,38 @@ class Dispatcher:
         """Assign the next ROI to the best worker of its recognizer with free credit, round-robin over the
         (recognizer, camera) queues; queues whose recognizer has no worker with free credit are passed over.
 
-        Stale ROIs met at the queue heads on the way are removed and returned, not dispatched.
+        Stale ROIs met at the queue heads on the way are removed and returned, not dispatched: those past their
+        deadline, and those that would be past it when the chosen worker starts them (deadline-aware admission:
+        ``now_s`` plus the worker's announced start delay, :meth:`worker_ready`). Cost: the queues
+        passed over (those of recognizers without free credit) and the stale heads, never all the queues: the
+        round-robin order is walked lazily, from its head, so a dispatch with thousands of cameras queued costs
+        what it costs with one (issue 21: copying the order for each dispatch was O(cameras)).
 
         Returns:
             ``(assignment or None, stale ROIs)``; None when no queued ROI has a worker with credit.
         """
         stale: list[Pending] = []
         blocked: set[str] = set()  # recognizers without a worker with free credit, in this call
-        for key in self._queues.keys():
-            recognizer = key[0]
-            worker = None if recognizer in blocked else self._pick_worker(recognizer)
-            if worker is None:
-                blocked.add(recognizer)
-                continue
-            while True:
-                seq, item = self._queues.pop_head(key)
-                if not item.is_stale(now_s):
-                    self._queues.rotate(key)
-                    return self._assign(item, worker, now_s, seq), stale
-                stale.append(item)
-                if not self._queues.has_queue(key):
-                    break
+        while (found := self._next_servable(blocked)) is not None:
+            key, worker = found
+            seq, item = self._queues.pop_head(key)
+            if not item.is_stale(now_s + self._workers[worker].start_delay_s):  # stale when compute would start
+                self._queues.rotate(key)
+                return self._assign(item, worker, now_s, seq), stale
+            stale.append(item)  # the queue's next head (or the next queue) is tried from the top again
         return None, stale
+
+    def _next_servable(self, blocked: set[str]) -> tuple[tuple[str, str], Hashable] | None:
+        """The first queue in round-robin order whose recognizer has a worker with free credit, and that worker;
+        recognizers found without one are added to ``blocked``. None when no queue can be served."""
+        for key in self._queues.iter_keys():
+            if key[0] in blocked:
+                continue
+            worker = self._pick_worker(key[0])
+            if worker is not None:
+                return key, worker
+            blocked.add(key[0])
+        return None
 
     def _pick_worker(self, recognizer: str) -> Hashable | None:
         """Least loaded worker of ``recognizer`` (``""``: any) with free credit; ties: least recently used,

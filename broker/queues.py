@@ -11,7 +11,7 @@ and in all, so the owner bounds memory in bytes, not only in ROIs (a few huge cr
 from __future__ import annotations
 
 from collections import OrderedDict, deque
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable, Iterator
 from typing import Protocol
 
 QueueKey = tuple[str, str]
@@ -63,6 +63,11 @@ class RoiQueues:
     def keys(self) -> list[QueueKey]:
         """The non-empty queues in round-robin order (a snapshot: safe to modify the queues while iterating)."""
         return list(self._queues)
+
+    def iter_keys(self) -> Iterator[QueueKey]:
+        """The non-empty queues in round-robin order, lazily (O(1) to start): stop iterating before changing the
+        queues (:meth:`keys` gives a copy that survives changes)."""
+        return iter(self._queues)
 
     def has_queue(self, key: QueueKey) -> bool:
         """True when queue ``key`` holds an ROI."""

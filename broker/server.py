@@ -27,6 +27,7 @@ from collections.abc import Callable
 import msgspec
 import zmq
 
+from vcascade.broker.backlog import QueueBacklog, finite_ms
 from vcascade.broker.bind import broker_sockets
 from vcascade.broker.books import Envelope, Stats, broker_hops, ms, remaining_ttl_ms, send_failure_reason
 from vcascade.broker.dispatch import ByteBounds, Dispatcher, InFlight, Pending, RecognizerChanged, WorkerLimit
@@ -135,6 +136,7 @@ class _BrokerLoop:
         self.heartbeat_interval_s = heartbeat.interval_s
         self.edges: PeerLiveness[bytes] = PeerLiveness(heartbeat.liveness * heartbeat.interval_s, MAX_EDGES)
         self._heartbeat = wire.encode(wire.Heartbeat(sender=name))
+        self.backlog = QueueBacklog()  # announced to edges in heartbeats (edge/degrade.py)
         self._last_heartbeat_s = 0.0
         self.report = report
         self.telemetry = BrokerTelemetry(name)
@@ -258,7 +260,8 @@ class _BrokerLoop:
             self.telemetry.worker_evicted()
             self._forget(evicted, flights, "evicted for a new worker")
         try:
-            is_new = self.dispatcher.worker_ready(worker, ready.credits, now_s, ready.recognizer)
+            is_new = self.dispatcher.worker_ready(worker, ready.credits, now_s, ready.recognizer,
+                                                  finite_ms(ready.start_delay_ms) / 1000.0)  # fmt: skip
         except (WorkerLimit, RecognizerChanged) as exc:
             self._malformed("backend", "worker_limit" if isinstance(exc, WorkerLimit) else "recognizer_changed")
             return
@@ -326,6 +329,7 @@ class _BrokerLoop:
             return
         self.stats.forwarded += 1
         self.telemetry.dispatched(flight.pending.recognizer, flight.dispatched_s - flight.pending.received_s)
+        self.backlog.waited(flight.dispatched_s - flight.pending.received_s)
 
     def _expire_workers(self, now_s: float) -> None:
         for worker, flights in self.dispatcher.expire_workers(now_s):
@@ -371,14 +375,17 @@ class _BrokerLoop:
             if not self._send_heartbeat(self.backend, "backend", worker):
                 self._worker_lost(worker, "unreachable")
         self.edges.expired(now_s)  # silent edges are no longer heartbeated
+        backlog_ms = self.backlog.backlog_ms(self.dispatcher.queued)
+        to_edges = wire.encode(wire.Heartbeat(sender=self.name, backlog_ms=backlog_ms)) if backlog_ms else None
         for edge in self.edges:
-            if not self._send_heartbeat(self.frontend, "frontend", edge):
+            if not self._send_heartbeat(self.frontend, "frontend", edge, to_edges):
                 self.edges.forget(edge)
 
-    def _send_heartbeat(self, sock: zmq.Socket, side: str, peer: bytes) -> bool:
-        """Send one Heartbeat; False when the peer is gone (a full pipe is counted but not fatal)."""
+    def _send_heartbeat(self, sock: zmq.Socket, side: str, peer: bytes, frame: bytes | None = None) -> bool:
+        """Send one Heartbeat (``frame``, default the plain one); False when the peer is gone (a full pipe is
+        counted but not fatal)."""
         try:
-            sock.send_multipart([peer, self._heartbeat], zmq.NOBLOCK)
+            sock.send_multipart([peer, frame or self._heartbeat], zmq.NOBLOCK)
         except zmq.ZMQError as exc:
             self.telemetry.send_failed(side, send_failure_reason(exc))
             return exc.errno != errno.EHOSTUNREACH
@@ -390,6 +397,8 @@ class _BrokerLoop:
         """Give up on an ROI: count it under ``reason`` and tell its edge with a Drop. An ROI that waited for a
         recognizer no registered worker runs is dropped as ``no_worker`` instead of ``stale``/``queue_full``."""
         reason = self.dispatcher.give_up_reason(item, reason)
+        if reason == "stale":  # it waited its whole deadline here: part of the backlog edges are told
+            self.backlog.waited(time.perf_counter() - item.received_s)
         self._count_drop(reason)
         drop = wire.Drop(roi_id=item.roi_id, reason=reason, where=self.name)
         self._send_edge(item.data.edge, [wire.encode(drop)])

@@ -34,6 +34,7 @@ class WorkerState:
         in_flight: ids of the ROIs it holds.
         answered: ROIs it answered (Result or Drop), late answers included.
         overdue: ROIs taken back from it on the answer deadline since its last answer; each costs one credit.
+        start_delay_s: its last announced wait before a new micro-batch starts compute, s (``Ready.start_delay_ms``).
     """
 
     credits: int
@@ -42,6 +43,7 @@ class WorkerState:
     in_flight: set[str] = field(default_factory=set)
     answered: int = 0
     overdue: int = 0
+    start_delay_s: float = 0.0
 
     def load(self) -> float:
         """ROIs held per credit announced (call only while it has credit: ``credits > 0``)."""

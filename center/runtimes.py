@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from vcascade.center.balance import Plan, balance, plan_for_cuts
+from vcascade.center.calibrated import build_calibrated_stages
 from vcascade.center.model_files import resolve_onnx_model
 from vcascade.center.onnx_stages import build_onnx_stages, fit_batch, load_onnx, to_numpy
 from vcascade.center.preprocess import to_device
@@ -90,7 +91,17 @@ RUNTIMES: dict[str, Runtime] = {
         takes_torch=False,
         fit_sample=fit_batch,
     ),
+    "calibrated": Runtime(  # no model: measured service times per micro-batch size (center.calibrated)
+        load_model=lambda cfg, model_dir: None,
+        profile=lambda model, cfg, sample: _no_profile(cfg),
+        build=lambda model, cfg, split_points, devices: build_calibrated_stages(cfg, devices),
+        takes_torch=False,
+    ),
 }
+
+
+def _no_profile(cfg) -> ModelProfile:
+    raise ValueError("a calibrated recognizer has no model to profile (its split_points must stay empty)")
 
 
 def runtime_key(rec_cfg: RecognizerConfig) -> str:

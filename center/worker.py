@@ -18,8 +18,9 @@ while draining). An answer ZeroMQ refuses to queue (the broker's pipe at its hig
 ``vcascade_worker_send_failures_total``; the broker then re-dispatches that ROI when it declares us lost.
 
 Deadline: an ROI whose ``ttl_ms`` (what the broker passes on: the edge's deadline less the time already spent
-in the broker's queue) elapsed between its receipt by the IO thread and the close of its micro-batch is
-dropped as ``stale`` before any decode or compute.
+in the broker's queue) will have elapsed, counted from its receipt by the IO thread, when its micro-batch is
+expected to start the first stage (close time plus :class:`vcascade.center.admission.StartEstimate`'s wait
+behind the micro-batches ahead) is dropped as ``stale`` before any decode or compute.
 """
 
 from __future__ import annotations
@@ -35,12 +36,13 @@ from typing import Callable
 
 import zmq
 
+from vcascade.center.admission import StartEstimate
 from vcascade.center.batcher import STOP, MicroBatcher
 from vcascade.center.heads import build_head, head_context, head_input
 from vcascade.center.metrics import WorkerTelemetry
 from vcascade.center.microbatch import MicroBatch, RoiItem
 from vcascade.center.outbox import Outbox
-from vcascade.center.preprocess import PreprocessSpec, prepare_micro_batch
+from vcascade.center.preprocess import PreprocessSpec, prepare_micro_batch, split_stale
 from vcascade.center.runtimes import input_device, load_recognizer_stages, warm_up, with_stage_threads
 from vcascade.center.stage_group import load_stage_range
 from vcascade.center.stage_link import RemoteStages
@@ -137,12 +139,14 @@ class _Worker:
         log.info("worker %s: warm-up micro-batch of %d in %.0f ms", name, largest, warm_s * 1e3)
         context = replace(head_context(recognizer, model_dir), recognizer=cfg.recognizer, worker=name)
         self.head = build_head(recognizer.head, context)
+        self.admission = StartEstimate()  # when a micro-batch closed now would start stage 0 (center/admission.py)
         self.engine = StageEngine(
-            stages, cfg.stage_queue, self._emit_results, self._fail_batch, self.telemetry.stage_computed,
+            stages, cfg.stage_queue, self._emit_results, self._fail_batch, self._stage_computed,
             max_in_flight=cfg.max_batches_in_flight, threads_per_stage=threads,
         )
         self.batcher = MicroBatcher(cfg.max_batch, cfg.max_wait_ms)
-        self.inbox: queue.Queue = queue.Queue(maxsize=2 * cfg.credits)
+        # credits are per broker: ROIs within them, from all brokers at once, must never find the inbox full
+        self.inbox: queue.Queue = queue.Queue(maxsize=2 * cfg.credits * len(cfg.brokers))
         self.outbox: Outbox | None = None
         self._seq = 0
 
@@ -196,7 +200,8 @@ class _Worker:
         return sock
 
     def _ready(self) -> wire.Ready:
-        return wire.Ready(worker=self.name, credits=self.cfg.credits, recognizer=self.cfg.recognizer)
+        return wire.Ready(worker=self.name, credits=self.cfg.credits, recognizer=self.cfg.recognizer,
+                          start_delay_ms=self.admission.start_delay_ms())  # fmt: skip
 
     def _serve(self, stop: StopFlag, dealers: list[zmq.Socket], poller: zmq.Poller, report) -> None:
         next_ready = next_report = 0.0
@@ -317,6 +322,11 @@ class _Worker:
 
     def _close_batch(self, items: list[RoiItem]) -> None:
         t_closed = time.perf_counter()
+        starts_s = t_closed + self.admission.start_delay_ms() / 1000.0  # after the micro-batches ahead
+        items, unstartable = split_stale(items, starts_s)  # would start compute past their deadline
+        self._drop_items(unstartable, "stale")
+        if not items:
+            return
         prepared = prepare_micro_batch(items, self.spec, self.input_device, t_closed)
         if prepared.error is not None:
             log.error("worker %s: preprocess failed", self.name, exc_info=prepared.error)
@@ -327,7 +337,14 @@ class _Worker:
         batch = MicroBatch(self._seq, prepared.items, (prepared.batch,), t_closed, time.perf_counter())
         self._seq += 1
         self.telemetry.batch_computed(len(batch.items))
+        self.admission.submitted()
         self.engine.submit(batch)  # blocks while stage 0's queue is full: back-pressure
+
+    def _stage_computed(self, index: int, seconds: float) -> None:
+        """Engine callback (stage threads): a stage computed a micro-batch in ``seconds``."""
+        self.telemetry.stage_computed(index, seconds)
+        if index == 0:
+            self.admission.first_stage_done(seconds)
 
     # ------------------------------------------------------------------ stage / head threads
 
@@ -344,6 +361,8 @@ class _Worker:
 
     def _fail_batch(self, batch: MicroBatch, where: str, exc: BaseException) -> None:
         """Engine error callback: every ROI of the failed micro-batch gets a Drop."""
+        if where == "stage0":
+            self.admission.first_stage_done(None)
         if where != "head":
             self.telemetry.stage_failed(where, getattr(exc, "reason", "exception"))
         self._drop_items(batch.items, "head_error" if where == "head" else "stage_error")

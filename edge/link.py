@@ -32,6 +32,7 @@ from vcascade.core import wire
 from vcascade.core.config import Deployment
 from vcascade.core.sockets import waiting_messages
 from vcascade.edge.account import PendingRoi, drop_record, result_record
+from vcascade.edge.degrade import shed_level
 from vcascade.edge.link_sockets import broker_socket, close_broker_socket, disconnected
 from vcascade.edge.link_state import LATENCY_SAMPLES, BrokerTable, CameraTally, Flight, may_retry
 from vcascade.edge.metrics import EdgeTelemetry
@@ -57,6 +58,10 @@ class BrokerLink(threading.Thread):
         self._retries: OrderedDict[str, Flight] = OrderedDict()  # ROIs to send again, before new ones
         self._in_flight: OrderedDict[str, Flight] = OrderedDict()  # in send order
         self._brokers = BrokerTable(self.cfg.brokers, dep.heartbeat.interval_s, dep.heartbeat.liveness)
+        self._backlog_ms = [0.0] * len(self.cfg.brokers)  # per broker, from its last heartbeat
+        self.shed_level = 0
+        """What the ROI policy stops sending while the brokers report a backlog (:mod:`vcascade.edge.degrade`);
+        set by the link thread at each broker heartbeat, read by the detector thread."""
         self._closing = False
         self._stopped = threading.Event()
         self._wake_r, self._wake_w = socket.socketpair()
@@ -300,8 +305,21 @@ class BrokerLink(threading.Thread):
             self._heard(index, received_s)
             if isinstance(header, (wire.Result, wire.Drop)):
                 self._on_answer(header, received_s)
-            elif not isinstance(header, wire.Heartbeat):
+            elif isinstance(header, wire.Heartbeat):
+                self._on_backlog(index, header.backlog_ms)
+            else:
                 self.telemetry.malformed("wrong_kind")
+
+    def _on_backlog(self, index: int, backlog_ms: float) -> None:
+        """Broker ``index`` reported its backlog: recompute the shed level over the live brokers."""
+        self._backlog_ms[index] = backlog_ms
+        with self._lock:
+            live = [ms for i, ms in enumerate(self._backlog_ms) if self._brokers.alive(i)]
+        level = shed_level(live, self.cfg.roi.ttl_ms, self.shed_level)
+        if level != self.shed_level:
+            log.info("edge %s: shed level %d -> %d (broker backlog %.0f ms, ttl %.0f ms)", self.edge,
+                     self.shed_level, level, max(live, default=0.0), self.cfg.roi.ttl_ms)  # fmt: skip
+            self.shed_level = level
 
     def _heard(self, index: int, now_s: float) -> None:
         with self._lock:
@@ -335,6 +353,8 @@ class BrokerLink(threading.Thread):
             self._outbox.append(record)
             self._lock.notify_all()
         self.telemetry.result_received(flight.pending.roi, record["latency_ms"])
+        if self.cfg.roi.deadline_ms > 0:
+            self.telemetry.result_timeliness(record["latency_ms"]["end_to_end"] <= self.cfg.roi.deadline_ms)
 
     def _expire(self, now_s: float) -> None:
         """Retry (or drop as ``timeout``) ROIs unanswered for ``roi_timeout_s`` (the table is in send order)."""

@@ -33,6 +33,10 @@ RESULTS = Counter(
     "Results received; each is written to every sink or counted in vcascade_edge_sink_lines_lost_total.",
     ["edge", "camera"],
 )
+RESULTS_ON_TIME = Counter(
+    "vcascade_edge_results_on_time_total", "Results within roi.deadline_ms of their capture (goodput).", ["edge"]
+)
+RESULTS_LATE = Counter("vcascade_edge_results_late_total", "Results past roi.deadline_ms of their capture.", ["edge"])
 DROPS = Counter("vcascade_edge_roi_drops_total", "ROIs that ended without a result, by reason.", ["edge", "camera", "reason"])
 MALFORMED = Counter("vcascade_edge_malformed_messages_total", "Undecodable messages dropped.", ["edge", "reason"])
 CAMERA_UP = Gauge("vcascade_edge_camera_up", "1 while the camera is streaming, 0 otherwise.", ["edge", "camera"])
@@ -199,6 +203,10 @@ class EdgeTelemetry:
         for hop, ms in latency_ms.items():
             if math.isfinite(ms):
                 HOP_SECONDS.labels(self.edge, roi.camera, hop).observe(ms / 1000.0)
+
+    def result_timeliness(self, on_time: bool) -> None:
+        """One result within (``on_time``) or past the edge's ``roi.deadline_ms``."""
+        (RESULTS_ON_TIME if on_time else RESULTS_LATE).labels(self.edge).inc()
 
     def sink_line_written(self, sink: str, count: int = 1) -> None:
         """``count`` records delivered by sink ``sink``."""

@@ -211,7 +211,7 @@ class EdgeNode:
         self.identities.retain(frame.camera, alive)
         if self.preview is not None and self.preview.due(frame.camera, now_s := time.monotonic()):
             self.preview.offer(frame, tracked, now_s, cam.geometry)  # only while someone watches this camera
-        selection = cam.policy.decide(tracked, frame.stream_ts_ms, frame.image.shape[:2])
+        selection = cam.policy.decide(tracked, frame.stream_ts_ms, frame.image.shape[:2], self.link.shed_level)
         self._suppressed(frame, selection, cam.emit_tracked)
         return self._submit(frame, selection, detect_start_s, detect_end_s)
 

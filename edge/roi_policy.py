@@ -23,9 +23,12 @@ left to crop), ``min_score`` (``score``) and, with a
 router, the camera's routes (``no_route``: no route takes the class, :mod:`vcascade.edge.routing`). Detections
 that pass them but are not sent are suppressed as ``tentative`` (no confirmed track yet; ByteTrack confirms a
 track on its second match at the earliest) or ``sent_recently`` (the track was sent and nothing calls for a
-new crop). Only those two kinds are *followed*: the edge writes a ``tracked`` line for them with the track's
-last identity (:data:`~vcascade.edge.roi_selection.FOLLOWED_REASONS`); filtered detections are not objects of
-interest and get no line.
+new crop). While the brokers report a backlog, sends are shed in a fixed order (``refresh``, then ``better``,
+then ``every_detection``; never ``first``) and suppressed as ``backlog`` without being recorded as sent, so
+the track is sent again once the backlog clears (:mod:`vcascade.edge.degrade`). Those three kinds are
+*followed*: the edge writes a ``tracked`` line for them with the track's last identity
+(:data:`~vcascade.edge.roi_selection.FOLLOWED_REASONS`); filtered detections are not objects of interest and
+get no line.
 
 The policy's answer for a frame is one :class:`~vcascade.edge.roi_selection.RoiSelection`: the detections sent,
 with their reasons, recognizers and crop rectangles (``roi.padding_px`` on each side, clamped to the frame), and
@@ -42,6 +45,7 @@ import numpy as np
 from vcascade.core.coco import COCO_CLASSES
 from vcascade.core.config import RoiPolicyConfig
 from vcascade.core.detections import Detections
+from vcascade.edge.degrade import sheds
 from vcascade.edge.roi_selection import SENT_REASONS, RoiSelection, crop_boxes
 from vcascade.edge.routing import ANY_RECOGNIZER, ClassRouter
 
@@ -78,7 +82,9 @@ class RoiPolicy:
         self._class_ids = None if cfg.classes is None else frozenset(COCO_CLASSES.index(c) for c in cfg.classes)
         self._sent: dict[int, SentCrop] = {}
 
-    def decide(self, detections: Detections, stream_ts_ms: float, frame_hw: tuple[int, int]) -> RoiSelection:
+    def decide(
+        self, detections: Detections, stream_ts_ms: float, frame_hw: tuple[int, int], shed_level: int = 0
+    ) -> RoiSelection:
         """The frame's :class:`RoiSelection`: each row sent or suppressed, with its reason; records the crops it
         decides to send.
 
@@ -87,9 +93,11 @@ class RoiPolicy:
                 original-frame pixels.
             stream_ts_ms: the frame's PTS, ms.
             frame_hw: (height, width) of the frame, px: crop rectangles are padded boxes clamped to it.
+            shed_level: sends stopped while the brokers report a backlog (:func:`vcascade.edge.degrade.sheds`).
         """
         crop_xyxy = crop_boxes(detections.xyxy, frame_hw, self.padding_px)
-        verdicts = [self._verdict(detections, i, crop_xyxy[i], stream_ts_ms) for i in range(len(detections))]
+        verdicts = [self._verdict(detections, i, crop_xyxy[i], stream_ts_ms, shed_level)
+                    for i in range(len(detections))]  # fmt: skip
         reasons = np.array([reason for reason, _ in verdicts], dtype=str)
         recognizers = np.array([recognizer for _, recognizer in verdicts], dtype=str)
         sent = np.isin(reasons, SENT_REASONS)
@@ -109,7 +117,9 @@ class RoiPolicy:
         """Number of tracks with a remembered sent crop."""
         return len(self._sent)
 
-    def _verdict(self, detections: Detections, i: int, crop_xyxy: np.ndarray, stream_ts_ms: float) -> tuple[str, str]:
+    def _verdict(
+        self, detections: Detections, i: int, crop_xyxy: np.ndarray, stream_ts_ms: float, shed_level: int
+    ) -> tuple[str, str]:
         """Why row ``i`` is sent or suppressed, and the recognizer of its ROI (:data:`ANY_RECOGNIZER` unless
         routed): the filters, then the routes, then its track (:meth:`_track_reason`)."""
         reason = self._filter(detections, i, crop_xyxy)
@@ -121,7 +131,7 @@ class RoiPolicy:
         )
         if recognizer is None:
             return "no_route", ANY_RECOGNIZER
-        return self._track_reason(detections, i, stream_ts_ms), recognizer
+        return self._track_reason(detections, i, stream_ts_ms, shed_level), recognizer
 
     def _filter(self, detections: Detections, i: int, crop_xyxy: np.ndarray) -> str | None:
         """The filter that rejects row ``i`` (``class``, ``size``, ``score``), or None when it passes; its crop
@@ -140,16 +150,19 @@ class RoiPolicy:
             return "score"
         return None
 
-    def _track_reason(self, detections: Detections, i: int, stream_ts_ms: float) -> str:
-        """Why row ``i`` (which passed the filters) is sent or suppressed; records it when sent."""
+    def _track_reason(self, detections: Detections, i: int, stream_ts_ms: float, shed_level: int) -> str:
+        """Why row ``i`` (which passed the filters) is sent or suppressed; records it when sent (a send shed at
+        ``shed_level`` is suppressed as ``backlog`` and not recorded)."""
         if self.cfg.mode == "every_detection":
-            return "every_detection"
+            return "backlog" if sheds("every_detection", shed_level) else "every_detection"
         track_id = int(detections.track_id[i])
         if track_id < 0:
             return "tentative"
         x1, y1, x2, y2 = (float(v) for v in detections.xyxy[i])
         crop = SentCrop(stream_ts_ms, (x2 - x1) * (y2 - y1), float(detections.score[i]))
         reason = self._resend_reason(self._sent.get(track_id), crop)
+        if sheds(reason, shed_level):
+            return "backlog"
         if reason in SENT_REASONS:
             self._sent[track_id] = crop
         return reason

@@ -18,10 +18,10 @@ from vcascade.core.detections import Detections
 SENT_REASONS = ("first", "refresh", "better", "every_detection")
 """Why a detection was sent."""
 
-SUPPRESS_REASONS = ("class", "size", "score", "no_route", "tentative", "sent_recently")
+SUPPRESS_REASONS = ("class", "size", "score", "no_route", "tentative", "sent_recently", "backlog")
 """Why a detection was not sent (the ``reason`` label of ``vcascade_edge_rois_suppressed_total``)."""
 
-FOLLOWED_REASONS = frozenset({"tentative", "sent_recently"})
+FOLLOWED_REASONS = frozenset({"tentative", "sent_recently", "backlog"})
 """Suppressed detections that are objects being followed, which get a ``tracked`` output line."""
 
 

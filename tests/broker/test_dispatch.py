@@ -338,3 +338,52 @@ def test_stale_sweep_without_workers():
     assert sorted(p.roi_id for p in d.stale(now_s=0.1)) == ["a", "c"]
     assert d.queued == 2 and "a" not in d
     assert [p.roi_id for p in d.drain()] == ["b", "d"]
+
+
+# ---------------------------------------------------------------- scale (issue 21)
+
+
+def _dispatch_cost_s(cameras: int, dispatches: int = 2000) -> float:
+    """Seconds for ``dispatches`` dispatch + answer cycles while every one of ``cameras`` cameras has ROIs queued."""
+    import time
+
+    d = Dispatcher(queue_max=10 * cameras + dispatches)
+    for i in range(max(cameras, dispatches)):
+        d.enqueue(roi(f"r{i}", f"cam-{i % cameras}"))
+    d.worker_ready("w", credits=1, now_s=0.0)
+    start = time.perf_counter()
+    for _ in range(dispatches):
+        flight, _ = d.next_dispatch(0.0)
+        d.complete(flight.pending.roi_id, "w")
+    return time.perf_counter() - start
+
+
+def test_dispatch_cost_does_not_grow_with_the_number_of_cameras_queued():
+    # copying the round-robin order on each dispatch made it O(cameras): 20,000 cameras cost ~100x 200 cameras
+    few, many = min(_dispatch_cost_s(200) for _ in range(3)), min(_dispatch_cost_s(20_000) for _ in range(3))
+    assert many < 4 * few, f"2000 dispatches: {few * 1e3:.1f} ms with 200 cameras, {many * 1e3:.1f} ms with 20,000"
+
+
+def test_stale_heads_are_set_aside_across_queues_and_blocked_recognizers_passed_over():
+    d = Dispatcher(queue_max=100)
+    d.enqueue(Pending(roi_id="x0", camera="X", received_s=0.0, recognizer="ocr"))  # no ocr worker: passed over
+    d.enqueue(roi("a0", "A", ttl_ms=1.0))
+    d.enqueue(roi("a1", "A", ttl_ms=1.0))
+    d.enqueue(roi("b0", "B", ttl_ms=1.0))
+    d.enqueue(roi("c0", "C"))
+    d.worker_ready("w", credits=5, now_s=0.0)
+    flight, stale = d.next_dispatch(now_s=1.0)
+    assert flight.pending.roi_id == "c0" and [p.roi_id for p in stale] == ["a0", "a1", "b0"]
+    assert d.next_dispatch(now_s=1.0) == (None, []) and d.queued == 1
+
+
+def test_roi_that_would_start_past_its_deadline_at_the_chosen_worker_is_stale_at_dispatch():
+    d = Dispatcher(queue_max=10)
+    d.enqueue(roi("tight", "A", t=0.0, ttl_ms=300.0))
+    d.enqueue(roi("loose", "B", t=0.0, ttl_ms=600.0))
+    d.worker_ready("w", credits=5, now_s=0.0, start_delay_s=0.4)  # a micro-batch closed now starts in 400 ms
+    flight, stale = d.next_dispatch(now_s=0.1)
+    assert [p.roi_id for p in stale] == ["tight"] and flight.pending.roi_id == "loose"
+    d.worker_ready("w", credits=5, now_s=0.2)  # the worker caught up: no wait announced
+    d.enqueue(roi("tight2", "A", t=0.2, ttl_ms=300.0))
+    assert d.next_dispatch(now_s=0.3)[0].pending.roi_id == "tight2"

@@ -71,6 +71,8 @@ SCENARIOS: dict[str, str] = {
     "vcascade_edge_roi_retries_total": "no_worker",
     "vcascade_edge_duplicate_answers_total": "covered:tests/edge/test_link.py",
     "vcascade_edge_ffmpeg_log_lines_total": "covered:tests/edge/test_hard_inputs.py",
+    "vcascade_edge_results_on_time_total": "covered:tests/edge/test_link.py",
+    "vcascade_edge_results_late_total": "covered:tests/edge/test_link.py",
     "vcascade_edge_malformed_messages_total": "malformed",
     "vcascade_edge_camera_up": "pipeline",
     "vcascade_edge_camera_state": "pipeline",

@@ -294,3 +294,19 @@ def test_counters_agree_with_lines_by_status_and_a_nan_similarity_is_written_as_
     assert by_id[f"{EDGE}-t-0"]["similarity"] is None and by_id[f"{EDGE}-t-0"]["identity_id"] == 7
     assert by_id[f"{EDGE}-t-1"]["latency_ms"]["head"] is None
     assert full.stats() == {"written": {}, "lost": {"disk_full": 6}}
+
+
+def test_results_within_the_deadline_count_as_goodput_and_later_ones_as_late(make_link):
+    link, (peer,) = make_link(1, roi={"ttl_ms": 5000.0, "deadline_ms": 300.0})
+    _until(lambda: link.broker_states()["b0"]["up"], [peer])
+    on_time0, late0 = _metric("vcascade_edge_results_on_time_total"), _metric("vcascade_edge_results_late_total")
+    fresh, old = _roi(1), _roi(2)
+    old.capture_s -= 1.0  # captured a second ago: its answer is past the 300 ms deadline whenever it comes
+    link.submit(fresh, b"jpeg")
+    link.submit(old, b"jpeg")
+    _until(lambda: len(peer.rois) == 2, [peer])
+    for identity, roi in peer.rois:
+        peer.answer(roi, identity)
+    _until(lambda: link.tally_copy()["street-1"].results == 2, [peer])
+    assert _metric("vcascade_edge_results_on_time_total") == on_time0 + 1
+    assert _metric("vcascade_edge_results_late_total") == late0 + 1

@@ -63,7 +63,7 @@ def test_a_track_is_sent_once_and_the_rest_is_counted_per_reason_and_followed(no
         submitted.append(node.handle_detections(frame, detections, now_s, now_s))
     assert submitted == [0, 1, 0]  # tentative on its first frame, sent on its second (first), then sent_recently
     counted = {reason: n - suppressed_before[reason] for reason, n in _suppressed().items()}
-    assert counted == {"class": 0, "size": 3, "score": 0, "no_route": 0, "tentative": 1, "sent_recently": 1}
+    assert counted == {"class": 0, "size": 3, "score": 0, "no_route": 0, "tentative": 1, "sent_recently": 1, "backlog": 0}
     assert _tracked_lines() - lines_before == 2  # the tentative and the sent_recently rows; never a size-filtered one
     assert node.link.tally_copy()[CAMERA].sent == 1
 

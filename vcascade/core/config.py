@@ -28,6 +28,7 @@ from vcascade.core.schema import (  # noqa: F401  (re-exported: the schema is pa
     YOLOX_NANO_URL,
     AnalyticsConfig,
     BrokerConfig,
+    CalibratedRecognizerConfig,
     CameraConfig,
     CameraViewConfig,
     ClassifierHeadConfig,

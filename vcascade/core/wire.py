@@ -220,18 +220,28 @@ class Ready(_Header, tag="ready"):
     """A worker announces itself and its credits: how many ROIs it can hold in flight at once.
 
     ``recognizer`` names the recognizer it runs (``recognizers`` key, never empty); the broker gives it only
-    ROIs for that recognizer or for any (``Roi.recognizer`` ``""``).
+    ROIs for that recognizer or for any (``Roi.recognizer`` ``""``). ``start_delay_ms``: the worker's estimate
+    of how long a micro-batch closed now would wait before its first stage starts, ms
+    (:class:`vcascade.center.admission.StartEstimate`; 0: none). The broker does not dispatch an ROI that would
+    start past its deadline. Added with a default: older peers ignore it or send none (protocol 2 still).
     """
 
     worker: PeerName
     credits: int
     recognizer: PeerName
+    start_delay_ms: float = 0.0
 
 
 class Heartbeat(_Header, tag="heartbeat"):
-    """Liveness signal; sent both ways between brokers and their peers."""
+    """Liveness signal; sent both ways between brokers and their peers.
+
+    ``backlog_ms`` (broker to edge): how long ROIs now wait in the broker's queues before dispatch, ms (mean of
+    the recent waits; 0 when nothing is queued); an edge lowers what it sends while it is high
+    (:mod:`vcascade.edge.degrade`). Added with a default: older peers ignore it or send none (protocol 2 still).
+    """
 
     sender: str
+    backlog_ms: float = 0.0
 
 
 class Bye(_Header, tag="bye"):

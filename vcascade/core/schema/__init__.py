@@ -64,6 +64,7 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "ClassifierHeadConfig": ".center",
     "EmbeddingHeadConfig": ".center",
     "HeadConfig": ".center",
+    "CalibratedRecognizerConfig": ".center",
     "OnnxRecognizerConfig": ".center",
     "RecognizerConfig": ".center",
     "StageGroupConfig": ".center",

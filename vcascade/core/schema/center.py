@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import Field, Tag
+from pydantic import Field, Tag, field_validator
 
 from vcascade.core.schema.base import (
     ConfigModel,
@@ -124,7 +124,38 @@ class OnnxRecognizerConfig(_RecognizerBase):
     )
 
 
-RecognizerConfig = Annotated[Union[TorchRecognizerConfig, OnnxRecognizerConfig], Field(discriminator="type")]
+class CalibratedRecognizerConfig(_RecognizerBase):
+    """No model: one stage that waits the measured service time of each micro-batch, as a device would while
+    it computes (capacity planning, scale harness; center/calibrated.py). Sizes between two measured ones are
+    interpolated linearly, sizes above the largest extrapolated with the last per-ROI slope. No split points:
+    the worker gives it one device."""
+
+    type: Literal["calibrated"] = Field(description="Stage runtime (registry key).")
+    service_ms: dict[int, float] = Field(
+        min_length=1,
+        description="Measured time of one micro-batch through all stages, ms, by micro-batch size (>= 1).",
+    )
+    output_dim: int = Field(2, ge=1, le=4096, description="Width of the last stage's (N, output_dim) float32 output.")
+    source: str = Field("", description="Where the times were measured (model, device, date): documentation only.")
+
+    @field_validator("service_ms")
+    @classmethod
+    def _sizes_and_times_positive(cls, table: dict[int, float]) -> dict[int, float]:
+        if any(size < 1 for size in table) or any(not 0 <= ms < 1e6 for ms in table.values()):
+            raise ValueError("micro-batch sizes must be >= 1 and times in [0, 1e6) ms")
+        return dict(sorted(table.items()))
+
+    @field_validator("split_points")
+    @classmethod
+    def _no_split_points(cls, split_points):
+        if split_points:
+            raise ValueError("a calibrated recognizer has no model to split: it runs as one stage, leave it empty")
+        return split_points
+
+
+RecognizerConfig = Annotated[
+    Union[TorchRecognizerConfig, OnnxRecognizerConfig, CalibratedRecognizerConfig], Field(discriminator="type")
+]
 
 
 class WorkerConfig(ConfigModel):

@@ -115,6 +115,11 @@ class RoiConfig(ConfigModel):
     ttl_ms: float = Field(
         0.0, ge=0, description="Deadline: max age of an ROI, ms from frame capture to start of compute (0: none)."
     )
+    deadline_ms: float = Field(
+        0.0, ge=0,
+        description="End-to-end deadline of a result, ms from frame capture to the result on the edge: results within "
+        "it are goodput (`vcascade_edge_results_on_time_total`), later ones late (0: not counted).",
+    )
     policy: RoiPolicyConfig = Field(RoiPolicyConfig(), description="Tracking and which detections are sent.")
     routes: list[RouteConfig] | None = Field(
         None, min_length=1,

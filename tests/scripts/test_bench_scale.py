@@ -1,0 +1,80 @@
+"""scripts/bench_scale.py: its statistics and checks on hand-made rows, the trace and service times it reads,
+and ``--quick`` end to end (real brokers, edges and calibrated workers; about two minutes)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "scripts"))
+import scale_stats as stats
+from bench_scale import Setting, capacity_rois_per_s, deployment, failures, service_table
+from scale_trace import load_trace
+
+from vcascade.core.config import Deployment
+
+
+def test_jain_index_is_one_when_fair_and_one_over_n_when_one_takes_all():
+    assert stats.jain_index([1.0, 1.0, 1.0]) == 1.0
+    assert stats.jain_index([1.0, 0.0, 0.0, 0.0]) == pytest.approx(0.25)
+    assert stats.jain_index([]) == 1.0
+
+
+def test_conservation_finds_the_camera_whose_books_do_not_balance():
+    cameras = {"a": {"sent": 3, "results": 2, "drops": {"stale": 1}}, "b": {"sent": 3, "results": 1, "drops": {}}}
+    assert stats.unbalanced(cameras) == ["b"]
+
+
+def test_latency_summary_counts_goodput_and_late_share_against_the_deadline():
+    summary = stats.latency_summary([100.0, 200.0, 900.0, 1500.0], deadline_ms=1000.0, duration_s=2.0)
+    assert summary["goodput"] == 1.5 and summary["late_share"] == 0.25
+
+
+def test_first_sightings_served_counts_tracks_whose_first_roi_was_answered_in_time():
+    results = [("c", 100.0, 1.0, "first", 1), ("c", 2000.0, 1.0, "first", 2), ("c", 100.0, 1.0, "better", 3)]
+    drops = [("c", "stale", "first", 4), ("c", "stale", "refresh", 1)]
+    assert stats.first_sightings_served(results, drops, deadline_ms=1000.0) == pytest.approx(1 / 3)
+
+
+def test_recovery_time_is_when_served_rate_is_back_for_good():
+    done = [t / 100 for t in range(1000)]  # 100/s for 10 s ...
+    done = [t for t in done if not 5.0 <= t < 6.2]  # ... nothing served from the kill at 5 s to 6.2 s
+    assert stats.recovery_time_s(done, kill_s=5.0, duration_s=10.0) == pytest.approx(1.5)
+
+
+def _row(**fields) -> dict:
+    row = {"cameras": 1000, "brokers": 1, "load": 1.0, "kill_broker": False, "jain": 1.0, "goodput": 200.0,
+           "late_share": 0.0, "unbalanced_cameras": 0}  # fmt: skip
+    return {**row, **fields}
+
+
+def test_checks_pass_and_each_broken_target_is_reported():
+    assert failures([_row(), _row(load=1.5, goodput=190.0, late_share=0.005)]) == []
+    assert len(failures([_row(unbalanced_cameras=2)])) == 1
+    assert "Jain" in failures([_row(jain=0.95)])[0]
+    broken = failures([_row(), _row(load=1.5, goodput=150.0, late_share=0.02)])
+    assert len(broken) == 2 and "goodput" in broken[0] and "late share" in broken[1]
+
+
+def test_trace_service_times_and_deployment_are_valid():
+    trace, length_s = load_trace()
+    assert len(trace) >= 10 and 9.0 < length_s < 11.0 and {r.send_reason for r in trace} <= {"first", "better", "refresh"}
+    table = service_table()
+    assert capacity_rois_per_s(1, table) == pytest.approx(8 / table[8] * 1000.0)
+    dep = Deployment.model_validate(deployment(Setting(50, 2, 2, 3, 1.0, 5.0), table, 1000.0))
+    assert len(dep.cameras) == 50 and len(dep.cameras_of("e1")) == 25 and dep.recognizers["sim"].type == "calibrated"
+
+
+def test_quick_run_meets_its_targets_and_balances_every_cameras_books(tmp_path):
+    out = tmp_path / "rows.json"
+    proc = subprocess.run([sys.executable, str(REPO / "scripts" / "bench_scale.py"), "--quick", "--json", str(out)],
+                          capture_output=True, text=True, timeout=600, cwd=REPO, check=False)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    rows = json.loads(out.read_text())
+    assert [r["load"] for r in rows] == [1.0, 1.5] and all(r["cameras"] == 1000 for r in rows)
+    assert all(r["unbalanced_cameras"] == 0 and r["results"] > 0 for r in rows)
