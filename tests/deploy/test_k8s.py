@@ -248,13 +248,14 @@ def test_workers_share_a_persistent_redis_identity_store_that_only_they_reach(k8
             if peer["podSelector"]["matchLabels"].items() <= pod_labels.items()
         }  # fmt: skip
         assert admitted == {WORKER}, rule
-def test_the_keda_scaled_object_scales_a_real_worker_on_series_the_broker_exports(k8s_copy):
+def test_the_keda_scaled_object_scales_a_real_worker_on_series_the_broker_exports(k8s_copy, tmp_path):
     """deploy/k8s/keda: KEDA's ScaledObject (a CRD: checked here by its documented fields, keda.sh v2 ScaledObject
     spec) targets a Deployment of the base, and its Prometheus query reads gauges the broker really exports."""
     (scaled,) = list(yaml.safe_load_all((REPO / "deploy" / "k8s" / "keda" / "worker-scaledobject.yaml").read_text()))
     assert scaled["apiVersion"] == "keda.sh/v1alpha1" and scaled["kind"] == "ScaledObject"
     spec = scaled["spec"]
-    target = _one(_render(k8s_copy, "base"), "Deployment", spec["scaleTargetRef"]["name"])
+    objects = _render(k8s_copy, "base")
+    target = _one(objects, "Deployment", spec["scaleTargetRef"]["name"])
     assert target["metadata"]["name"] == "vcascade-worker-1"
     assert 1 <= spec["minReplicaCount"] <= spec["maxReplicaCount"] and spec["cooldownPeriod"] > 0
     (trigger,) = spec["triggers"]
@@ -263,7 +264,7 @@ def test_the_keda_scaled_object_scales_a_real_worker_on_series_the_broker_export
     query = trigger["metadata"]["query"]
     for gauge in (broker_metrics.QUEUE_DEPTH, broker_metrics.IN_FLIGHT):
         assert f'{gauge._name}{{broker="broker-1"}}' in query
-    dep = load_config(k8s_copy / "base" / "vcascade.yaml")
+    dep = _deployment_file(objects, tmp_path)
     worker = dep.workers["worker-1"]
     assert "broker-1" in dep.brokers and worker.brokers == ["broker-1"]
     assert float(trigger["metadata"]["threshold"]) == worker.credits + worker.max_batch  # busy + one batch waiting
