@@ -297,18 +297,25 @@ class IdentitySpace:
         return ident in self._slot
 
     def _duplicates(self, new: list[int]) -> list[tuple[int, int]]:
-        """Pairs (loser, survivor) of an identity new to this worker and one whose enrolment this worker pushed
-        within the merge window, at or above the match threshold: the same object enrolled by two workers before
-        either heard of the other's. Only new identities are checked and only against young ones, so a
-        survivor whose centroid moved after a merge never pulls in older identities (no snowball)."""
-        pairs, now = set(), self.clock()
-        for ident in new:
-            if ident not in self._slot:
+        """Pairs (loser, survivor) of live identities at or above the match threshold where one of the two is young:
+        its enrolment was pushed by this worker within the merge window. Two cases: an identity new to this worker
+        matches a young one (two workers enrolled the same object before either heard of the other's), or a young
+        one now matches an older identity whose local copy was out of date when it enrolled (another worker's
+        matches had not arrived yet). Only pairs with a young identity are checked, so a survivor whose centroid
+        moved after a merge never pulls in older identities (no snowball)."""
+        now = self.clock()
+        young = [int(self._ids[slot]) for slot in np.flatnonzero(now - self._enrolled_s <= self.merge_window_s)]
+        pairs = set()
+        for ident in [*new, *young]:
+            if ident not in self._slot or ident < 0:
                 continue
+            from_young = ident not in new
             slots, sims = self._index.search(self._units[self._slot[ident]][None], DUPLICATE_CANDIDATES)
             for slot, sim in zip(slots[0].tolist(), sims[0].tolist()):
-                if slot < 0 or sim < self.match_threshold or now - self._enrolled_s[slot] > self.merge_window_s:
+                if slot < 0 or sim < self.match_threshold:
                     continue
+                if not from_young and now - self._enrolled_s[slot] > self.merge_window_s:
+                    continue  # a new identity is merged only with a young one
                 other = int(self._ids[slot])
                 if other != ident and other >= 0:
                     pairs.add((max(ident, other), min(ident, other)))

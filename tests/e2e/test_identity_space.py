@@ -24,6 +24,7 @@ import pytest
 import yaml
 
 from tests.demo import EMBEDDER, demo_data, scrape_metrics
+from tests.records import result_lines
 from vcascade.center.identity.redis_store import RedisStore
 from vcascade.center.identity.sqlite_store import SqliteStore
 from vcascade.center.identity.store import MERGED
@@ -39,6 +40,7 @@ def _deployment(tmp_path: Path, free_port, store: dict | None, frames: int = FRA
     data = demo_data()
     for cam in data["cameras"].values():
         cam["max_frames"] = frames
+        cam.pop("view", None)  # the same pixels on both cameras: identical crops are the same object, exactly
     edge = data["edges"]["edge-1"]
     edge["roi"]["policy"] = {"mode": "every_detection"}
     edge["sinks"] = [{"type": "jsonl", "path": str(tmp_path / "results.jsonl"), "mode": "truncate"}]
@@ -75,17 +77,11 @@ def _run(tmp_path: Path, config: Path, models_dir: Path, during: Callable[[Path,
     assert proc.returncode == 0, output
     summary = json.loads(summary_path.read_text())
     (edge,) = [p for p in summary["processes"] if p["component"] == "edge"]
-    lines = _lines(tmp_path / "results.jsonl")
+    lines = result_lines(tmp_path / "results.jsonl")
     for camera, tally in edge["cameras"].items():
         assert tally["sent"] > 0 and tally["sent"] == tally["results"] + sum(tally["drops"].values()), tally
         assert len([line for line in lines if line["camera"] == camera]) == tally["sent"]
     return summary
-
-
-def _lines(path: Path) -> list[dict]:
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.endswith("}")]
 
 
 def _state_store() -> SqliteStore:
@@ -155,7 +151,7 @@ def test_two_workers_give_the_same_ids_whichever_served_the_object(tmp_path, fre
     else:  # the embedded default: no identity configuration at all
         config, _ = _deployment(tmp_path, free_port, None)
     _run(tmp_path, config, models_dir)
-    lines = _lines(tmp_path / "results.jsonl")
+    lines = result_lines(tmp_path / "results.jsonl")
     if backend == "redis":
         store = RedisStore(server.url, EMBEDDER)
     else:
@@ -167,7 +163,7 @@ def test_two_workers_give_the_same_ids_whichever_served_the_object(tmp_path, fre
 def _wait_lines(results: Path, count: int, timeout_s: float = 300.0) -> list[dict]:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        ok = [line for line in _lines(results) if line["status"] == "ok"]
+        ok = [line for line in result_lines(results) if line["status"] == "ok"]
         if len(ok) >= count:
             return ok
         time.sleep(0.2)
@@ -188,7 +184,7 @@ def test_kill_9_of_a_worker_and_its_restart_keep_every_identity(tmp_path, free_p
     def kill_worker_1(results: Path, status_path: Path) -> None:
         _wait_lines(results, 60)
         time.sleep(1.0)  # every identity answered so far is past the workers' sync (0.2 s)
-        killed["lines"] = len(_lines(results))
+        killed["lines"] = len(result_lines(results))
         os.kill(_worker_pid(status_path, "worker-1"), signal.SIGKILL)
         time.sleep(1.0)  # its metrics server is gone
         deadline = time.monotonic() + 300
@@ -203,7 +199,7 @@ def test_kill_9_of_a_worker_and_its_restart_keep_every_identity(tmp_path, free_p
     (worker_1,) = [c for c in json.loads((tmp_path / "status.json").read_text())["components"]
                    if c["kind"] == "worker" and c["name"] == "worker-1"]  # fmt: skip
     assert worker_1["restarts"] == 1 and worker_1["exit_codes"][0] == -signal.SIGKILL
-    lines = _lines(tmp_path / "results.jsonl")
+    lines = result_lines(tmp_path / "results.jsonl")
     merged_into = _merged_into(_state_store())
     resolve = _resolver(lines, merged_into)
     before = {resolve(line["identity_id"]) for line in lines[: killed["lines"]] if line["status"] == "ok"}
@@ -226,19 +222,19 @@ def test_stopping_redis_mid_run_crashes_nothing_is_counted_and_reconciled(tmp_pa
     def stop_redis(results: Path, status_path: Path) -> None:
         _wait_lines(results, 40)
         redis_server.stop()
-        count = len(_lines(results))
+        count = len(result_lines(results))
         _wait_lines(results, count + 40)  # served on while the store is away
         seen["errors"] = sum(_sample(scrape_metrics(port), "vcascade_identity_store_errors_total") for port in ports)
         seen["provisional"] = sum(_sample(scrape_metrics(port), "vcascade_identity_provisional_results_total")
                                   for port in ports)  # fmt: skip
         redis_server.start()
-        seen["back_at_line"] = len(_lines(results))
+        seen["back_at_line"] = len(result_lines(results))
 
     _run(tmp_path, config, models_dir, during=stop_redis)
     assert seen["errors"] > 0 and seen["provisional"] > 0, seen
     restarts = [c for c in json.loads((tmp_path / "status.json").read_text())["components"] if c["restarts"]]
     assert restarts == [], "nothing crashed"
-    lines = _lines(tmp_path / "results.jsonl")
+    lines = result_lines(tmp_path / "results.jsonl")
     answered = [line for line in lines if line["status"] == "ok"]
     assert any(line["provisional"] for line in answered)
     later = [line for line in lines[seen["back_at_line"]:] if line["status"] == "ok"]

@@ -131,6 +131,28 @@ def test_identities_older_than_the_merge_window_are_never_merged(open_store):
     assert sum(w.metric("vcascade_identity_merges_total", kind="duplicate") for w in (a, b)) == 0
 
 
+def test_a_young_enrolment_made_on_a_stale_copy_merges_into_the_identity_it_missed(open_store):
+    """Worker a enrols X for a crop because its copy of Y was out of date (other workers' matches had moved Y
+    since a's last sync); once a hears of Y's new centroid, X lies at or above the threshold from Y and is
+    merged into it (the kill -9 e2e test met this race)."""
+    now = [100.0]
+    writer = open_store()
+    v_old, v_new = obj(7, 0.0), l2(obj(7, 0.0) + 1.2 * obj(8, 0.0))  # cosine 0.64: below the threshold
+    (y,) = writer.reserve_ids(1)
+    writer.write([StoreWrite(y, v_old, 1, seen(), True)])
+    a = Worker("sp-a9", open_store(), clock=lambda: now[0])  # loads Y as v_old
+    writer.write([StoreWrite(y, 5 * v_new, 5, seen(), False)])  # matches elsewhere move Y towards v_new
+    (x_out,), _ = a.space.match(v_new[None], [seen()])
+    assert x_out.enrolled and x_out.identity_id not in (y, -1)  # a's copy of Y was stale
+    now[0] += 0.5
+    for _ in range(2):  # push X, hear of Y's new centroid, merge
+        a.sync.cycle()
+    assert a.space.identities() == [y]
+    (again,), _ = a.space.match(v_new[None], [seen()])
+    assert again.identity_id == y and again.merged_from == (x_out.identity_id,)
+    assert a.metric("vcascade_identity_merges_total", kind="duplicate") == 1
+
+
 def l2(v: np.ndarray) -> np.ndarray:
     return v / np.linalg.norm(v)
 
