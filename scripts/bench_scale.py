@@ -2,6 +2,7 @@
 """Scale harness: thousands of cameras through real brokers and workers with calibrated stage times.
 
     python scripts/bench_scale.py --quick
+    python scripts/bench_scale.py --day-night [--quick] [--duration-s 240] [--workers 3] [--speedup 15]
     python scripts/bench_scale.py --cameras 1000 5000 --brokers 1 2 4 --load 0.5 1 1.5 --duration-s 20 \\
         [--edges 4] [--workers 3] [--kill-broker] [--json FILE] [--plot FILE]
 
@@ -19,6 +20,15 @@ broker core, Jain's index over cameras' served share, p50/p99 end-to-end, goodpu
 served, ROIs shed by the edges (:mod:`vcascade.edge.degrade`), drops by reason, the edges' and workers' CPU per
 ROI, and with ``--kill-broker`` (2 brokers or more) the recovery time after broker 1 is SIGKILLed halfway.
 Definitions: scripts/scale_stats.py. Method and numbers: docs/BENCHMARKS.md, "Scale".
+
+``--day-night`` (scripts/scale_autoscale.py) runs instead one compressed day twice: the offered load follows
+:data:`scale_autoscale.DAY_NIGHT` (night 0.2x, ramp, day at ``--peak-load`` x the capacity of ``--workers``,
+ramp, night), first with a fixed pool of ``--workers`` sized for the peak, then with real workers started and
+stopped by KEDA's rule from deploy/k8s/keda/worker-scaledobject.yaml (backlog scraped from the broker's
+/metrics; threshold a worker's credits plus one micro-batch, :func:`keda_threshold`; the manifest's times divided
+by ``--speedup``), 1 to ``--workers`` replicas. Each row adds worker utilisation (stage busy seconds / replica
+seconds, both within the run), replica-seconds and the replica timeline; the check: the elastic pool used fewer
+replica-seconds than the fixed one.
 
 Exit status 1 when a check fails: conservation (``sent = results + drops`` per camera) in any setting;
 Jain's index >= 0.99 at load 1; at load 1.5 goodput >= 0.9 x that at load 1 and late share < 1 %.
@@ -42,6 +52,7 @@ from pathlib import Path
 
 import scale_stats as stats
 import yaml
+from scale_autoscale import DAY_NIGHT, Autoscaler, ControllerTimes, WorkerPool
 from scale_trace import TRACE, load_trace
 
 from vcascade.center.calibrated import service_time_ms
@@ -61,7 +72,9 @@ host; tens on this shared 2-core one)."""
 @dataclass(frozen=True)
 class Setting:
     """One run: ``cameras`` over ``edges`` edge processes, ``brokers`` brokers, ``workers`` workers, offered
-    ``load`` x the workers' capacity for ``duration_s``; ``kill_broker``: SIGKILL broker 1 at half time."""
+    ``load`` x the workers' capacity for ``duration_s``; ``kill_broker``: SIGKILL broker 1 at half time;
+    ``curve``: the offered load follows it (share of ``load`` over the run, scripts/scale_autoscale.py);
+    ``elastic``: ``workers`` is the most replicas, set by KEDA's rule with times divided by ``speedup``."""
 
     cameras: int
     edges: int
@@ -70,6 +83,9 @@ class Setting:
     load: float
     duration_s: float
     kill_broker: bool = False
+    curve: tuple[tuple[float, float], ...] = ()
+    elastic: bool = False
+    speedup: float = 15.0
 
 
 def service_table() -> dict[int, float]:
@@ -109,6 +125,13 @@ def deployment(s: Setting, table: dict[int, float], deadline_ms: float) -> dict:
                   "head": {"type": "classifier", "labels": ["a", "b"]}, "source": SERVICE_TIMES.name}  # fmt: skip
     return {"version": 1, "cameras": cameras, "edges": edges, "brokers": brokers,
             "recognizers": {"sim": recognizer}, "workers": workers}  # fmt: skip
+
+
+def keda_threshold(dep: dict) -> int:
+    """The ScaledObject's per-replica backlog threshold sized as deploy/k8s/keda/worker-scaledobject.yaml sizes it:
+    what a busy worker holds (its credits) plus one micro-batch waiting for it at the broker."""
+    worker = next(iter(dep["workers"].values()))
+    return worker["credits"] + worker["max_batch"]
 
 
 def _spawn(args: list[str], log: Path) -> subprocess.Popen:
@@ -151,36 +174,47 @@ def run_setting(s: Setting, table: dict[int, float], deadline_ms: float, workdir
     cli = ["-m", "vcascade"]
     brokers = {n: _spawn([*cli, "broker", "--config", str(path), "--name", n, "--log-level", "WARNING"],
                          workdir / f"{n}.log") for n in dep["brokers"]}  # fmt: skip
-    workers = [_spawn([*cli, "worker", "--config", str(path), "--name", n, "--log-level", "WARNING"],
-                      workdir / f"{n}.log") for n in dep["workers"]]  # fmt: skip
+    pool = WorkerPool(list(dep["workers"]), {n: w["metrics_port"] for n, w in dep["workers"].items()},
+                      lambda n: _spawn([*cli, "worker", "--config", str(path), "--name", n, "--log-level", "WARNING"],
+                                       workdir / f"{n}.log"))  # fmt: skip
+    times = ControllerTimes.from_scaled_object(s.speedup)
+    pool.scale_to(times.min_replicas if s.elastic else s.workers)
+    autoscaler = Autoscaler(pool, [b["metrics_port"] for b in dep["brokers"].values()],
+                            keda_threshold(dep), s.workers, times)  # fmt: skip
     go = workdir / "go"
     outs = {n: workdir / f"{n}.json" for n in dep["edges"]}
     edges = []
     try:
         deadline_s = time.monotonic() + START_TIMEOUT_S
-        for cfg in dep["workers"].values():
-            _wait_ready(cfg["metrics_port"], deadline_s)
+        for name in pool.live:
+            _wait_ready(dep["workers"][name]["metrics_port"], deadline_s)
         edges = [_spawn([str(SCRIPTS / "scale_edge.py"), "--deploy", str(path), "--edge", n, "--time-scale",
                          str(time_scale), "--duration-s", str(s.duration_s), "--seed", str(k), "--go", str(go),
-                         "--out", str(out)], workdir / f"{n}.log")
+                         "--out", str(out), *(["--curve", json.dumps(s.curve)] if s.curve else [])],
+                       workdir / f"{n}.log")
                  for k, (n, out) in enumerate(outs.items())]  # fmt: skip
         _wait_files([Path(f"{out}.ready") for out in outs.values()], edges, deadline_s)
         start_s = time.time() + 0.5
         go.write_text(repr(start_s))
         time.sleep(max(0.0, start_s - time.time()))
         cpu0 = {n: _cpu_s(p.pid) for n, p in brokers.items()}
-        others0 = [sum(_cpu_s(p.pid) for p in procs) for procs in (edges, workers)]
+        edge_cpu0_s = sum(_cpu_s(p.pid) for p in edges)
+        pool.start_window()
+        if s.elastic:
+            autoscaler.start()
         killed = _run_and_maybe_kill(s, brokers, cpu0, start_s)
+        if s.elastic:
+            autoscaler.stop()
+        pool.end_window()
         cpu1 = {n: _cpu_s(p.pid) for n, p in brokers.items() if n not in killed}
-        edge_cpu_s, worker_cpu_s = (sum(_cpu_s(p.pid) for p in procs) - before
-                                    for procs, before in zip((edges, workers), others0))  # fmt: skip
+        edge_cpu_s = sum(_cpu_s(p.pid) for p in edges) - edge_cpu0_s
         for proc in edges:
             proc.wait(timeout=120)
     finally:
-        for proc in [*edges, *workers, *brokers.values()]:
+        for proc in [*edges, *pool.processes(), *brokers.values()]:
             if proc.poll() is None:
                 proc.send_signal(signal.SIGTERM)
-        for proc in [*edges, *workers, *brokers.values()]:
+        for proc in [*edges, *pool.processes(), *brokers.values()]:
             try:
                 proc.wait(timeout=15)
             except subprocess.TimeoutExpired:
@@ -189,7 +223,9 @@ def run_setting(s: Setting, table: dict[int, float], deadline_ms: float, workdir
     row = summarise(s, [json.loads(out.read_text()) for out in outs.values()], offered_rate, broker_cpu_s,
                     deadline_ms)  # fmt: skip
     row["edge_cpu_us_per_roi"] = round(1e6 * edge_cpu_s / max(1, row["sent"]), 1)
-    row["worker_cpu_us_per_roi"] = round(1e6 * worker_cpu_s / max(1, row["results"]), 1)
+    row["replica_s"] = round(pool.replica_s, 1)
+    row["utilisation"] = round(pool.busy_s / pool.replica_s, 4) if pool.replica_s else 0.0
+    row["replicas"] = [(round(t - start_s, 1), n) for t, n in pool.timeline]
     row["load_avg_1min"] = round(os.getloadavg()[0], 1)
     return row
 
@@ -249,6 +285,10 @@ def print_table(rows: list[dict]) -> None:
     print(" ".join(f"{title:>10}" for _, title in COLUMNS))
     for row in rows:
         print(" ".join(f"{row[key]:>10.4g}" if isinstance(row[key], float) else f"{row[key]:>10}" for key, _ in COLUMNS))
+    for row in (r for r in rows if r["curve"]):
+        print(f"  day/night, {'elastic (KEDA rule)' if row['elastic'] else 'fixed pool'}: utilisation "
+              f"{row['utilisation']:.1%}, replica-s {row['replica_s']}, p99 {row['p99_ms']:.0f} ms, goodput "
+              f"{row['goodput']:.1f}/s, late {row['late_share']:.2%}, replicas (s, n) {row['replicas']}")
     for row in rows:
         extra = f", recovery {row['recovery_s']} s after killing b1" if "recovery_s" in row else ""
         print(f"  {row['cameras']} cams, {row['brokers']} brokers, load {row['load']}: sent {row['sent']}, results "
@@ -259,17 +299,22 @@ def failures(rows: list[dict]) -> list[str]:
     """The checks the module docstring lists, as messages (empty: all pass)."""
     found = [f"{r['cameras']} cams {r['brokers']} brokers load {r['load']}: {r['unbalanced_cameras']} cameras with "
              f"sent != results + drops" for r in rows if r["unbalanced_cameras"]]  # fmt: skip
-    for r in rows:
+    steady = [r for r in rows if not r["curve"]]
+    for r in steady:
         if r["load"] == 1.0 and not r["kill_broker"] and r["jain"] < GOAL_JAIN:
             found.append(f"{r['cameras']} cams {r['brokers']} brokers: Jain {r['jain']} < {GOAL_JAIN} at load 1")
-    for over in (r for r in rows if r["load"] == 1.5 and not r["kill_broker"]):
-        same = [r for r in rows if r["load"] == 1.0 and not r["kill_broker"]
+    for over in (r for r in steady if r["load"] == 1.5 and not r["kill_broker"]):
+        same = [r for r in steady if r["load"] == 1.0 and not r["kill_broker"]
                 and (r["cameras"], r["brokers"]) == (over["cameras"], over["brokers"])]  # fmt: skip
         where = f"{over['cameras']} cams {over['brokers']} brokers load 1.5"
         if same and over["goodput"] < GOAL_GOODPUT_RATIO * same[0]["goodput"]:
             found.append(f"{where}: goodput {over['goodput']} < {GOAL_GOODPUT_RATIO} x {same[0]['goodput']}")
         if over["late_share"] >= GOAL_LATE_SHARE:
             found.append(f"{where}: late share {over['late_share']} >= {GOAL_LATE_SHARE}")
+    elastic, fixed = ([r for r in rows if r["curve"] and r["elastic"] == e] for e in (True, False))
+    if elastic and fixed and elastic[0]["replica_s"] >= fixed[0]["replica_s"]:
+        found.append(f"day/night: elastic pool used {elastic[0]['replica_s']} replica-s, no fewer than the fixed "
+                     f"pool's {fixed[0]['replica_s']}")  # fmt: skip
     return found
 
 
@@ -306,14 +351,25 @@ def main() -> int:
     parser.add_argument("--duration-s", type=float, default=20.0)
     parser.add_argument("--deadline-ms", type=float, default=1000.0)
     parser.add_argument("--kill-broker", action="store_true", help="also a run at load 1 killing broker 1 halfway")
+    parser.add_argument("--day-night", action="store_true",
+                        help="instead: the load follows a day/night curve peaking at --peak-load, once with a fixed "
+                             "pool of --workers and once with workers set by KEDA's rule (at most --workers)")
+    parser.add_argument("--peak-load", type=float, default=1.0)
+    parser.add_argument("--speedup", type=float, default=15.0, help="day/night: the ScaledObject's times / this")
     parser.add_argument("--json", type=Path)
     parser.add_argument("--plot", type=Path)
     args = parser.parse_args()
-    if args.quick:
+    if args.quick and args.day_night:
+        args.cameras, args.edges, args.duration_s, args.speedup = [1000], 2, 40.0, 30.0
+    elif args.quick:
         args.cameras, args.brokers, args.load, args.duration_s = [1000], [1], [1.0, 1.5], 12.0
     table = service_table()
     settings = [Setting(c, args.edges, b, args.workers, load, args.duration_s)
                 for c in args.cameras for b in args.brokers for load in args.load]  # fmt: skip
+    if args.day_night:
+        settings = [Setting(args.cameras[0], args.edges, args.brokers[0], args.workers, args.peak_load,
+                            args.duration_s, curve=DAY_NIGHT, elastic=elastic, speedup=args.speedup)
+                    for elastic in (False, True)]  # fmt: skip
     if args.kill_broker:
         settings += [Setting(c, args.edges, max(2, b), args.workers, 1.0, args.duration_s, kill_broker=True)
                      for c in args.cameras for b in sorted(set(args.brokers))[-1:]]  # fmt: skip

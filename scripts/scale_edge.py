@@ -28,6 +28,7 @@ from pathlib import Path
 
 import cv2
 import zmq
+from scale_autoscale import load_share
 from scale_trace import TRACE, TraceRoi, load_trace
 
 from vcascade.core import wire
@@ -83,9 +84,11 @@ def crops_of(trace: list[TraceRoi], quality: int = 90) -> list[bytes]:
 
 
 def schedule(cameras: list[str], trace: list[TraceRoi], length_s: float, time_scale: float, duration_s: float,
-             seed: int):  # fmt: skip
+             seed: int, curve: list[tuple[float, float]] | None = None):  # fmt: skip
     """``(t_s, camera index, trace row, loop)`` of every ROI to send in ``[0, duration_s)``, in time order: each
-    camera replays the trace from a random phase, times multiplied by ``time_scale``."""
+    camera replays the trace from a random phase, times multiplied by ``time_scale``. With a ``curve`` (points
+    ``(fraction of the run, share of the rate)``, scripts/scale_autoscale.py), an ROI at ``t_s`` is kept with
+    probability ``load_share(curve, t_s / duration_s)`` (seeded), so the offered rate follows the curve."""
     rng = random.Random(seed)
     period_s = length_s * time_scale
     loops = math.ceil(duration_s / period_s) + 1
@@ -95,7 +98,10 @@ def schedule(cameras: list[str], trace: list[TraceRoi], length_s: float, time_sc
         stream = [((k * length_s + roi.t_s) * time_scale - phase_s, index, row, k)
                   for k in range(loops) for row, roi in enumerate(trace)]  # fmt: skip
         streams.append([event for event in stream if 0 <= event[0] < duration_s])
-    return list(heapq.merge(*streams))
+    events = heapq.merge(*streams)
+    if curve:
+        return [e for e in events if rng.random() < load_share(curve, e[0] / duration_s)]
+    return list(events)
 
 
 def replay(link: BrokerLink, edge: str, cameras: list[str], trace: list[TraceRoi], crops: list[bytes], events,
@@ -157,6 +163,7 @@ def main() -> None:
     parser.add_argument("--duration-s", type=float, required=True)
     parser.add_argument("--recognizer", default="sim")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--curve", type=json.loads, help="JSON [[fraction of the run, share of the rate], ...]")
     parser.add_argument("--go", type=Path, required=True)
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
@@ -164,7 +171,7 @@ def main() -> None:
     cameras = sorted(dep.cameras_of(args.edge))
     trace, length_s = load_trace(args.trace)
     crops = crops_of(trace)
-    events = schedule(cameras, trace, length_s, args.time_scale, args.duration_s, args.seed)
+    events = schedule(cameras, trace, length_s, args.time_scale, args.duration_s, args.seed, args.curve)
     ctx = zmq.Context()
     collector = Collector(0.0)
     link = BrokerLink(args.edge, dep, ctx, [collector])

@@ -13,7 +13,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "scripts"))
 import scale_stats as stats
-from bench_scale import Setting, capacity_rois_per_s, deployment, failures, service_table
+from bench_scale import Setting, capacity_rois_per_s, deployment, failures, keda_threshold, service_table
 from scale_trace import load_trace
 
 from vcascade.core.config import Deployment
@@ -49,7 +49,7 @@ def test_recovery_time_is_when_served_rate_is_back_for_good():
 
 def _row(**fields) -> dict:
     row = {"cameras": 1000, "brokers": 1, "load": 1.0, "kill_broker": False, "jain": 1.0, "goodput": 200.0,
-           "late_share": 0.0, "unbalanced_cameras": 0}  # fmt: skip
+           "late_share": 0.0, "unbalanced_cameras": 0, "curve": [], "elastic": False}  # fmt: skip
     return {**row, **fields}
 
 
@@ -59,6 +59,18 @@ def test_checks_pass_and_each_broken_target_is_reported():
     assert "Jain" in failures([_row(jain=0.95)])[0]
     broken = failures([_row(), _row(load=1.5, goodput=150.0, late_share=0.02)])
     assert len(broken) == 2 and "goodput" in broken[0] and "late share" in broken[1]
+
+
+def test_day_night_check_fails_when_the_elastic_pool_saves_no_replica_seconds():
+    curve = [[0.0, 0.2], [1.0, 0.2]]
+    fixed = _row(curve=curve, replica_s=120.0, jain=0.5, load=1.5, goodput=1.0)  # steady-load checks do not apply
+    assert failures([fixed, _row(curve=curve, elastic=True, replica_s=80.0)]) == []
+    assert "replica-s" in failures([fixed, _row(curve=curve, elastic=True, replica_s=120.0)])[0]
+
+
+def test_keda_threshold_is_a_workers_credits_plus_one_micro_batch():
+    dep = deployment(Setting(10, 1, 1, 3, 1.0, 5.0), service_table(), 1000.0)
+    assert keda_threshold(dep) == dep["workers"]["w1"]["credits"] + dep["workers"]["w1"]["max_batch"] == 24
 
 
 def test_trace_service_times_and_deployment_are_valid():
@@ -78,3 +90,17 @@ def test_quick_run_meets_its_targets_and_balances_every_cameras_books(tmp_path):
     rows = json.loads(out.read_text())
     assert [r["load"] for r in rows] == [1.0, 1.5] and all(r["cameras"] == 1000 for r in rows)
     assert all(r["unbalanced_cameras"] == 0 and r["results"] > 0 for r in rows)
+
+
+def test_day_night_quick_run_scales_real_workers_and_uses_fewer_replica_seconds_than_the_fixed_pool(tmp_path):
+    out = tmp_path / "rows.json"
+    proc = subprocess.run([sys.executable, str(REPO / "scripts" / "bench_scale.py"), "--day-night", "--quick", "--json",
+                           str(out)], capture_output=True, text=True, timeout=600, cwd=REPO, check=False)  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    fixed, elastic = json.loads(out.read_text())
+    assert not fixed["elastic"] and elastic["elastic"] and fixed["curve"] == elastic["curve"]
+    assert all(r["unbalanced_cameras"] == 0 and r["results"] > 0 for r in (fixed, elastic))
+    assert {n for _, n in fixed["replicas"]} == {3}
+    assert max(n for _, n in elastic["replicas"]) > 1  # the day's backlog added workers ...
+    assert elastic["replica_s"] < fixed["replica_s"]  # ... not for the whole run
+    assert 0 < elastic["utilisation"] <= 1 and 0 < fixed["utilisation"] <= 1
