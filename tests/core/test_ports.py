@@ -5,6 +5,7 @@ from __future__ import annotations
 import socket
 
 from vcascade.core import ports
+from vcascade.core.ports import bind_error
 
 
 def test_ports_are_below_the_ephemeral_range_distinct_and_bindable():
@@ -32,3 +33,20 @@ def test_range_file(tmp_path):
     path.write_text("40000\t60999\n")
     assert ports.ephemeral_low(path) == 40000
     assert ports.ephemeral_low(tmp_path / "missing") == ports.LINUX_EPHEMERAL_LOW
+
+
+def test_a_port_held_only_in_time_wait_is_free_for_a_listener_that_reuses_addresses(free_port):
+    """`check --deep` must not refuse a port that a run or a scrape just used: its connections linger in TIME-WAIT
+    on the side that closed first, which a plain bind refuses but the components' listeners (SO_REUSEADDR) take."""
+    port = free_port()
+    with socket.socket() as listener:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", port))
+        listener.listen()
+        assert bind_error(port, reuse_address=True) is not None  # a live listener is never free
+        client = socket.create_connection(("127.0.0.1", port))
+        served, _ = listener.accept()
+        served.close()  # the server side closes first: its end of the connection waits in TIME-WAIT
+        client.close()
+    assert bind_error(port) is not None  # what a plain bind says
+    assert bind_error(port, reuse_address=True) is None

@@ -87,7 +87,7 @@ def port_problems(dep: Deployment) -> list[str]:
     this host now, with the system's reason."""
     problems = []
     for key, port in bound_ports(dep):
-        error = bind_error(port)
+        error = bind_error(port, reuse_address=True)  # as the component will bind it
         if error is not None:
             problems.append(f"{key} = {port}: cannot bind it on this host: {error}")
     return problems

@@ -65,13 +65,17 @@ def _bindable(host: str, port: int) -> bool:
     return bind_error(port, host) is None
 
 
-def bind_error(port: int, host: str = "0.0.0.0") -> str | None:
+def bind_error(port: int, host: str = "0.0.0.0", reuse_address: bool = False) -> str | None:
     """Why a TCP socket cannot bind ``host:port`` now (``Address already in use``, ...), or None when it can.
 
     The default host "0.0.0.0" also catches a port bound to one address only. The socket is closed at once; a
-    port free now may be taken before its process binds it.
+    port free now may be taken before its process binds it. ``reuse_address``: bind as the components' listening
+    sockets do (libzmq and Python's HTTP servers set ``SO_REUSEADDR``), so a port held only by connections in
+    TIME-WAIT (a run that just ended, a scrape) counts as free, as it is for them; a listener still fails.
     """
     with socket.socket() as s:
+        if reuse_address:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind((host, port))
         except OSError as exc:
