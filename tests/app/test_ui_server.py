@@ -5,6 +5,7 @@ reason, the per-hop breakdown, and camera credentials never in the page or its A
 from __future__ import annotations
 
 import json
+import threading
 import urllib.error
 import urllib.request
 
@@ -16,6 +17,9 @@ from vcascade.app.ui.deployment_view import hop_breakdown
 from vcascade.app.ui.server import serve_view, static_file
 from vcascade.core.config import load_config
 from vcascade.core.read_only_http import TOKEN_COOKIE
+from vcascade.core.telemetry import serve_metrics
+from vcascade.edge.frames import FrameSlots
+from vcascade.edge.source import CameraReader
 
 TOKEN = "view-token-0123456789abcdef"
 SECRET = "s3cret-pass"
@@ -110,3 +114,30 @@ def test_hop_breakdown_is_per_hop_in_path_order():
 def test_head_requests_get_headers_only(view):
     status, body, headers = get(f"{view}/static/ui.js", BEARER, "HEAD")
     assert status == 200 and body == b"" and int(headers["Content-Length"]) == len(static_file("ui.js"))
+
+
+def test_without_a_preview_port_a_camera_shows_its_state_and_reason_from_the_edge_metrics(tmp_path, free_port):
+    """An edge with no ``preview_port`` (the demo's file) still shows each camera's state and the reason from its
+    metrics; that previews are off is said apart, not as the camera's error."""
+    data = demo_data()
+    data["cameras"]["street-1"]["url"] = str(tmp_path / "nowhere.mp4")
+    metrics_port = free_port()
+    data["edges"]["edge-1"].update(metrics_port=metrics_port)
+    data["ui"] = {"port": free_port()}
+    path = tmp_path / "deploy.yaml"
+    path.write_text(yaml.safe_dump(data))
+    dep = load_config(path)
+    reader = CameraReader("edge-1", "street-1", dep.cameras["street-1"], FrameSlots(), threading.Event())
+    reader.start()
+    reader.join(30)
+    assert reader.state == "failed"
+    metrics, server = serve_metrics(metrics_port, "127.0.0.1"), serve_view(dep)
+    try:
+        view = f"http://127.0.0.1:{server.server_address[1]}"
+        (row,) = [c for c in json.loads(get(f"{view}/api/overview")[1])["cameras"] if c["camera"] == "street-1"]
+    finally:
+        server.shutdown()
+        metrics.shutdown()
+        metrics.server_close()
+    assert (row["state"], row["reason"], row["error"]) == ("failed", "missing_file", None)
+    assert row["previews"] == "edge edge-1 has no preview_port"

@@ -167,10 +167,14 @@ class DeploymentView:
         elif "error" in edge_state:
             row.update(state="unreachable", reason="edge", error=edge_state["error"])
         if scrape is None or scrape.error:
+            if reported is None and scrape is not None and self.dep.edges[edge].preview_port is None:
+                row["error"] = f"edge {edge}: {scrape.error}"  # it does not answer: say why, not that previews are off
             return _redacted(row)
         if reported is None and "error" in edge_state:  # no preview endpoint: the state gauge still tells
-            on = [dict(k)["state"] for k, v in scrape.series("vcascade_edge_camera_state", camera=camera).items() if v]
-            row["state"] = on[0] if on else row["state"]
+            on = [dict(k) for k, v in scrape.series("vcascade_edge_camera_state", camera=camera).items() if v]
+            if on:
+                row.update(state=on[0]["state"], reason=on[0].get("reason") or None, error=None,
+                           previews=edge_state["error"])  # fmt: skip
         drops = {dict(k)["reason"]: int(v) for k, v in scrape.series("vcascade_edge_roi_drops_total", camera=camera).items() if v}
         prev = [only_camera(before, camera)] if before is not None and not before.error else []
         e2e = hop_quantiles(prev, [only_camera(scrape, camera)], "vcascade_edge_hop_seconds").get("end_to_end", [None, None])
