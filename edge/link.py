@@ -165,6 +165,8 @@ class BrokerLink(threading.Thread):
             self._wake_w.send(b"\0")
         except BlockingIOError:  # the link thread has wake-ups pending already
             pass
+        except OSError:  # closed: the link thread has stopped (drain raced its exit), nobody is left to wake
+            pass
 
     # ------------------------------------------------------------ link thread
 

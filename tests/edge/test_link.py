@@ -172,6 +172,18 @@ def test_timeout_retries_through_the_other_broker_and_first_answer_wins(make_lin
     assert (tally.sent, tally.results, tally.dropped) == (1, 1, 0)
 
 
+def test_drain_after_the_link_thread_has_stopped_returns_quietly(make_link, tmp_path):
+    """``drain`` sets the stop flag and then wakes the thread; the thread may see the flag first and close its
+    wake-up socket before the wake-up is sent (a race seen under load). Forced here: the thread stops first."""
+    link, peers = make_link(1)
+    link.submit(_roi(1), b"jpeg")
+    link._stopped.set()
+    link.join(timeout=5.0)
+    assert not link.is_alive()
+    link.drain(1.0)  # wakes a closed socket: no error
+    assert [line["reason"] for line in _lines(tmp_path)] == ["shutdown"]
+
+
 def test_retries_are_bounded_then_dropped_as_timeout(make_link, tmp_path):
     link, peers = make_link(2, roi_timeout_s=0.3, max_attempts=2)
     _until(lambda: all(s["up"] for s in link.broker_states().values()), peers)
