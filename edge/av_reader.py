@@ -22,6 +22,7 @@ Decoding rules (docs/CAMERAS.md):
   end, the delivered PTS after the last packet's DTS are checked for holes against the recent declared durations.
 * A demuxer error in the middle of a file, or a last packet the demuxer flags incomplete, is
   ``truncated_file`` (an error), not an end of file.
+* Frames become BGR through one libswscale context per stream (:func:`to_bgr`), on one thread per camera.
 * Rotation metadata (display matrix) is applied: frames are upright, as players show them.
 * Live sources get PyAV's interrupt-callback timeouts ``(open_timeout_s, read_timeout_s)``: a read blocked longer
   returns with an error instead of leaving a thread behind.
