@@ -22,6 +22,7 @@ Decoding rules (docs/CAMERAS.md):
   end, the delivered PTS after the last packet's DTS are checked for holes against the recent declared durations.
 * A demuxer error in the middle of a file, or a last packet the demuxer flags incomplete, is
   ``truncated_file`` (an error), not an end of file.
+* Frames become BGR through one libswscale context per stream (:func:`to_bgr`), on one thread per camera.
 * Rotation metadata (display matrix) is applied: frames are upright, as players show them.
 * Live sources get PyAV's interrupt-callback timeouts ``(open_timeout_s, read_timeout_s)``: a read blocked longer
   returns with an error instead of leaving a thread behind.
@@ -40,6 +41,7 @@ from fractions import Fraction
 
 import av
 import numpy as np
+from av.video.reformatter import VideoReformatter
 
 from vcascade.core.config import CameraConfig
 from vcascade.core.redact import redact_url
@@ -62,6 +64,11 @@ MISSING_REFERENCE_MESSAGES = (
     "could not find ref with poc",  # hevc_refs.c: the reference picture set names a lost picture
 )
 """FFmpeg's messages (lower case) saying a frame was decoded without a reference frame it needs."""
+
+BGR_THREADS = 1
+"""Threads of each camera's conversion to BGR (libswscale). One, so that an edge with many cameras runs one
+conversion per camera thread, not a pool per camera the size of the machine (PyAV's default, 0, means one thread
+per core); :func:`to_bgr` callers (the ingest benchmark's bare loop) use the same."""
 
 LossCounter = Callable[[str, int], None]
 """``count(reason, n)``: ``n`` frames lost or damaged for ``reason`` (FRAME_LOSS_REASONS)."""
@@ -145,6 +152,16 @@ def stream_info(stream: av.VideoStream) -> StreamInfo:
     return StreamInfo(stream.frames or 0, float(rate) if rate else 0.0, ctx.name, ctx.width or 0, ctx.height or 0)
 
 
+def to_bgr(reformatter: VideoReformatter, frame: av.VideoFrame) -> np.ndarray:
+    """A decoded frame as (H, W, 3) uint8 BGR, converted by libswscale with ``reformatter``'s cached context.
+
+    Keep one reformatter per stream: ``frame.to_ndarray(format="bgr24")`` makes a new one per frame, so it
+    allocates and initialises a libswscale context (and its thread pool) for every frame, 0.1-0.4 ms at 640x272
+    to 720p (docs/BENCHMARKS.md, "Ingest with PyAV"). Rotation metadata is not applied here.
+    """
+    return reformatter.reformat(frame, format="bgr24", threads=BGR_THREADS).to_ndarray()
+
+
 class StreamDecoder:
     """Decodes one opened video stream into (H, W, 3) uint8 BGR images with stream timestamps, counting losses.
 
@@ -175,6 +192,7 @@ class StreamDecoder:
         self._before_key = 0
         self._keyframe_seen = False
         self._frames_out = 0
+        self._reformatter = VideoReformatter()
 
     def frames(self) -> Iterator[tuple[np.ndarray, float]]:
         """Yield (image, stream_ts_ms) for every frame FFmpeg decodes, to the end of the stream.
@@ -270,9 +288,8 @@ class StreamDecoder:
         if missing:
             self.count_loss("pts_gap", missing)
 
-    @staticmethod
-    def _image(frame: av.VideoFrame) -> np.ndarray:
-        image = frame.to_ndarray(format="bgr24")  # a view over padded lines when the row size is not aligned
+    def _image(self, frame: av.VideoFrame) -> np.ndarray:
+        image = to_bgr(self._reformatter, frame)  # a view over padded lines when the row size is not aligned
         turns = round((frame.rotation or 0) / 90) % 4
         if turns:
             image = np.rot90(image, turns)

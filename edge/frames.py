@@ -53,11 +53,15 @@ class Frame:
 class FrameSlots:
     """Per-camera frame slots with a frame-drop policy, shared by camera reader threads and one detector.
 
-    Thread-safe. Readers call :meth:`put`; the detector calls :meth:`take`.
+    Thread-safe. Readers call :meth:`put`; the detector calls :meth:`take`. One lock, two wait conditions: the
+    detector waits for a frame (``_ready``), ``every_frame`` readers for room in their slot (``_room``), so a frame
+    put wakes only the detector and a frame taken only the readers, never every reader of the edge.
     """
 
     def __init__(self) -> None:
-        self._cond = threading.Condition()
+        self._lock = threading.Lock()
+        self._ready = threading.Condition(self._lock)
+        self._room = threading.Condition(self._lock)
         self._slots: dict[str, deque[Frame]] = {}
         self._policy: dict[str, FramePolicy] = {}
         self._open: set[str] = set()
@@ -68,7 +72,7 @@ class FrameSlots:
 
     def add_camera(self, camera: str, policy: FramePolicy, depth: int = 2) -> None:
         """Register a camera before its reader starts. ``depth`` applies to ``every_frame`` (newest keeps 1)."""
-        with self._cond:
+        with self._lock:
             self._slots[camera] = deque(maxlen=1 if policy == "newest" else depth)
             self._policy[camera] = policy
             self._open.add(camera)
@@ -84,7 +88,7 @@ class FrameSlots:
         Returns:
             True when the frame was stored.
         """
-        with self._cond:
+        with self._lock:
             slot = self._slots[frame.camera]
             if self._policy[frame.camera] == "newest":
                 if slot:
@@ -94,20 +98,20 @@ class FrameSlots:
                 while len(slot) == slot.maxlen:
                     if stop.is_set():
                         return False
-                    self._cond.wait(0.1)
+                    self._room.wait(0.1)
                 slot.append(frame)
-            self._cond.notify_all()
+            self._ready.notify()  # the one detector thread
             return True
 
     def close(self, camera: str) -> None:
         """The camera's reader has finished (end of file, or failed); frames already queued are still taken."""
-        with self._cond:
+        with self._lock:
             self._open.discard(camera)
-            self._cond.notify_all()
+            self._ready.notify_all()
 
     def remove_camera(self, camera: str) -> int:
         """Forget a camera removed at run time (its reader has finished). Returns its queued frames, discarded."""
-        with self._cond:
+        with self._lock:
             discarded = len(self._slots.pop(camera, ()))
             self._policy.pop(camera, None)
             self._open.discard(camera)
@@ -118,26 +122,26 @@ class FrameSlots:
                 self._order.remove(camera)
                 if self._next > index:
                     self._next -= 1  # keep the round-robin position of the other cameras
-            self._cond.notify_all()
+            self._ready.notify_all()
+            self._room.notify_all()
             return discarded
 
     def queued(self, camera: str) -> int:
         """Frames of ``camera`` waiting for the detector or held by it (0 for an unknown camera)."""
-        with self._cond:
+        with self._lock:
             return len(self._slots.get(camera, ())) + self._held.get(camera, 0)
 
     def finished(self) -> bool:
         """True when every camera is closed and every queued frame has been taken (and released, if held)."""
-        with self._cond:
+        with self._lock:
             return not self._open and not any(self._slots.values()) and not any(self._held.values())
 
     def release(self, frames: list[Frame]) -> None:
         """Frames taken with ``hold=True`` are done (detected and tracked)."""
-        with self._cond:
+        with self._lock:
             for frame in frames:
                 if frame.camera in self._held:
                     self._held[frame.camera] -= 1
-            self._cond.notify_all()
 
     def take(self, timeout_s: float) -> Frame | None:
         """The next frame, round-robin across cameras; None if none arrives within ``timeout_s``."""
@@ -152,7 +156,7 @@ class FrameSlots:
         ``hold``: the frames count in :meth:`queued` and :meth:`finished` until :meth:`release`.
         """
         deadline = time.monotonic() + timeout_s
-        with self._cond:
+        with self._lock:
             while True:
                 frames = []
                 for _ in range(len(self._order)):
@@ -165,9 +169,9 @@ class FrameSlots:
                         if hold:
                             self._held[camera] = self._held.get(camera, 0) + 1
                 if frames:
-                    self._cond.notify_all()
+                    self._room.notify_all()
                     return frames
                 remaining = deadline - time.monotonic()
                 if remaining <= 0 or (not self._open):
                     return []
-                self._cond.wait(remaining)
+                self._ready.wait(remaining)

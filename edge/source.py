@@ -134,6 +134,7 @@ class CameraReader(threading.Thread):
         try:
             while not self.stop.is_set():
                 state, reason, detail = self._run_session()
+                self.publish_totals()
                 self.machine.to(state, reason, detail)
                 if state in ("ended", "failed"):
                     return
@@ -142,6 +143,7 @@ class CameraReader(threading.Thread):
         except Exception as exc:  # a bug here must fail this camera only, never the edge
             self._fail("error", f"{redact_url(self.cfg.url)}: reader error: {type(exc).__name__}: {exc}")
         finally:
+            self.publish_totals()
             self.slots.close(self.camera)
 
     def _run_session(self) -> Outcome:
@@ -149,6 +151,7 @@ class CameraReader(threading.Thread):
         session.start()
         while True:
             session.join(WATCH_INTERVAL_S)
+            self.publish_totals()
             alive = session.is_alive()  # read before the outcome: a session sets its outcome, then ends
             if session.opened and self.state != "streaming":
                 self.machine.to("streaming", "opened")
@@ -209,30 +212,32 @@ class CameraReader(threading.Thread):
         self.machine.to("failed", reason, error)
 
     def deliver(self, session: CaptureSession, frame: Frame) -> bool:
-        """Hand one decoded frame of ``session`` over (rate gate, pacing, slot). False if the session must stop."""
+        """Hand one decoded frame of ``session`` over (rate gate, pacing, slot). False if the session must stop.
+
+        Called for every frame on the session's thread: it only adds to plain totals (``frames``,
+        ``rate_skipped``, blocked time), which the supervisor publishes as metrics (:meth:`publish_totals`).
+        """
         if session.cancel.is_set():
             return False
         self.frames += 1
         self._backoff.reset()
-        self.telemetry.frame_decoded()
         if session.gate is not None and not session.gate.accept(frame.stream_ts_ms):
             self.rate_skipped += 1
-            self.telemetry.frame_rate_skipped()
             return True
         if session.pacer is not None:
             session.set_phase("pacing")
             if not session.pacer.wait(frame.stream_ts_ms, session.cancel):
                 return False
             frame = replace(frame, capture_s=time.perf_counter(), capture_unix_ms=time.time() * 1000.0)
-        before, started_s = self.slots.skipped[self.camera], time.perf_counter()
         session.set_phase("delivering")
         stored = self.slots.put(frame, session.cancel)
-        waited_s = time.perf_counter() - started_s
-        self._blocked_done_s += waited_s
-        self.telemetry.blocked(waited_s)
-        if self.slots.skipped[self.camera] != before:
-            self.telemetry.frames_skipped(self.slots.skipped[self.camera] - before)
+        self._blocked_done_s += time.perf_counter() - session.phase_since_s
         return stored
+
+    def publish_totals(self) -> None:
+        """Publish the running totals of frames decoded, rate-skipped, skipped and blocked time as metrics."""
+        skipped = self.slots.skipped.get(self.camera, 0)
+        self.telemetry.publish_reader_totals(self.frames, self.rate_skipped, self._blocked_done_s, skipped)
 
     def count_corrupt(self, reason: str, n: int) -> None:
         """Count ``n`` frames lost or damaged for ``reason`` (:data:`vcascade.edge.camera_faults.FRAME_LOSS_REASONS`)."""

