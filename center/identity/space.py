@@ -44,9 +44,6 @@ NO_IDENTITY = -1
 DUPLICATE_CANDIDATES = 8
 """Nearest identities searched (by centroid, then by enrolment embedding) for what a newly landed enrolment
 duplicates (itself and later enrolments included, then skipped)."""
-MATCH_CANDIDATES = 4
-"""Nearest identities a ROI is compared with for a match (of those at or above the threshold, the
-earliest-landed matches: see :meth:`IdentitySpace.match`)."""
 NOT_LANDED = np.iinfo(np.int64).max
 """Enrolment version of an identity whose enrolment has not reached the store yet."""
 UNUSED = np.iinfo(np.int64).min
@@ -174,26 +171,18 @@ class IdentitySpace:
         return EmbeddingOutput(ident, float(similarity), enrolled, provisional, merged)
 
     def _best(self, unit: np.ndarray, seen: Sighting) -> tuple[int, float, int]:
-        """(the identity to match, or the most similar one below the threshold, or :data:`NO_IDENTITY`; its
-        similarity; comparisons made)."""
+        """(best id or :data:`NO_IDENTITY`, its similarity, comparisons made)."""
         if self.topology is None or self.topology.code(seen.camera) == UNKNOWN:
-            slots, sims = self._index.search(unit[None], MATCH_CANDIDATES)
-            return (*self._earliest(slots[0], sims[0]), len(self._slot))
+            slots, sims = self._index.search(unit[None], 1)
+            slot = int(slots[0, 0])
+            return (NO_IDENTITY if slot < 0 else int(self._ids[slot])), float(sims[0, 0]), len(self._slot)
         used = np.flatnonzero(self._ids[: len(self._seen)] != UNUSED)
         allowed = used[self.topology.candidates(seen.camera, seen.t_ms / 1000.0, self._codes[used], self._t_s[used])]
-        return (*self._earliest(allowed, self._units[allowed] @ unit), len(allowed))
-
-    def _earliest(self, slots: np.ndarray, sims: np.ndarray) -> tuple[int, float]:
-        """Of candidate ``slots`` (int64 (k,), -1: none) with cosines ``sims`` (float (k,)): the earliest-landed
-        identity at or above the threshold (the most similar among equals), else the most similar one."""
-        found = slots >= 0
-        slots, sims = slots[found], sims[found]
-        if len(slots) == 0:
-            return NO_IDENTITY, -1.0
-        above = np.flatnonzero(sims >= self.match_threshold)
-        pick = int(np.argmax(sims)) if len(above) == 0 else int(above[np.lexsort((-sims[above],
-                                                                                     self._landed[slots[above]]))[0]])
-        return int(self._ids[slots[pick]]), float(sims[pick])
+        if len(allowed) == 0:
+            return NO_IDENTITY, -1.0, 0
+        sims = self._units[allowed] @ unit
+        top = int(np.argmax(sims))
+        return int(self._ids[allowed[top]]), float(sims[top]), len(allowed)
 
     def _observe(self, ident: int, unit: np.ndarray, seen: Sighting) -> None:
         slot = self._slot[ident]

@@ -220,22 +220,6 @@ def l2(v: np.ndarray) -> np.ndarray:
     return v / np.linalg.norm(v)
 
 
-def test_a_crop_that_matches_two_identities_takes_the_earlier_one_whatever_the_workers_copies(open_store):
-    """X and Y (landed later) both match crop c; worker b has matched other crops into Y and not pushed them, so
-    on b's copy X is the more similar, on a's Y. The answer must not depend on the copy: the earlier X on both."""
-    writer = open_store()
-    x, y = writer.reserve_ids(2)
-    e0, e1 = obj(0, 0.0), obj(1, 0.0)
-    for ident, v in ((x, e0), (y, l2(e0 + 0.9 * e1))):  # one write each: y lands after x
-        writer.write([StoreWrite(ident, v, 1, seen(), True, v)])
-    a, b = Worker("sp-a12", open_store()), Worker("sp-b12", open_store())
-    for _ in range(3):
-        assert b.answer(e0 + 2.0 * e1).identity_id == y  # b's unpushed matches move its copy of Y away from c
-    crop = e0 + 0.45 * e1
-    answers = [a.answer(crop), b.answer(crop)]
-    assert [out.identity_id for out in answers] == [x, x] and min(out.similarity for out in answers) >= THRESHOLD
-
-
 def test_a_restarted_worker_keeps_every_identity(open_store):
     a = Worker("sp-a4", open_store())
     ids = [a.see(i).identity_id for i in range(4)]
