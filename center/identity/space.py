@@ -4,11 +4,9 @@ Matching (the head thread) only ever touches this copy, under a short lock; the 
 thread (:mod:`vcascade.center.identity.sync`), which hands this class the store's changes and takes its news.
 
 * **Match**: a ROI's unit embedding is compared with the candidate identities (every identity, through the vector
-  index; or, with a camera topology, those that could have reached the ROI's camera: :mod:`.topology`). Of those
-  at or above ``match_threshold``, the earliest-landed in the store matches (the most similar among equals): which
-  identities match barely depends on a worker's copy, which is the most similar often does (copies differ by
-  unpushed matches). Its sum of unit embeddings grows by this one (the centroid is the normalised sum) and its
-  last sighting moves here. Rows are processed in order, so two crops of one new
+  index; or, with a camera topology, those that could have reached the ROI's camera: :mod:`.topology`). The most
+  similar at or above ``match_threshold`` matches: its sum of unit embeddings grows by this one (the centroid is
+  the normalised sum) and its last sighting moves here. Rows are processed in order, so two crops of one new
   object in one micro-batch get one identity.
 * **Enrol**: otherwise the ROI enrols a new identity, with an id from the block the sync reserved in the store.
   When that block is empty (the store is away) the id is *provisional*: negative (from -2 down; -1 means "no
