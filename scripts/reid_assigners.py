@@ -81,8 +81,8 @@ class SharedSpace:
 
     Micro-batches are dealt round-robin. Before each, every worker whose last sync cycle is
     :data:`SYNC_INTERVAL_S` of stream time old runs one, in worker order (the background threads' pace, replayed
-    deterministically; ROIs arrive as fast as the video plays). The spaces' clock (merge window) is the same
-    stream time. Ids are scored as results report them (a provisional or later-merged id counts as is).
+    deterministically; ROIs arrive as fast as the video plays). Ids are scored as results report them (a
+    provisional or later-merged id counts as is).
 
     Args:
         threshold: match threshold (cosine).
@@ -96,8 +96,7 @@ class SharedSpace:
         self._folder = tempfile.TemporaryDirectory(prefix="bench-reid-")
         store_path = Path(self._folder.name) / "identities.sqlite"
         space_name = f"bench-{next(_SPACES)}"
-        self._now_s = 0.0  # stream time of the micro-batch being served, s
-        self.spaces = [IdentitySpace(threshold, MAX_IDENTITIES, "exact", topology, clock=self._stream_clock)
+        self.spaces = [IdentitySpace(threshold, MAX_IDENTITIES, "exact", topology)
                        for _ in range(workers)]
         self.syncs = [
             StoreSync(space, SqliteStore(store_path, space_name), IdentityTelemetry(f"bench-reid-{i}"),
@@ -113,7 +112,6 @@ class SharedSpace:
         worker = self.turn % len(self.spaces)
         self.turn += 1
         now_ms = float(np.min(pts_ms))
-        self._now_s = now_ms / 1000.0
         for other, sync in enumerate(self.syncs):
             if now_ms - self._synced_ms[other] >= SYNC_INTERVAL_S * 1000.0:
                 sync.cycle()
@@ -123,9 +121,6 @@ class SharedSpace:
         outputs, stats = self.spaces[worker].match(embeddings, sightings)
         self.comparisons += stats.comparisons
         return np.array([out.identity_id for out in outputs], dtype=np.int64)
-
-    def _stream_clock(self) -> float:
-        return self._now_s
 
     def close(self) -> None:
         """Remove the scratch folder (its store)."""

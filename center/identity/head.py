@@ -22,13 +22,6 @@ from vcascade.center.identity.topology import Topology
 from vcascade.center.identity.vectors import l2_normalise
 from vcascade.core.wire import EmbeddingOutput, Roi
 
-MERGE_WINDOW_CYCLES = 10
-"""Sync cycles after an enrolment during which a duplicate enrolled by another worker is merged into it (two
-cycles suffice while the store answers promptly; the rest is slack for slow cycles)."""
-MIN_MERGE_WINDOW_S = 2.0
-"""Shortest merge window, s."""
-
-
 class IdentityHead:
     """Re-identification against the recognizer's deployment-wide identity space.
 
@@ -63,8 +56,7 @@ class IdentityHead:
         """
         ident = cfg.identity
         topology = None if ident.topology is None else Topology.from_config(ident.topology)
-        merge_window_s = max(MIN_MERGE_WINDOW_S, MERGE_WINDOW_CYCLES * ident.sync_interval_s)
-        space = IdentitySpace(cfg.match_threshold, cfg.max_identities, ident.index, topology, merge_window_s)
+        space = IdentitySpace(cfg.match_threshold, cfg.max_identities, ident.index, topology)
         telemetry = IdentityTelemetry(worker)
         sync = StoreSync(space, store or build_store(ident.store, space_name), telemetry, ident.sync_interval_s,
                          ident.id_block, ident.retention_s, cfg.max_identities)  # fmt: skip

@@ -4,7 +4,8 @@ Layout under ``<key_prefix>:<space>:`` (one Redis instance; Redis Cluster is not
 follow merge chains to keys they compute): ``next_id`` (INCRBY: id blocks, never reused), ``version`` (INCR per
 change), ``changes`` (sorted set id -> version of its last change), ``seen`` (sorted set id -> wall time of its
 last sighting: retention and least-recently-seen eviction), ``id:<n>`` (hash: state, sum (float32 bytes),
-count, camera, t_ms, wall_s, merged_into). Every change runs as one Lua script, so it is atomic and versions
+count, camera, t_ms, wall_s, merged_into; first (float32 bytes) and enrolled: the enrolment embedding and the
+version it landed at). Every change runs as one Lua script, so it is atomic and versions
 follow commit order; vector sums are added inside the script (Redis's ``struct`` library).
 
 The server must persist (``appendonly yes``): a Redis restarted empty would count ids from 1 again.
@@ -47,8 +48,10 @@ if state == 'live' then
   local old = redis.call('HMGET', key, 'sum', 'count', 'wall_s')
   redis.call('HSET', key, 'sum', add(old[1], ARGV[3]), 'count', tonumber(old[2]) + tonumber(ARGV[4]))
   if wall < tonumber(old[3]) then bump(p, id) return 1 end
-else
-  redis.call('HSET', key, 'state', 'live', 'sum', ARGV[3], 'count', ARGV[4], 'merged_into', -1)
+else  -- the enrolment lands: at the version the bump below makes
+  local enrolled = tonumber(redis.call('GET', p .. ':version') or '0') + 1
+  redis.call('HSET', key, 'state', 'live', 'sum', ARGV[3], 'count', ARGV[4], 'merged_into', -1, 'enrolled', enrolled)
+  if ARGV[9] ~= '' then redis.call('HSET', key, 'first', ARGV[9]) end
 end
 redis.call('HSET', key, 'camera', ARGV[5], 't_ms', ARGV[6], 'wall_s', ARGV[7])
 redis.call('ZADD', p .. ':seen', wall, id)
@@ -58,6 +61,10 @@ return 1
 
 MERGE = _ADD + """
 local p, loser, survivor = ARGV[1], ARGV[2], ARGV[3]
+for _ = 1, 64 do
+  if redis.call('HGET', p .. ':id:' .. survivor, 'state') ~= 'merged' then break end
+  survivor = redis.call('HGET', p .. ':id:' .. survivor, 'merged_into')
+end
 local a, b = p .. ':id:' .. loser, p .. ':id:' .. survivor
 if loser == survivor or redis.call('HGET', a, 'state') ~= 'live' or redis.call('HGET', b, 'state') ~= 'live' then
   return 0
@@ -124,7 +131,8 @@ class RedisStore:
         pipe = self._redis.pipeline(transaction=False)
         for w in writes:
             self._write(args=[self.prefix, w.identity_id, np.asarray(w.sum_delta, np.float32).tobytes(),
-                              w.count_delta, w.seen.camera, w.seen.t_ms, w.seen.wall_s, int(w.enrol)],
+                              w.count_delta, w.seen.camera, w.seen.t_ms, w.seen.wall_s, int(w.enrol),
+                              b"" if w.first is None else np.asarray(w.first, np.float32).tobytes()],
                         client=pipe)  # fmt: skip
         return sum(1 for applied in pipe.execute() if not applied)
 
@@ -151,4 +159,7 @@ def _stored(ident: int, fields: dict[bytes, bytes]) -> StoredIdentity:
     if state != LIVE:
         return StoredIdentity(ident, state, merged_into=int(fields.get(b"merged_into", -1)))
     seen = Sighting(fields[b"camera"].decode(), float(fields[b"t_ms"]), float(fields[b"wall_s"]))
-    return StoredIdentity(ident, state, np.frombuffer(fields[b"sum"], np.float32).copy(), int(fields[b"count"]), seen)
+    first = fields.get(b"first")
+    return StoredIdentity(ident, state, np.frombuffer(fields[b"sum"], np.float32).copy(), int(fields[b"count"]), seen,
+                          first=None if first is None else np.frombuffer(first, np.float32).copy(),
+                          enrolled_version=int(fields.get(b"enrolled", 0)))  # fmt: skip

@@ -12,20 +12,20 @@ thread (:mod:`vcascade.center.identity.sync`), which hands this class the store'
   When that block is empty (the store is away) the id is *provisional*: negative (from -2 down; -1 means "no
   identity" to the edge), local to this worker, and replaced by a store id when the store is back (the first
   result naming the store id lists the provisional one in ``merged_from``).
-* **Merge**: when a worker hears of a new identity (enrolled by another worker) at or above ``match_threshold``
-  from one whose enrolment it pushed within ``merge_window_s`` (the same object enrolled by two workers at about the
-  same time, each before hearing of the other's), the higher id is merged into the lower one in the store;
-  every worker then drops the higher one, and its next result naming the survivor lists the merged id in
-  ``merged_from``. Identities older than the window are never merged, so merges cannot snowball.
+* **Merge**: every worker checks every enrolment once, in the first pull that brings it (its own too): its
+  enrolment embedding (the first crop's, which never drifts) against each identity of the copy that landed
+  earlier, by centroid and by enrolment embedding. At or above ``match_threshold`` it is a duplicate (its
+  worker's copy lacked that identity or another worker's matches of it) and is merged into the most similar in
+  the store; every worker drops it, and the next result naming the survivor lists it in ``merged_from``. Counted
+  in store versions, not seconds; an identity is only ever merged away when it lands: no snowball
+  (docs/IDENTITY.md, "Merge").
 """
 
 from __future__ import annotations
 
 import threading
-import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Callable
 
 import numpy as np
 
@@ -39,8 +39,11 @@ FIRST_PROVISIONAL_ID = -2
 """Provisional ids count down from here (-1 is the edge's "no identity")."""
 NO_IDENTITY = -1
 """No identity (the vector index's answer when it is empty); never an identity id."""
-DUPLICATE_CANDIDATES = 4
-"""Nearest identities searched for a duplicate of a newly heard-of one (itself included)."""
+DUPLICATE_CANDIDATES = 8
+"""Nearest identities searched (by centroid, then by enrolment embedding) for what a newly landed enrolment
+duplicates (itself and later enrolments included, then skipped)."""
+NOT_LANDED = np.iinfo(np.int64).max
+"""Enrolment version of an identity whose enrolment has not reached the store yet."""
 UNUSED = np.iinfo(np.int64).min
 """Id of a free slot (provisional ids are negative, so -1 cannot mark one)."""
 
@@ -74,7 +77,8 @@ class SyncNews:
     """What :meth:`IdentitySpace.apply` learnt from the store's changes.
 
     Attributes:
-        duplicates: ``(loser, survivor)`` pairs of live identities at or above the match threshold, loser > survivor.
+        duplicates: ``(loser, survivor)`` pairs: an enrolment that landed since the previous pull and the
+            earlier-landed identity it duplicates (at or above the match threshold), in landing order.
         merged: identities this worker held that the store merged into another (by any worker).
     """
 
@@ -91,24 +95,19 @@ class IdentitySpace:
             (the store evicts on its own, :meth:`vcascade.center.identity.store.IdentityStore.sweep`).
         index_kind: vector index kind (``exact`` or ``ann``, :func:`vcascade.center.identity.index.make_index`).
         topology: camera topology for pruning, or None to compare with every identity.
-        merge_window_s: how long after pushing an enrolment to the store this worker merges a duplicate of it
-            that another worker enrolled, s (a few sync intervals).
-        clock: monotonic clock, s.
     """
 
     def __init__(self, match_threshold: float, capacity: int, index_kind: str = "exact",
-                 topology: Topology | None = None, merge_window_s: float = 2.0,
-                 clock: Callable[[], float] = time.monotonic) -> None:  # fmt: skip
+                 topology: Topology | None = None) -> None:  # fmt: skip
         self.match_threshold = float(match_threshold)
         self.capacity = int(capacity)
         self.index_kind = index_kind
         self.topology = topology
-        self.merge_window_s = float(merge_window_s)
-        self.clock = clock
         self.in_sync = False  # set by the sync thread: the last exchange with the store succeeded
+        self._loaded = False  # the first pull (the whole space) is applied
         self._lock = threading.Lock()
         self._dim: int | None = None
-        self._index = None
+        self._index = self._first_index = None  # by slot: centroids, enrolment embeddings
         self._slot: dict[int, int] = {}
         self._free: list[int] = []
         self._ids = np.zeros(0, np.int64)
@@ -116,7 +115,8 @@ class IdentitySpace:
         self._counts = np.zeros(0, np.int64)
         self._codes = np.zeros(0, np.int32)  # topology code of the last camera
         self._t_s = np.zeros(0, np.float64)  # last sighting on the topology clock, s
-        self._enrolled_s = np.zeros(0, np.float64)  # when this worker pushed its enrolment, clock s (-inf: none)
+        self._firsts = np.zeros((0, 0), np.float32)  # unit enrolment embedding
+        self._landed = np.zeros(0, np.int64)  # store version its enrolment landed at (NOT_LANDED: not yet)
         self._seen: list[Sighting | None] = []
         self._pool: list[int] = []  # reserved store ids, used in order
         self._next_provisional = FIRST_PROVISIONAL_ID
@@ -200,7 +200,9 @@ class IdentitySpace:
         else:
             ident = self._next_provisional
             self._next_provisional -= 1
-        self._set(self._new_slot(ident), ident, unit.copy(), 1, seen)
+        slot = self._new_slot(ident)
+        self._set(slot, ident, unit.copy(), 1, seen)
+        self._set_enrolment(slot, unit, NOT_LANDED)
         self._enrolled.add(ident)
         self._drop_least_recent()
         return ident
@@ -237,8 +239,6 @@ class IdentitySpace:
         with self._lock:
             enrolled = sorted(ident for ident in self._enrolled if ident >= 0)
             writes = [self._enrol_write(ident) for ident in enrolled]
-            for ident in enrolled:  # the merge window opens when the other workers can hear of it
-                self._enrolled_s[self._slot[ident]] = self.clock()
             writes += [StoreWrite(ident, d.vector_sum, d.count, d.seen, False) for ident, d in self._deltas.items()]
             self._enrolled.difference_update(enrolled)
             self._deltas.clear()
@@ -259,23 +259,29 @@ class IdentitySpace:
                                        add_sighting(w.seen, later.seen), False)  # fmt: skip
                     self._deltas[w.identity_id] = _Delta(w.sum_delta, w.count_delta, w.seen)
 
-    def apply(self, records: list[StoredIdentity]) -> SyncNews:
+    def apply(self, records: list[StoredIdentity], since_version: int) -> SyncNews:
         """Bring the local copy up to the store's changes: live identities take the store's sum (plus what this
-        worker has not pushed yet), merged and evicted ones leave. Then look for duplicates among the live ones."""
+        worker has not pushed yet), merged and evicted ones leave. Then check the enrolments that landed since
+        the previous pull for duplicates (except in the first pull, which loads the space).
+
+        Args:
+            records: the store's changes after ``since_version`` (:meth:`IdentityStore.changes`).
+            since_version: the store version this worker had pulled up to before.
+        """
         news = SyncNews()
         with self._lock:
-            new = []  # identities this worker hears of for the first time (enrolled by another worker)
+            landed = []  # (version, id): enrolments that reached the store since the previous pull
             for record in records:
                 if record.state == LIVE:
-                    known = record.identity_id in self._slot
-                    if self._take_live(record) and not known:
-                        new.append(record.identity_id)
+                    if self._take_live(record) and self._loaded and record.enrolled_version > since_version:
+                        landed.append((record.enrolled_version, record.identity_id))
                 elif self._slot.get(record.identity_id) is not None:
                     news.merged += record.state == MERGED
                     if record.state == MERGED:
                         self._unreport(record.merged_into, [record.identity_id])
                     self._remove(record.identity_id)
-            news.duplicates = self._duplicates(new)
+            news.duplicates = self._duplicates([ident for _, ident in sorted(landed)])
+            self._loaded = True
         return news
 
     def _take_live(self, record: StoredIdentity) -> bool:
@@ -290,45 +296,49 @@ class IdentitySpace:
         slot = self._slot.get(ident)
         if slot is None:
             slot = self._new_slot(ident)
+            self._set_enrolment(slot, l2_normalise(total[None])[0] if record.first is None else record.first,
+                                record.enrolled_version)  # fmt: skip
         else:
             seen = add_sighting(self._seen[slot], seen)
+            if self._landed[slot] != record.enrolled_version:  # this worker's own enrolment landed
+                self._set_enrolment(slot, self._firsts[slot], record.enrolled_version)
         self._set(slot, ident, total.astype(np.float32), count, seen)
         self._drop_least_recent()
         return ident in self._slot
 
-    def _duplicates(self, new: list[int]) -> list[tuple[int, int]]:
-        """Pairs (loser, survivor) of live identities at or above the match threshold where one of the two is young:
-        its enrolment was pushed by this worker within the merge window. Two cases: an identity new to this worker
-        matches a young one (two workers enrolled the same object before either heard of the other's), or a young
-        one now matches an older identity whose local copy was out of date when it enrolled (another worker's
-        matches had not arrived yet). Only pairs with a young identity are checked, so a survivor whose centroid
-        moved after a merge never pulls in older identities (no snowball)."""
-        now = self.clock()
-        young = [int(self._ids[slot]) for slot in np.flatnonzero(now - self._enrolled_s <= self.merge_window_s)]
-        pairs = set()
-        for ident in [*new, *young]:
-            if ident not in self._slot or ident < 0:
+    def _duplicates(self, landed: list[int]) -> list[tuple[int, int]]:
+        """For each enrolment in ``landed`` (in landing order): the identity of the copy it duplicates, if any.
+
+        Candidates landed earlier than it (later ones are checked in their own turn; enrolments not landed yet,
+        when theirs lands). Score: the larger of the enrolment embedding's cosine with the candidate's centroid
+        and with the candidate's enrolment embedding; the best at or above ``match_threshold`` is the survivor
+        (followed through the merges decided before it in this pull)."""
+        pairs: list[tuple[int, int]] = []
+        into: dict[int, int] = {}
+        for ident in landed:
+            slot = self._slot.get(ident)
+            if slot is None:
                 continue
-            from_young = ident not in new
-            slots, sims = self._index.search(self._units[self._slot[ident]][None], DUPLICATE_CANDIDATES)
-            for slot, sim in zip(slots[0].tolist(), sims[0].tolist()):
-                if slot < 0 or sim < self.match_threshold:
-                    continue
-                if not from_young and now - self._enrolled_s[slot] > self.merge_window_s:
-                    continue  # a new identity is merged only with a young one
-                other = int(self._ids[slot])
-                if other != ident and other >= 0:
-                    pairs.add((max(ident, other), min(ident, other)))
-                    break
-        return sorted(pairs)
+            best, best_sim = NO_IDENTITY, self.match_threshold
+            for index in (self._index, self._first_index):
+                slots, sims = index.search(self._firsts[slot][None], DUPLICATE_CANDIDATES)
+                for other, sim in zip(slots[0].tolist(), sims[0].tolist()):
+                    if other >= 0 and sim >= best_sim and self._landed[other] < self._landed[slot]:
+                        best, best_sim = int(self._ids[other]), sim
+            if best != NO_IDENTITY:
+                while best in into:
+                    best = into[best]
+                into[ident] = best
+                pairs.append((ident, best))
+        return pairs
 
     # ------------------------------------------------------------------ slots
 
     def _ensure_dim(self, dim: int) -> None:
         if self._dim is None:
             self._dim = dim
-            self._index = make_index(self.index_kind, dim)
-            self._sums = self._units = np.zeros((0, dim), np.float32)
+            self._index, self._first_index = make_index(self.index_kind, dim), make_index(self.index_kind, dim)
+            self._sums = self._units = self._firsts = np.zeros((0, dim), np.float32)
         elif dim != self._dim:
             raise ValueError(f"embedding size {dim} differs from the identity space's {self._dim}")
 
@@ -341,7 +351,6 @@ class IdentitySpace:
                 self._grow(max(16, 2 * slot))
             self._seen.append(None)
         self._slot[ident] = slot
-        self._enrolled_s[slot] = -np.inf
         return slot
 
     def _grow(self, size: int) -> None:
@@ -352,7 +361,8 @@ class IdentitySpace:
         self._counts = np.concatenate([self._counts, np.zeros(extra, np.int64)])
         self._codes = np.concatenate([self._codes, np.full(extra, UNKNOWN, np.int32)])
         self._t_s = np.concatenate([self._t_s, np.zeros(extra, np.float64)])
-        self._enrolled_s = np.concatenate([self._enrolled_s, np.full(extra, -np.inf)])
+        self._firsts = np.concatenate([self._firsts, np.zeros((extra, self._dim), np.float32)])
+        self._landed = np.concatenate([self._landed, np.full(extra, NOT_LANDED, np.int64)])
 
     def _set(self, slot: int, ident: int, total: np.ndarray, count: int, seen: Sighting) -> None:
         self._ids[slot] = ident
@@ -364,19 +374,29 @@ class IdentitySpace:
         self._t_s[slot] = seen.t_ms / 1000.0
         self._index.add(np.array([slot], np.int64), self._units[slot][None])  # keyed by slot: ids may be < 0
 
+    def _set_enrolment(self, slot: int, first: np.ndarray, version: int) -> None:
+        """Keep a slot's enrolment: its unit embedding (float32 (D,), indexed) and the version it landed at."""
+        self._firsts[slot] = first
+        self._landed[slot] = version
+        self._first_index.add(np.array([slot], np.int64), self._firsts[slot][None])
+
     def _remove(self, ident: int) -> None:
         slot = self._slot.pop(ident)
         self._ids[slot] = UNUSED
         self._seen[slot] = None
         self._free.append(slot)
         self._index.remove(np.array([slot], np.int64))
+        self._first_index.remove(np.array([slot], np.int64))
         self._enrolled.discard(ident)
 
     def _rename(self, old: int, new: int) -> None:
         slot = self._slot[old]
         total, count, seen = self._sums[slot].copy(), int(self._counts[slot]), self._seen[slot]
+        first = self._firsts[slot].copy()
         self._remove(old)
-        self._set(self._new_slot(new), new, total, count, seen)
+        slot = self._new_slot(new)
+        self._set(slot, new, total, count, seen)
+        self._set_enrolment(slot, first, NOT_LANDED)
         self._enrolled.add(new)
         self._unreport(new, [old, *self._unreported.pop(old, [])])
 
@@ -399,4 +419,5 @@ class IdentitySpace:
 
     def _enrol_write(self, ident: int) -> StoreWrite:
         slot = self._slot[ident]
-        return StoreWrite(ident, self._sums[slot].copy(), int(self._counts[slot]), self._seen[slot], True)
+        return StoreWrite(ident, self._sums[slot].copy(), int(self._counts[slot]), self._seen[slot], True,
+                          self._firsts[slot].copy())

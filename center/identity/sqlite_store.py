@@ -30,12 +30,17 @@ CREATE TABLE IF NOT EXISTS identities (
     t_ms REAL NOT NULL DEFAULT 0,
     wall_s REAL NOT NULL DEFAULT 0,
     merged_into INTEGER NOT NULL DEFAULT -1,
-    version INTEGER NOT NULL DEFAULT 0
+    version INTEGER NOT NULL DEFAULT 0,
+    first BLOB,
+    enrolled_version INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS identities_changes ON identities (space, version);
 CREATE INDEX IF NOT EXISTS identities_seen ON identities (space, state, wall_s);
 CREATE TABLE IF NOT EXISTS versions (space TEXT PRIMARY KEY, version INTEGER NOT NULL);
 """
+
+ADDED_COLUMNS = {"first": "BLOB", "enrolled_version": "INTEGER NOT NULL DEFAULT 0"}
+"""Columns a file written before the store kept enrolments lacks (added on open; its rows read as None, 0)."""
 
 MAX_MERGE_HOPS = 64
 """Longest chain of merges followed when an update names a merged identity."""
@@ -61,6 +66,10 @@ class SqliteStore:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")  # WAL: durable across process crashes (not power loss)
         self._db.executescript(SCHEMA)
+        have = {row[1] for row in self._db.execute("PRAGMA table_info(identities)")}
+        for name, kind in ADDED_COLUMNS.items():
+            if name not in have:
+                self._db.execute(f"ALTER TABLE identities ADD COLUMN {name} {kind}")
 
     def reserve_ids(self, n: int) -> list[int]:
         with self._transaction() as db:
@@ -76,7 +85,8 @@ class SqliteStore:
 
     def changes(self, cursor: int) -> tuple[list[StoredIdentity], int]:
         rows = self._db.execute(
-            "SELECT id, state, vector_sum, count, camera, t_ms, wall_s, merged_into, version FROM identities "
+            "SELECT id, state, vector_sum, count, camera, t_ms, wall_s, merged_into, first, enrolled_version, version "
+            "FROM identities "
             "WHERE space = ? AND version > ? AND state != ? ORDER BY version", (self.space, cursor, RESERVED),
         ).fetchall()
         found = [_stored(row) for row in rows]
@@ -84,7 +94,8 @@ class SqliteStore:
 
     def merge(self, loser: int, survivor: int) -> bool:
         with self._transaction() as db:
-            a, b = self._live(db, loser), self._live(db, survivor)
+            survivor = self._follow_merges(db, survivor)
+            a, b = self._live(db, loser), None if survivor is None else self._live(db, survivor)
             if a is None or b is None or loser == survivor:
                 return False
             version = self._bump(db)
@@ -140,11 +151,15 @@ class SqliteStore:
         current = self._live(db, ident)
         if current is None and not w.enrol:
             return False
+        version = self._bump(db)
+        if current is None:  # the enrolment lands
+            db.execute("UPDATE identities SET first = ?, enrolled_version = ? WHERE id = ?",
+                       (None if w.first is None else _blob(w.first), version, ident))  # fmt: skip
         total, count, seen = (w.sum_delta, w.count_delta, w.seen) if current is None else (
             current[0] + w.sum_delta, current[1] + w.count_delta, add_sighting(current[2], w.seen))
         db.execute("UPDATE identities SET state = ?, vector_sum = ?, count = ?, camera = ?, t_ms = ?, wall_s = ?, "
                    "version = ? WHERE id = ?",
-                   (LIVE, _blob(total), count, seen.camera, seen.t_ms, seen.wall_s, self._bump(db), ident))  # fmt: skip
+                   (LIVE, _blob(total), count, seen.camera, seen.t_ms, seen.wall_s, version, ident))  # fmt: skip
         return True
 
     def _follow_merges(self, db: sqlite3.Connection, ident: int) -> int | None:
@@ -179,8 +194,9 @@ def _blob(vector: np.ndarray) -> bytes:
 
 
 def _stored(row: tuple) -> StoredIdentity:
-    ident, state, blob, count, camera, t_ms, wall_s, merged_into, _ = row
+    ident, state, blob, count, camera, t_ms, wall_s, merged_into, first, enrolled_version, _ = row
     if state != LIVE:
         return StoredIdentity(ident, state, merged_into=merged_into)
     return StoredIdentity(ident, state, np.frombuffer(blob, dtype=np.float32).copy(), count,
-                          Sighting(camera, t_ms, wall_s))  # fmt: skip
+                          Sighting(camera, t_ms, wall_s), first=None if first is None else
+                          np.frombuffer(first, dtype=np.float32).copy(), enrolled_version=enrolled_version)  # fmt: skip

@@ -4,7 +4,9 @@ A store holds one identity space per recognizer (its ``space`` name). Per identi
 embeddings matched to it and their count (the centroid is the L2-normalised sum: the maximum-likelihood
 prototype of a von Mises-Fisher cluster, as in :class:`vcascade.center.heads.EmbeddingHead`), the camera and
 time of its last sighting, the wall time of its last sighting (retention and least-recently-seen eviction), and
-its state. Every change bumps the space's version; workers pull the changes since the version they last saw.
+its state, and its **enrolment**: the unit embedding it was enrolled with (it never drifts) and the version at
+which the enrolment landed. Every change bumps the space's version; workers pull the changes since the version
+they last saw. The enrolment version is what convergence is counted in (:mod:`.space`, "Merge").
 
 Ids come from the store (a counter that only grows), in blocks reserved by each worker, and are never reused:
 an evicted or merged identity keeps a tombstone row so that late writes to it are recognised and dropped.
@@ -46,6 +48,7 @@ class StoreWrite:
         count_delta: how many embeddings ``sum_delta`` adds.
         seen: the latest sighting among them.
         enrol: True the first time (the id was reserved, not yet live).
+        first: float32 (D,) unit embedding the identity was enrolled with (enrolments only; else None).
     """
 
     identity_id: int
@@ -53,6 +56,7 @@ class StoreWrite:
     count_delta: int
     seen: Sighting
     enrol: bool
+    first: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
@@ -66,6 +70,9 @@ class StoredIdentity:
         count: embeddings in the sum.
         seen: its last sighting (None unless live).
         merged_into: the surviving id when merged, else -1.
+        first: float32 (D,) unit enrolment embedding (None unless live; a row written before stores kept it:
+            None too, the centroid stands in).
+        enrolled_version: the store version at which its enrolment landed (0 unless live).
     """
 
     identity_id: int
@@ -74,6 +81,8 @@ class StoredIdentity:
     count: int = 0
     seen: Sighting | None = None
     merged_into: int = -1
+    first: np.ndarray | None = None
+    enrolled_version: int = 0
 
 
 class IdentityStore(Protocol):
@@ -94,8 +103,10 @@ class IdentityStore(Protocol):
         ...
 
     def merge(self, loser: int, survivor: int) -> bool:
-        """Fold ``loser`` into ``survivor`` (sums and counts added, latest sighting kept). False when either is
-        not live any more (already merged or evicted): nothing changes."""
+        """Fold ``loser`` into ``survivor`` (sums and counts added, latest sighting kept; the survivor keeps its
+        enrolment). A ``survivor`` merged meanwhile is followed to the identity it was merged into. False when
+        ``loser`` is not live any more (already merged or evicted), the survivor was evicted, or both are one:
+        nothing changes."""
         ...
 
     def sweep(self, now_s: float, retention_s: float, capacity: int) -> int:

@@ -6,9 +6,12 @@ they reveal, and now and then sweep the store (retention, capacity). A failing o
 timeout) ends the cycle: it is counted, the space is marked out of sync (results provisional), nothing is lost
 (unpushed news stays queued) and the next cycle tries again. The head thread never waits for any of this.
 
-Bound on duplicates: two workers that enrol one object at about the same time both hear of the other's
-identity within one cycle after its push, so the duplicate is merged within about two ``sync_interval_s`` (plus
-store round trips) after the later enrolment, while the store is up.
+Bound on duplicates: every worker checks every enrolment in the first pull that brings it
+(:meth:`IdentitySpace.apply`); the enrolling worker pulls right after its push, in the same cycle. So while the
+store is up, a duplicate its own worker can see is merged in the cycle that pushes it, one that only another
+worker can see (that worker's unpushed matches made it) in that worker's next cycle: within two
+``sync_interval_s`` of the enrolment plus store round trips and however late the cycles run; a late cycle
+delays the merge, never skips it.
 """
 
 from __future__ import annotations
@@ -100,8 +103,9 @@ class StoreSync:
             except Exception:
                 self.space.restore_writes(writes)
                 raise
-        records, self.cursor = self._call("changes", self.store.changes, self.cursor)
-        news = self.space.apply(records)
+        since = self.cursor
+        records, self.cursor = self._call("changes", self.store.changes, since)
+        news = self.space.apply(records, since)
         for loser, survivor in news.duplicates:
             if self._call("merge", self.store.merge, loser, survivor):
                 self.telemetry.merged("duplicate")

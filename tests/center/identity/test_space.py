@@ -40,10 +40,10 @@ class Worker:
     made = 0
 
     def __init__(self, name: str, store, id_block: int = 8, topology: Topology | None = None,
-                 index: str = "exact", clock=None) -> None:  # fmt: skip
+                 index: str = "exact") -> None:  # fmt: skip
         Worker.made += 1
         self.name = f"{name}-{Worker.made}"  # metrics start at 0 in every test
-        self.space = IdentitySpace(THRESHOLD, 1000, index, topology, 2.0, clock or time.monotonic)
+        self.space = IdentitySpace(THRESHOLD, 1000, index, topology)
         self.sync = StoreSync(self.space, store, IdentityTelemetry(self.name), 0.05, id_block, 86_400.0, 1000)
         self.sync.cycle()
 
@@ -51,6 +51,11 @@ class Worker:
         units = np.stack([obj(i, 0.05, seed=len(self.space) + k) for k, i in enumerate(objects)])
         outputs, stats = self.space.match(units, [seen(camera, t_s)] * len(objects))
         return outputs if len(objects) > 1 else outputs[0]
+
+    def answer(self, vector: np.ndarray):
+        """The output for one crop whose embedding is ``vector``."""
+        (out,), _ = self.space.match(l2(vector)[None], [seen()])
+        return out
 
     def metric(self, name: str, **labels) -> float:
         return REGISTRY.get_sample_value(name, {"worker": self.name, **labels}) or 0.0
@@ -112,39 +117,97 @@ def test_two_workers_enrolling_one_object_at_once_converge_to_the_lower_id(open_
     assert a.space.identities() == b.space.identities() == [survivor]
 
 
-def test_identities_older_than_the_merge_window_are_never_merged(open_store):
-    now = [100.0]
+def test_identities_are_checked_only_when_their_enrolment_lands_so_old_ones_are_never_merged(open_store):
     writer = open_store()
     similar = [obj(7, 0.0), l2(obj(7, 0.0) + 0.3 * obj(8, 0.0))]  # cosine 0.96: one object by the threshold
     ids = writer.reserve_ids(2)
     writer.write([StoreWrite(i, v, 1, seen(), True) for i, v in zip(ids, similar)])  # enrolled long ago
-    a = Worker("sp-a8", open_store(), clock=lambda: now[0])
-    a.see(7)  # a matches (and so moves) one of them; neither is new to a nor pushed by a: no merge
-    now[0] += 1.0
+    a = Worker("sp-a8", open_store())
+    a.see(7)  # a matches (and so moves) one of them; neither landed since a's first pull: no merge
     for _ in range(2):
         a.sync.cycle()
-    young = a.see(9)  # pushed by a at the next cycle: young for 2 s
+    young = a.see(9)  # lands at a's next cycle, checked then: like nothing
     a.sync.cycle()
-    b = Worker("sp-b8", open_store(), clock=lambda: now[0])  # hears of all three at once; pushed none
+    b = Worker("sp-b8", open_store())  # loads all three at once (its first pull checks nothing)
     b.sync.cycle()
     assert sorted(a.space.identities()) == sorted(b.space.identities()) == sorted([*ids, young.identity_id])
     assert sum(w.metric("vcascade_identity_merges_total", kind="duplicate") for w in (a, b)) == 0
+
+
+def drift(start: np.ndarray, towards: np.ndarray, angles_deg: list[float]) -> list[np.ndarray]:
+    """Unit crops turning from ``start`` towards ``towards`` (orthogonal) by the given angles."""
+    return [np.cos(np.radians(g)) * start + np.sin(np.radians(g)) * towards for g in angles_deg]
+
+
+TURN_DEG = [20.0, 30.0, 40.0, 50.0, 55.0, 60.0, 65.0]
+"""A turning object: each crop within the threshold of its identity's running centroid (checked below)."""
+
+
+def test_a_concurrent_enrolment_merges_even_when_the_two_centroids_drifted_apart_before_the_push(open_store):
+    """Two workers enrol the same crop before either hears of the other's; before either pushes, each matches
+    later crops of the object into its own identity, turning it opposite ways, so the two centroids end below the
+    threshold. The enrolment embeddings (the first crop, the same) still say one object."""
+    a, b = Worker("sp-a10", open_store()), Worker("sp-b10", open_store())
+    crop = obj(0, 0.0)
+    from_a, from_b = a.answer(crop), b.answer(crop)
+    assert from_a.enrolled and from_b.enrolled and from_a.identity_id != from_b.identity_id
+    for worker, towards in ((a, obj(1, 0.0)), (b, obj(2, 0.0))):
+        for later in drift(crop, towards, TURN_DEG):
+            assert not worker.answer(later).enrolled  # matched into the worker's own identity
+    centroid = {w.name: w.space._units[w.space._slot[out.identity_id]] for w, out in ((a, from_a), (b, from_b))}
+    assert float(centroid[a.name] @ centroid[b.name]) < THRESHOLD  # drifted apart
+    for _ in range(2):
+        a.sync.cycle()
+        b.sync.cycle()
+    survivor = min(from_a.identity_id, from_b.identity_id)  # a's block comes first: a's landed first
+    assert a.space.identities() == b.space.identities() == [survivor]
+    assert {a.answer(crop).identity_id, b.answer(crop).identity_id} == {survivor}
+    assert sum(w.metric("vcascade_identity_merges_total", kind="duplicate") for w in (a, b)) >= 1
+
+
+def test_an_enrolment_on_a_copy_missing_another_workers_unpushed_matches_merges_when_that_worker_hears_of_it(
+        open_store):  # fmt: skip
+    """Worker a matches a turning object's crops into its identity X and has not pushed them; worker b, whose
+    copy of X is the store's (the first crop), gets the last crop, which no longer matches that, and enrols Y.
+    b pushes Y and pulls at once: the store's X does not show the duplicate. Then b's cycles go on (late ones
+    included): the check that b could make is made. a, whose copy holds its own matches, hears of Y's enrolment
+    at its next pull and merges Y into X, however much later that pull comes."""
+    writer = open_store()
+    crop = obj(0, 0.0)
+    (x,) = writer.reserve_ids(1)
+    writer.write([StoreWrite(x, crop, 1, seen(), True, crop)])
+    a, b = Worker("sp-a11", open_store()), Worker("sp-b11", open_store())  # both load X
+    turned = drift(crop, obj(1, 0.0), TURN_DEG)
+    assert all(a.answer(later).identity_id == x for later in turned)
+    last = turned[-1]
+    assert float(last @ crop) < THRESHOLD
+    y = b.answer(last)
+    assert y.enrolled
+    for _ in range(3):  # b pushes Y; its pulls show nothing to merge (a's matches are not in the store)
+        b.sync.cycle()
+    assert sorted(b.space.identities()) == sorted([x, y.identity_id])
+    a.sync.cycle()  # a pushes its matches, pulls Y's enrolment, checks it against its own copy: merges
+    assert a.metric("vcascade_identity_merges_total", kind="duplicate") == 1
+    for worker in (a, b):
+        worker.sync.cycle()  # each hears of the merge
+    assert a.space.identities() == b.space.identities() == [x]
+    assert b.metric("vcascade_identity_merges_total", kind="duplicate") == 0
+    again = b.answer(last)
+    assert again.identity_id == x and again.merged_from == (y.identity_id,)
 
 
 def test_a_young_enrolment_made_on_a_stale_copy_merges_into_the_identity_it_missed(open_store):
     """Worker a enrols X for a crop because its copy of Y was out of date (other workers' matches had moved Y
     since a's last sync); once a hears of Y's new centroid, X lies at or above the threshold from Y and is
     merged into it (the kill -9 e2e test met this race)."""
-    now = [100.0]
     writer = open_store()
     v_old, v_new = obj(7, 0.0), l2(obj(7, 0.0) + 1.2 * obj(8, 0.0))  # cosine 0.64: below the threshold
     (y,) = writer.reserve_ids(1)
     writer.write([StoreWrite(y, v_old, 1, seen(), True)])
-    a = Worker("sp-a9", open_store(), clock=lambda: now[0])  # loads Y as v_old
+    a = Worker("sp-a9", open_store())  # loads Y as v_old
     writer.write([StoreWrite(y, 5 * v_new, 5, seen(), False)])  # matches elsewhere move Y towards v_new
     (x_out,), _ = a.space.match(v_new[None], [seen()])
     assert x_out.enrolled and x_out.identity_id not in (y, -1)  # a's copy of Y was stale
-    now[0] += 0.5
     for _ in range(2):  # push X, hear of Y's new centroid, merge
         a.sync.cycle()
     assert a.space.identities() == [y]

@@ -103,6 +103,30 @@ def test_merge_folds_the_loser_into_the_survivor_and_redirects_later_updates(ope
     assert by_id[survivor].count == 3 and by_id[survivor].seen.camera == "cam3"
 
 
+def test_an_enrolment_keeps_its_first_embedding_and_the_version_it_landed_at(open_store):
+    a, b = open_store(), open_store()
+    first, second = a.reserve_ids(2)
+    a.write([StoreWrite(first, unit(0) + unit(1), 2, Sighting("cam1", 0.0, 100.0), True, unit(0))])
+    _, cursor = b.changes(0)
+    b.write([enrol(second, 2), update(first, 3, 101.0)])  # a later match of the first does not move either
+    records, later = a.changes(0)
+    by_id = {r.identity_id: r for r in records}
+    np.testing.assert_array_equal(by_id[first].first, unit(0))
+    assert by_id[second].first is None  # an enrolment that carried none (a store written before)
+    assert by_id[first].enrolled_version <= cursor < by_id[second].enrolled_version <= later
+
+
+def test_a_merge_into_an_identity_merged_meanwhile_lands_on_its_survivor(open_store):
+    a, b = open_store(), open_store()
+    x, y, z = a.reserve_ids(3)
+    a.write([enrol(x, 0), enrol(y, 0), enrol(z, 0)])
+    assert a.merge(y, x)  # one worker merged y into x ...
+    assert b.merge(z, y)  # ... before another, which had not heard of it, merged z into y
+    by_id = {r.identity_id: r for r in a.changes(0)[0]}
+    assert by_id[z].merged_into == x and by_id[x].count == 3 and sorted(live(a)) == [x]
+    assert not b.merge(x, z)  # z leads to x itself: nothing to do
+
+
 def test_sweep_evicts_by_retention_then_least_recently_seen_beyond_capacity(open_store):
     store = open_store()
     ids = store.reserve_ids(4)
