@@ -155,7 +155,7 @@ class IdentitySpace:
         return outputs, stats
 
     def _match_row(self, unit: np.ndarray, seen: Sighting, stats: MatchStats) -> EmbeddingOutput:
-        best, similarity, compared = self._best(unit, seen)
+        (best, similarity), runner_up, compared = self._best(unit, seen)
         stats.comparisons += compared
         if best != NO_IDENTITY and similarity >= self.match_threshold:
             stats.matches += 1
@@ -164,23 +164,32 @@ class IdentitySpace:
         else:
             stats.enrolments += 1
             ident, similarity, enrolled = self._enrol(unit, seen), 1.0, True
+            runner_up = (NO_IDENTITY, -1.0)
         provisional = ident < 0 or not self.in_sync
         merged = tuple(self._unreported.pop(ident, ()))
-        return EmbeddingOutput(ident, float(similarity), enrolled, provisional, merged)
+        second, second_similarity = runner_up if runner_up[1] >= self.match_threshold else (NO_IDENTITY, -1.0)
+        return EmbeddingOutput(ident, float(similarity), enrolled, provisional, merged, second,
+                               None if second == NO_IDENTITY else float(second_similarity))  # fmt: skip
 
-    def _best(self, unit: np.ndarray, seen: Sighting) -> tuple[int, float, int]:
-        """(best id or :data:`NO_IDENTITY`, its similarity, comparisons made)."""
+    def _best(self, unit: np.ndarray, seen: Sighting) -> tuple[tuple[int, float], tuple[int, float], int]:
+        """The most similar identity and the runner-up, each (id or :data:`NO_IDENTITY`, similarity; -1.0 for
+        none), and the comparisons made."""
         if self.topology is None or self.topology.code(seen.camera) == UNKNOWN:
-            slots, sims = self._index.search(unit[None], 1)
-            slot = int(slots[0, 0])
-            return (NO_IDENTITY if slot < 0 else int(self._ids[slot])), float(sims[0, 0]), len(self._slot)
-        used = np.flatnonzero(self._ids[: len(self._seen)] != UNUSED)
-        allowed = used[self.topology.candidates(seen.camera, seen.t_ms / 1000.0, self._codes[used], self._t_s[used])]
-        if len(allowed) == 0:
-            return NO_IDENTITY, -1.0, 0
-        sims = self._units[allowed] @ unit
-        top = int(np.argmax(sims))
-        return int(self._ids[allowed[top]]), float(sims[top]), len(allowed)
+            slots, sims = self._index.search(unit[None], 2)
+            found = [(int(self._ids[slot]), float(sim)) for slot, sim in zip(slots[0].tolist(), sims[0].tolist())
+                     if slot >= 0]  # fmt: skip
+            compared = len(self._slot)
+        else:
+            used = np.flatnonzero(self._ids[: len(self._seen)] != UNUSED)
+            codes, times_s = self._codes[used], self._t_s[used]
+            allowed = used[self.topology.candidates(seen.camera, seen.t_ms / 1000.0, codes, times_s)]
+            sims = self._units[allowed] @ unit
+            top = np.argpartition(-sims, 1)[:2] if len(sims) > 2 else np.arange(len(sims))
+            top = top[np.argsort(-sims[top])]
+            found = [(int(self._ids[allowed[i]]), float(sims[i])) for i in top]
+            compared = len(allowed)
+        found += [(NO_IDENTITY, -1.0)] * (2 - len(found))
+        return found[0], found[1], compared
 
     def _observe(self, ident: int, unit: np.ndarray, seen: Sighting) -> None:
         slot = self._slot[ident]

@@ -8,7 +8,9 @@ reconciled later (reported in ``merged_from``). Checked with the embedded defaul
 configuration at all) and with a real redis-server; then a worker killed with SIGKILL and restarted by the
 launcher keeps every identity, and a Redis stopped mid-run crashes nothing, is counted and is reconciled.
 Every identical-crop pair served by different workers must resolve to one identity (a gallery per worker, the
-design this replaces, agreed on 14 of 82).
+design this replaces, agreed on 14 of 82). The one exception is the design's documented limit: a crop at or above
+the threshold for two established identities may be answered with either by workers whose copies differ by
+their latest unpushed matches; such a pair must show it (one answer's ``runner_up_id`` is the other's identity).
 """
 
 from __future__ import annotations
@@ -117,13 +119,25 @@ def _resolver(lines: list[dict], merged_into: dict[int, int]) -> Callable[[int],
     return resolve
 
 
-def _assert_one_identity(pairs: list[tuple[dict, dict]], resolve: Callable[[int], int]) -> None:
-    """Every pair of ``pairs`` (identical crops) resolves to one identity."""
+def _ambiguous(a: dict, b: dict, resolve: Callable[[int], int]) -> bool:
+    """The two answers differ only in the order of two identities both at or above the threshold: one side's
+    runner-up is the other side's identity (docs/IDENTITY.md, "What is left")."""
+    ids = resolve(a["identity_id"]), resolve(b["identity_id"])
+    ups = [resolve(line["runner_up_id"]) if line.get("runner_up_id", -1) != -1 else None for line in (a, b)]
+    return ups[0] == ids[1] or ups[1] == ids[0]
+
+
+def _assert_one_identity(pairs: list[tuple[dict, dict]], resolve: Callable[[int], int]) -> int:
+    """Every pair of ``pairs`` (identical crops) resolves to one identity, except a crop ambiguous between two
+    established identities (both at or above the threshold on a worker), which workers whose copies differ by
+    unpushed matches may order apart. Returns the number of such ambiguous pairs."""
     apart = [(a, b) for a, b in pairs if resolve(a["identity_id"]) != resolve(b["identity_id"])]
-    assert not apart, (
-        f"{len(apart)} of {len(pairs)} identical-crop pairs resolve to different identities: "
-        f"{[(resolve(a['identity_id']), resolve(b['identity_id'])) for a, b in apart]}"
+    unexplained = [(a, b) for a, b in apart if not _ambiguous(a, b, resolve)]
+    assert not unexplained, (
+        f"{len(unexplained)} of {len(pairs)} identical-crop pairs resolve to different identities: "
+        f"{[(resolve(a['identity_id']), resolve(b['identity_id'])) for a, b in unexplained]}"
     )
+    return len(apart)
 
 
 def _same_pixels_pairs(lines: list[dict]) -> list[tuple[dict, dict]]:
@@ -143,13 +157,14 @@ def _check_same_ids(lines: list[dict], merged_into: dict[int, int], store_was_aw
     across = [(a, b) for a, b in _same_pixels_pairs(lines) if a["worker"] != b["worker"]]
     resolved = [(a, b) for a, b in across if min(resolve(a["identity_id"]), resolve(b["identity_id"])) >= 1]
     assert len(resolved) >= 20, f"only {len(resolved)} identical crops served by different workers"
-    _assert_one_identity(resolved, resolve)
+    ambiguous = _assert_one_identity(resolved, resolve)
     ok = [line for line in lines if line["status"] == "ok"]
     assert {line["worker"] for line in ok} == {"worker-1", "worker-2"}
     if not store_was_away:
         assert all(resolve(line["identity_id"]) >= 1 for line in ok), "every provisional id was reconciled"
     return {"pairs_across_workers": len(across), "pairs_resolved": len(resolved),
-            "equal_as_answered": sum(a["identity_id"] == b["identity_id"] for a, b in resolved)}
+            "equal_as_answered": sum(a["identity_id"] == b["identity_id"] for a, b in resolved),
+            "ambiguous_apart": ambiguous}
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "redis"])

@@ -136,6 +136,11 @@ class EmbeddingOutput(_HeadOutputBase, tag="embedding"):
         merged_from: ids merged into ``identity_id`` since this worker last answered with it: duplicates of one
             object enrolled by two workers, or provisional ids replaced by this store id. Each merged id is
             reported once per worker.
+        runner_up_id: the second most similar identity at or above the match threshold when the embedding
+            matched (-1: none, or enrolled). An answer with a runner-up is ambiguous between two identities:
+            workers whose copies of the space differ by their latest unpushed matches may answer it apart
+            (docs/IDENTITY.md, "What is left").
+        runner_up_similarity: its cosine similarity, -1..1; None without a runner-up.
     """
 
     identity_id: int
@@ -143,6 +148,8 @@ class EmbeddingOutput(_HeadOutputBase, tag="embedding"):
     enrolled: bool
     provisional: bool = False
     merged_from: tuple[int, ...] = ()
+    runner_up_id: int = -1
+    runner_up_similarity: float | None = None
 
 
 class ClassifierOutput(_HeadOutputBase, tag="classifier"):

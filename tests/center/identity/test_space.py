@@ -277,3 +277,33 @@ def test_topology_compares_only_with_identities_that_could_have_come(open_store)
     outputs, stats = a.space.match(np.stack([obj(0, 0.05, 9)]), [seen("street", 200.0)])
     assert outputs[0].enrolled  # 200 s after the gate: too late to be the same object
     assert stats.comparisons == 3  # 1, 2 and 3 (now last seen on the street); not 0
+
+
+NEAR_0 = l2(obj(0, 0.0) + 1.33 * obj(1, 0.0))
+"""An object whose embedding has cosine 0.60 with object 0's: below the threshold, a different identity."""
+BETWEEN = l2(0.6 * obj(0, 0.0) + 0.4 * NEAR_0)
+"""A crop at cosine 0.93 to object 0 and 0.85 to :data:`NEAR_0`: both at or above the threshold."""
+
+
+@pytest.mark.parametrize("index", ["exact", "ann"])
+def test_a_crop_close_to_two_identities_names_the_runner_up_and_a_clear_one_names_none(open_store, index):
+    a = Worker("sp-ru1", open_store(), index=index)
+    close_to_0, close_to_1 = a.answer(obj(0, 0.0)), a.answer(NEAR_0)
+    assert close_to_0.enrolled and close_to_1.enrolled
+    ambiguous = a.answer(BETWEEN)
+    assert not ambiguous.enrolled and ambiguous.identity_id == close_to_0.identity_id
+    assert ambiguous.runner_up_id == close_to_1.identity_id
+    assert THRESHOLD <= ambiguous.runner_up_similarity < ambiguous.similarity
+    clear = a.answer(obj(0, 0.0))
+    assert clear.identity_id == close_to_0.identity_id and clear.runner_up_id == -1
+    assert clear.runner_up_similarity is None
+    new = a.answer(obj(5, 0.0))
+    assert new.enrolled and new.runner_up_id == -1 and new.runner_up_similarity is None
+
+
+def test_the_runner_up_is_found_among_the_topology_candidates_too(open_store):
+    a = Worker("sp-ru2", open_store(), topology=Topology([("gate", "street", 5.0, 30.0)]))
+    (first, second), _ = a.space.match(np.stack([obj(0, 0.0), NEAR_0]), [seen("gate", 0.0)] * 2)
+    (out,), stats = a.space.match(BETWEEN[None], [seen("street", 10.0)])
+    assert (out.identity_id, out.runner_up_id) == (first.identity_id, second.identity_id)
+    assert first.enrolled and second.enrolled and stats.comparisons == 2
