@@ -22,6 +22,7 @@ from vcascade.center.identity.topology import Topology
 from vcascade.center.identity.vectors import l2_normalise
 from vcascade.core.wire import EmbeddingOutput, Roi
 
+
 class IdentityHead:
     """Re-identification against the recognizer's deployment-wide identity space.
 
