@@ -86,7 +86,7 @@ class AnnIndex(VectorIndex):
     """
 
     def __init__(self, dim: int, *, reduced_dim: int = 96, connectivity: int = 48, expansion_add: int = 80,
-                 expansion_search: int = 192, rerank_factor: int = 32, train_size: int = 1024,
+                 expansion_search: int = 160, rerank_factor: int = 32, train_size: int = 1024,
                  max_train_vectors: int = 20_000, threads: int = 1, min_rebuild_tombstones: int = 1024) -> None:
         super().__init__(dim)
         for name, value in (("reduced_dim", reduced_dim), ("rerank_factor", rerank_factor),
