@@ -105,7 +105,10 @@ class AnnIndex(VectorIndex):
         self._node_of: dict[int, int] = {}
         self._graph: faiss.IndexHNSWSQ | None = None  # None until train_size vectors are held
         self._projection: np.ndarray | None = None  # (dim, reduced_dim) float32, None: not projected
-        self._live_bitmap: np.ndarray | None = None  # packed "node is live" bits, rebuilt after a change
+        self._params: faiss.SearchParametersHNSW | None = None  # for _params_ef and the live nodes; None: stale
+        self._params_ef = 0
+        self._live_bitmap: np.ndarray | None = None  # packed "node is live" bits the selector in _params reads
+        self._selector: faiss.IDSelectorBitmap | None = None
 
     def __len__(self) -> int:
         return len(self._node_of)
@@ -127,7 +130,7 @@ class AnnIndex(VectorIndex):
         self._vectors[first:first + len(ids)] = vectors
         self._ids = np.concatenate([self._ids, ids])
         self._node_of.update(zip(ids.tolist(), range(first, first + len(ids))))
-        self._live_bitmap = None  # one bit per node: the new nodes need theirs
+        self._params = None  # one live bit per node: the new nodes need theirs
         if self._graph is not None:
             self._call(self._graph.add, self._project(vectors))
         if not self._maybe_rebuild() and self._graph is None and len(self) >= self.train_size:
@@ -150,21 +153,25 @@ class AnnIndex(VectorIndex):
                 exact = np.einsum("md,mcd->mc", queries, self._vectors[nodes])  # (m, candidates) exact cosines
             exact[nodes < 0] = -np.inf  # -1 (fewer found) read the last row: masked here
         order = np.argsort(-exact, axis=1, kind="stable")[:, :k]  # (m, min(k, columns)) most similar first
-        rows = np.arange(len(queries))[:, None]
-        top = exact[rows, order]
-        picked = self._ids[np.broadcast_to(nodes, exact.shape)[rows, order]]
+        if len(queries) == 1:  # one ROI: plain indexing (a few array calls fewer than the general case)
+            top, picked = exact[0, order[0]][None], self._ids[nodes[0, order[0]]][None]
+        else:
+            rows = np.arange(len(queries))[:, None]
+            top = exact[rows, order]
+            picked = self._ids[np.broadcast_to(nodes, exact.shape)[rows, order]]
         ids[:, : order.shape[1]] = np.where(np.isfinite(top), picked, NO_ID)
         sims[:, : order.shape[1]] = top
 
     def _candidates(self, queries: np.ndarray, count: int) -> np.ndarray:
         """(m, count) int64 graph nodes nearest each projected query, live ones only; -1 past those found."""
-        params = faiss.SearchParametersHNSW(efSearch=max(self.expansion_search, count))
-        if self.tombstones:
-            if self._live_bitmap is None:
+        efs = max(self.expansion_search, count)
+        if self._params is None or self._params_ef != efs:  # kept between calls: building them costs ~30 us
+            self._params, self._params_ef = faiss.SearchParametersHNSW(efSearch=efs), efs
+            if self.tombstones:  # the bitmap and selector stay referenced here as long as the parameters
                 self._live_bitmap = np.packbits(self._ids != NO_ID, bitorder="little")  # faiss's bit order
-            selector = faiss.IDSelectorBitmap(len(self._ids), faiss.swig_ptr(self._live_bitmap))
-            params.sel = selector  # ``selector`` stays referenced until the search returns
-        _, nodes = self._call(self._graph.search, self._project(queries), count, params=params)
+                self._selector = faiss.IDSelectorBitmap(len(self._ids), faiss.swig_ptr(self._live_bitmap))
+                self._params.sel = self._selector
+        _, nodes = self._call(self._graph.search, self._project(queries), count, params=self._params)
         return nodes
 
     def _project(self, vectors: np.ndarray) -> np.ndarray:
@@ -181,7 +188,7 @@ class AnnIndex(VectorIndex):
         nodes = [self._node_of.pop(key) for key in ids.tolist() if key in self._node_of]
         if nodes:
             self._ids[nodes] = NO_ID
-            self._live_bitmap = None
+            self._params = None
 
     def _maybe_rebuild(self) -> bool:
         """Rebuild when tombstones outnumber live nodes and ``min_rebuild_tombstones``; returns whether it did."""
@@ -194,7 +201,7 @@ class AnnIndex(VectorIndex):
         """Keep only the live nodes; learn the projection and build the graph if ``train_size`` are held."""
         live = np.flatnonzero(self._ids != NO_ID)
         vectors = self._vectors[live]
-        self._ids, self._live_bitmap = self._ids[live], None
+        self._ids, self._params = self._ids[live], None
         self._node_of = dict(zip(self._ids.tolist(), range(len(live))))
         self._vectors = np.zeros((max(16, len(live)), self.dim), np.float32)
         self._vectors[: len(live)] = vectors
