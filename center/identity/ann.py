@@ -22,10 +22,11 @@ vectors (cheap at that size). Every rebuild (tombstones, below) learns both agai
 they follow the gallery as it changes. Vectors of ``dim <= reduced_dim`` are not projected.
 
 At 100,000 identities of the demo embedder (1,280-d) on one (shared, loaded) core, with the defaults:
-recall@1 0.993 against exact search at 0.68 ms of CPU per ROI one ROI at a time (the identity space's call) and
-0.45 ms in micro-batches of 8 (exact search: 38.9 / 19.2 ms); graph build 33 s. The walk, bound by memory
-fetches, is most of a search's cost (about 0.1 ms is the projection, re-ranking and Python around it), hence
-the 8-bit codes and the 96-d projection, with twice the candidates re-ranked to keep recall.
+recall@1 0.993 against exact search at 0.51 ms of CPU per ROI one ROI at a time (the identity space's call) and
+0.39 ms in micro-batches of 8 (exact search: 37.2 / 14.9 ms); 0.5-0.75 ms one at a time across runs, up to
+1.0 ms while other processes crowd the shared caches (the walk is a chain of random memory reads); graph build
+27-45 s. The walk is most of a search's cost (about 0.1 ms is the projection, re-ranking and Python around
+it), hence the 8-bit codes and the 96-d projection, with twice the candidates re-ranked to keep recall.
 Measured by ``scripts/bench_match.py`` (docs/BENCHMARKS.md), which runs exact search side by side.
 
 faiss won over usearch (the other candidate): on the benchmark's gallery (30,000 x 1,280-d, one thread) it
