@@ -4,13 +4,14 @@
     python scripts/bench_scale.py --quick
     python scripts/bench_scale.py --day-night [--quick] [--duration-s 240] [--workers 3] [--speedup 15]
     python scripts/bench_scale.py --cameras 1000 5000 --brokers 1 2 4 --load 0.5 1 1.5 --duration-s 20 \\
-        [--edges 4] [--workers 3] [--kill-broker] [--json FILE] [--plot FILE]
+        [--edges 4] [--workers 3] [--kill-broker] [--trace FILE] [--json FILE] [--plot FILE]
 
 Each setting starts, on free ports, real ``vcascade broker`` processes, real ``vcascade worker`` processes whose
 recognizer is the ``calibrated`` stage runtime (service times per micro-batch size measured from the real
 MobileNetV2 on CPU: configs/scale/service_times.json, scripts/scale_calibrate.py) and ``--edges`` simulated
-edges (scripts/scale_edge.py: the real edge link fed by the ROI trace recorded from bikes.mp4 with the track
-policy, one copy per camera). Every worker takes from every broker; every edge sends to every broker.
+edges (scripts/scale_edge.py: the real edge link fed by an ROI trace recorded from bikes.mp4 with the track
+policy, one copy per camera; ``--trace``, default the one with a refresh every second, scripts/scale_trace.py).
+Every worker takes from every broker; every edge sends to every broker.
 
 Offered load ``--load`` is a multiple of the workers' capacity, ``workers x max_batch / service_s(max_batch)``
 ROIs/s. The deadline ``--deadline-ms`` is end to end (capture to result); the edges' ``roi.ttl_ms`` (latest
@@ -47,13 +48,14 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import scale_stats as stats
 import yaml
 from scale_autoscale import DAY_NIGHT, Autoscaler, ControllerTimes, WorkerPool
-from scale_trace import TRACE, load_trace
+from scale_trace import REFRESH_TRACE, load_trace
 
 from vcascade.center.calibrated import service_time_ms
 from vcascade.core.ports import free_port
@@ -74,7 +76,8 @@ class Setting:
     """One run: ``cameras`` over ``edges`` edge processes, ``brokers`` brokers, ``workers`` workers, offered
     ``load`` x the workers' capacity for ``duration_s``; ``kill_broker``: SIGKILL broker 1 at half time;
     ``curve``: the offered load follows it (share of ``load`` over the run, scripts/scale_autoscale.py);
-    ``elastic``: ``workers`` is the most replicas, set by KEDA's rule with times divided by ``speedup``."""
+    ``elastic``: ``workers`` is the most replicas, set by KEDA's rule with times divided by ``speedup``;
+    ``trace``: the ROI trace every camera replays (a CSV of scripts/scale_trace.py)."""
 
     cameras: int
     edges: int
@@ -86,6 +89,7 @@ class Setting:
     curve: tuple[tuple[float, float], ...] = ()
     elastic: bool = False
     speedup: float = 15.0
+    trace: str = str(REFRESH_TRACE)
 
 
 def service_table() -> dict[int, float]:
@@ -127,6 +131,13 @@ def deployment(s: Setting, table: dict[int, float], deadline_ms: float) -> dict:
             "recognizers": {"sim": recognizer}, "workers": workers}  # fmt: skip
 
 
+def trace_composition(path: Path) -> str:
+    """``N ROIs in L s: k first, ...``: a trace's ROIs by send reason, most frequent first."""
+    trace, length_s = load_trace(path)
+    reasons = Counter(roi.send_reason for roi in trace).most_common()
+    return f"{len(trace)} ROIs in {length_s:.2f} s: " + ", ".join(f"{n} {reason}" for reason, n in reasons)
+
+
 def keda_threshold(dep: dict) -> int:
     """The ScaledObject's per-replica backlog threshold sized as deploy/k8s/keda/worker-scaledobject.yaml sizes it:
     what a busy worker holds (its credits) plus one micro-batch waiting for it at the broker."""
@@ -165,7 +176,7 @@ def _wait_files(paths: list[Path], procs: list[subprocess.Popen], deadline_s: fl
 
 def run_setting(s: Setting, table: dict[int, float], deadline_ms: float, workdir: Path) -> dict:
     """Run one setting with real processes and return its row (see the module docstring)."""
-    trace, length_s = load_trace(TRACE)
+    trace, length_s = load_trace(Path(s.trace))
     offered_rate = s.load * capacity_rois_per_s(s.workers, table)
     time_scale = s.cameras * len(trace) / length_s / offered_rate
     dep = deployment(s, table, deadline_ms)
@@ -190,6 +201,7 @@ def run_setting(s: Setting, table: dict[int, float], deadline_ms: float, workdir
             _wait_ready(dep["workers"][name]["metrics_port"], deadline_s)
         edges = [_spawn([str(SCRIPTS / "scale_edge.py"), "--deploy", str(path), "--edge", n, "--time-scale",
                          str(time_scale), "--duration-s", str(s.duration_s), "--seed", str(k), "--go", str(go),
+                         "--trace", s.trace,
                          "--out", str(out), *(["--curve", json.dumps(s.curve)] if s.curve else [])],
                        workdir / f"{n}.log")
                  for k, (n, out) in enumerate(outs.items())]  # fmt: skip
@@ -356,6 +368,8 @@ def main() -> int:
                              "pool of --workers and once with workers set by KEDA's rule (at most --workers)")
     parser.add_argument("--peak-load", type=float, default=1.0)
     parser.add_argument("--speedup", type=float, default=15.0, help="day/night: the ScaledObject's times / this")
+    parser.add_argument("--trace", type=Path, default=REFRESH_TRACE,
+                        help="ROI trace each camera replays (configs/scale/*.csv, scripts/scale_trace.py)")
     parser.add_argument("--json", type=Path)
     parser.add_argument("--plot", type=Path)
     args = parser.parse_args()
@@ -364,17 +378,20 @@ def main() -> int:
     elif args.quick:
         args.cameras, args.brokers, args.load, args.duration_s = [1000], [1], [1.0, 1.5], 12.0
     table = service_table()
-    settings = [Setting(c, args.edges, b, args.workers, load, args.duration_s)
+    trace = str(args.trace)
+    settings = [Setting(c, args.edges, b, args.workers, load, args.duration_s, trace=trace)
                 for c in args.cameras for b in args.brokers for load in args.load]  # fmt: skip
     if args.day_night:
         settings = [Setting(args.cameras[0], args.edges, args.brokers[0], args.workers, args.peak_load,
-                            args.duration_s, curve=DAY_NIGHT, elastic=elastic, speedup=args.speedup)
+                            args.duration_s, curve=DAY_NIGHT, elastic=elastic, speedup=args.speedup, trace=trace)
                     for elastic in (False, True)]  # fmt: skip
     if args.kill_broker:
-        settings += [Setting(c, args.edges, max(2, b), args.workers, 1.0, args.duration_s, kill_broker=True)
+        settings += [Setting(c, args.edges, max(2, b), args.workers, 1.0, args.duration_s, kill_broker=True,
+                             trace=trace)
                      for c in args.cameras for b in sorted(set(args.brokers))[-1:]]  # fmt: skip
     print(f"capacity {capacity_rois_per_s(args.workers, table):.0f} ROIs/s ({args.workers} workers x {MAX_BATCH} / "
           f"{service_time_ms(table, MAX_BATCH):.0f} ms); deadline {args.deadline_ms:g} ms; load {os.getloadavg()}")
+    print(f"trace {args.trace.name}: {trace_composition(args.trace)}")
     rows, broken = [], []
     for s in settings:
         with tempfile.TemporaryDirectory(prefix="scale-") as tmp:

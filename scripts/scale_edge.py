@@ -123,7 +123,7 @@ def replay(link: BrokerLink, edge: str, cameras: list[str], trace: list[TraceRoi
             roi_id=f"{edge}-{n}", camera=camera, frame_seq=int(roi.t_s * 25), stream_ts_ms=roi.t_s * 1000.0,
             capture_unix_ms=unix_base_ms + t_s * 1000.0, xyxy=(0.0, 0.0, float(roi.crop_w_px), float(roi.crop_h_px)),
             crop_xyxy=(0, 0, roi.crop_w_px, roi.crop_h_px), class_id=roi.class_id, score=roi.score,
-            track_id=roi.track_id + loop * TRACK_STRIDE, recognizer=recognizer,
+            track_id=roi.track_id + loop * TRACK_STRIDE, recognizer=recognizer, send_reason=roi.send_reason,
         )  # fmt: skip
         link.submit(PendingRoi(header, capture_s, capture_s, capture_s, capture_s, send_reason=roi.send_reason),
                     crops[row])  # fmt: skip
