@@ -19,9 +19,9 @@ and in all, so the owner bounds memory in bytes, not only in ROIs (a few huge cr
 
 from __future__ import annotations
 
-from collections import OrderedDict, deque
 import heapq
 import itertools
+from collections import OrderedDict, deque
 from collections.abc import Callable, Hashable, Iterable, Iterator
 from typing import Protocol
 
@@ -48,7 +48,7 @@ class CameraQueue:
     """The entries of one (recognizer, camera) queue in two FIFOs, ``prompt`` and ``deferrable`` (by
     ``item.deferrable``), each oldest first. Not empty while its owner keeps it."""
 
-    __slots__ = ("prompt", "deferrable")
+    __slots__ = ("deferrable", "prompt")
 
     def __init__(self, entries: Iterable[Entry] = ()) -> None:
         self.prompt: deque[Entry] = deque()

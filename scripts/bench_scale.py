@@ -278,6 +278,7 @@ def summarise(s: Setting, edge_outs: list[dict], offered_rate: float, broker_cpu
         "shed": sum(out["shed"] for out in edge_outs),
         "results": len(results),
         "drops": stats.drops_by_reason(drops),
+        "late_hops_ms": stats.mean_hops_ms([out["late_hops_ms"] for out in edge_outs]),
         "unbalanced_cameras": len(stats.unbalanced(cameras)),
     }
     if s.kill_broker:

@@ -41,6 +41,13 @@ def test_first_sightings_served_counts_tracks_whose_first_roi_was_answered_in_ti
     assert stats.first_sightings_served(results, drops, deadline_ms=1000.0) == pytest.approx(1 / 3)
 
 
+def test_late_results_hops_are_averaged_over_every_edges_late_results():
+    edges = [{"broker_queue": 900.0, "end_to_end": 2400.0, stats.LATE_COUNT_KEY: 2}, {"broker_queue": 100.0,
+             "end_to_end": 1200.0, stats.LATE_COUNT_KEY: 1}, {}]  # fmt: skip
+    assert stats.mean_hops_ms(edges) == {"broker_queue": 333.3, "end_to_end": 1200.0}
+    assert stats.mean_hops_ms([{}, {}]) == {}
+
+
 def test_recovery_time_is_when_served_rate_is_back_for_good():
     done = [t / 100 for t in range(1000)]  # 100/s for 10 s ...
     done = [t for t in done if not 5.0 <= t < 6.2]  # ... nothing served from the kill at 5 s to 6.2 s
