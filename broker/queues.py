@@ -156,15 +156,15 @@ class RoiQueues:
     def pop_head(self, key: QueueKey) -> Entry:
         """Remove and return the next entry of queue ``key`` to dispatch: its oldest prompt entry, else its oldest
         (an empty queue is removed). Raises KeyError."""
-        entry = self._queues[key].pop_next()
-        self._forget_if_empty(key)
-        self._remove(entry[1])
-        return entry
+        return self._taken_from(key, self._queues[key].pop_next())
 
     def pop_victim(self, key: QueueKey) -> Entry:
         """Remove and return the entry of queue ``key`` a bound drops: its oldest deferrable entry, else its oldest
         (an empty queue is removed). Raises KeyError."""
-        entry = self._queues[key].pop_victim()
+        return self._taken_from(key, self._queues[key].pop_victim())
+
+    def _taken_from(self, key: QueueKey, entry: Entry) -> Entry:
+        """Book ``entry``, just removed from queue ``key``, as no longer queued; returns it."""
         self._forget_if_empty(key)
         self._remove(entry[1])
         return entry
@@ -194,9 +194,7 @@ class RoiQueues:
             raise KeyError(edge)
         key, entry = found
         self._queues[key].remove(entry)
-        self._forget_if_empty(key)
-        self._remove(entry[1])
-        return entry
+        return self._taken_from(key, entry)
 
     def rotate(self, key: QueueKey) -> None:
         """Move queue ``key`` (just served) to the end of the round-robin orders it is in, if it still has entries."""
