@@ -49,14 +49,13 @@ import sys
 import tempfile
 import time
 import urllib.request
-from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import scale_stats as stats
 import yaml
 from scale_autoscale import DAY_NIGHT, Autoscaler, ControllerTimes, WorkerPool
-from scale_trace import REFRESH_TRACE, load_trace
+from scale_trace import REFRESH_TRACE, composition, load_trace
 
 from vcascade.center.calibrated import service_time_ms
 from vcascade.core.ports import free_port
@@ -130,13 +129,6 @@ def deployment(s: Setting, table: dict[int, float], deadline_ms: float) -> dict:
                   "head": {"type": "classifier", "labels": ["a", "b"]}, "source": SERVICE_TIMES.name}  # fmt: skip
     return {"version": 1, "cameras": cameras, "edges": edges, "brokers": brokers,
             "recognizers": {"sim": recognizer}, "workers": workers}  # fmt: skip
-
-
-def trace_composition(path: Path) -> str:
-    """``N ROIs in L s: k first, ...``: a trace's ROIs by send reason, most frequent first."""
-    trace, length_s = load_trace(path)
-    reasons = Counter(roi.send_reason for roi in trace).most_common()
-    return f"{len(trace)} ROIs in {length_s:.2f} s: " + ", ".join(f"{n} {reason}" for reason, n in reasons)
 
 
 def keda_threshold(dep: dict) -> int:
@@ -395,7 +387,7 @@ def main() -> int:
                      for c in args.cameras for b in sorted(set(args.brokers))[-1:]]  # fmt: skip
     print(f"capacity {capacity_rois_per_s(args.workers, table):.0f} ROIs/s ({args.workers} workers x {MAX_BATCH} / "
           f"{service_time_ms(table, MAX_BATCH):.0f} ms); deadline {args.deadline_ms:g} ms; load {os.getloadavg()}")
-    print(f"trace {args.trace.name}: {trace_composition(args.trace)}")
+    print(f"trace {args.trace.name}: {composition(args.trace)}")
     rows, broken = [], []
     for s in settings:
         with tempfile.TemporaryDirectory(prefix="scale-") as tmp:

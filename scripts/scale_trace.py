@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -64,6 +65,13 @@ def load_trace(path: Path = TRACE) -> tuple[list[TraceRoi], float]:
         raise ValueError(f"{path}: no ROI in the trace")
     rows.sort(key=lambda r: r.t_s)
     return rows, rows[-1].t_s + 0.04
+
+
+def composition(path: Path) -> str:
+    """``N ROIs in L s: k first, ...``: a trace's ROIs by send reason, most frequent first."""
+    trace, length_s = load_trace(path)
+    reasons = Counter(roi.send_reason for roi in trace).most_common()
+    return f"{len(trace)} ROIs in {length_s:.2f} s: " + ", ".join(f"{n} {reason}" for reason, n in reasons)
 
 
 def record(model_dir: str | None, out: Path, refresh_s: float | None = None) -> int:

@@ -14,7 +14,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "scripts"))
 import scale_stats as stats
 from bench_scale import Setting, capacity_rois_per_s, deployment, failures, keda_threshold, service_table
-from scale_trace import REFRESH_TRACE, TRACE, load_trace
+from scale_trace import REFRESH_TRACE, TRACE, composition, load_trace
 
 from vcascade.core.config import Deployment
 
@@ -74,6 +74,11 @@ def test_day_night_check_fails_when_the_elastic_pool_saves_no_replica_seconds():
     fixed = _row(curve=curve, replica_s=120.0, jain=0.5, load=1.5, goodput=1.0)  # steady-load checks do not apply
     assert failures([fixed, _row(curve=curve, elastic=True, replica_s=80.0)]) == []
     assert "replica-s" in failures([fixed, _row(curve=curve, elastic=True, replica_s=120.0)])[0]
+
+
+def test_the_two_traces_differ_by_refreshes_only():
+    assert composition(TRACE) == "18 ROIs in 9.36 s: 15 first, 3 better"
+    assert composition(REFRESH_TRACE) == "28 ROIs in 9.36 s: 15 first, 10 refresh, 3 better"
 
 
 def test_keda_threshold_is_a_workers_credits_plus_one_micro_batch():
