@@ -50,15 +50,17 @@ def over_bound_victim(queues: RoiQueues, queue_max: int, bounds: ByteBounds, add
 
     Who pays: above ``queue_max``, the longest queue's oldest ROI; above ``bounds.total``, the heaviest queue's
     oldest; above ``bounds.recognizer``, the oldest of that recognizer's heaviest queue; above ``bounds.edge``,
-    that edge's oldest ROI (the flooding camera, recognizer or edge pays for its own backlog).
+    that edge's oldest ROI (the flooding camera, recognizer or edge pays for its own backlog). Within the queue
+    that pays, its oldest deferrable ROI (a refresh or better crop) goes before any first sighting
+    (:meth:`RoiQueues.pop_victim`).
     """
     if len(queues) > queue_max:
-        return queues.pop_head(queues.longest())[1]
+        return queues.pop_victim(queues.longest())[1]
     if queues.total_bytes > bounds.total:
-        return queues.pop_head(queues.heaviest())[1]
+        return queues.pop_victim(queues.heaviest())[1]
     for recognizer in dict.fromkeys(item.recognizer for item in added):
         if queues.recognizer_bytes(recognizer) > bounds.recognizer:
-            return queues.pop_head(queues.heaviest(recognizer))[1]
+            return queues.pop_victim(queues.heaviest(recognizer))[1]
     for edge in dict.fromkeys(item.edge for item in added):
         if queues.edge_bytes(edge) > bounds.edge:
             return queues.pop_oldest_of_edge(edge)[1]

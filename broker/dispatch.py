@@ -15,9 +15,15 @@ Policy (DESIGN.md "Load balancing and reliability"):
   head of the next queue that has a worker of its recognizer with free credit, so a camera that floods the
   broker cannot starve a quiet one, and ROIs waiting for a busy (or absent) recognizer never block ROIs of
   another (no head-of-line blocking).
+* **First sightings first** (issue 21): refreshes and better crops of tracks already recognised
+  (``Pending.deferrable``, from ``wire.Roi.send_reason``) are dispatched only when no other queued ROI can be:
+  the queues holding other ROIs are served round-robin first, then the rest round-robin
+  (:mod:`vcascade.broker.queues`). Under overload the capacity goes to new objects, and the deadline drops
+  the deferred ROIs (``stale``) before compute.
 * **Bounded queue, drop-oldest from the longest queue**: when more than ``queue_max`` ROIs wait, the oldest
-  ROI of the *longest* queue is dropped (ties: the queue whose head is oldest). The flooding camera (or the
-  recognizer without workers) pays for its own backlog, and with one queue this is plain drop-oldest.
+  ROI of the *longest* queue is dropped (ties: the queue whose head is oldest), its oldest deferrable ROI if it
+  holds one. The flooding camera (or the recognizer without workers) pays for its own backlog, and with one
+  queue of one class this is plain drop-oldest.
 * **Bounded bytes** (:class:`ByteBounds`): when the queued ROIs weigh more than ``total`` bytes the oldest ROI
   of the heaviest queue is dropped; more than ``recognizer`` bytes for one recognizer: the oldest ROI of that
   recognizer's heaviest queue; more than ``edge`` bytes from one edge: that edge's oldest ROI. An ROI heavier

@@ -1,8 +1,17 @@
-"""The broker's ROI queues: one FIFO per (recognizer, camera), kept in round-robin order. Pure, no clock.
+"""The broker's ROI queues: one per (recognizer, camera), kept in round-robin order. Pure, no clock.
 
 :class:`vcascade.broker.dispatch.Dispatcher` decides what to take from them; this module only keeps them ordered and
 bounded by their owner. Each entry is ``(seq, item)``: ``seq`` is the enqueue order over all queues, so a
 re-queued ROI goes back to its place and a queue always stays oldest first.
+
+Two classes of ROI (issue 21): a queue holds its *prompt* ROIs (first sightings, and any ROI not said to be
+deferrable) and its *deferrable* ones (``item.deferrable``: refreshes and better crops of tracks already
+recognised, ``wire.DEFERRABLE_SEND_REASONS``) in two FIFOs (:class:`CameraQueue`). Dispatch order
+(:meth:`RoiQueues.iter_keys`, :meth:`RoiQueues.pop_head`): the queues holding prompt ROIs round-robin, each giving
+its oldest prompt ROI; only when none of those can be served, the other queues round-robin. So under overload
+the capacity goes to first sightings, as the edges shed deferrable sends first (``vcascade.edge.degrade``), while
+cameras stay served round-robin within each class. A bound's victim (:meth:`RoiQueues.pop_victim`) is the
+queue's oldest deferrable ROI, else its oldest.
 
 The queued bytes (``item.size_bytes``: header and crop as received) are kept per queue, per recognizer, per edge
 and in all, so the owner bounds memory in bytes, not only in ROIs (a few huge crops weigh more than many small ones).
@@ -10,6 +19,8 @@ and in all, so the owner bounds memory in bytes, not only in ROIs (a few huge cr
 
 from __future__ import annotations
 
+import heapq
+import itertools
 from collections import OrderedDict, deque
 from collections.abc import Callable, Hashable, Iterable, Iterator
 from typing import Protocol
@@ -27,19 +38,67 @@ class Queued(Protocol):
     recognizer: str
     size_bytes: int
     edge: Hashable
+    deferrable: bool
 
 
 Entry = tuple[int, Queued]
 
 
+class CameraQueue:
+    """The entries of one (recognizer, camera) queue in two FIFOs, ``prompt`` and ``deferrable`` (by
+    ``item.deferrable``), each oldest first. Not empty while its owner keeps it."""
+
+    __slots__ = ("deferrable", "prompt")
+
+    def __init__(self, entries: Iterable[Entry] = ()) -> None:
+        self.prompt: deque[Entry] = deque()
+        self.deferrable: deque[Entry] = deque()
+        for entry in entries:
+            self.append(entry)
+
+    def __len__(self) -> int:
+        return len(self.prompt) + len(self.deferrable)
+
+    def __iter__(self) -> Iterator[Entry]:
+        """Every entry, oldest (lowest ``seq``) first."""
+        return heapq.merge(self.prompt, self.deferrable, key=lambda entry: entry[0])
+
+    def append(self, entry: Entry) -> None:
+        """Add ``entry`` at the tail of its class's FIFO (call in ``seq`` order)."""
+        (self.deferrable if entry[1].deferrable else self.prompt).append(entry)
+
+    def head_seq(self) -> int:
+        """``seq`` of the oldest entry. Raises IndexError when empty."""
+        return min(fifo[0][0] for fifo in (self.prompt, self.deferrable) if fifo)
+
+    def pop_next(self) -> Entry:
+        """Remove and return the next entry to dispatch: the oldest prompt one, else the oldest deferrable one."""
+        return (self.prompt or self.deferrable).popleft()
+
+    def pop_victim(self) -> Entry:
+        """Remove and return the entry a bound drops: the oldest deferrable one, else the oldest prompt one."""
+        return (self.deferrable or self.prompt).popleft()
+
+    def oldest_of_edge(self, edge: Hashable) -> Entry | None:
+        """The oldest entry sent by ``edge`` (each FIFO read from its head to the edge's first entry), or None."""
+        found = (next((e for e in fifo if e[1].edge == edge), None) for fifo in (self.prompt, self.deferrable))
+        return min((e for e in found if e is not None), key=lambda e: e[0], default=None)
+
+    def remove(self, entry: Entry) -> None:
+        """Remove ``entry`` (one of this queue's). Raises ValueError when it is not here."""
+        (self.deferrable if entry[1].deferrable else self.prompt).remove(entry)
+
+
 class RoiQueues:
-    """FIFO queues keyed by :data:`QueueKey`, iterated in round-robin order (a served queue goes last).
+    """:class:`CameraQueue` s keyed by :data:`QueueKey`, iterated in round-robin order (a served queue goes last),
+    queues holding prompt ROIs first (see the module docstring).
 
     Not thread-safe; owned by one :class:`vcascade.broker.dispatch.Dispatcher`.
     """
 
     def __init__(self) -> None:
-        self._queues: OrderedDict[QueueKey, deque[Entry]] = OrderedDict()
+        self._queues: OrderedDict[QueueKey, CameraQueue] = OrderedDict()
+        self._prompt_order: OrderedDict[QueueKey, None] = OrderedDict()  # the queues holding prompt ROIs
         self._ids: set[str] = set()
         self.total_bytes = 0
         """Bytes of all queued ROIs."""
@@ -65,9 +124,11 @@ class RoiQueues:
         return list(self._queues)
 
     def iter_keys(self) -> Iterator[QueueKey]:
-        """The non-empty queues in round-robin order, lazily (O(1) to start): stop iterating before changing the
-        queues (:meth:`keys` gives a copy that survives changes)."""
-        return iter(self._queues)
+        """The non-empty queues in dispatch order, lazily (O(1) to start): those holding prompt ROIs in round-robin
+        order, then the others in round-robin order. Stop iterating before changing the queues (:meth:`keys`
+        gives a copy that survives changes)."""
+        rest = (key for key in self._queues if key not in self._prompt_order)
+        return itertools.chain(self._prompt_order, rest)
 
     def has_queue(self, key: QueueKey) -> bool:
         """True when queue ``key`` holds an ROI."""
@@ -75,7 +136,10 @@ class RoiQueues:
 
     def append(self, seq: int, item: Queued) -> None:
         """Queue ``item`` (enqueue order ``seq``) at the tail of its (recognizer, camera) queue."""
-        self._queues.setdefault((item.recognizer, item.camera), deque()).append((seq, item))
+        key = (item.recognizer, item.camera)
+        self._queues.setdefault(key, CameraQueue()).append((seq, item))
+        if not item.deferrable:
+            self._prompt_order.setdefault(key)
         self._add(item)
 
     def put_back(self, entries: Iterable[Entry]) -> None:
@@ -85,52 +149,69 @@ class RoiQueues:
             by_key.setdefault((item.recognizer, item.camera), []).append((seq, item))
             self._add(item)
         for key, back in by_key.items():
-            queue = self._queues.setdefault(key, deque())
-            self._queues[key] = deque(sorted([*back, *queue], key=lambda entry: entry[0]))
+            queue = self._queues.setdefault(key, CameraQueue())
+            self._queues[key] = CameraQueue(sorted([*back, *queue], key=lambda entry: entry[0]))
+            self._forget_if_empty(key)
 
     def pop_head(self, key: QueueKey) -> Entry:
-        """Remove and return the oldest entry of queue ``key`` (an empty queue is removed). Raises KeyError."""
-        queue = self._queues[key]
-        entry = queue.popleft()
-        if not queue:
-            del self._queues[key]
+        """Remove and return the next entry of queue ``key`` to dispatch: its oldest prompt entry, else its oldest
+        (an empty queue is removed). Raises KeyError."""
+        return self._taken_from(key, self._queues[key].pop_next())
+
+    def pop_victim(self, key: QueueKey) -> Entry:
+        """Remove and return the entry of queue ``key`` a bound drops: its oldest deferrable entry, else its oldest
+        (an empty queue is removed). Raises KeyError."""
+        return self._taken_from(key, self._queues[key].pop_victim())
+
+    def _taken_from(self, key: QueueKey, entry: Entry) -> Entry:
+        """Book ``entry``, just removed from queue ``key``, as no longer queued; returns it."""
+        self._forget_if_empty(key)
         self._remove(entry[1])
         return entry
+
+    def _forget_if_empty(self, key: QueueKey) -> None:
+        """Keep the two round-robin orders to the queues that hold entries (prompt entries for the first)."""
+        queue = self._queues[key]
+        if queue.prompt:
+            self._prompt_order.setdefault(key)
+        else:
+            self._prompt_order.pop(key, None)
+        if not queue:
+            del self._queues[key]
 
     def pop_oldest_of_edge(self, edge: Hashable) -> Entry:
         """Remove and return the oldest entry sent by ``edge``, whichever queue holds it. Each queue holding some of
         its entries is read from its head to the edge's first entry (a camera's queue holds one edge's ROIs: its
         head). Raises KeyError when the edge has nothing queued."""
-        found: tuple[QueueKey, int, Entry] | None = None
+        found: tuple[QueueKey, Entry] | None = None
         for key, queue in self._queues.items():
             if not self._edge_entries.get((key, edge)):
                 continue
-            index = next(i for i, entry in enumerate(queue) if entry[1].edge == edge)
-            if found is None or queue[index][0] < found[2][0]:
-                found = (key, index, queue[index])
+            entry = queue.oldest_of_edge(edge)
+            if entry is not None and (found is None or entry[0] < found[1][0]):
+                found = (key, entry)
         if found is None:
             raise KeyError(edge)
-        key, index, entry = found
-        del self._queues[key][index]
-        if not self._queues[key]:
-            del self._queues[key]
-        self._remove(entry[1])
-        return entry
+        key, entry = found
+        self._queues[key].remove(entry)
+        return self._taken_from(key, entry)
 
     def rotate(self, key: QueueKey) -> None:
-        """Move queue ``key`` (just served) to the end of the round-robin order, if it still has entries."""
+        """Move queue ``key`` (just served) to the end of the round-robin orders it is in, if it still has entries."""
         if key in self._queues:
             self._queues.move_to_end(key)
+        if key in self._prompt_order:
+            self._prompt_order.move_to_end(key)
 
     def longest(self) -> QueueKey:
         """The queue with the most entries; ties: the one whose head is oldest. Raises ValueError when empty."""
-        return max(self._queues, key=lambda key: (len(self._queues[key]), -self._queues[key][0][0]))
+        return max(self._queues, key=lambda key: (len(self._queues[key]), -self._queues[key].head_seq()))
 
     def heaviest(self, recognizer: str | None = None) -> QueueKey:
         """The queue holding the most bytes (of ``recognizer``'s queues when given); ties: the one whose head is
         oldest. Raises ValueError when there is no such queue."""
         keys = [key for key in self._queues if recognizer is None or key[0] == recognizer]
-        return max(keys, key=lambda key: (self._queue_bytes.get(key, 0), -self._queues[key][0][0]))
+        return max(keys, key=lambda key: (self._queue_bytes.get(key, 0), -self._queues[key].head_seq()))
 
     def recognizer_bytes(self, recognizer: str) -> int:
         """Bytes queued for ``recognizer`` (``""``: for any recognizer)."""
@@ -144,16 +225,14 @@ class RoiQueues:
         """Remove and return every queued item for which ``doomed(item)`` is true, queue by queue. O(queued)."""
         removed = []
         for key in list(self._queues):
-            keep: deque[Entry] = deque()
+            keep = CameraQueue()
             for entry in self._queues[key]:
                 if doomed(entry[1]):
                     removed.append(entry[1])
                 else:
                     keep.append(entry)
-            if keep:
-                self._queues[key] = keep
-            else:
-                del self._queues[key]
+            self._queues[key] = keep
+            self._forget_if_empty(key)
         for item in removed:
             self._remove(item)
         return removed
@@ -162,6 +241,7 @@ class RoiQueues:
         """Remove and return every queued item, in enqueue order."""
         entries = sorted((entry for queue in self._queues.values() for entry in queue), key=lambda e: e[0])
         self._queues.clear()
+        self._prompt_order.clear()
         for _, item in entries:
             self._remove(item)
         return [item for _, item in entries]

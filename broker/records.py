@@ -24,6 +24,8 @@ class Pending:
         recognizer: the recognizer it is for (``wire.Roi.recognizer``); ``""``: any worker.
         size_bytes: its weight in the queue: header and crop frames as received, bytes.
         edge: the edge that sent it (its routing id); its bytes count against that edge's bound.
+        deferrable: a refresh or a better crop of a track already recognised (``wire.Roi.send_reason`` in
+            ``wire.DEFERRABLE_SEND_REASONS``): dispatched after the other ROIs, dropped first by a bound.
     """
 
     roi_id: str
@@ -35,6 +37,7 @@ class Pending:
     recognizer: str = ""
     size_bytes: int = 0
     edge: Hashable = b""
+    deferrable: bool = False
 
     def is_stale(self, now_s: float) -> bool:
         """True when the ROI has a deadline and waited longer than ``ttl_ms`` by ``now_s`` (seconds)."""

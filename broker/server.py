@@ -223,7 +223,8 @@ class _BrokerLoop:
         envelope = Envelope(edge, frames[1:], header)
         size_bytes = sum(len(frame) for frame in frames[1:])  # header and crop as received
         item = Pending(header.roi_id, header.camera, now_s, header.ttl_ms, envelope, recognizer=header.recognizer,
-                       size_bytes=size_bytes, edge=edge)  # fmt: skip
+                       size_bytes=size_bytes, edge=edge,
+                       deferrable=header.send_reason in wire.DEFERRABLE_SEND_REASONS)  # fmt: skip
         if not self.accepting:
             self._drop_to_edge(item, "shutdown")
         elif header.roi_id in self.dispatcher:

@@ -37,7 +37,7 @@ def encode_jpeg(pixels: np.ndarray, quality: int) -> bytes:
 
 def roi_header(frame: Frame, selection: RoiSelection, row: int, roi_id: str) -> wire.Roi:
     """The ``wire.Roi`` header of the ROI of ``selection``'s sent row ``row`` (0 <= row < ``len(selection)``),
-    cropped from ``frame``; ``roi_id`` is its globally unique id. ``ttl_ms`` and ``attempt`` keep their defaults
+    cropped from ``frame``, with the policy's send reason; ``roi_id`` is its globally unique id. ``ttl_ms`` and ``attempt`` keep their defaults
     (the link sets the deadline left when it sends, and the attempt when it resends)."""
     detections = selection.detections
     return wire.Roi(
@@ -52,4 +52,5 @@ def roi_header(frame: Frame, selection: RoiSelection, row: int, roi_id: str) -> 
         score=float(detections.score[row]),
         track_id=int(detections.track_id[row]),
         recognizer=str(selection.recognizer[row]),
+        send_reason=str(selection.send_reason[row]),
     )

@@ -4,13 +4,14 @@
     python scripts/bench_scale.py --quick
     python scripts/bench_scale.py --day-night [--quick] [--duration-s 240] [--workers 3] [--speedup 15]
     python scripts/bench_scale.py --cameras 1000 5000 --brokers 1 2 4 --load 0.5 1 1.5 --duration-s 20 \\
-        [--edges 4] [--workers 3] [--kill-broker] [--json FILE] [--plot FILE]
+        [--edges 4] [--workers 3] [--kill-broker] [--trace FILE] [--json FILE] [--plot FILE]
 
 Each setting starts, on free ports, real ``vcascade broker`` processes, real ``vcascade worker`` processes whose
 recognizer is the ``calibrated`` stage runtime (service times per micro-batch size measured from the real
 MobileNetV2 on CPU: configs/scale/service_times.json, scripts/scale_calibrate.py) and ``--edges`` simulated
-edges (scripts/scale_edge.py: the real edge link fed by the ROI trace recorded from bikes.mp4 with the track
-policy, one copy per camera). Every worker takes from every broker; every edge sends to every broker.
+edges (scripts/scale_edge.py: the real edge link fed by an ROI trace recorded from bikes.mp4 with the track
+policy, one copy per camera; ``--trace``, default the one with a refresh every second, scripts/scale_trace.py).
+Every worker takes from every broker; every edge sends to every broker.
 
 Offered load ``--load`` is a multiple of the workers' capacity, ``workers x max_batch / service_s(max_batch)``
 ROIs/s. The deadline ``--deadline-ms`` is end to end (capture to result); the edges' ``roi.ttl_ms`` (latest
@@ -31,7 +32,8 @@ seconds, both within the run), replica-seconds and the replica timeline; the che
 replica-seconds than the fixed one.
 
 Exit status 1 when a check fails: conservation (``sent = results + drops`` per camera) in any setting;
-Jain's index >= 0.99 at load 1; at load 1.5 goodput >= 0.9 x that at load 1 and late share < 1 %.
+Jain's index >= 0.99 at load 1; at load 1.5 goodput >= 0.9 x that at load 1, late share < 1 % and first
+sightings served within the deadline >= 95 % of tracks.
 """
 
 from __future__ import annotations
@@ -53,7 +55,7 @@ from pathlib import Path
 import scale_stats as stats
 import yaml
 from scale_autoscale import DAY_NIGHT, Autoscaler, ControllerTimes, WorkerPool
-from scale_trace import TRACE, load_trace
+from scale_trace import REFRESH_TRACE, composition, load_trace
 
 from vcascade.center.calibrated import service_time_ms
 from vcascade.core.ports import free_port
@@ -62,7 +64,7 @@ REPO = Path(__file__).resolve().parents[1]
 SERVICE_TIMES = REPO / "configs" / "scale" / "service_times.json"
 SCRIPTS = Path(__file__).resolve().parent
 MAX_BATCH = 8
-GOAL_JAIN, GOAL_GOODPUT_RATIO, GOAL_LATE_SHARE = 0.99, 0.9, 0.01
+GOAL_JAIN, GOAL_GOODPUT_RATIO, GOAL_LATE_SHARE, GOAL_FIRST_SIGHTINGS = 0.99, 0.9, 0.01, 0.95
 START_TIMEOUT_S = 300.0
 RESULT_PATH_MS = 100.0
 """Allowance in the deadline for the head, the result's way back and the edge's books, ms (a few ms on an idle
@@ -74,7 +76,8 @@ class Setting:
     """One run: ``cameras`` over ``edges`` edge processes, ``brokers`` brokers, ``workers`` workers, offered
     ``load`` x the workers' capacity for ``duration_s``; ``kill_broker``: SIGKILL broker 1 at half time;
     ``curve``: the offered load follows it (share of ``load`` over the run, scripts/scale_autoscale.py);
-    ``elastic``: ``workers`` is the most replicas, set by KEDA's rule with times divided by ``speedup``."""
+    ``elastic``: ``workers`` is the most replicas, set by KEDA's rule with times divided by ``speedup``;
+    ``trace``: the ROI trace every camera replays (a CSV of scripts/scale_trace.py)."""
 
     cameras: int
     edges: int
@@ -86,6 +89,7 @@ class Setting:
     curve: tuple[tuple[float, float], ...] = ()
     elastic: bool = False
     speedup: float = 15.0
+    trace: str = str(REFRESH_TRACE)
 
 
 def service_table() -> dict[int, float]:
@@ -165,7 +169,7 @@ def _wait_files(paths: list[Path], procs: list[subprocess.Popen], deadline_s: fl
 
 def run_setting(s: Setting, table: dict[int, float], deadline_ms: float, workdir: Path) -> dict:
     """Run one setting with real processes and return its row (see the module docstring)."""
-    trace, length_s = load_trace(TRACE)
+    trace, length_s = load_trace(Path(s.trace))
     offered_rate = s.load * capacity_rois_per_s(s.workers, table)
     time_scale = s.cameras * len(trace) / length_s / offered_rate
     dep = deployment(s, table, deadline_ms)
@@ -186,13 +190,14 @@ def run_setting(s: Setting, table: dict[int, float], deadline_ms: float, workdir
     edges = []
     try:
         deadline_s = time.monotonic() + START_TIMEOUT_S
-        for name in pool.live:
-            _wait_ready(dep["workers"][name]["metrics_port"], deadline_s)
         edges = [_spawn([str(SCRIPTS / "scale_edge.py"), "--deploy", str(path), "--edge", n, "--time-scale",
                          str(time_scale), "--duration-s", str(s.duration_s), "--seed", str(k), "--go", str(go),
+                         "--trace", s.trace,
                          "--out", str(out), *(["--curve", json.dumps(s.curve)] if s.curve else [])],
                        workdir / f"{n}.log")
-                 for k, (n, out) in enumerate(outs.items())]  # fmt: skip
+                 for k, (n, out) in enumerate(outs.items())]  # fmt: skip  (they start while the workers do)
+        for name in pool.live:
+            _wait_ready(dep["workers"][name]["metrics_port"], deadline_s)
         _wait_files([Path(f"{out}.ready") for out in outs.values()], edges, deadline_s)
         start_s = time.time() + 0.5
         go.write_text(repr(start_s))
@@ -265,6 +270,7 @@ def summarise(s: Setting, edge_outs: list[dict], offered_rate: float, broker_cpu
         "shed": sum(out["shed"] for out in edge_outs),
         "results": len(results),
         "drops": stats.drops_by_reason(drops),
+        "late_hops_ms": stats.mean_hops_ms([out["late_hops_ms"] for out in edge_outs]),
         "unbalanced_cameras": len(stats.unbalanced(cameras)),
     }
     if s.kill_broker:
@@ -311,6 +317,8 @@ def failures(rows: list[dict]) -> list[str]:
             found.append(f"{where}: goodput {over['goodput']} < {GOAL_GOODPUT_RATIO} x {same[0]['goodput']}")
         if over["late_share"] >= GOAL_LATE_SHARE:
             found.append(f"{where}: late share {over['late_share']} >= {GOAL_LATE_SHARE}")
+        if over["first_sightings_served"] < GOAL_FIRST_SIGHTINGS:
+            found.append(f"{where}: first sightings served {over['first_sightings_served']} < {GOAL_FIRST_SIGHTINGS}")
     elastic, fixed = ([r for r in rows if r["curve"] and r["elastic"] == e] for e in (True, False))
     if elastic and fixed and elastic[0]["replica_s"] >= fixed[0]["replica_s"]:
         found.append(f"day/night: elastic pool used {elastic[0]['replica_s']} replica-s, no fewer than the fixed "
@@ -356,25 +364,30 @@ def main() -> int:
                              "pool of --workers and once with workers set by KEDA's rule (at most --workers)")
     parser.add_argument("--peak-load", type=float, default=1.0)
     parser.add_argument("--speedup", type=float, default=15.0, help="day/night: the ScaledObject's times / this")
+    parser.add_argument("--trace", type=Path, default=REFRESH_TRACE,
+                        help="ROI trace each camera replays (configs/scale/*.csv, scripts/scale_trace.py)")
     parser.add_argument("--json", type=Path)
     parser.add_argument("--plot", type=Path)
     args = parser.parse_args()
-    if args.quick and args.day_night:
-        args.cameras, args.edges, args.duration_s, args.speedup = [1000], 2, 40.0, 30.0
+    if args.quick and args.day_night:  # the full run's day in 12 s: the controller's times compressed 100x
+        args.cameras, args.edges, args.duration_s, args.speedup = [1000], 2, 12.0, 100.0
     elif args.quick:
         args.cameras, args.brokers, args.load, args.duration_s = [1000], [1], [1.0, 1.5], 12.0
     table = service_table()
-    settings = [Setting(c, args.edges, b, args.workers, load, args.duration_s)
+    trace = str(args.trace)
+    settings = [Setting(c, args.edges, b, args.workers, load, args.duration_s, trace=trace)
                 for c in args.cameras for b in args.brokers for load in args.load]  # fmt: skip
     if args.day_night:
         settings = [Setting(args.cameras[0], args.edges, args.brokers[0], args.workers, args.peak_load,
-                            args.duration_s, curve=DAY_NIGHT, elastic=elastic, speedup=args.speedup)
+                            args.duration_s, curve=DAY_NIGHT, elastic=elastic, speedup=args.speedup, trace=trace)
                     for elastic in (False, True)]  # fmt: skip
     if args.kill_broker:
-        settings += [Setting(c, args.edges, max(2, b), args.workers, 1.0, args.duration_s, kill_broker=True)
+        settings += [Setting(c, args.edges, max(2, b), args.workers, 1.0, args.duration_s, kill_broker=True,
+                             trace=trace)
                      for c in args.cameras for b in sorted(set(args.brokers))[-1:]]  # fmt: skip
     print(f"capacity {capacity_rois_per_s(args.workers, table):.0f} ROIs/s ({args.workers} workers x {MAX_BATCH} / "
           f"{service_time_ms(table, MAX_BATCH):.0f} ms); deadline {args.deadline_ms:g} ms; load {os.getloadavg()}")
+    print(f"trace {args.trace.name}: {composition(args.trace)}")
     rows, broken = [], []
     for s in settings:
         with tempfile.TemporaryDirectory(prefix="scale-") as tmp:

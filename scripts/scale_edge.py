@@ -24,11 +24,13 @@ import json
 import math
 import random
 import time
+from collections import Counter
 from pathlib import Path
 
 import cv2
 import zmq
 from scale_autoscale import load_share
+from scale_stats import LATE_COUNT_KEY
 from scale_trace import TRACE, TraceRoi, load_trace
 
 from vcascade.core import wire
@@ -44,18 +46,26 @@ TRACK_STRIDE = 1_000_000
 
 
 class Collector:
-    """A sink of the broker link: keeps what the harness needs of every finished ROI record."""
+    """A sink of the broker link: keeps what the harness needs of every finished ROI record, and the latency
+    account (ms per hop, :func:`vcascade.edge.account.close_account`) summed over the results later than
+    ``deadline_ms`` end to end (where late results spent their time)."""
 
-    def __init__(self, base_s: float) -> None:
+    def __init__(self, base_s: float, deadline_ms: float) -> None:
         self.base_s = base_s
+        self.deadline_ms = deadline_ms
         self.results: list[tuple[str, float, float, str, int]] = []  # camera, e2e ms, done s, send reason, track
         self.drops: list[tuple[str, str, str, int]] = []  # camera, reason, send reason, track
+        self.late_hops_ms: Counter[str] = Counter()
 
     def write(self, record: dict) -> None:
         if record.get("status") == "ok":
             done_s = time.time() - self.base_s
-            self.results.append((record["camera"], record["latency_ms"]["end_to_end"], done_s,
+            account = record["latency_ms"]
+            self.results.append((record["camera"], account["end_to_end"], done_s,
                                  record["send_reason"], record["track_id"]))  # fmt: skip
+            if self.deadline_ms and account["end_to_end"] > self.deadline_ms:
+                self.late_hops_ms.update(account)
+                self.late_hops_ms[LATE_COUNT_KEY] += 1
         elif record.get("status") == "dropped":
             self.drops.append((record["camera"], record["reason"], record["send_reason"], record["track_id"]))
 
@@ -123,7 +133,7 @@ def replay(link: BrokerLink, edge: str, cameras: list[str], trace: list[TraceRoi
             roi_id=f"{edge}-{n}", camera=camera, frame_seq=int(roi.t_s * 25), stream_ts_ms=roi.t_s * 1000.0,
             capture_unix_ms=unix_base_ms + t_s * 1000.0, xyxy=(0.0, 0.0, float(roi.crop_w_px), float(roi.crop_h_px)),
             crop_xyxy=(0, 0, roi.crop_w_px, roi.crop_h_px), class_id=roi.class_id, score=roi.score,
-            track_id=roi.track_id + loop * TRACK_STRIDE, recognizer=recognizer,
+            track_id=roi.track_id + loop * TRACK_STRIDE, recognizer=recognizer, send_reason=roi.send_reason,
         )  # fmt: skip
         link.submit(PendingRoi(header, capture_s, capture_s, capture_s, capture_s, send_reason=roi.send_reason),
                     crops[row])  # fmt: skip
@@ -141,8 +151,8 @@ def wait_for_brokers(link: BrokerLink, timeout_s: float) -> None:
 
 def summarise(link: BrokerLink, collector: Collector, offered: int, shed: int, cameras: list[str]) -> dict:
     """The edge's books (per camera: sent, results, drops by reason), every result's camera, end-to-end ms,
-    completion time (s after the start), send reason and track, and every drop's camera, reason, send reason
-    and track."""
+    completion time (s after the start), send reason and track, every drop's camera, reason, send reason
+    and track, and the late results' latency accounts summed per hop (ms)."""
     tally = link.tally_copy()
     return {
         "offered": offered,
@@ -151,6 +161,7 @@ def summarise(link: BrokerLink, collector: Collector, offered: int, shed: int, c
                     if cam in set(cameras)},
         "results": collector.results,
         "drops": collector.drops,
+        "late_hops_ms": dict(collector.late_hops_ms),
     }
 
 
@@ -173,7 +184,7 @@ def main() -> None:
     crops = crops_of(trace)
     events = schedule(cameras, trace, length_s, args.time_scale, args.duration_s, args.seed, args.curve)
     ctx = zmq.Context()
-    collector = Collector(0.0)
+    collector = Collector(0.0, dep.edges[args.edge].roi.deadline_ms)
     link = BrokerLink(args.edge, dep, ctx, [collector])
     link.start()
     wait_for_brokers(link, 240.0)

@@ -25,6 +25,8 @@ import numpy as np
 
 RECOVERY_BIN_S = 0.5
 RECOVERED_SHARE = 0.9
+LATE_COUNT_KEY = "late_results"
+"""Key of the count of late results in an edge's sums of their latency accounts (scripts/scale_edge.py)."""
 
 
 def jain_index(shares: Sequence[float]) -> float:
@@ -67,6 +69,17 @@ def first_sightings_served(results: Iterable[Sequence], drops: Iterable[Sequence
     missed |= {(d[0], d[3]) for d in drops if d[2] == "first"}
     total = len(served | missed)
     return len(served) / total if total else 1.0
+
+
+def mean_hops_ms(sums_ms: Iterable[dict[str, float]]) -> dict[str, float]:
+    """Mean ms per hop of the late results' latency accounts, from the edges' sums per hop (each sum holds
+    ``end_to_end``, one term per late result; its count is the number of late results, :data:`LATE_COUNT_KEY`);
+    empty when no result was late."""
+    total: Counter[str] = Counter()
+    for sums in sums_ms:
+        total.update(sums)
+    count = total.pop(LATE_COUNT_KEY, 0)
+    return {hop: round(ms / count, 1) for hop, ms in total.items()} if count else {}
 
 
 def drops_by_reason(drops: Iterable[Sequence]) -> dict[str, int]:

@@ -9,8 +9,8 @@ import pytest
 from vcascade.broker.dispatch import Dispatcher, InFlight, Pending, WorkerLimit
 
 
-def roi(roi_id: str, camera: str = "cam", t: float = 0.0, ttl_ms: float = 0.0) -> Pending:
-    return Pending(roi_id=roi_id, camera=camera, received_s=t, ttl_ms=ttl_ms)
+def roi(roi_id: str, camera: str = "cam", t: float = 0.0, ttl_ms: float = 0.0, deferrable: bool = False) -> Pending:
+    return Pending(roi_id=roi_id, camera=camera, received_s=t, ttl_ms=ttl_ms, deferrable=deferrable)
 
 
 def dispatch_all(d: Dispatcher, now: float = 0.0) -> list[InFlight]:
@@ -187,6 +187,65 @@ def test_duplicate_roi_id_is_rejected_while_queued_or_in_flight():
     d.enqueue(roi("r0"))  # answered: the id may come again (a retry)
 
 
+# ---------------------------------------------------------------- first sightings first (issue 21)
+
+
+def test_first_sightings_of_every_camera_go_before_refreshes_queued_earlier():
+    d = Dispatcher(queue_max=100)
+    d.enqueue(roi("A-refresh", "A", deferrable=True))
+    d.enqueue(roi("B-refresh", "B", deferrable=True))
+    d.enqueue(roi("A-first", "A"))
+    d.enqueue(roi("C-first", "C"))
+    d.enqueue(roi("B-better", "B", deferrable=True))
+    d.worker_ready("w", credits=2, now_s=0.0)
+    assert [f.pending.roi_id for f in dispatch_all(d)] == ["A-first", "C-first"]
+    d.complete("A-first", "w")
+    d.enqueue(roi("B-first", "B"))  # arrives after the refreshes, still goes before them
+    assert [f.pending.roi_id for f in dispatch_all(d)] == ["B-first"]
+    d.worker_ready("w", credits=10, now_s=0.0)
+    assert [f.pending.roi_id for f in dispatch_all(d)] == ["A-refresh", "B-refresh", "B-better"]
+
+
+def test_refreshes_are_served_round_robin_over_cameras_when_no_first_sighting_waits():
+    d = Dispatcher(queue_max=100)
+    for i in range(3):
+        d.enqueue(roi(f"A{i}", "A", deferrable=True))
+    d.enqueue(roi("B0", "B", deferrable=True))
+    d.worker_ready("w", credits=10, now_s=0.0)
+    assert [f.pending.roi_id for f in dispatch_all(d)] == ["A0", "B0", "A1", "A2"]
+
+
+def test_a_stale_first_sighting_is_set_aside_and_a_refresh_then_dispatched():
+    d = Dispatcher(queue_max=10)
+    d.enqueue(roi("refresh", "A", t=0.5, ttl_ms=800.0, deferrable=True))
+    d.enqueue(roi("first", "B", t=0.0, ttl_ms=800.0))
+    d.worker_ready("w", credits=5, now_s=0.0)
+    flight, stale = d.next_dispatch(now_s=1.0)
+    assert [p.roi_id for p in stale] == ["first"] and flight.pending.roi_id == "refresh"
+
+
+def test_queue_full_drops_the_oldest_refresh_before_any_first_sighting():
+    d = Dispatcher(queue_max=3)
+    d.enqueue(roi("first0", "A"))
+    d.enqueue(roi("refresh0", "A", deferrable=True))
+    d.enqueue(roi("first1", "A"))
+    assert [p.roi_id for p in d.enqueue(roi("first2", "A"))] == ["refresh0"]
+    assert [p.roi_id for p in d.enqueue(roi("first3", "A"))] == ["first0"]  # no refresh left: the oldest
+
+
+def test_requeued_rois_keep_their_class_and_age():
+    d = Dispatcher(queue_max=10)
+    d.enqueue(roi("refresh", "A", deferrable=True))
+    d.enqueue(roi("first", "A"))
+    d.worker_ready("w", credits=2, now_s=0.0)
+    assert [f.pending.roi_id for f in dispatch_all(d)] == ["first", "refresh"]
+    back, dropped = d.requeue(d.worker_gone("w"))
+    assert back == dropped == [] and d.queued == 2
+    d.worker_ready("v", credits=1, now_s=0.0)
+    assert [f.pending.roi_id for f in dispatch_all(d)] == ["first"]
+    assert [p.roi_id for p in d.drain()] == ["refresh"]
+
+
 # ---------------------------------------------------------------- queue bound
 
 
@@ -343,13 +402,14 @@ def test_stale_sweep_without_workers():
 # ---------------------------------------------------------------- scale (issue 21)
 
 
-def _dispatch_cost_s(cameras: int, dispatches: int = 2000) -> float:
-    """Seconds for ``dispatches`` dispatch + answer cycles while every one of ``cameras`` cameras has ROIs queued."""
+def _dispatch_cost_s(cameras: int, dispatches: int = 2000, deferrable: bool = False) -> float:
+    """Seconds for ``dispatches`` dispatch + answer cycles while every one of ``cameras`` cameras has ROIs queued
+    (all ``deferrable``, or none)."""
     import time
 
     d = Dispatcher(queue_max=10 * cameras + dispatches)
     for i in range(max(cameras, dispatches)):
-        d.enqueue(roi(f"r{i}", f"cam-{i % cameras}"))
+        d.enqueue(roi(f"r{i}", f"cam-{i % cameras}", deferrable=deferrable))
     d.worker_ready("w", credits=1, now_s=0.0)
     start = time.perf_counter()
     for _ in range(dispatches):
@@ -361,6 +421,13 @@ def _dispatch_cost_s(cameras: int, dispatches: int = 2000) -> float:
 def test_dispatch_cost_does_not_grow_with_the_number_of_cameras_queued():
     # copying the round-robin order on each dispatch made it O(cameras): 20,000 cameras cost ~100x 200 cameras
     few, many = min(_dispatch_cost_s(200) for _ in range(3)), min(_dispatch_cost_s(20_000) for _ in range(3))
+    assert many < 4 * few, f"2000 dispatches: {few * 1e3:.1f} ms with 200 cameras, {many * 1e3:.1f} ms with 20,000"
+
+
+def test_dispatch_cost_of_refreshes_does_not_grow_with_the_number_of_cameras_queued():
+    # refreshes are reached after the queues of first sightings: that walk must stay lazy too
+    few = min(_dispatch_cost_s(200, deferrable=True) for _ in range(3))
+    many = min(_dispatch_cost_s(20_000, deferrable=True) for _ in range(3))
     assert many < 4 * few, f"2000 dispatches: {few * 1e3:.1f} ms with 200 cameras, {many * 1e3:.1f} ms with 20,000"
 
 

@@ -10,8 +10,10 @@ from vcascade.broker.dispatch import Dispatcher, InFlight, Pending, RecognizerCh
 from vcascade.broker.queues import RoiQueues
 
 
-def roi(roi_id: str, recognizer: str = "", camera: str = "cam", t: float = 0.0, ttl_ms: float = 0.0) -> Pending:
-    return Pending(roi_id=roi_id, camera=camera, received_s=t, ttl_ms=ttl_ms, recognizer=recognizer)
+def roi(roi_id: str, recognizer: str = "", camera: str = "cam", t: float = 0.0, ttl_ms: float = 0.0,
+        deferrable: bool = False) -> Pending:  # fmt: skip
+    return Pending(roi_id=roi_id, camera=camera, received_s=t, ttl_ms=ttl_ms, recognizer=recognizer,
+                   deferrable=deferrable)  # fmt: skip
 
 
 def dispatch_all(d: Dispatcher, now: float = 0.0) -> list[InFlight]:
@@ -199,7 +201,8 @@ def test_queues_put_back_keeps_each_queue_oldest_first():
 
 @pytest.mark.parametrize("seed", range(20))
 def test_randomized_routing_invariants(seed):
-    """Random arrivals, answers, losses: every ROI ends exactly once and only on workers of its recognizer."""
+    """Random arrivals (first sightings and refreshes), answers, losses: every ROI ends exactly once and only on
+    workers of its recognizer."""
     rng = random.Random(seed)
     recognizers = ["a", "b", ""]
     d = Dispatcher(queue_max=rng.randint(3, 30), max_attempts=2)
@@ -213,7 +216,7 @@ def test_randomized_routing_invariants(seed):
         if op < 0.4:
             rid = f"r{step}"
             recognizer_of[rid] = rng.choice(recognizers)
-            for p in d.enqueue(roi(rid, recognizer_of[rid], rng.choice("XY"), now)):
+            for p in d.enqueue(roi(rid, recognizer_of[rid], rng.choice("XY"), now, deferrable=rng.random() < 0.5)):
                 ended[p.roi_id] = "queue_full"
         elif op < 0.5 and len(workers) < 4:
             name = f"w{step}"

@@ -17,17 +17,18 @@ pytestmark = pytest.mark.timeout(60)
 WORKER_HOPS = [("preprocess", 0.25), ("stage0", 0.5)]  # hop names of the closed set (wire.HOP_NAMES)
 
 
-def make_roi(roi_id: str, camera: str = "cam-1", ttl_ms: float = 0.0) -> wire.Roi:
+def make_roi(roi_id: str, camera: str = "cam-1", ttl_ms: float = 0.0, send_reason: str = "") -> wire.Roi:
     return wire.Roi(
         roi_id=roi_id, camera=camera, frame_seq=0, stream_ts_ms=0.0, capture_unix_ms=0.0,
         xyxy=(1.0, 2.0, 30.0, 40.0), crop_xyxy=(0, 0, 32, 44), class_id=0, score=0.9, ttl_ms=ttl_ms,
+        send_reason=send_reason,
     )  # fmt: skip
 
 
-def send_roi(edge: zmq.Socket, roi_id: str, camera: str = "cam-1", ttl_ms: float = 0.0) -> bytes:
+def send_roi(edge: zmq.Socket, roi_id: str, camera: str = "cam-1", ttl_ms: float = 0.0, send_reason: str = "") -> bytes:
     """Send an ROI with a recognisable payload; returns the payload bytes."""
     payload = f"jpeg-bytes-of-{roi_id}".encode()
-    edge.send_multipart([wire.encode(make_roi(roi_id, camera, ttl_ms)), payload])
+    edge.send_multipart([wire.encode(make_roi(roi_id, camera, ttl_ms, send_reason)), payload])
     return payload
 
 
@@ -137,6 +138,23 @@ def test_occupancy_gauges_show_the_rois_a_worker_holds_and_those_waiting(start_b
     answer(worker, recv_n(worker, 1)[0])  # the third, dispatched when a credit came back
     assert len(recv_n(edge, 3)) == 3
     assert gauges_reach((0, 0)) == (0, 0)
+
+
+def test_a_first_sighting_is_dispatched_before_a_refresh_that_came_earlier(start_broker):
+    b = start_broker(worker_timeout_s=60)  # this test worker sends no heartbeats
+    worker, edge = b.worker("w1", credits=1), b.edge("e1")
+    send_roi(edge, "busy", send_reason="first")
+    held = recv_n(worker, 1)[0]
+    send_roi(edge, "refresh", send_reason="refresh")
+    send_roi(edge, "new", send_reason="first")
+    deadline = time.monotonic() + 5  # the queue gauge is published about once a second
+    while b.sample("vcascade_broker_queue_depth") != 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert b.sample("vcascade_broker_queue_depth") == 2
+    answer(worker, held)
+    assert recv_n(worker, 1)[0].roi_id == "new"
+    answer(worker, make_roi("new"))
+    assert recv_n(worker, 1)[0].roi_id == "refresh"
 
 
 def _reason(frame: bytes) -> str:

@@ -21,6 +21,7 @@ def _roi(**overrides):
     [
         _roi(),
         _roi(ttl_ms=150.0, attempt=2),
+        _roi(send_reason="refresh"),
         wire.Result(
             roi_id="r", worker="w", output=wire.EmbeddingOutput(3, 0.93, False),
             hops=[("batch_wait", 1.5), ("stage0", 4.0)],
@@ -47,6 +48,15 @@ def test_a_result_carries_its_head_output_tagged_by_head_kind():
     raw = msgspec.msgpack.decode(wire.encode(wire.Result(roi_id="r", worker="w", output=wire.TextOutput("K", 0.6))))
     assert raw["output"] == {"head": "text", "text": "K", "text_score": 0.6}
     assert [t.__struct_config__.tag for t in wire.HEAD_OUTPUTS] == ["embedding", "classifier", "text"]
+
+
+def test_send_reason_is_checked_against_its_closed_set_and_defaults_to_unsaid():
+    raw = msgspec.msgpack.decode(wire.encode(_roi()))
+    assert wire.decode(msgspec.msgpack.encode({k: v for k, v in raw.items() if k != "send_reason"})).send_reason == ""
+    with pytest.raises(wire.MalformedMessage) as info:
+        wire.decode(msgspec.msgpack.encode({**raw, "send_reason": "vip"}))
+    assert info.value.reason == "bad_fields"
+    assert wire.DEFERRABLE_SEND_REASONS < set(wire.SendReason.__args__)
 
 
 def _reason(frame: bytes) -> str:

@@ -34,7 +34,7 @@ def test_roi_header_is_one_row_of_the_selection_with_the_frame():
     assert roi == wire.Roi(
         roi_id="edge-1-abcd1234-7", camera="street-1", frame_seq=41, stream_ts_ms=1640.0, capture_unix_ms=1.7e12,
         xyxy=(150.0, 50.0, 199.0, 99.0), crop_xyxy=(148, 48, 200, 100), class_id=2, score=float(np.float32(0.7)),
-        track_id=12, recognizer="plate-text",
+        track_id=12, recognizer="plate-text", send_reason="first",
     )
     assert wire.decode(wire.encode(roi)) == roi  # plain Python values: the header encodes and decodes as it is
 

@@ -1,5 +1,5 @@
 """scripts/bench_scale.py: its statistics and checks on hand-made rows, the trace and service times it reads,
-and ``--quick`` end to end (real brokers, edges and calibrated workers; about two minutes)."""
+and ``--quick`` end to end (real brokers, edges and calibrated workers; about a minute each)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "scripts"))
 import scale_stats as stats
 from bench_scale import Setting, capacity_rois_per_s, deployment, failures, keda_threshold, service_table
-from scale_trace import load_trace
+from scale_trace import REFRESH_TRACE, TRACE, composition, load_trace
 
 from vcascade.core.config import Deployment
 
@@ -41,6 +41,13 @@ def test_first_sightings_served_counts_tracks_whose_first_roi_was_answered_in_ti
     assert stats.first_sightings_served(results, drops, deadline_ms=1000.0) == pytest.approx(1 / 3)
 
 
+def test_late_results_hops_are_averaged_over_every_edges_late_results():
+    edges = [{"broker_queue": 900.0, "end_to_end": 2400.0, stats.LATE_COUNT_KEY: 2}, {"broker_queue": 100.0,
+             "end_to_end": 1200.0, stats.LATE_COUNT_KEY: 1}, {}]  # fmt: skip
+    assert stats.mean_hops_ms(edges) == {"broker_queue": 333.3, "end_to_end": 1200.0}
+    assert stats.mean_hops_ms([{}, {}]) == {}
+
+
 def test_recovery_time_is_when_served_rate_is_back_for_good():
     done = [t / 100 for t in range(1000)]  # 100/s for 10 s ...
     done = [t for t in done if not 5.0 <= t < 6.2]  # ... nothing served from the kill at 5 s to 6.2 s
@@ -49,7 +56,8 @@ def test_recovery_time_is_when_served_rate_is_back_for_good():
 
 def _row(**fields) -> dict:
     row = {"cameras": 1000, "brokers": 1, "load": 1.0, "kill_broker": False, "jain": 1.0, "goodput": 200.0,
-           "late_share": 0.0, "unbalanced_cameras": 0, "curve": [], "elastic": False}  # fmt: skip
+           "late_share": 0.0, "first_sightings_served": 1.0, "unbalanced_cameras": 0, "curve": [],
+           "elastic": False}  # fmt: skip
     return {**row, **fields}
 
 
@@ -57,8 +65,8 @@ def test_checks_pass_and_each_broken_target_is_reported():
     assert failures([_row(), _row(load=1.5, goodput=190.0, late_share=0.005)]) == []
     assert len(failures([_row(unbalanced_cameras=2)])) == 1
     assert "Jain" in failures([_row(jain=0.95)])[0]
-    broken = failures([_row(), _row(load=1.5, goodput=150.0, late_share=0.02)])
-    assert len(broken) == 2 and "goodput" in broken[0] and "late share" in broken[1]
+    broken = failures([_row(), _row(load=1.5, goodput=150.0, late_share=0.02, first_sightings_served=0.9)])
+    assert len(broken) == 3 and "goodput" in broken[0] and "late share" in broken[1] and "first sightings" in broken[2]
 
 
 def test_day_night_check_fails_when_the_elastic_pool_saves_no_replica_seconds():
@@ -68,13 +76,19 @@ def test_day_night_check_fails_when_the_elastic_pool_saves_no_replica_seconds():
     assert "replica-s" in failures([fixed, _row(curve=curve, elastic=True, replica_s=120.0)])[0]
 
 
+def test_the_two_traces_differ_by_refreshes_only():
+    assert composition(TRACE) == "18 ROIs in 9.36 s: 15 first, 3 better"
+    assert composition(REFRESH_TRACE) == "28 ROIs in 9.36 s: 15 first, 10 refresh, 3 better"
+
+
 def test_keda_threshold_is_a_workers_credits_plus_one_micro_batch():
     dep = deployment(Setting(10, 1, 1, 3, 1.0, 5.0), service_table(), 1000.0)
     assert keda_threshold(dep) == dep["workers"]["w1"]["credits"] + dep["workers"]["w1"]["max_batch"] == 24
 
 
-def test_trace_service_times_and_deployment_are_valid():
-    trace, length_s = load_trace()
+@pytest.mark.parametrize("path", [TRACE, REFRESH_TRACE])
+def test_trace_service_times_and_deployment_are_valid(path):
+    trace, length_s = load_trace(path)
     assert len(trace) >= 10 and 9.0 < length_s < 11.0 and {r.send_reason for r in trace} <= {"first", "better", "refresh"}
     table = service_table()
     assert capacity_rois_per_s(1, table) == pytest.approx(8 / table[8] * 1000.0)

@@ -69,6 +69,14 @@ the ``reason`` label of ``vcascade_edge_roi_drops_total`` and writes it into the
 added here (a peer's made-up reason is ``bad_fields``, not a new label value)."""
 DROP_REASONS: tuple[str, ...] = get_args(DropReason)
 
+SendReason = Literal["", "first", "refresh", "better", "every_detection"]
+"""Why the edge's ROI policy sent an ROI (``vcascade.edge.roi_selection.SENT_REASONS``; ``""``: not said):
+the closed set of :attr:`Roi.send_reason` (a header without it decodes as ``""``: older edges still work)."""
+DEFERRABLE_SEND_REASONS: frozenset[str] = frozenset({"refresh", "better"})
+"""Send reasons of an ROI whose track was recognised already (a new look, a better crop): brokers dispatch
+them after the other ROIs of their queue and drop them first when a bound is exceeded (issue 21), as edges
+shed them first (``vcascade.edge.degrade``)."""
+
 
 class _Header(msgspec.Struct, tag_field="kind", frozen=True, kw_only=True):
     v: int = PROTOCOL_VERSION
@@ -95,6 +103,9 @@ class Roi(_Header, tag="roi"):
         recognizer: name of the recognizer this ROI is for (``recognizers`` key); brokers dispatch it only to
             workers announcing that recognizer. ``""``: any worker (a camera without routes whose edge's
             brokers serve several recognizers, :meth:`vcascade.core.schema.Deployment.routes_of`).
+        send_reason: why the ROI policy sent it (:data:`SendReason`); brokers dispatch refreshes and better
+            crops (:data:`DEFERRABLE_SEND_REASONS`) after the other ROIs queued. ``""``: not said (served with
+            first sightings).
     """
 
     roi_id: str
@@ -111,6 +122,7 @@ class Roi(_Header, tag="roi"):
     attempt: int = 0
     track_id: int = -1
     recognizer: Annotated[str, msgspec.Meta(pattern=f"^$|{NAME_PATTERN}")] = ""
+    send_reason: SendReason = ""
 
 
 class _HeadOutputBase(msgspec.Struct, tag_field="head", frozen=True):
