@@ -14,6 +14,7 @@ are released after tracking, so a camera is not forgotten while one of its frame
 
 from __future__ import annotations
 
+import queue
 import threading
 import time
 from collections import deque
@@ -53,15 +54,24 @@ class Frame:
 class FrameSlots:
     """Per-camera frame slots with a frame-drop policy, shared by camera reader threads and one detector.
 
-    Thread-safe. Readers call :meth:`put`; the detector calls :meth:`take`. One lock, two wait conditions: the
-    detector waits for a frame (``_ready``), ``every_frame`` readers for room in their slot (``_room``), so a frame
-    put wakes only the detector and a frame taken only the readers, never every reader of the edge.
+    Thread-safe. Readers call :meth:`put`; the detector threads call :meth:`take` / :meth:`take_many`. One lock
+    guards the slots. The hand-off happens once per frame, so its waits are cheap ones:
+
+    * A detector thread with nothing to take registers as waiting and blocks on a wake token
+      (``queue.SimpleQueue``, implemented in C); a put while a thread waits posts one token, so it wakes one
+      detector thread, and a put while none waits costs no wake at all. ``threading.Condition``'s wait and notify
+      are pure Python and cost more per frame (docs/BENCHMARKS.md, "Ingest with PyAV").
+    * An ``every_frame`` reader waits for room in its slot on its camera's own condition, which a take from that
+      camera notifies only while its reader waits: a frame taken wakes at most the one reader it made room for,
+      never every blocked reader of the edge.
     """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._ready = threading.Condition(self._lock)
-        self._room = threading.Condition(self._lock)
+        self._wake: queue.SimpleQueue[None] = queue.SimpleQueue()
+        self._takers_waiting = 0
+        self._room: dict[str, threading.Condition] = {}
+        self._blocked: set[str] = set()
         self._slots: dict[str, deque[Frame]] = {}
         self._policy: dict[str, FramePolicy] = {}
         self._open: set[str] = set()
@@ -74,6 +84,7 @@ class FrameSlots:
         """Register a camera before its reader starts. ``depth`` applies to ``every_frame`` (newest keeps 1)."""
         with self._lock:
             self._slots[camera] = deque(maxlen=1 if policy == "newest" else depth)
+            self._room[camera] = threading.Condition(self._lock)
             self._policy[camera] = policy
             self._open.add(camera)
             self._order.append(camera)
@@ -96,18 +107,22 @@ class FrameSlots:
                 slot.append(frame)
             else:
                 while len(slot) == slot.maxlen:
-                    if stop.is_set():
+                    if stop.is_set() or frame.camera not in self._slots:
                         return False
-                    self._room.wait(0.1)
+                    self._blocked.add(frame.camera)
+                    self._room[frame.camera].wait(0.1)
+                    self._blocked.discard(frame.camera)
                 slot.append(frame)
-            self._ready.notify()  # the one detector thread
+            if self._takers_waiting:  # wake one waiting detector thread
+                self._takers_waiting -= 1
+                self._wake.put(None)
             return True
 
     def close(self, camera: str) -> None:
         """The camera's reader has finished (end of file, or failed); frames already queued are still taken."""
         with self._lock:
             self._open.discard(camera)
-            self._ready.notify_all()
+            self._wake_all_takers()
 
     def remove_camera(self, camera: str) -> int:
         """Forget a camera removed at run time (its reader has finished). Returns its queued frames, discarded."""
@@ -122,8 +137,10 @@ class FrameSlots:
                 self._order.remove(camera)
                 if self._next > index:
                     self._next -= 1  # keep the round-robin position of the other cameras
-            self._ready.notify_all()
-            self._room.notify_all()
+            self._wake_all_takers()
+            room = self._room.pop(camera, None)
+            if room is not None:
+                room.notify_all()
             return discarded
 
     def queued(self, camera: str) -> int:
@@ -156,22 +173,39 @@ class FrameSlots:
         ``hold``: the frames count in :meth:`queued` and :meth:`finished` until :meth:`release`.
         """
         deadline = time.monotonic() + timeout_s
-        with self._lock:
-            while True:
-                frames = []
-                for _ in range(len(self._order)):
-                    if len(frames) == max_frames:
-                        break
-                    camera = self._order[self._next % len(self._order)]
-                    self._next += 1
-                    if self._slots[camera]:
-                        frames.append(self._slots[camera].popleft())
-                        if hold:
-                            self._held[camera] = self._held.get(camera, 0) + 1
+        while True:
+            with self._lock:
+                frames = self._take_ready(max_frames, hold)
                 if frames:
-                    self._room.notify_all()
                     return frames
                 remaining = deadline - time.monotonic()
-                if remaining <= 0 or (not self._open):
+                if remaining <= 0 or not self._open:
                     return []
-                self._ready.wait(remaining)
+                self._takers_waiting += 1
+            try:
+                self._wake.get(timeout=remaining)  # a token: something was put (or closed); look again
+            except queue.Empty:
+                with self._lock:  # no token came: withdraw (a token posted meanwhile wakes a later wait early)
+                    self._takers_waiting = max(0, self._takers_waiting - 1)
+
+    def _take_ready(self, max_frames: int, hold: bool) -> list[Frame]:
+        """Up to ``max_frames`` queued frames, at most one per camera, round-robin from the last position."""
+        frames = []
+        for _ in range(len(self._order)):
+            if len(frames) == max_frames:
+                break
+            camera = self._order[self._next % len(self._order)]
+            self._next += 1
+            if self._slots[camera]:
+                frames.append(self._slots[camera].popleft())
+                if hold:
+                    self._held[camera] = self._held.get(camera, 0) + 1
+                if camera in self._blocked:  # its reader waits for the room just made
+                    self._room[camera].notify()
+        return frames
+
+    def _wake_all_takers(self) -> None:
+        """Wake every waiting detector thread (a camera closed or was removed: ``finished`` may have changed)."""
+        for _ in range(self._takers_waiting):
+            self._wake.put(None)
+        self._takers_waiting = 0

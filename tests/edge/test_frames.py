@@ -1,6 +1,7 @@
 """Frame slots: every-frame for files (nothing lost), newest-frame for live (skips counted), round-robin."""
 
 import threading
+import time
 
 import numpy as np
 
@@ -66,3 +67,74 @@ def test_blocked_put_returns_on_stop():
     stop.set()
     t.join(timeout=2.0)
     assert result == [False]
+
+
+def _wait_for(condition, timeout_s=10.0):
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "condition not reached"
+        time.sleep(0.005)
+
+
+def test_every_waiting_detector_thread_is_woken_by_its_own_frame():
+    """Two detector threads wait; two frames put wake both at once (none sleeps until its 30 s timeout)."""
+    slots, stop = FrameSlots(), threading.Event()
+    for cam in ("a", "b"):
+        slots.add_camera(cam, "every_frame")
+    taken: list[str] = []
+    takers = [threading.Thread(target=lambda: taken.append(slots.take(timeout_s=30.0).camera)) for _ in range(2)]
+    for taker in takers:
+        taker.start()
+    _wait_for(lambda: slots._takers_waiting == 2)
+    slots.put(_frame("a", 0), stop)
+    slots.put(_frame("b", 0), stop)
+    for taker in takers:
+        taker.join(timeout=5.0)
+        assert not taker.is_alive()
+    assert sorted(taken) == ["a", "b"]
+
+
+def test_a_take_that_timed_out_leaves_the_next_put_and_take_working():
+    slots, stop = FrameSlots(), threading.Event()
+    slots.add_camera("a", "every_frame")
+    assert slots.take(0.02) is None
+    assert slots._takers_waiting == 0
+    slots.put(_frame("a", 0), stop)
+    assert slots.take(1.0).seq == 0
+
+
+def test_close_wakes_a_waiting_detector_thread():
+    slots = FrameSlots()
+    slots.add_camera("a", "every_frame")
+    result = []
+    taker = threading.Thread(target=lambda: result.append(slots.take_many(1, timeout_s=30.0)))
+    taker.start()
+    _wait_for(lambda: slots._takers_waiting == 1)
+    slots.close("a")
+    taker.join(timeout=5.0)
+    assert result == [[]] and slots.finished()
+
+
+def test_blocked_put_returns_when_its_camera_is_removed():
+    slots, stop = FrameSlots(), threading.Event()
+    slots.add_camera("a", "every_frame", depth=1)
+    slots.put(_frame("a", 0), stop)
+    result = []
+    reader = threading.Thread(target=lambda: result.append(slots.put(_frame("a", 1), stop)))
+    reader.start()
+    _wait_for(lambda: "a" in slots._blocked)
+    assert slots.remove_camera("a") == 1
+    reader.join(timeout=5.0)
+    assert result == [False]
+
+
+def test_a_take_lets_the_blocked_reader_of_that_camera_go_on():
+    slots, stop = FrameSlots(), threading.Event()
+    slots.add_camera("a", "every_frame", depth=1)
+    slots.put(_frame("a", 0), stop)
+    reader = threading.Thread(target=lambda: slots.put(_frame("a", 1), stop))
+    reader.start()
+    _wait_for(lambda: "a" in slots._blocked)
+    assert slots.take(1.0).seq == 0
+    reader.join(timeout=5.0)
+    assert not reader.is_alive() and slots.take(1.0).seq == 1
