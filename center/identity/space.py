@@ -286,8 +286,9 @@ class IdentitySpace:
                         landed.append((record.enrolled_version, record.identity_id))
                 elif self._slot.get(record.identity_id) is not None:
                     news.merged += record.state == MERGED
-                    if record.state == MERGED:
-                        self._unreport(record.merged_into, [record.identity_id])
+                    if record.state == MERGED:  # its own unreported news (a provisional id it replaced) moves too
+                        self._unreport(record.merged_into, [record.identity_id,
+                                                            *self._unreported.pop(record.identity_id, [])])
                     self._remove(record.identity_id)
             news.duplicates = self._duplicates([ident for _, ident in sorted(landed)])
             self._loaded = True

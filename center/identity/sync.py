@@ -4,7 +4,8 @@ Every ``sync_interval_s`` one cycle: reserve ids when the worker's block runs lo
 push the worker's enrolments and matches, pull the store's changes since the last cycle, merge the duplicates
 they reveal, and now and then sweep the store (retention, capacity). A failing or slow call (the store's own
 timeout) ends the cycle: it is counted, the space is marked out of sync (results provisional), nothing is lost
-(unpushed news stays queued) and the next cycle tries again. The head thread never waits for any of this.
+(unpushed news stays queued, and so do duplicates found in a pull whose merge the store did not take) and the
+next cycle tries again. The head thread never waits for any of this.
 
 Bound on duplicates: every worker checks every enrolment in the first pull that brings it
 (:meth:`IdentitySpace.apply`); the enrolling worker pulls right after its push, in the same cycle. So while the
@@ -55,6 +56,7 @@ class StoreSync:
         self.clock = clock
         self.cursor = 0
         self.cycles = 0
+        self._merges: list[tuple[int, int]] = []  # duplicates found, not yet merged in the store
         self._next_sweep_s = 0.0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="identity-sync", daemon=True)
@@ -106,9 +108,12 @@ class StoreSync:
         since = self.cursor
         records, self.cursor = self._call("changes", self.store.changes, since)
         news = self.space.apply(records, since)
-        for loser, survivor in news.duplicates:
+        self._merges.extend(news.duplicates)
+        while self._merges:  # in order; one the store did not take stays for the next cycle (the pull has moved on)
+            loser, survivor = self._merges[0]
             if self._call("merge", self.store.merge, loser, survivor):
                 self.telemetry.merged("duplicate")
+            self._merges.pop(0)
         now_s = self.clock()
         if now_s >= self._next_sweep_s:
             self._call("sweep", self.store.sweep, now_s, self.retention_s, self.capacity)

@@ -11,7 +11,8 @@ Every identical-crop pair served by different workers must resolve to one identi
 design this replaces, agreed on 14 of 82). The one exception is the design's documented limit: a crop at or above
 the threshold for two established identities may be answered with either by workers whose copies differ by
 their latest unpushed matches; such a pair must show it (one answer's ``runner_up_id`` is the other's identity).
-Across a store outage convergence is measured, not yet exact (:data:`OUTAGE_MIN_AGREEMENT`).
+The same holds across a store outage: provisional ids (local to the worker that answered them) resolve through
+the store ids that replaced them on that worker.
 """
 
 from __future__ import annotations
@@ -101,50 +102,47 @@ def _merged_into(store: Any) -> dict[int, int]:
     return {r.identity_id: r.merged_into for r in records if r.state == MERGED}
 
 
-def _resolver(lines: list[dict], merged_into: dict[int, int]) -> Callable[[int], int]:
-    """Maps an answered id to the identity it ended as: provisional ids to the store ids that replaced them
-    (``merged_from`` in later lines), merged ids to their survivors (the store's record)."""
-    mapping = dict(merged_into)
+def _resolver(lines: list[dict], merged_into: dict[int, int]) -> Callable[..., int]:
+    """``resolve(line, field="identity_id")``: the identity the id a result line answered (``identity_id`` or
+    ``runner_up_id``) ended as. A provisional id is local to the worker that answered it (every worker counts down
+    from -2), so it maps, per worker, to the store id that replaced it there (``merged_from`` in that worker's
+    later lines); merged ids then follow the store's record to their survivors."""
+    provisional: dict[tuple[str, int], int] = {}
     for line in lines:
         for old in line.get("merged_from", []):
             if old < 0:
-                mapping[old] = line["identity_id"]
+                provisional[(line["worker"], old)] = line["identity_id"]
 
-    def resolve(ident: int) -> int:
+    def resolve(line: dict, field: str = "identity_id") -> int:
+        ident = line[field]
+        if ident < -1:
+            ident = provisional.get((line["worker"], ident), ident)
         for _ in range(64):
-            if ident not in mapping:
+            if ident not in merged_into:
                 return ident
-            ident = mapping[ident]
-        raise AssertionError(f"merge chain too long from {ident}")
+            ident = merged_into[ident]
+        raise AssertionError(f"merge chain too long from {line[field]}")
 
     return resolve
 
 
-def _ambiguous(a: dict, b: dict, resolve: Callable[[int], int]) -> bool:
+def _ambiguous(a: dict, b: dict, resolve: Callable[..., int]) -> bool:
     """The two answers differ only in the order of two identities both at or above the threshold: one side's
     runner-up is the other side's identity (docs/IDENTITY.md, "What is left")."""
-    ids = resolve(a["identity_id"]), resolve(b["identity_id"])
-    ups = [resolve(line["runner_up_id"]) if line.get("runner_up_id", -1) != -1 else None for line in (a, b)]
+    ids = resolve(a), resolve(b)
+    ups = [resolve(line, "runner_up_id") if line.get("runner_up_id", -1) != -1 else None for line in (a, b)]
     return ups[0] == ids[1] or ups[1] == ids[0]
 
 
-OUTAGE_MIN_AGREEMENT = 0.9
-"""Across a store outage convergence is measured, not exact (docs/IDENTITY.md, "What is left"; issue 16): the
-share of identical-crop pairs that must resolve to one identity in the run that stops Redis. A CI run had 4 of
-96 apart there; the runs with the store up require every pair (ambiguous crops aside)."""
-
-
-def _assert_one_identity(pairs: list[tuple[dict, dict]], resolve: Callable[[int], int],
-                         min_agreement: float = 1.0) -> int:  # fmt: skip
+def _assert_one_identity(pairs: list[tuple[dict, dict]], resolve: Callable[..., int]) -> int:
     """Every pair of ``pairs`` (identical crops) resolves to one identity, except a crop ambiguous between two
     established identities (both at or above the threshold on a worker), which workers whose copies differ by
-    unpushed matches may order apart; with ``min_agreement`` < 1, at most that share of the others may stay
-    apart. Returns the number of pairs apart."""
-    apart = [(a, b) for a, b in pairs if resolve(a["identity_id"]) != resolve(b["identity_id"])]
+    unpushed matches may order apart. Returns the number of pairs apart (ambiguous ones)."""
+    apart = [(a, b) for a, b in pairs if resolve(a) != resolve(b)]
     unexplained = [(a, b) for a, b in apart if not _ambiguous(a, b, resolve)]
-    assert len(unexplained) <= (1.0 - min_agreement) * len(pairs), (
+    assert not unexplained, (
         f"{len(unexplained)} of {len(pairs)} identical-crop pairs resolve to different identities: "
-        f"{[(resolve(a['identity_id']), resolve(b['identity_id'])) for a, b in unexplained]}"
+        f"{[(resolve(a), resolve(b)) for a, b in unexplained]}"
     )
     return len(apart)
 
@@ -164,13 +162,13 @@ def _check_same_ids(lines: list[dict], merged_into: dict[int, int], store_was_aw
     id has no reported store id, and pairs holding one are left out (counted); otherwise every id resolves."""
     resolve = _resolver(lines, merged_into)
     across = [(a, b) for a, b in _same_pixels_pairs(lines) if a["worker"] != b["worker"]]
-    resolved = [(a, b) for a, b in across if min(resolve(a["identity_id"]), resolve(b["identity_id"])) >= 1]
+    resolved = [(a, b) for a, b in across if min(resolve(a), resolve(b)) >= 1]
     assert len(resolved) >= 20, f"only {len(resolved)} identical crops served by different workers"
-    apart = _assert_one_identity(resolved, resolve, OUTAGE_MIN_AGREEMENT if store_was_away else 1.0)
+    apart = _assert_one_identity(resolved, resolve)
     ok = [line for line in lines if line["status"] == "ok"]
     assert {line["worker"] for line in ok} == {"worker-1", "worker-2"}
     if not store_was_away:
-        assert all(resolve(line["identity_id"]) >= 1 for line in ok), "every provisional id was reconciled"
+        assert all(resolve(line) >= 1 for line in ok), "every provisional id was reconciled"
     return {"pairs_across_workers": len(across), "pairs_resolved": len(resolved),
             "equal_as_answered": sum(a["identity_id"] == b["identity_id"] for a, b in resolved),
             "apart": apart}
@@ -236,7 +234,7 @@ def test_kill_9_of_a_worker_and_its_restart_keep_every_identity(tmp_path, free_p
     lines = result_lines(tmp_path / "results.jsonl")
     merged_into = _merged_into(_state_store())
     resolve = _resolver(lines, merged_into)
-    before = {resolve(line["identity_id"]) for line in lines[: killed["lines"]] if line["status"] == "ok"}
+    before = {resolve(line) for line in lines[: killed["lines"]] if line["status"] == "ok"}
     assert killed.get("gallery", 0) >= len(before), f"restarted with {killed.get('gallery')} of {len(before)} identities"
     restarted = [(a, b) for a, b in _same_pixels_pairs(lines[killed["lines"]:])
                  if {a["worker"], b["worker"]} == {"worker-1", "worker-2"}]  # fmt: skip

@@ -307,3 +307,52 @@ def test_the_runner_up_is_found_among_the_topology_candidates_too(open_store):
     (out,), stats = a.space.match(BETWEEN[None], [seen("street", 10.0)])
     assert (out.identity_id, out.runner_up_id) == (first.identity_id, second.identity_id)
     assert first.enrolled and second.enrolled and stats.comparisons == 2
+
+
+class MergeFailsOnce(SqliteStore):
+    """The real SQLite store whose first ``merge`` call fails as a store that went away between the pull and the
+    merge would (the only way to place a failure exactly there)."""
+
+    failed = False
+
+    def merge(self, loser: int, survivor: int) -> bool:
+        if not self.failed:
+            self.failed = True
+            raise ConnectionError("store went away")
+        return super().merge(loser, survivor)
+
+
+def test_a_duplicate_whose_merge_the_store_did_not_take_is_merged_in_the_next_cycle(tmp_path):
+    """The pull that revealed the duplicate has moved the cursor on, so the merge is kept until the store takes
+    it; before, it was lost with the failed cycle and both identities stayed."""
+    store = MergeFailsOnce(tmp_path / "identity.sqlite3", "embedder")
+    a, b = Worker("sp-a14", store), Worker("sp-b14", store)
+    from_a, from_b = a.see(7), b.see(7)
+    assert a.sync.cycle()  # a's enrolment lands first
+    assert not b.sync.cycle() and store.failed  # b's lands, b finds the duplicate, the merge fails
+    for _ in range(2):
+        assert b.sync.cycle() and a.sync.cycle()  # the merge is retried, then both pull it
+    survivor = min(from_a.identity_id, from_b.identity_id)
+    assert a.space.identities() == b.space.identities() == [survivor]
+    assert b.metric("vcascade_identity_merges_total", kind="duplicate") == 1
+
+
+def test_a_provisional_id_is_reported_even_when_the_store_id_that_replaced_it_is_merged(redis_server):
+    """A worker answers a provisional id while the store is away; when it returns, the id is replaced by a store
+    id, which duplicates another worker's enrolment of the object and is merged away. The next answer names the
+    survivor and lists both ids it replaced, so a reader of the results can follow the provisional one."""
+    a = Worker("sp-a15", RedisStore(redis_server.url, "embedder", timeout_s=0.5), id_block=1)
+    b = Worker("sp-b15", RedisStore(redis_server.url, "embedder", timeout_s=0.5))
+    a.see(1)  # uses a's one reserved id
+    redis_server.stop()
+    assert not a.sync.cycle()
+    provisional = a.see(7)
+    assert provisional.identity_id <= -2
+    redis_server.start()
+    established = b.see(7)
+    assert b.sync.cycle()  # b's enrolment of the object lands first
+    for _ in range(2):
+        assert a.sync.cycle()  # replaces the provisional id, pushes it, finds and merges the duplicate
+    answer = a.see(7)
+    assert answer.identity_id == established.identity_id
+    assert provisional.identity_id in answer.merged_from and len(answer.merged_from) == 2
