@@ -14,6 +14,10 @@ every repetition, so drift in machine load hits all paths alike), by:
 * ``bare``: a bare PyAV loop (demux the video stream, decode, convert to BGR with one reused
   ``VideoReformatter``: :func:`vcascade.edge.av_reader.to_bgr`, the reader's own conversion and settings; the
   decoder with PyAV's default threading, as the reader). The reference: goal reader >= 0.95 of it.
+* ``handoff``: the bare loop on a thread of its own, handing each frame through :class:`vcascade.edge.frames.FrameSlots`
+  (``every_frame``, the reader's slot depth) to a consumer thread that takes every frame: what any design with a
+  decoding thread per camera and a detector thread pays, without the reader's bookkeeping. ``reader`` / ``handoff``
+  is the reader's own cost; ``handoff`` / ``bare`` the hand-off's.
 * ``reader``: the edge's path, :class:`vcascade.edge.source.CameraReader` (supervisor + capture session, PTS and
   loss bookkeeping, FFmpeg log capture, metrics) into :class:`vcascade.edge.frames.FrameSlots` (``every_frame``
   policy) with a consumer thread taking every frame. It must end cleanly with nothing counted lost.
@@ -57,8 +61,8 @@ from av.video.reformatter import VideoReformatter
 from vcascade.core.config import CameraConfig
 from vcascade.core.resources import resolve
 from vcascade.edge.av_reader import to_bgr
-from vcascade.edge.frames import FrameSlots
-from vcascade.edge.source import CameraReader
+from vcascade.edge.frames import Frame, FrameSlots
+from vcascade.edge.source import FILE_SLOT_DEPTH, CameraReader
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_track_policy import print_section, track_policy_section  # noqa: E402  (a sibling script)
@@ -140,6 +144,35 @@ def bare_pyav(path: str) -> tuple[int, float]:
     return frames, time.perf_counter() - start_s
 
 
+def bare_pyav_handoff(path: str) -> tuple[int, float]:
+    """The bare PyAV loop on its own thread, each BGR frame put into a :class:`FrameSlots` (``every_frame``, the
+    reader's depth) and taken by this thread. Returns (frames taken, wall seconds)."""
+    slots, stop = FrameSlots(), threading.Event()
+    slots.add_camera("cam", "every_frame", depth=FILE_SLOT_DEPTH)
+
+    def decode() -> None:
+        reformatter = VideoReformatter()
+        try:
+            with av.open(path) as container:
+                stream = container.streams.video[0]
+                for packet in container.demux(stream):
+                    for frame in packet.decode():
+                        slots.put(Frame("cam", 0, to_bgr(reformatter, frame), 0.0, 0.0, 0.0), stop)
+        finally:
+            slots.close("cam")
+
+    start_s = time.perf_counter()
+    decoder = threading.Thread(target=decode, name="bench-decode", daemon=True)
+    decoder.start()
+    frames = 0
+    while not slots.finished():
+        if slots.take(0.5) is not None:
+            frames += 1
+    elapsed_s = time.perf_counter() - start_s
+    decoder.join(timeout=10)
+    return frames, elapsed_s
+
+
 def bare_opencv(path: str, threads: int | None = None) -> tuple[int, float]:
     """Decode every frame with a bare OpenCV loop (the old reader's decoder); ``threads``: FFmpeg decoding threads
     (None: OpenCV's default, one per core). Returns (frames, wall seconds)."""
@@ -176,7 +209,8 @@ def reader_decode(path: str) -> tuple[int, float]:
 
 
 WAYS: dict[str, Callable[[str], tuple[int, float]]] = {
-    "bare": bare_pyav, "reader": reader_decode, "opencv": bare_opencv, "opencv_1t": lambda p: bare_opencv(p, 1)}
+    "bare": bare_pyav, "handoff": bare_pyav_handoff, "reader": reader_decode, "opencv": bare_opencv,
+    "opencv_1t": lambda p: bare_opencv(p, 1)}
 """The decode paths, in the order of the first repetition."""
 
 
@@ -187,7 +221,8 @@ def time_clip(path: str, reps: int) -> dict[str, Any]:
         dict with ``frames``; per path the per-run fps list ``<path>_fps``, its median ``<path>_fps_median`` and
         best ``<path>_fps_best``; ``ratio`` = median reader fps / median bare PyAV fps (goal >= 0.95),
         ``ratio_best`` = best run / best run, ``ratio_paired`` = median over repetitions of reader fps / bare fps
-        of the same repetition; ``ratio_opencv`` = median reader fps / median OpenCV fps; ``cpu_ms_per_frame`` of
+        of the same repetition; ``ratio_opencv`` = median reader fps / median OpenCV fps; ``handoff_ratio`` and
+        ``ratio_handoff``: paired medians of hand-off / bare and reader / hand-off; ``cpu_ms_per_frame`` of
         each path (process CPU time, all threads, per decoded frame) and ``cpu_ratio`` = bare / reader CPU.
 
     Raises:
@@ -220,6 +255,8 @@ def time_clip(path: str, reps: int) -> dict[str, Any]:
         "ratio_best": round(max(runs["reader"]) / max(runs["bare"]), 3),
         "ratio_paired": round(statistics.median(r / b for r, b in zip(runs["reader"], runs["bare"], strict=True)), 3),
         "ratio_opencv": round(statistics.median(runs["reader"]) / statistics.median(runs["opencv"]), 3),
+        "ratio_handoff": round(statistics.median(r / h for r, h in zip(runs["reader"], runs["handoff"], strict=True)), 3),
+        "handoff_ratio": round(statistics.median(h / b for h, b in zip(runs["handoff"], runs["bare"], strict=True)), 3),
         "cpu_ms_per_frame": {name: round(v, 3) for name, v in cpu_ms.items()},
         "cpu_ratio": round(cpu_ms["bare"] / cpu_ms["reader"], 3),
     })
@@ -248,17 +285,19 @@ def print_decode(decode: dict[str, Any]) -> None:
     """Print the decode section as text: per clip, the fps of each path, the ratios and the CPU per frame."""
     print(f"decode  {decode['video']}: {decode['reps']} interleaved reps per path, {decode['cpus']} CPUs, "
           f"load average {decode['load_before']} before, {decode['load_after']} after")
-    print("  paths: bare PyAV loop, edge CameraReader (PyAV), bare cv2 loop (old reader's decoder, OpenCV's default "
-          "threads), bare cv2 loop with 1 decoding thread")
+    print("  paths: bare PyAV loop, the same handing frames to a consumer thread (FrameSlots), edge CameraReader "
+          "(PyAV), bare cv2 loop (old reader's decoder, OpenCV's default threads), bare cv2 loop with 1 decoding thread")
     for clip in decode["clips"]:
         print(f"  {clip['clip']}: {clip['frames']} frames")
-        for name, label in (("bare", "bare PyAV loop"), ("reader", "edge CameraReader"),
+        for name, label in (("bare", "bare PyAV loop"), ("handoff", "PyAV + hand-off"), ("reader", "edge CameraReader"),
                             ("opencv", "bare cv2 read loop"), ("opencv_1t", "bare cv2, 1 thread")):
             print(f"    {label:19s}: {clip[name + '_fps_median']:8.1f} frames/s median, {clip[name + '_fps_best']:8.1f} "
                   f"best, {clip['cpu_ms_per_frame'][name]:.3f} ms CPU/frame  runs {clip[name + '_fps']}")
         print(f"    ratio reader/PyAV : {clip['ratio']:.3f} median, {clip['ratio_best']:.3f} best, "
               f"{clip['ratio_paired']:.3f} paired median  (goal >= {GOAL})")
         print(f"    CPU ratio PyAV/reader: {clip['cpu_ratio']:.3f}   ratio reader/cv2: {clip['ratio_opencv']:.3f} median")
+        print(f"    paired medians: hand-off/PyAV {clip['handoff_ratio']:.3f} (the hand-off's cost), "
+              f"reader/hand-off {clip['ratio_handoff']:.3f} (the reader's own)")
 
 
 SECTIONS: dict[str, Callable[[argparse.Namespace], dict[str, Any]]] = {

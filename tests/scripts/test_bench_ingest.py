@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-PATHS = ("bare", "reader", "opencv", "opencv_1t")
+PATHS = ("bare", "handoff", "reader", "opencv", "opencv_1t")
 
 
 def test_quick_decode_section_reports_every_path_with_wall_and_cpu_ratios():
@@ -27,7 +27,7 @@ def test_quick_decode_section_reports_every_path_with_wall_and_cpu_ratios():
         for path in PATHS:  # the reader ended cleanly, nothing lost, with the frame count of every other path
             assert len(clip[f"{path}_fps"]) == 1 and clip[f"{path}_fps_best"] >= clip[f"{path}_fps_median"] > 0
             assert clip["cpu_ms_per_frame"][path] > 0
-        for ratio in ("ratio", "ratio_best", "ratio_paired", "ratio_opencv", "cpu_ratio"):
+        for ratio in ("ratio", "ratio_best", "ratio_paired", "ratio_opencv", "ratio_handoff", "handoff_ratio", "cpu_ratio"):
             assert 0 < clip[ratio] < 10
         # the ratio of the unrounded medians, to 3 decimals; the medians are printed to 0.1 frames/s
         assert clip["ratio"] == pytest.approx(clip["reader_fps_median"] / clip["bare_fps_median"], abs=1e-3)
