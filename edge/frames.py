@@ -52,15 +52,16 @@ class Frame:
 
 
 class FrameSlots:
-    """Per-camera frame slots with a frame-drop policy, shared by camera reader threads and one detector.
+    """Per-camera frame slots with a frame-drop policy, shared by camera reader threads and the detector threads.
 
     Thread-safe. Readers call :meth:`put`; the detector threads call :meth:`take` / :meth:`take_many`. One lock
     guards the slots. The hand-off happens once per frame, so its waits are cheap ones:
 
     * A detector thread with nothing to take registers as waiting and blocks on a wake token
       (``queue.SimpleQueue``, implemented in C); a put while a thread waits posts one token, so it wakes one
-      detector thread, and a put while none waits costs no wake at all. ``threading.Condition``'s wait and notify
-      are pure Python and cost more per frame (docs/BENCHMARKS.md, "Ingest with PyAV").
+      detector thread, and a put while none waits costs no wake at all (``threading.Condition``'s wait and notify
+      are pure Python: a lock allocated per wait, a deque of waiters). A token left by a thread that timed out
+      meanwhile only makes a later wait look again early.
     * An ``every_frame`` reader waits for room in its slot on its camera's own condition, which a take from that
       camera notifies only while its reader waits: a frame taken wakes at most the one reader it made room for,
       never every blocked reader of the edge.
