@@ -164,13 +164,20 @@ def bare_pyav_handoff(path: str) -> tuple[int, float]:
     start_s = time.perf_counter()
     decoder = threading.Thread(target=decode, name="bench-decode", daemon=True)
     decoder.start()
+    frames = take_every_frame(slots)
+    elapsed_s = time.perf_counter() - start_s
+    decoder.join(timeout=10)
+    return frames, elapsed_s
+
+
+def take_every_frame(slots: FrameSlots) -> int:
+    """The consumer of the hand-off and reader paths: take frames until every camera is closed and drained.
+    Returns the frames taken."""
     frames = 0
     while not slots.finished():
         if slots.take(0.5) is not None:
             frames += 1
-    elapsed_s = time.perf_counter() - start_s
-    decoder.join(timeout=10)
-    return frames, elapsed_s
+    return frames
 
 
 def bare_opencv(path: str, threads: int | None = None) -> tuple[int, float]:
@@ -196,10 +203,7 @@ def reader_decode(path: str) -> tuple[int, float]:
     reader = CameraReader("bench", "cam", CameraConfig(url=path, edge="bench"), slots, stop)
     start_s = time.perf_counter()
     reader.start()
-    frames = 0
-    while not slots.finished():
-        if slots.take(0.5) is not None:
-            frames += 1
+    frames = take_every_frame(slots)
     elapsed_s = time.perf_counter() - start_s
     stop.set()
     reader.join(timeout=10)

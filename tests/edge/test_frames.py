@@ -57,23 +57,31 @@ def test_finished_after_close_and_drain():
     assert slots.finished() and slots.take(0.1) is None
 
 
-def test_blocked_put_returns_on_stop():
-    slots, stop = FrameSlots(), threading.Event()
-    slots.add_camera("a", "every_frame", depth=1)
-    slots.put(_frame("a", 0), stop)
-    result = []
-    t = threading.Thread(target=lambda: result.append(slots.put(_frame("a", 1), stop)))
-    t.start()
-    stop.set()
-    t.join(timeout=2.0)
-    assert result == [False]
-
-
 def _wait_for(condition, timeout_s=10.0):
     deadline = time.monotonic() + timeout_s
     while not condition():
         assert time.monotonic() < deadline, "condition not reached"
         time.sleep(0.005)
+
+
+def _reader_blocked_on_a_full_slot():
+    """Camera ``a`` (depth 1) holds frame 0; a reader thread is putting frame 1 and waits for room. Returns
+    (slots, stop, reader thread, list that receives the put's return value)."""
+    slots, stop = FrameSlots(), threading.Event()
+    slots.add_camera("a", "every_frame", depth=1)
+    slots.put(_frame("a", 0), stop)
+    result = []
+    reader = threading.Thread(target=lambda: result.append(slots.put(_frame("a", 1), stop)))
+    reader.start()
+    _wait_for(lambda: "a" in slots._blocked)
+    return slots, stop, reader, result
+
+
+def test_blocked_put_returns_on_stop():
+    _, stop, reader, result = _reader_blocked_on_a_full_slot()
+    stop.set()
+    reader.join(timeout=2.0)
+    assert result == [False]
 
 
 def test_every_waiting_detector_thread_is_woken_by_its_own_frame():
@@ -116,25 +124,14 @@ def test_close_wakes_a_waiting_detector_thread():
 
 
 def test_blocked_put_returns_when_its_camera_is_removed():
-    slots, stop = FrameSlots(), threading.Event()
-    slots.add_camera("a", "every_frame", depth=1)
-    slots.put(_frame("a", 0), stop)
-    result = []
-    reader = threading.Thread(target=lambda: result.append(slots.put(_frame("a", 1), stop)))
-    reader.start()
-    _wait_for(lambda: "a" in slots._blocked)
+    slots, _, reader, result = _reader_blocked_on_a_full_slot()
     assert slots.remove_camera("a") == 1
     reader.join(timeout=5.0)
     assert result == [False]
 
 
 def test_a_take_lets_the_blocked_reader_of_that_camera_go_on():
-    slots, stop = FrameSlots(), threading.Event()
-    slots.add_camera("a", "every_frame", depth=1)
-    slots.put(_frame("a", 0), stop)
-    reader = threading.Thread(target=lambda: slots.put(_frame("a", 1), stop))
-    reader.start()
-    _wait_for(lambda: "a" in slots._blocked)
+    slots, _, reader, result = _reader_blocked_on_a_full_slot()
     assert slots.take(1.0).seq == 0
     reader.join(timeout=5.0)
-    assert not reader.is_alive() and slots.take(1.0).seq == 1
+    assert result == [True] and slots.take(1.0).seq == 1
