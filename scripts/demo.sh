@@ -9,4 +9,10 @@ VENV="${VCASCADE_VENV:-.venv}"
 [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
 echo "demo.sh: installing vcascade into $VENV (a few minutes the first time)" >&2
 "$VENV/bin/pip" install --quiet --disable-pip-version-check "torch==2.13.0" -e .
-exec "$VENV/bin/vcascade" run configs/demo.yaml "$@"
+status=0
+"$VENV/bin/vcascade" run configs/demo.yaml "$@" || status=$?
+results="${VCASCADE_OUT:-out/demo}/results.jsonl"  # configs/demo.yaml's jsonl sink
+if [ "$status" -eq 0 ] && [ -s "$results" ]; then
+    echo "demo.sh: results in $results (one JSON line per ROI, plus tracked and camera_state lines: README, \"A result line\")" >&2
+fi
+exit "$status"

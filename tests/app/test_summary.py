@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from rich.console import Console
 
-from vcascade.app.summary import camera_faults, summary_tables
+from vcascade.app.summary import camera_faults, frame_losses, summary_tables
 
 CAMERA = {"frames": 10, "state": "ended", "error": None, "sent": 3, "results": 2, "drops": {"timeout": 1},
           "p50_ms": 10.0, "p99_ms": 20.0}  # fmt: skip
@@ -66,3 +66,13 @@ def test_a_camera_that_never_read_a_frame_is_a_fault_even_when_it_ended():
         "rtsp://cam/1: Connection refused)",
     ]
     assert camera_faults({"good": CAMERA}) == []
+
+
+def test_frames_lost_or_damaged_are_listed_below_the_table_by_reason():
+    cut = {**CAMERA, "losses": {"pts_gap": 3}}
+    noisy = {**CAMERA, "losses": {"corrupt": 20, "missing_reference": 2, "before_keyframe": 0}}
+    cameras = {"clean": {**CAMERA, "losses": {}}, "trunc": cut, "noisy": noisy}
+    assert frame_losses(cameras) == ["camera noisy: 22 frames lost or damaged (corrupt 20, missing_reference 2)",
+                                     "camera trunc: 3 frames lost or damaged (pts_gap 3)"]
+    edge = {"component": "edge", "name": "e1", "final": True, "cameras": cameras}
+    assert "camera trunc: 3 frames lost or damaged (pts_gap 3)" in _render(summary_tables({("edge", "e1"): edge}, 1.0))

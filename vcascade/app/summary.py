@@ -39,9 +39,10 @@ def summary_tables(snapshots: Snapshots, elapsed_s: float) -> list[Table]:
     edge sink with its lines written and lost.
 
     The camera table's cells stay short (the state column holds the state word only), so a long failure reason
-    never squeezes the other columns; each camera's fault (:func:`camera_faults`) is listed below the table."""
+    never squeezes the other columns; each camera's fault (:func:`camera_faults`) and its frames lost or damaged
+    (:func:`frame_losses`) are listed below the table."""
     cameras = _cameras(snapshots)
-    faults = camera_faults(cameras)
+    faults = camera_faults(cameras) + frame_losses(cameras)
     cams = Table(title=f"vcascade run summary ({elapsed_s:.1f} s)", caption="\n".join(faults) or None,
                  caption_justify="left")  # fmt: skip
     for col in ("camera", "state", "frames", "sent", "results", "drops", "accounted", "p50 ms", "p99 ms"):
@@ -86,6 +87,18 @@ def camera_faults(cameras: dict[str, dict[str, Any]]) -> list[str]:
         elif c["frames"] == 0 and c["state"] in ("ended", "failed"):
             last = f"; last fault {c['fault']}: {c.get('detail')}" if c.get("fault") else ""
             lines.append(f"camera {name}: {c['state']}{reason} without reading a frame (never connected{last})")
+    return lines
+
+
+def frame_losses(cameras: dict[str, dict[str, Any]]) -> list[str]:
+    """One line per camera whose reader counted frames lost or damaged (``losses``: count by reason, e.g.
+    ``pts_gap``, ``corrupt``; :mod:`vcascade.edge.av_reader`), sorted by camera name."""
+    lines = []
+    for name, c in sorted(cameras.items()):
+        losses = {reason: n for reason, n in (c.get("losses") or {}).items() if n}
+        if losses:
+            detail = ", ".join(f"{reason} {n}" for reason, n in sorted(losses.items()))
+            lines.append(f"camera {name}: {sum(losses.values())} frames lost or damaged ({detail})")
     return lines
 
 

@@ -50,7 +50,8 @@ def handle(args: argparse.Namespace) -> int:
             return EXIT_CONFIG
     sections = {"camera": dep.cameras, "edge": dep.edges, "broker": dep.brokers, "worker": dep.workers,
                 "recognizer": dep.recognizers}  # fmt: skip
-    deep = "; cameras, models, key files and ports checked" if args.deep else ""
+    deep = ("; cameras, models, key files and ports checked" if args.deep
+            else "; the file only (--deep also opens the cameras, loads the models, checks key files and ports)")
     print(f"{args.file}: OK ({', '.join(plural(len(entries), noun) for noun, entries in sections.items())}){deep}")
     return EXIT_OK
 
