@@ -25,6 +25,12 @@ import numpy as np
 
 FramePolicy = Literal["every_frame", "newest"]
 
+WAKE_AFTER_FRAMES = 2
+"""Frames queued (all cameras) before an ``every_frame`` put wakes a waiting detector thread. Files are batch
+work, so a frame may wait for the next one (or for its slot to fill, its reader to close, or the taker's timeout):
+a detector faster than decoding is then woken once per two frames instead of once per frame, half the thread
+switches of the hand-off. ``newest`` frames (live sources) always wake it at once."""
+
 
 @dataclass(frozen=True)
 class Frame:
@@ -61,7 +67,9 @@ class FrameSlots:
       (``queue.SimpleQueue``, implemented in C); a put while a thread waits posts one token, so it wakes one
       detector thread, and a put while none waits costs no wake at all (``threading.Condition``'s wait and notify
       are pure Python: a lock allocated per wait, a deque of waiters). A token left by a thread that timed out
-      meanwhile only makes a later wait look again early.
+      meanwhile only makes a later wait look again early. An ``every_frame`` put wakes it only once
+      :data:`WAKE_AFTER_FRAMES` frames are queued or its slot is full; a take that leaves frames queued wakes the
+      next waiting thread.
     * An ``every_frame`` reader waits for room in its slot on its camera's own condition, which a take from that
       camera notifies only while its reader waits: a frame taken wakes at most the one reader it made room for,
       never every blocked reader of the edge.
@@ -71,6 +79,7 @@ class FrameSlots:
         self._lock = threading.Lock()
         self._wake: queue.SimpleQueue[None] = queue.SimpleQueue()
         self._takers_waiting = 0
+        self._ready = 0  # frames in the slots, all cameras
         self._room: dict[str, threading.Condition] = {}
         self._blocked: set[str] = set()
         self._slots: dict[str, deque[Frame]] = {}
@@ -105,7 +114,10 @@ class FrameSlots:
             if self._policy[frame.camera] == "newest":
                 if slot:
                     self.skipped[frame.camera] += 1
+                else:
+                    self._ready += 1
                 slot.append(frame)
+                wake = True
             else:
                 while len(slot) == slot.maxlen:
                     if stop.is_set() or frame.camera not in self._slots:
@@ -114,7 +126,9 @@ class FrameSlots:
                     self._room[frame.camera].wait(0.1)
                     self._blocked.discard(frame.camera)
                 slot.append(frame)
-            if self._takers_waiting:  # wake one waiting detector thread
+                self._ready += 1
+                wake = self._ready >= WAKE_AFTER_FRAMES or len(slot) == slot.maxlen
+            if wake and self._takers_waiting:  # wake one waiting detector thread
                 self._takers_waiting -= 1
                 self._wake.put(None)
             return True
@@ -129,6 +143,7 @@ class FrameSlots:
         """Forget a camera removed at run time (its reader has finished). Returns its queued frames, discarded."""
         with self._lock:
             discarded = len(self._slots.pop(camera, ()))
+            self._ready -= discarded
             self._policy.pop(camera, None)
             self._open.discard(camera)
             self.skipped.pop(camera, None)
@@ -178,6 +193,9 @@ class FrameSlots:
             with self._lock:
                 frames = self._take_ready(max_frames, hold)
                 if frames:
+                    if self._ready and self._takers_waiting:  # frames left: pass the wake on
+                        self._takers_waiting -= 1
+                        self._wake.put(None)
                     return frames
                 remaining = deadline - time.monotonic()
                 if remaining <= 0 or not self._open:
@@ -197,8 +215,10 @@ class FrameSlots:
                 break
             camera = self._order[self._next % len(self._order)]
             self._next += 1
-            if self._slots[camera]:
-                frames.append(self._slots[camera].popleft())
+            slot = self._slots[camera]
+            if slot:
+                frames.append(slot.popleft())
+                self._ready -= 1
                 if hold:
                     self._held[camera] = self._held.get(camera, 0) + 1
                 if camera in self._blocked:  # its reader waits for the room just made

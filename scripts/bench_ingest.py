@@ -8,8 +8,8 @@
 Section ``decode``: clips made from the video (default bikes.mp4, 640x272, 250 frames) in a temporary folder with
 PyAV, long enough to time on a shared machine: the file remuxed :data:`REPEAT` times back to back (stream copy,
 1000 frames) and the file scaled to 1280x720 and encoded with libx264 (``veryfast``, GOP 50, B-frames: a typical
-camera-sized stream), remuxed twice (500 frames). Each clip is decoded, interleaved in one run (the order rotates
-every repetition, so drift in machine load hits all paths alike), by:
+camera-sized stream), remuxed twice (500 frames). Each clip is decoded, interleaved in one run (the paths compared
+run back to back, in an order reversed every repetition: :func:`repetition_order`), by:
 
 * ``bare``: a bare PyAV loop (demux the video stream, decode, convert to BGR with one reused
   ``VideoReformatter``: :func:`vcascade.edge.av_reader.to_bgr`, the reader's own conversion and settings; the
@@ -28,8 +28,8 @@ every repetition, so drift in machine load hits all paths alike), by:
   its threads.
 
 Reported per clip: frames/s of each path (median and best of the repetitions); the wall-clock ratio reader /
-bare PyAV as the ratio of medians, the ratio of best runs, and the median of the per-repetition ratios (the two
-runs of a repetition are seconds apart, so they share the machine's load); and process CPU time per frame (all
+bare PyAV as the ratio of medians, the ratio of best runs, and the median of the per-repetition ratios (the
+goal's figure: the two runs of a repetition are back to back, so they share the machine's speed); and process CPU time per frame (all
 threads) of each path, with the ratio bare / reader CPU. The load average is printed before and after. All
 include opening the file.
 
@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import statistics
 import sys
@@ -215,19 +216,33 @@ def reader_decode(path: str) -> tuple[int, float]:
 WAYS: dict[str, Callable[[str], tuple[int, float]]] = {
     "bare": bare_pyav, "handoff": bare_pyav_handoff, "reader": reader_decode, "opencv": bare_opencv,
     "opencv_1t": lambda p: bare_opencv(p, 1)}
-"""The decode paths, in the order of the first repetition."""
+"""The decode paths."""
+GROUPS = (("bare", "handoff", "reader"), ("opencv", "opencv_1t"))
+"""Paths compared with each other, run back to back within a repetition (the PyAV paths, then OpenCV's)."""
+
+
+def repetition_order(rep: int) -> list[str]:
+    """The paths of repetition ``rep``, each group back to back, forward in even repetitions and backward in
+    odd ones (ABC CBA...): a speed that drifts during a repetition slows the first and the last path of a group
+    alike over two repetitions. This VM's speed changes in phases of seconds (the bare loop ran at 880-920 and
+    at 1,190-1,280 frames/s a few runs apart), so the paths compared are run seconds apart, never with others
+    between them."""
+    return [name for group in GROUPS for name in (group if rep % 2 == 0 else reversed(group))]
 
 
 def time_clip(path: str, reps: int) -> dict[str, Any]:
-    """Decode throughput, frames/s, of every path of :data:`WAYS` on one clip, ``reps`` interleaved runs each.
+    """Decode throughput, frames/s, of every path of :data:`WAYS` on one clip, ``reps`` repetitions each, in the
+    order of :func:`repetition_order`.
 
     Returns:
         dict with ``frames``; per path the per-run fps list ``<path>_fps``, its median ``<path>_fps_median`` and
-        best ``<path>_fps_best``; ``ratio`` = median reader fps / median bare PyAV fps (goal >= 0.95),
-        ``ratio_best`` = best run / best run, ``ratio_paired`` = median over repetitions of reader fps / bare fps
-        of the same repetition; ``ratio_opencv`` = median reader fps / median OpenCV fps; ``handoff_ratio`` and
-        ``ratio_handoff``: paired medians of hand-off / bare and reader / hand-off; ``cpu_ms_per_frame`` of
-        each path (process CPU time, all threads, per decoded frame) and ``cpu_ratio`` = bare / reader CPU.
+        best ``<path>_fps_best``; ``ratio`` = median reader fps / median bare PyAV fps, ``ratio_best`` = best
+        run / best run, ``ratio_paired`` = median over repetitions of reader fps / bare fps of the same
+        repetition (the goal's figure, >= 0.95: the two runs are back to back), ``ratio_paired_ci`` its 95 %
+        confidence interval (:func:`median_interval`) and ``goal`` its :func:`verdict`; ``ratio_opencv`` = median
+        reader fps / median OpenCV fps; ``handoff_ratio`` and ``ratio_handoff``: paired medians of hand-off /
+        bare and reader / hand-off; ``cpu_ms_per_frame`` of each path (process CPU time, all threads, per
+        decoded frame) and ``cpu_ratio`` = bare / reader CPU.
 
     Raises:
         RuntimeError: the paths decoded a different number of frames, or the reader failed.
@@ -237,9 +252,8 @@ def time_clip(path: str, reps: int) -> dict[str, Any]:
     counts = set()
     for way in WAYS.values():  # warm-up: file cache, codec initialisation, the reader's first metrics and threads
         way(path)
-    order = list(WAYS)
     for rep in range(reps):
-        for name in order[rep % len(order):] + order[: rep % len(order)]:
+        for name in repetition_order(rep):
             cpu_start_s = time.process_time()
             frames, seconds = WAYS[name](path)
             cpu_s[name] += time.process_time() - cpu_start_s
@@ -257,14 +271,39 @@ def time_clip(path: str, reps: int) -> dict[str, Any]:
     result.update({
         "ratio": round(statistics.median(runs["reader"]) / statistics.median(runs["bare"]), 3),
         "ratio_best": round(max(runs["reader"]) / max(runs["bare"]), 3),
-        "ratio_paired": round(statistics.median(r / b for r, b in zip(runs["reader"], runs["bare"], strict=True)), 3),
+        "ratio_paired": paired_median(runs["reader"], runs["bare"]),
+        "ratio_paired_ci": median_interval([r / b for r, b in zip(runs["reader"], runs["bare"], strict=True)]),
         "ratio_opencv": round(statistics.median(runs["reader"]) / statistics.median(runs["opencv"]), 3),
-        "ratio_handoff": round(statistics.median(r / h for r, h in zip(runs["reader"], runs["handoff"], strict=True)), 3),
-        "handoff_ratio": round(statistics.median(h / b for h, b in zip(runs["handoff"], runs["bare"], strict=True)), 3),
+        "ratio_handoff": paired_median(runs["reader"], runs["handoff"]),
+        "handoff_ratio": paired_median(runs["handoff"], runs["bare"]),
         "cpu_ms_per_frame": {name: round(v, 3) for name, v in cpu_ms.items()},
         "cpu_ratio": round(cpu_ms["bare"] / cpu_ms["reader"], 3),
     })
+    result["goal"] = verdict(result["ratio_paired_ci"])
     return result
+
+
+def paired_median(numerators: list[float], denominators: list[float]) -> float:
+    """Median over repetitions of numerator / denominator of the same repetition, rounded to 3 decimals."""
+    return round(statistics.median(n / d for n, d in zip(numerators, denominators, strict=True)), 3)
+
+
+def median_interval(values: list[float], z: float = 1.96) -> tuple[float, float]:
+    """A distribution-free 95 % confidence interval of the median of ``values``: the order statistics of ranks
+    (n - z sqrt(n)) / 2 and n + 1 minus that (the normal approximation of the sign test's binomial; Conover,
+    *Practical Nonparametric Statistics*, 3rd ed., 1999, section 3.2; conservative for small n). Rounded to 3
+    decimals; for 10 values or fewer it is (min, max).
+    """
+    ordered = sorted(values)
+    n = len(ordered)
+    low = max(0, math.floor((n - z * math.sqrt(n)) / 2) - 1)  # 0-based rank
+    return round(ordered[low], 3), round(ordered[n - 1 - low], 3)
+
+
+def verdict(interval: tuple[float, float], goal: float = GOAL) -> str:
+    """``met`` when the whole interval is at or above ``goal``, ``missed`` when it is all below, else
+    ``undecided`` (the run's spread hides the difference: more repetitions narrow it)."""
+    return "met" if interval[0] >= goal else "missed" if interval[1] < goal else "undecided"
 
 
 def decode_section(video: str, reps: int, quick: bool = False) -> dict[str, Any]:
@@ -297,8 +336,9 @@ def print_decode(decode: dict[str, Any]) -> None:
                             ("opencv", "bare cv2 read loop"), ("opencv_1t", "bare cv2, 1 thread")):
             print(f"    {label:19s}: {clip[name + '_fps_median']:8.1f} frames/s median, {clip[name + '_fps_best']:8.1f} "
                   f"best, {clip['cpu_ms_per_frame'][name]:.3f} ms CPU/frame  runs {clip[name + '_fps']}")
-        print(f"    ratio reader/PyAV : {clip['ratio']:.3f} median, {clip['ratio_best']:.3f} best, "
-              f"{clip['ratio_paired']:.3f} paired median  (goal >= {GOAL})")
+        low, high = clip["ratio_paired_ci"]
+        print(f"    ratio reader/PyAV : {clip['ratio_paired']:.3f} paired median (95 % CI {low:.3f}-{high:.3f}): goal "
+              f">= {GOAL} {clip['goal']};  {clip['ratio']:.3f} median, {clip['ratio_best']:.3f} best")
         print(f"    CPU ratio PyAV/reader: {clip['cpu_ratio']:.3f}   ratio reader/cv2: {clip['ratio_opencv']:.3f} median")
         print(f"    paired medians: hand-off/PyAV {clip['handoff_ratio']:.3f} (the hand-off's cost), "
               f"reader/hand-off {clip['ratio_handoff']:.3f} (the reader's own)")

@@ -102,6 +102,56 @@ def test_every_waiting_detector_thread_is_woken_by_its_own_frame():
     assert sorted(taken) == ["a", "b"]
 
 
+def _waiting_taker(slots, timeout_s):
+    """A detector thread taking one frame; returns (thread, list that receives what it took), once it waits."""
+    taken = []
+    taker = threading.Thread(target=lambda: taken.append(slots.take(timeout_s=timeout_s)))
+    taker.start()
+    _wait_for(lambda: slots._takers_waiting == 1)
+    return taker, taken
+
+
+def test_a_lone_file_frame_waits_for_the_next_one_before_it_wakes_the_detector():
+    """every_frame: one queued frame leaves the waiting detector thread asleep; the second frame wakes it."""
+    slots, stop = FrameSlots(), threading.Event()
+    slots.add_camera("a", "every_frame", depth=4)
+    taker, taken = _waiting_taker(slots, timeout_s=30.0)
+    slots.put(_frame("a", 0), stop)
+    taker.join(timeout=0.3)
+    assert taker.is_alive() and slots._takers_waiting == 1, "one file frame woke the detector"
+    slots.put(_frame("a", 1), stop)
+    taker.join(timeout=5.0)
+    assert not taker.is_alive() and taken[0].seq == 0
+    assert slots.take(0.0).seq == 1
+
+
+def test_a_lone_file_frame_is_taken_when_its_reader_closes_or_the_take_times_out():
+    slots, stop = FrameSlots(), threading.Event()
+    slots.add_camera("a", "every_frame", depth=4)
+    taker, taken = _waiting_taker(slots, timeout_s=30.0)
+    slots.put(_frame("a", 0), stop)
+    slots.close("a")  # the end of the file
+    taker.join(timeout=5.0)
+    assert not taker.is_alive() and taken[0].seq == 0
+
+    slots.add_camera("b", "every_frame", depth=4)
+    taker, taken = _waiting_taker(slots, timeout_s=0.3)
+    slots.put(_frame("b", 0), stop)
+    taker.join(timeout=5.0)
+    assert not taker.is_alive() and taken[0].seq == 0  # at the take's timeout, not None
+
+
+def test_a_live_frame_or_a_full_file_slot_wakes_the_detector_at_once():
+    slots, stop = FrameSlots(), threading.Event()
+    slots.add_camera("live", "newest")
+    slots.add_camera("file", "every_frame", depth=1)
+    for camera in ("live", "file"):
+        taker, taken = _waiting_taker(slots, timeout_s=30.0)
+        slots.put(_frame(camera, 0), stop)
+        taker.join(timeout=5.0)
+        assert not taker.is_alive() and taken[0].camera == camera
+
+
 def test_a_take_that_timed_out_leaves_the_next_put_and_take_working():
     slots, stop = FrameSlots(), threading.Event()
     slots.add_camera("a", "every_frame")

@@ -31,3 +31,19 @@ def test_quick_decode_section_reports_every_path_with_wall_and_cpu_ratios():
             assert 0 < clip[ratio] < 10
         # the ratio of the unrounded medians, to 3 decimals; the medians are printed to 0.1 frames/s
         assert clip["ratio"] == pytest.approx(clip["reader_fps_median"] / clip["bare_fps_median"], abs=1e-3)
+        low, high = clip["ratio_paired_ci"]  # one repetition: the interval is that one ratio
+        assert low == high == clip["ratio_paired"]
+        assert clip["goal"] == ("met" if low >= 0.95 else "missed")
+
+
+def test_the_median_interval_and_the_verdict():
+    sys.path.insert(0, str(REPO / "scripts"))
+    try:
+        from bench_ingest import median_interval, repetition_order, verdict
+    finally:
+        sys.path.remove(str(REPO / "scripts"))
+    assert median_interval([3.0, 1.0, 2.0]) == (1.0, 3.0)
+    assert median_interval([float(v) for v in range(100)]) == (39.0, 60.0)  # ranks 40 and 61 of 100
+    assert verdict((0.95, 0.99)) == "met" and verdict((0.90, 0.949)) == "missed" and verdict((0.9, 0.96)) == "undecided"
+    # the paths compared run back to back, the order reversed every other repetition
+    assert repetition_order(0)[:3] == ["bare", "handoff", "reader"] and repetition_order(1)[:3] == ["reader", "handoff", "bare"]
