@@ -135,7 +135,7 @@ def test_a_lone_file_frame_is_taken_when_its_reader_closes_or_the_take_times_out
     assert not taker.is_alive() and taken[0].seq == 0
 
     slots.add_camera("b", "every_frame", depth=4)
-    taker, taken = _waiting_taker(slots, timeout_s=0.3)
+    taker, taken = _waiting_taker(slots, timeout_s=2.0)  # long enough to be seen waiting on a loaded machine
     slots.put(_frame("b", 0), stop)
     taker.join(timeout=5.0)
     assert not taker.is_alive() and taken[0].seq == 0  # at the take's timeout, not None
