@@ -103,8 +103,10 @@ class FrameSlots:
     def put(self, frame: Frame, stop: threading.Event) -> bool:
         """Hand a frame to the detector.
 
-        ``every_frame``: waits while the slot is full (returns False if ``stop`` is set meanwhile).
-        ``newest``: never waits; an unconsumed older frame is replaced and counted in :attr:`skipped`.
+        ``every_frame``: waits while the slot is full (returns False if ``stop`` is set meanwhile); wakes a
+        waiting detector thread once :data:`WAKE_AFTER_FRAMES` frames are queued or the slot is full.
+        ``newest``: never waits; an unconsumed older frame is replaced and counted in :attr:`skipped`; wakes a
+        waiting detector thread at once.
 
         Returns:
             True when the frame was stored.
