@@ -6,7 +6,8 @@ both workers see every object. The same pixels must resolve to the same identity
 directly, or through a merge the store records (two workers that enrol one object at once) or a provisional id
 reconciled later (reported in ``merged_from``). Checked with the embedded default (SQLite, no identity
 configuration at all) and with a real redis-server; then a worker killed with SIGKILL and restarted by the
-launcher keeps every identity, and a Redis stopped mid-run crashes nothing, is counted and is reconciled.
+launcher keeps every identity the store received (what it enrolled within its last sync interval is lost, as
+documented, and only that), and a Redis stopped mid-run crashes nothing, is counted and is reconciled.
 Every identical-crop pair served by different workers must resolve to one identity (a gallery per worker, the
 design this replaces, agreed on 14 of 82). The one exception is the design's documented limit: a crop at or above
 the threshold for two established identities may be answered with either by workers whose copies differ by
@@ -104,6 +105,13 @@ def _merged_into(store: Any) -> dict[int, int]:
     return {r.identity_id: r.merged_into for r in records if r.state == MERGED}
 
 
+def _landed_ids(store: Any) -> set[int]:
+    """Every id the store holds a record of (live, merged or evicted); an id reserved but never written is not."""
+    records, _ = store.changes(0)
+    store.close()
+    return {r.identity_id for r in records}
+
+
 def _resolver(lines: list[dict], merged_into: dict[int, int]) -> Callable[..., int]:
     """``resolve(line, field="identity_id")``: the identity the id a result line answered (``identity_id`` or
     ``runner_up_id``) ended as. A provisional id is local to the worker that answered it (every worker counts down
@@ -158,13 +166,17 @@ def _same_pixels_pairs(lines: list[dict]) -> list[tuple[dict, dict]]:
     return [(c["street-1"], c["street-2"]) for c in by_crop.values() if len(c) == 2]
 
 
-def _check_same_ids(lines: list[dict], merged_into: dict[int, int], store_was_away: bool = False) -> dict[str, int]:
+def _check_same_ids(
+    lines: list[dict], merged_into: dict[int, int], store_was_away: bool = False, lost: frozenset[int] = frozenset(),
+) -> dict[str, int]:
     """Identical crops served by different workers resolve to one identity. While the store was away, a worker
     may answer a provisional id that it never names again after the store is back (the object left): such an
-    id has no reported store id, and pairs holding one are left out (counted); otherwise every id resolves."""
+    id has no reported store id, and pairs holding one are left out (counted); otherwise every id resolves.
+    ``lost``: ids a worker killed with SIGKILL answered but never pushed (docs/IDENTITY.md, "Restarts"); pairs
+    holding one are left out too."""
     resolve = _resolver(lines, merged_into)
     across = [(a, b) for a, b in _same_pixels_pairs(lines) if a["worker"] != b["worker"]]
-    resolved = [(a, b) for a, b in across if min(resolve(a), resolve(b)) >= 1]
+    resolved = [(a, b) for a, b in across if min(resolve(a), resolve(b)) >= 1 and not {resolve(a), resolve(b)} & lost]
     assert len(resolved) >= 20, f"only {len(resolved)} identical crops served by different workers"
     apart = _assert_one_identity(resolved, resolve)
     ok = [line for line in lines if line["status"] == "ok"]
@@ -227,7 +239,6 @@ def test_kill_9_of_a_worker_and_its_restart_keep_every_identity(tmp_path, free_p
 
     def kill_worker_1(results: Path, status_path: Path, stop: Callable[[], None]) -> None:
         _wait_lines(results, 60)
-        time.sleep(1.0)  # every identity answered so far is past the workers' sync (0.2 s)
         killed["lines"] = len(result_lines(results))
         os.kill(_worker_pid(status_path, "worker-1"), signal.SIGKILL)
         time.sleep(1.0)  # its metrics server is gone
@@ -249,14 +260,21 @@ def test_kill_9_of_a_worker_and_its_restart_keep_every_identity(tmp_path, free_p
                    if c["kind"] == "worker" and c["name"] == "worker-1"]  # fmt: skip
     assert worker_1["restarts"] == 1 and worker_1["exit_codes"][0] == -signal.SIGKILL
     lines = result_lines(tmp_path / "results.jsonl")
-    merged_into = _merged_into(_state_store())
+    merged_into, landed = _merged_into(_state_store()), _landed_ids(_state_store())
     resolve = _resolver(lines, merged_into)
-    before = {resolve(line) for line in lines[: killed["lines"]] if line["status"] == "ok"}
+    answered = [line for line in lines[: killed["lines"]] if line["status"] == "ok"]
+    # what the killed worker enrolled within its last sync interval never reached the store (docs/IDENTITY.md,
+    # "Restarts"): such an id is one worker-1 enrolled, and every other id answered before the kill was kept
+    lost = frozenset(resolve(line) for line in answered if resolve(line) not in landed)
+    enrolled_by_1 = {line["identity_id"] for line in answered if line["worker"] == "worker-1" and line["enrolled"]}
+    assert lost <= enrolled_by_1, f"ids lost that the killed worker did not enrol: {sorted(lost - enrolled_by_1)}"
+    before = {resolve(line) for line in answered} - lost
     assert killed.get("gallery", 0) >= len(before), f"restarted with {killed.get('gallery')} of {len(before)} identities"
     restarted = _pairs_across_workers(lines[killed["lines"]:])
     assert len(restarted) >= RESTARTED_PAIRS, "the restarted worker served crops whose twins the other worker served"
     _assert_one_identity(restarted, resolve)  # the restarted worker answers in the same identity space
-    _check_same_ids(lines, merged_into)
+    counts = _check_same_ids(lines, merged_into, lost=lost)
+    print(f"kill -9: {len(lost)} ids enrolled in the killed worker's last sync interval lost, {counts}")
 
 
 def test_stopping_redis_mid_run_crashes_nothing_is_counted_and_reconciled(tmp_path, free_port, models_dir,
