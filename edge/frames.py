@@ -79,7 +79,7 @@ class FrameSlots:
         self._lock = threading.Lock()
         self._wake: queue.SimpleQueue[None] = queue.SimpleQueue()
         self._takers_waiting = 0
-        self._ready = 0  # frames in the slots, all cameras
+        self._ready = 0  # frames in the slots, all cameras (counted, not summed: a put must not scan every camera)
         self._room: dict[str, threading.Condition] = {}
         self._blocked: set[str] = set()
         self._slots: dict[str, deque[Frame]] = {}
@@ -130,9 +130,8 @@ class FrameSlots:
                 slot.append(frame)
                 self._ready += 1
                 wake = self._ready >= WAKE_AFTER_FRAMES or len(slot) == slot.maxlen
-            if wake and self._takers_waiting:  # wake one waiting detector thread
-                self._takers_waiting -= 1
-                self._wake.put(None)
+            if wake:
+                self._wake_one_taker()
             return True
 
     def close(self, camera: str) -> None:
@@ -195,9 +194,8 @@ class FrameSlots:
             with self._lock:
                 frames = self._take_ready(max_frames, hold)
                 if frames:
-                    if self._ready and self._takers_waiting:  # frames left: pass the wake on
-                        self._takers_waiting -= 1
-                        self._wake.put(None)
+                    if self._ready:  # frames left: pass the wake on
+                        self._wake_one_taker()
                     return frames
                 remaining = deadline - time.monotonic()
                 if remaining <= 0 or not self._open:
@@ -226,6 +224,12 @@ class FrameSlots:
                 if camera in self._blocked:  # its reader waits for the room just made
                     self._room[camera].notify()
         return frames
+
+    def _wake_one_taker(self) -> None:
+        """Wake one waiting detector thread, if any waits (the lock is held)."""
+        if self._takers_waiting:
+            self._takers_waiting -= 1
+            self._wake.put(None)
 
     def _wake_all_takers(self) -> None:
         """Wake every waiting detector thread (a camera closed or was removed: ``finished`` may have changed)."""
