@@ -83,12 +83,13 @@ def test_killed_worker_is_noticed_by_its_disconnect_and_the_survivor_takes_its_r
 def test_the_remaining_deadline_is_passed_on_to_the_worker(start_broker):
     b = start_broker(heartbeat_s=0.1, worker_timeout_s=60)
     edge = b.edge("e1")
-    edge.send(wire.encode(wire.Heartbeat(sender="e1")))
-    assert _heartbeats(edge, 0.3)  # connected and heard: from here the wait is the broker's queue wait
     send_roi(edge, "deadline", ttl_ms=3000)
     sent_plain = wire.encode(make_roi("plain"))
     edge.send_multipart([sent_plain, b"jpeg"])
-    time.sleep(0.5)  # waits in the broker queue: no worker yet
+    # Both queued (no worker yet): the broker stamped their arrival before this shows them, so from here on
+    # every second the test waits is queue wait, however late the broker's thread got to run.
+    assert wait_for(lambda: b.sample("vcascade_broker_queue_depth") == 2)
+    time.sleep(0.5)
     worker = b.worker("w1", credits=2)
     got = {}
     for _ in range(2):
