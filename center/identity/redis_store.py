@@ -5,8 +5,11 @@ follow merge chains to keys they compute): ``next_id`` (INCRBY: id blocks, never
 change), ``changes`` (sorted set id -> version of its last change), ``seen`` (sorted set id -> wall time of its
 last sighting: retention and least-recently-seen eviction), ``id:<n>`` (hash: state, sum (float32 bytes),
 count, camera, t_ms, wall_s, merged_into; first (float32 bytes) and enrolled: the enrolment embedding and the
-version it landed at). Every change runs as one Lua script, so it is atomic and versions
-follow commit order; vector sums are added inside the script (Redis's ``struct`` library).
+version it landed at), ``writer:<token>`` (the highest write number applied for a writer, expiring
+:data:`~vcascade.center.identity.store.WRITER_TTL_S` after its last push). Every change runs as one Lua script,
+so it is atomic and versions follow commit order; vector sums are added inside the script (Redis's ``struct``
+library). A push is a pipeline of such scripts: if the connection breaks midway, a prefix of it is applied, and
+the numbers make sending it again apply the rest only.
 
 The server must persist (``appendonly yes``): a Redis restarted empty would count ids from 1 again.
 """
@@ -16,7 +19,10 @@ from __future__ import annotations
 import numpy as np
 import redis
 
-from vcascade.center.identity.store import LIVE, Sighting, StoredIdentity, StoreWrite
+from vcascade.center.identity.store import LIVE, WRITER_TTL_S, Sighting, StoredIdentity, StoreWrite
+
+APPLIED, DROPPED, SKIPPED = 1, 0, 2
+"""What the write script answers: applied, dropped (identity evicted), skipped (applied before)."""
 
 _ADD = """
 local function add(a, b)
@@ -34,6 +40,11 @@ end
 
 WRITE = _ADD + """
 local p, id = ARGV[1], ARGV[2]
+if ARGV[10] ~= '' then  -- numbered: applied at most once per writer
+  local writer = p .. ':writer:' .. ARGV[10]
+  if tonumber(redis.call('GET', writer) or '-1') >= tonumber(ARGV[11]) then return 2 end
+  redis.call('SET', writer, ARGV[11], 'EX', ARGV[12])
+end
 for _ = 1, 64 do
   local state = redis.call('HGET', p .. ':id:' .. id, 'state')
   if state == 'merged' then id = redis.call('HGET', p .. ':id:' .. id, 'merged_into')
@@ -125,16 +136,17 @@ class RedisStore:
         last = int(self._redis.incrby(f"{self.prefix}:next_id", n))
         return list(range(last - n + 1, last + 1))
 
-    def write(self, writes: list[StoreWrite]) -> int:
+    def write(self, writes: list[StoreWrite], writer: str | None = None, first_seq: int = 0) -> int:
         if not writes:
             return 0
         pipe = self._redis.pipeline(transaction=False)
-        for w in writes:
+        for seq, w in enumerate(writes, first_seq):
             self._write(args=[self.prefix, w.identity_id, np.asarray(w.sum_delta, np.float32).tobytes(),
                               w.count_delta, w.seen.camera, w.seen.t_ms, w.seen.wall_s, int(w.enrol),
-                              b"" if w.first is None else np.asarray(w.first, np.float32).tobytes()],
+                              b"" if w.first is None else np.asarray(w.first, np.float32).tobytes(),
+                              writer or "", seq, WRITER_TTL_S],
                         client=pipe)  # fmt: skip
-        return sum(1 for applied in pipe.execute() if not applied)
+        return sum(1 for answer in pipe.execute() if answer == DROPPED)
 
     def changes(self, cursor: int) -> tuple[list[StoredIdentity], int]:
         changed = self._redis.zrangebyscore(f"{self.prefix}:changes", f"({cursor}", "+inf", withscores=True)

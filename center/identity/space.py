@@ -243,8 +243,8 @@ class IdentitySpace:
             return reconciled
 
     def take_writes(self) -> list[StoreWrite]:
-        """The news for the store (enrolments with store ids first, then match deltas); cleared here, given
-        back with :meth:`restore_writes` when the push fails."""
+        """The news for the store (enrolments with store ids first, then match deltas); cleared here (the sync
+        keeps a push until the store answers it)."""
         with self._lock:
             enrolled = sorted(ident for ident in self._enrolled if ident >= 0)
             writes = [self._enrol_write(ident) for ident in enrolled]
@@ -252,21 +252,6 @@ class IdentitySpace:
             self._enrolled.difference_update(enrolled)
             self._deltas.clear()
             return writes
-
-    def restore_writes(self, writes: list[StoreWrite]) -> None:
-        """Put back writes the store did not take (pushed again next time)."""
-        with self._lock:
-            for w in writes:
-                if w.enrol:
-                    if w.identity_id in self._slot:  # pushed again with its whole state by then
-                        self._enrolled.add(w.identity_id)
-                        self._deltas.pop(w.identity_id, None)
-                elif w.identity_id not in self._enrolled:
-                    later = self._deltas.get(w.identity_id)
-                    if later is not None:
-                        w = StoreWrite(w.identity_id, w.sum_delta + later.vector_sum, w.count_delta + later.count,
-                                       add_sighting(w.seen, later.seen), False)  # fmt: skip
-                    self._deltas[w.identity_id] = _Delta(w.sum_delta, w.count_delta, w.seen)
 
     def apply(self, records: list[StoredIdentity], since_version: int) -> SyncNews:
         """Bring the local copy up to the store's changes: live identities take the store's sum (plus what this
@@ -297,7 +282,7 @@ class IdentitySpace:
     def _take_live(self, record: StoredIdentity) -> bool:
         ident = record.identity_id
         if ident in self._enrolled:
-            return False  # re-enrolled after a failed push: the local state is newer
+            return False  # its enrolment is not pushed yet: the local state is newer
         self._ensure_dim(len(record.vector_sum))
         total, count, seen = record.vector_sum, record.count, record.seen
         delta = self._deltas.get(ident)

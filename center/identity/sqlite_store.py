@@ -4,17 +4,29 @@ Why SQLite: it ships with Python, needs no server, and in WAL mode readers never
 several worker processes on one host share a space safely through the file (SQLite's locking; not over network
 file systems). Every write runs in its own ``BEGIN IMMEDIATE`` transaction (the writer lock taken up front, so
 two workers never deadlock upgrading a read lock); ``timeout_s`` bounds the wait for it. Ids come from an
-``AUTOINCREMENT`` key, which SQLite never reuses even after rows are deleted.
+``AUTOINCREMENT`` key, which SQLite never reuses even after rows are deleted. A push is one transaction, and the
+``writers`` table keeps each writer's highest applied write number (a push sent again after its answer was
+lost is skipped).
 """
 
 from __future__ import annotations
 
 import sqlite3
+import time
 from pathlib import Path
 
 import numpy as np
 
-from vcascade.center.identity.store import EVICTED, LIVE, MERGED, Sighting, StoredIdentity, StoreWrite, add_sighting
+from vcascade.center.identity.store import (
+    EVICTED,
+    LIVE,
+    MERGED,
+    WRITER_TTL_S,
+    Sighting,
+    StoredIdentity,
+    StoreWrite,
+    add_sighting,
+)
 
 RESERVED = "reserved"
 """State of an id handed to a worker and not yet written."""
@@ -37,6 +49,13 @@ CREATE TABLE IF NOT EXISTS identities (
 CREATE INDEX IF NOT EXISTS identities_changes ON identities (space, version);
 CREATE INDEX IF NOT EXISTS identities_seen ON identities (space, state, wall_s);
 CREATE TABLE IF NOT EXISTS versions (space TEXT PRIMARY KEY, version INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS writers (
+    space TEXT NOT NULL,
+    writer TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    wall_s REAL NOT NULL,
+    PRIMARY KEY (space, writer)
+);
 """
 
 ADDED_COLUMNS = {"first": "BLOB", "enrolled_version": "INTEGER NOT NULL DEFAULT 0"}
@@ -76,11 +95,17 @@ class SqliteStore:
             return [db.execute("INSERT INTO identities (space, state) VALUES (?, ?) RETURNING id",
                                (self.space, RESERVED)).fetchone()[0] for _ in range(n)]  # fmt: skip
 
-    def write(self, writes: list[StoreWrite]) -> int:
+    def write(self, writes: list[StoreWrite], writer: str | None = None, first_seq: int = 0) -> int:
         dropped = 0
         with self._transaction() as db:
-            for w in writes:
-                dropped += not self._write_one(db, w)
+            applied = -1 if writer is None else self._applied(db, writer)
+            for seq, w in enumerate(writes, first_seq):
+                if seq > applied:
+                    dropped += not self._write_one(db, w)
+            if writer is not None and writes:
+                db.execute("INSERT INTO writers (space, writer, seq, wall_s) VALUES (?, ?, ?, ?) ON CONFLICT(space, "
+                           "writer) DO UPDATE SET seq = MAX(seq, excluded.seq), wall_s = excluded.wall_s",
+                           (self.space, writer, first_seq + len(writes) - 1, time.time()))  # fmt: skip
         return dropped
 
     def changes(self, cursor: int) -> tuple[list[StoredIdentity], int]:
@@ -121,6 +146,7 @@ class SqliteStore:
                 version = self._bump(db)
                 db.executemany("UPDATE identities SET state = ?, vector_sum = NULL, version = ? WHERE id = ?",
                                [(EVICTED, version, ident) for ident in old])  # fmt: skip
+            db.execute("DELETE FROM writers WHERE space = ? AND wall_s < ?", (self.space, now_s - WRITER_TTL_S))
             return len(old)
 
     def close(self) -> None:
@@ -136,6 +162,11 @@ class SqliteStore:
             "INSERT INTO versions (space, version) VALUES (?, 1) ON CONFLICT(space) DO UPDATE SET version = version + 1 "
             "RETURNING version", (self.space,),
         ).fetchone()[0]
+
+    def _applied(self, db: sqlite3.Connection, writer: str) -> int:
+        """The highest write number applied for ``writer`` (-1: none)."""
+        row = db.execute("SELECT seq FROM writers WHERE space = ? AND writer = ?", (self.space, writer)).fetchone()
+        return -1 if row is None else row[0]
 
     def _live(self, db: sqlite3.Connection, ident: int) -> tuple[np.ndarray, int, Sighting] | None:
         row = db.execute("SELECT state, vector_sum, count, camera, t_ms, wall_s FROM identities WHERE id = ? AND "

@@ -10,6 +10,11 @@ they last saw. The enrolment version is what convergence is counted in (:mod:`.s
 
 Ids come from the store (a counter that only grows), in blocks reserved by each worker, and are never reused:
 an evicted or merged identity keeps a tombstone row so that late writes to it are recognised and dropped.
+
+Writes are applied at most once. A push whose answer is lost (a timeout after the store applied it) is sent
+again as it was, and the sums it adds must not be added twice. So each worker process pushes under a writer
+token of its own and numbers its writes; the store keeps, per writer, the highest number it applied, and skips a
+write numbered at or below it (the idempotent-producer scheme of Kafka, KIP-98).
 """
 
 from __future__ import annotations
@@ -21,6 +26,11 @@ import numpy as np
 
 LIVE, MERGED, EVICTED = "live", "merged", "evicted"
 """Identity states in a store."""
+
+WRITER_TTL_S = 86_400
+"""How long a store remembers a writer's highest applied write number after its last push, s. A worker sends a
+push again every sync interval until the store takes it, so this only has to outlast a store outage: a push sent
+again after a day away could be applied twice."""
 
 
 @dataclass(frozen=True)
@@ -93,9 +103,14 @@ class IdentityStore(Protocol):
         """``n`` fresh ids, never handed out before."""
         ...
 
-    def write(self, writes: list[StoreWrite]) -> int:
-        """Apply ``writes`` (an update of a merged identity goes to its survivor). Returns how many were
-        dropped because their identity was evicted."""
+    def write(self, writes: list[StoreWrite], writer: str | None = None, first_seq: int = 0) -> int:
+        """Apply ``writes`` in order (an update of a merged identity goes to its survivor).
+
+        With ``writer`` (a token unique to one worker process), ``writes[i]`` is numbered ``first_seq + i``, and
+        one numbered at or below the writer's highest applied number is skipped: it was applied by an earlier
+        push of the same writes whose answer was lost. Without, every write is applied (one-off tools).
+
+        Returns how many were dropped because their identity was evicted (skipped ones are not counted)."""
         ...
 
     def changes(self, cursor: int) -> tuple[list[StoredIdentity], int]:
@@ -111,7 +126,8 @@ class IdentityStore(Protocol):
 
     def sweep(self, now_s: float, retention_s: float, capacity: int) -> int:
         """Evict identities last seen before ``now_s - retention_s`` (wall time), then the least recently seen
-        beyond ``capacity``. Returns how many were evicted."""
+        beyond ``capacity``. Returns how many identities were evicted. A backend without key expiry forgets
+        writers silent for :data:`WRITER_TTL_S` here too."""
         ...
 
     def close(self) -> None:

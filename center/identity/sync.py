@@ -7,6 +7,11 @@ timeout) ends the cycle: it is counted, the space is marked out of sync (results
 (unpushed news stays queued, and so do duplicates found in a pull whose merge the store did not take) and the
 next cycle tries again. The head thread never waits for any of this.
 
+A push that failed is sent again as it was, under the same write numbers, before the news gathered since: if
+the store had applied it and only the answer was lost, the store skips it (:mod:`.store`, "at most once"). No
+pull runs while a push is unanswered, so the local copy (the store's sums plus the news not yet pushed) never
+counts a write twice or misses one.
+
 Bound on duplicates: every worker checks every enrolment in the first pull that brings it
 (:meth:`IdentitySpace.apply`); the enrolling worker pulls right after its push, in the same cycle. So while the
 store is up, a duplicate its own worker can see is merged in the cycle that pushes it, one that only another
@@ -18,13 +23,14 @@ delays the merge, never skips it.
 from __future__ import annotations
 
 import logging
+import secrets
 import threading
 import time
 from typing import Any, Callable
 
 from vcascade.center.identity.metrics import IdentityTelemetry
 from vcascade.center.identity.space import IdentitySpace
-from vcascade.center.identity.store import IdentityStore
+from vcascade.center.identity.store import IdentityStore, StoreWrite
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +62,9 @@ class StoreSync:
         self.clock = clock
         self.cursor = 0
         self.cycles = 0
+        self.writer = secrets.token_hex(8)  # this process's writer token in the store
+        self._unanswered: list[StoreWrite] = []  # the last push, until the store answers it
+        self._first_seq = self._next_seq = 0  # write numbers: of the unanswered push's first, of the next
         self._merges: list[tuple[int, int]] = []  # duplicates found, not yet merged in the store
         self._next_sweep_s = 0.0
         self._stop = threading.Event()
@@ -98,13 +107,10 @@ class StoreSync:
         if wanted:
             reconciled = self.space.add_ids(self._call("reserve", self.store.reserve_ids, wanted))
             self.telemetry.merged("reconciled", len(reconciled))
-        writes = self.space.take_writes()
-        if writes:
-            try:
-                self.telemetry.updates_dropped(self._call("write", self.store.write, writes))
-            except Exception:
-                self.space.restore_writes(writes)
-                raise
+        self._push()  # the one that failed last time, if any
+        self._unanswered, self._first_seq = self.space.take_writes(), self._next_seq
+        self._next_seq += len(self._unanswered)
+        self._push()
         since = self.cursor
         records, self.cursor = self._call("changes", self.store.changes, since)
         news = self.space.apply(records, since)
@@ -119,6 +125,13 @@ class StoreSync:
             self._call("sweep", self.store.sweep, now_s, self.retention_s, self.capacity)
             self._next_sweep_s = now_s + SWEEP_INTERVAL_S
         self.telemetry.gallery(len(self.space))
+
+    def _push(self) -> None:
+        """Push the unanswered writes (none: nothing to do); they stay unanswered if the call fails."""
+        if self._unanswered:
+            dropped = self._call("write", self.store.write, self._unanswered, self.writer, self._first_seq)
+            self._unanswered = []
+            self.telemetry.updates_dropped(dropped)
 
     def _call(self, op: str, fn: Callable[..., Any], *args: Any) -> Any:
         start = time.perf_counter()

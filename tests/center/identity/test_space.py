@@ -356,3 +356,48 @@ def test_a_provisional_id_is_reported_even_when_the_store_id_that_replaced_it_is
     answer = a.see(7)
     assert answer.identity_id == established.identity_id
     assert provisional.identity_id in answer.merged_from and len(answer.merged_from) == 2
+
+
+def answer_lost_once(store_class: type) -> type:
+    """The real store class whose next ``write`` once ``armed`` applies the push and then raises, as a store whose
+    answer was lost on the way back would (a timeout after the apply: the only way to place a failure exactly
+    there)."""
+
+    class AnswerLostOnce(store_class):
+        armed = False
+
+        def write(self, writes, *numbering):
+            dropped = super().write(writes, *numbering)
+            if self.armed:
+                self.armed = False
+                raise TimeoutError("the push was applied, its answer lost")
+            return dropped
+
+    return AnswerLostOnce
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "redis"])
+def test_a_push_whose_answer_was_lost_is_sent_again_and_applied_once(backend, tmp_path, request):
+    """Before, the failed push went back into the worker's news and was pushed again with what came after: the
+    store added its sums twice (count 13 here instead of 8)."""
+    if backend == "sqlite":
+        store = SqliteStore(tmp_path / "identity.sqlite3", "embedder")
+        lossy = answer_lost_once(SqliteStore)(tmp_path / "identity.sqlite3", "embedder")
+    else:
+        url = request.getfixturevalue("redis_server").url
+        store, lossy = RedisStore(url, "embedder"), answer_lost_once(RedisStore)(url, "embedder")
+    a = Worker("sp-a16", lossy)
+    ident = a.see(3).identity_id
+    assert a.sync.cycle()  # the enrolment
+    lossy.armed = True
+    for _ in range(5):
+        assert a.see(3).identity_id == ident
+    assert not a.sync.cycle()  # five matches applied, the answer lost
+    assert a.metric("vcascade_identity_store_errors_total", op="write") == 1
+    for _ in range(2):
+        a.see(3)
+    assert a.sync.cycle()  # the five again (skipped), then the two
+    [record] = [r for r in store.changes(0)[0] if r.identity_id == ident]
+    assert record.count == 1 + 5 + 2
+    assert a.space._counts[a.space._slot[ident]] == 8  # the worker's copy agrees
+    store.close()

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 
 from vcascade.center.identity.redis_store import RedisStore
 from vcascade.center.identity.sqlite_store import SqliteStore
-from vcascade.center.identity.store import EVICTED, LIVE, MERGED, Sighting, StoreWrite
+from vcascade.center.identity.store import EVICTED, LIVE, MERGED, WRITER_TTL_S, Sighting, StoreWrite
 
 D = 8
 
@@ -138,6 +140,35 @@ def test_sweep_evicts_by_retention_then_least_recently_seen_beyond_capacity(open
     assert {r.identity_id: r.state for r in records}[ids[0]] == EVICTED
     assert store.write([update(ids[0], 0, 300.0)]) == 1  # late news of an evicted identity is dropped
     assert store.reserve_ids(1)[0] > max(ids)
+
+
+def test_numbered_writes_sent_again_are_applied_once_per_writer(open_store):
+    """A push whose answer was lost is sent again as it was: the writes the store applied are skipped, the rest
+    (and other writers' writes, numbered on their own) applied."""
+    a, b = open_store(), open_store()
+    [ident] = a.reserve_ids(1)
+    assert a.write([enrol(ident, 0), update(ident, 1, 101.0)], "worker-a", 0) == 0  # writes 0 and 1
+    assert a.write([enrol(ident, 0), update(ident, 1, 101.0), update(ident, 2, 102.0)], "worker-a", 0) == 0
+    assert b.write([update(ident, 3, 103.0)], "worker-b", 0) == 0
+    np.testing.assert_allclose(live(a)[ident].vector_sum, unit(0) + unit(1) + unit(2) + unit(3))
+    assert live(a)[ident].count == 4
+    a.write([update(ident, 4, 104.0)], "worker-a", 2)  # number 2 was applied: skipped (numbers are never reused)
+    assert live(a)[ident].count == 4
+    [evicted] = a.reserve_ids(1)
+    assert a.write([update(evicted, 0, 100.0)], "worker-a", 3) == 1  # dropped: counted once ...
+    assert a.write([update(evicted, 0, 100.0)], "worker-a", 3) == 0  # ... not again when sent again
+
+
+def test_a_writer_is_forgotten_a_while_after_its_last_push(open_store):
+    store = open_store()
+    [ident] = store.reserve_ids(1)
+    store.write([enrol(ident, 0, wall_s=time.time())], "worker-a", 0)
+    if isinstance(store, RedisStore):  # the key expires on its own
+        assert 0 < store._redis.ttl(f"{store.prefix}:writer:worker-a") <= WRITER_TTL_S
+        return
+    store.sweep(time.time() + WRITER_TTL_S + 60, retention_s=10 * WRITER_TTL_S, capacity=10)
+    store.write([update(ident, 1, time.time())], "worker-a", 0)  # number 0 again: a new writer's
+    assert live(store)[ident].count == 2
 
 
 def test_spaces_in_one_store_are_separate(open_store):
