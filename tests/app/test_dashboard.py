@@ -146,6 +146,11 @@ def test_scrape_config_targets_and_intervals():
     targets = {(t.kind, t.name): t.address for t in metrics_targets(dep)}
     assert targets == {("broker", "broker-1"): "127.0.0.1:9102", ("worker", "worker-1"): "127.0.0.1:9103",
                        ("worker", "worker-2"): "127.0.0.1:9104", ("edge", "edge-1"): "127.0.0.1:9101"}  # fmt: skip
+    recognizers = {t.name: t.recognizer for t in metrics_targets(dep) if t.kind == "worker"}
+    assert recognizers == {"worker-1": "mobilenetv2-embedder", "worker-2": "ppocr-text"}
     config = prometheus_config(dep, 0.5)
+    statics = {job["job_name"]: job["static_configs"] for job in config["scrape_configs"]}
+    assert statics["vcascade-worker"][0]["labels"] == {"instance": "worker-1", "recognizer": "mobilenetv2-embedder"}
+    assert statics["vcascade-edge"][0]["labels"] == {"instance": "edge-1"}
     assert config["global"] == {"scrape_interval": "500ms", "evaluation_interval": "500ms"}
     assert "rule_files" not in config

@@ -106,7 +106,7 @@ def test_a_failed_camera_shows_its_reason(free_port):
     row = next(line for line in console.export_text().splitlines() if " gone " in line)
     assert f"failed ({reader.machine.reason})" in row
 def test_identity_spaces_show_each_embedding_worker():
-    target = MetricsTarget("worker", "worker-1", "127.0.0.1", 1)
+    target = MetricsTarget("worker", "worker-1", "127.0.0.1", 1, recognizer="embedder")
     w = (("worker", "worker-1"),)
 
     def scrape_at(t_s: float, enrolments: float) -> Scrape:
@@ -126,4 +126,4 @@ def test_identity_spaces_show_each_embedding_worker():
     console.print(identities_table({"worker-1": scrape_at(10.0, 10.0)}, {"worker-1": scrape_at(12.0, 14.0)}))
     row = [line for line in console.file.getvalue().splitlines() if "worker-1" in line][0]
     cells = [cell.strip() for cell in row.split("│")[1:-1]]
-    assert cells == ["worker-1", "12", "2.0", "0.0", "40.0", "3", "5", "4", "9.9"], row
+    assert cells == ["worker-1", "embedder", "12", "2.0", "0.0", "40.0", "3", "5", "4", "9.9"], row

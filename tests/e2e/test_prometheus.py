@@ -120,7 +120,7 @@ def test_prometheus_scrapes_every_component_and_finds_the_series(prometheus, mod
         "edge": 'sum(vcascade_edge_frames_decoded_total{instance="edge-1",job="vcascade-edge"})',
         "results": 'sum(vcascade_edge_results_total{camera="street-1"})',
         "broker": 'sum(vcascade_broker_rois_received_total{instance="broker-1"})',
-        "worker": 'sum(vcascade_worker_stage_busy_seconds_total{worker="worker-1"})',
+        "worker": 'sum(vcascade_worker_stage_busy_seconds_total{worker="worker-1",recognizer="mobilenetv2-embedder"})',
     }
     seen: dict[str, float] = {}
     try:
@@ -153,7 +153,7 @@ def test_prometheus_scrapes_every_component_and_finds_the_series(prometheus, mod
     alert_names = {r["name"] for g in rules["data"]["groups"] for r in g["rules"]}
     assert {"VcascadeCameraDown", "VcascadeWorkerGone", "VcascadeLatencyP99OverBudget"} <= alert_names
     assert status.returncode == 0, status.stderr
-    for text in ("street-1", "streaming", "worker-1", "ready"):
+    for text in ("street-1", "streaming", "worker-1", "ready", "mobilenetv2-embedder"):
         assert text in status.stdout, status.stdout
     assert "unreachable" not in status.stdout and "not ready" not in status.stdout, status.stdout
     assert all(code == 0 for code, _ in codes.values()), {n: e[-2000:] for n, (c, e) in codes.items() if c}

@@ -3,7 +3,8 @@
 
 One scrape job per component kind (``vcascade-edge``, ``vcascade-broker``, ``vcascade-worker``); each target is
 one component's metrics port, with ``instance`` set to the component's name (so queries read
-``instance="edge-1"`` rather than an address). The same target list serves ``vcascade status``.
+``instance="edge-1"`` rather than an address) and, for a worker, ``recognizer`` to the recognizer it runs. The
+same target list serves ``vcascade status``.
 """
 
 from __future__ import annotations
@@ -22,12 +23,14 @@ LOCAL_HOST = "127.0.0.1"
 
 @dataclass(frozen=True)
 class MetricsTarget:
-    """One component's metrics endpoint: ``kind`` (edge/broker/worker), ``name``, ``host`` and ``port``."""
+    """One component's metrics endpoint: ``kind`` (edge/broker/worker), ``name``, ``host`` and ``port``;
+    ``recognizer``: the recognizer a worker runs ("" for other kinds)."""
 
     kind: str
     name: str
     host: str
     port: int
+    recognizer: str = ""
 
     @property
     def address(self) -> str:
@@ -46,7 +49,7 @@ def metrics_targets(dep: Deployment) -> list[MetricsTarget]:
     for kind, section in (("broker", dep.brokers), ("worker", dep.workers), ("edge", dep.edges)):
         for name, cfg in section.items():
             host = getattr(cfg, "host", None) or LOCAL_HOST
-            targets.append(MetricsTarget(kind, name, host, cfg.metrics_port))
+            targets.append(MetricsTarget(kind, name, host, cfg.metrics_port, getattr(cfg, "recognizer", "")))
     return targets
 
 
@@ -63,7 +66,8 @@ def prometheus_config(
     interval = _duration(scrape_interval_s)
     jobs: dict[str, list[dict[str, Any]]] = {}
     for target in metrics_targets(dep):
-        jobs.setdefault(target.kind, []).append({"targets": [target.address], "labels": {"instance": target.name}})
+        labels = {"instance": target.name} | ({"recognizer": target.recognizer} if target.recognizer else {})
+        jobs.setdefault(target.kind, []).append({"targets": [target.address], "labels": labels})
     config: dict[str, Any] = {
         "global": {"scrape_interval": interval, "evaluation_interval": interval},
         "scrape_configs": [

@@ -239,10 +239,12 @@ def brokers_table(before: dict[str, Scrape], after: dict[str, Scrape]) -> Table:
 
 
 def workers_table(before: dict[str, Scrape], after: dict[str, Scrape]) -> Table:
-    """Per worker: credits, in flight, results/s, mean batch, per stage utilisation % and mean compute ms."""
+    """Per worker: its recognizer, credits, in flight, results/s, mean batch, per stage utilisation % and mean
+    compute ms."""
     table = Table(title="workers", title_justify="left")
-    for col in ("worker", "credits", "in flight", "results/s", "mean batch", "stages: busy % / mean ms"):
-        table.add_column(col, justify="left" if col in ("worker", "stages: busy % / mean ms") else "right")
+    stages_col = "stages: busy % / mean ms"
+    for col in ("worker", "recognizer", "credits", "in flight", "results/s", "mean batch", stages_col):
+        table.add_column(col, justify="left" if col in ("worker", "recognizer", stages_col) else "right")
     for name, s in after.items():
         if s.target.kind != "worker" or s.error:
             continue
@@ -256,7 +258,8 @@ def workers_table(before: dict[str, Scrape], after: dict[str, Scrape]) -> Table:
             mean = s.total("vcascade_worker_stage_seconds_sum", stage=stage) / calls if calls else None
             cells.append(f"{stage} {_num(None if busy is None else 100 * busy, '{:.0f}')}% / {_ms(mean)}")
         table.add_row(
-            name, f"{int(s.total('vcascade_worker_credits'))}", f"{int(s.total('vcascade_worker_in_flight'))}",
+            name, s.target.recognizer or "-",
+            f"{int(s.total('vcascade_worker_credits'))}", f"{int(s.total('vcascade_worker_in_flight'))}",
             _num(rate(prev, s, "vcascade_worker_results_total")),
             _num(s.total("vcascade_worker_batch_size_sum") / count if count else None), "  ".join(cells) or "-",
         )  # fmt: skip
@@ -264,12 +267,13 @@ def workers_table(before: dict[str, Scrape], after: dict[str, Scrape]) -> Table:
 
 
 def identities_table(before: dict[str, Scrape], after: dict[str, Scrape]) -> Table:
-    """Per worker of an embedding recognizer (docs/IDENTITY.md): identities held, enrolments/s, matches/s,
-    comparisons per ROI, merges and provisional results so far, store errors so far, store p99 round trip."""
+    """Per worker of an embedding recognizer (docs/IDENTITY.md): the recognizer (one identity space each),
+    identities held, enrolments/s, matches/s, comparisons per ROI, merges and provisional results so far, store
+    errors so far, store p99 round trip."""
     table = Table(title="identity spaces", title_justify="left")
-    for col in ("worker", "identities", "enrol/s", "match/s", "comparisons/ROI", "merges", "provisional",
+    for col in ("worker", "recognizer", "identities", "enrol/s", "match/s", "comparisons/ROI", "merges", "provisional",
                 "store errors", "store p99 ms"):  # fmt: skip
-        table.add_column(col, justify="left" if col == "worker" else "right")
+        table.add_column(col, justify="left" if col in ("worker", "recognizer") else "right")
     for name, s in after.items():
         if s.target.kind != "worker" or s.error or not s.series("vcascade_identity_gallery_size"):
             continue
@@ -277,7 +281,7 @@ def identities_table(before: dict[str, Scrape], after: dict[str, Scrape]) -> Tab
         prev = before.get(name)
         p99_s = hop_quantiles([prev] if prev else [], [s], "vcascade_identity_store_seconds", (0.99,))
         table.add_row(
-            name, f"{int(s.total('vcascade_identity_gallery_size'))}",
+            name, s.target.recognizer or "-", f"{int(s.total('vcascade_identity_gallery_size'))}",
             _num(rate(prev, s, "vcascade_identity_enrolments_total")), _num(rate(prev, s, "vcascade_identity_matches_total")),
             _num(s.total("vcascade_identity_comparisons_total") / rois if rois else None),
             f"{int(s.total('vcascade_identity_merges_total'))}", f"{int(s.total('vcascade_identity_provisional_results_total'))}",
