@@ -89,7 +89,8 @@ def test_components_that_do_not_answer_are_shown_with_the_reason(view):
     for row in overview["cameras"]:
         assert row["state"] == "unreachable" and row["reason"] == "edge" and "edge-1" in row["error"]
     assert [b["alive"] for b in overview["brokers"]] == [False] and overview["brokers"][0]["error"]
-    assert [w["alive"] for w in overview["workers"]] == [False]
+    assert [(w["worker"], w["recognizer"], w["alive"]) for w in overview["workers"]] == [
+        ("worker-1", "mobilenetv2-embedder", False)]
     assert {c["state"] for c in overview["components"]} == {"unreachable"}
     assert get(f"{view}/api/cameras/street-1/frame.jpg", BEARER)[0] == 502  # its edge does not answer
     assert get(f"{view}/api/cameras/nowhere/frame.jpg", BEARER)[0] == 404

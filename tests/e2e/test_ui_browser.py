@@ -170,6 +170,7 @@ def test_the_grid_shows_every_camera_with_frames_that_change(page):
     assert "fps" in page.inner_text(".tile[data-camera='street-1'] .stats")
     page.wait_for_function("document.querySelectorAll('#workers tbody tr').length === 1")
     assert "yes" in page.inner_text("#brokers tbody") and "yes" in page.inner_text("#workers tbody")
+    assert "mobilenetv2-embedder" in page.inner_text("#workers tbody")
 
 
 def test_boxes_are_drawn_on_the_frame_the_page_shows(page, deployment):

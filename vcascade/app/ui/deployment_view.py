@@ -207,12 +207,14 @@ class DeploymentView:
         return rows
 
     def _worker_rows(self) -> list[dict[str, Any]]:
-        """Per worker: alive, credits, in flight, results/s, and per stage busy % and mean compute ms."""
+        """Per worker: its recognizer, alive, credits, in flight, results/s, and per stage busy % and mean compute
+        ms."""
         rows = []
         for name, s in self._after.items():
             if s.target.kind != "worker":
                 continue
-            row: dict[str, Any] = {"worker": name, "alive": not s.error, "error": s.error}
+            row: dict[str, Any] = {"worker": name, "recognizer": s.target.recognizer, "alive": not s.error,
+                                   "error": s.error}
             if not s.error:
                 prev = self._before.get(name)
                 stages = []

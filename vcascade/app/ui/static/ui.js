@@ -78,7 +78,7 @@ async function refreshOverview() {
   data.cameras.forEach(renderCamera);
   fillTable("brokers", data.brokers, (b) => [b.broker, b.alive ? "yes" : `no: ${b.error}`, b.workers, b.edges,
     b.queue_depth, b.in_flight, num(b.dispatched_per_s), b.alive ? drops(b.drops_by_reason) : "-"]);
-  fillTable("workers", data.workers, (w) => [w.worker, w.alive ? "yes" : `no: ${w.error}`, w.credits, w.in_flight,
+  fillTable("workers", data.workers, (w) => [w.worker, w.recognizer, w.alive ? "yes" : `no: ${w.error}`, w.credits, w.in_flight,
     num(w.results_per_s), (w.stages || []).map((s) => `${s.stage} ${num(s.busy_pct, 0)}% / ${num(s.mean_ms)}`).join("  ")]);
   fillTable("components", data.components, (c) => [c.kind, c.name, c.address, c.why ? `${c.state}: ${c.why}` : c.state]);
   document.getElementById("updated").textContent = `updated ${new Date().toLocaleTimeString()}`;
