@@ -5,7 +5,8 @@ follow merge chains to keys they compute): ``next_id`` (INCRBY: id blocks, never
 change), ``changes`` (sorted set id -> version of its last change), ``seen`` (sorted set id -> wall time of its
 last sighting: retention and least-recently-seen eviction), ``id:<n>`` (hash: state, sum (float32 bytes),
 count, camera, t_ms, wall_s, merged_into; first (float32 bytes) and enrolled: the enrolment embedding and the
-version it landed at), ``writer:<token>`` (the highest write number applied for a writer, expiring
+version it landed at), ``writer:<token>`` (hash: seq, the highest write number applied for a writer; push and
+dropped, the first number of its latest push and the updates that push dropped; expiring
 :data:`~vcascade.center.identity.store.WRITER_TTL_S` after its last push). Every change runs as one Lua script,
 so it is atomic and versions follow commit order; vector sums are added inside the script (Redis's ``struct``
 library). A push is a pipeline of such scripts: if the connection breaks midway, a prefix of it is applied, and
@@ -40,25 +41,36 @@ end
 
 WRITE = _ADD + """
 local p, id = ARGV[1], ARGV[2]
-if ARGV[10] ~= '' then  -- numbered: applied at most once per writer
-  local writer = p .. ':writer:' .. ARGV[10]
-  if tonumber(redis.call('GET', writer) or '-1') >= tonumber(ARGV[11]) then return 2 end
-  redis.call('SET', writer, ARGV[11], 'EX', ARGV[12])
+local writer = ARGV[10] ~= '' and (p .. ':writer:' .. ARGV[10]) or nil
+if writer then  -- numbered: applied at most once per writer; ARGV[13] names the push (its first number)
+  if redis.call('HGET', writer, 'push') ~= ARGV[13] then
+    redis.call('HSET', writer, 'push', ARGV[13], 'dropped', 0)
+    redis.call('EXPIRE', writer, ARGV[12])
+  end
+  if tonumber(redis.call('HGET', writer, 'seq') or '-1') >= tonumber(ARGV[11]) then return 2 end
+end
+local function done(answer)  -- marks the number applied after the change (a script that fails midway has not)
+  if writer then
+    redis.call('HSET', writer, 'seq', ARGV[11])
+    if answer == 0 then redis.call('HINCRBY', writer, 'dropped', 1) end
+    redis.call('EXPIRE', writer, ARGV[12])
+  end
+  return answer
 end
 for _ = 1, 64 do
   local state = redis.call('HGET', p .. ':id:' .. id, 'state')
   if state == 'merged' then id = redis.call('HGET', p .. ':id:' .. id, 'merged_into')
-  elseif state == 'evicted' then return 0
+  elseif state == 'evicted' then return done(0)
   else break end
 end
 local key = p .. ':id:' .. id
 local state = redis.call('HGET', key, 'state')
-if state ~= 'live' and (state or ARGV[8] ~= '1') then return 0 end
+if state ~= 'live' and (state or ARGV[8] ~= '1') then return done(0) end
 local wall = tonumber(ARGV[7])
 if state == 'live' then
   local old = redis.call('HMGET', key, 'sum', 'count', 'wall_s')
   redis.call('HSET', key, 'sum', add(old[1], ARGV[3]), 'count', tonumber(old[2]) + tonumber(ARGV[4]))
-  if wall < tonumber(old[3]) then bump(p, id) return 1 end
+  if wall < tonumber(old[3]) then bump(p, id) return done(1) end
 else  -- the enrolment lands: at the version the bump below makes
   local enrolled = tonumber(redis.call('GET', p .. ':version') or '0') + 1
   redis.call('HSET', key, 'state', 'live', 'sum', ARGV[3], 'count', ARGV[4], 'merged_into', -1, 'enrolled', enrolled)
@@ -67,7 +79,7 @@ end
 redis.call('HSET', key, 'camera', ARGV[5], 't_ms', ARGV[6], 'wall_s', ARGV[7])
 redis.call('ZADD', p .. ':seen', wall, id)
 bump(p, id)
-return 1
+return done(1)
 """
 
 MERGE = _ADD + """
@@ -144,9 +156,12 @@ class RedisStore:
             self._write(args=[self.prefix, w.identity_id, np.asarray(w.sum_delta, np.float32).tobytes(),
                               w.count_delta, w.seen.camera, w.seen.t_ms, w.seen.wall_s, int(w.enrol),
                               b"" if w.first is None else np.asarray(w.first, np.float32).tobytes(),
-                              writer or "", seq, WRITER_TTL_S],
+                              writer or "", seq, WRITER_TTL_S, first_seq],
                         client=pipe)  # fmt: skip
-        return sum(1 for answer in pipe.execute() if answer == DROPPED)
+        if writer is None:
+            return sum(1 for answer in pipe.execute() if answer == DROPPED)
+        pipe.hget(f"{self.prefix}:writer:{writer}", "dropped")  # this push's, over all its sendings
+        return int(pipe.execute()[-1] or 0)
 
     def changes(self, cursor: int) -> tuple[list[StoredIdentity], int]:
         changed = self._redis.zrangebyscore(f"{self.prefix}:changes", f"({cursor}", "+inf", withscores=True)

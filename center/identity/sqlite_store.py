@@ -6,13 +6,12 @@ file systems). Every write runs in its own ``BEGIN IMMEDIATE`` transaction (the 
 two workers never deadlock upgrading a read lock); ``timeout_s`` bounds the wait for it. Ids come from an
 ``AUTOINCREMENT`` key, which SQLite never reuses even after rows are deleted. A push is one transaction, and the
 ``writers`` table keeps each writer's highest applied write number (a push sent again after its answer was
-lost is skipped).
+lost is skipped) and the updates its latest push dropped (answered again, so they are counted once).
 """
 
 from __future__ import annotations
 
 import sqlite3
-import time
 from pathlib import Path
 
 import numpy as np
@@ -53,6 +52,8 @@ CREATE TABLE IF NOT EXISTS writers (
     space TEXT NOT NULL,
     writer TEXT NOT NULL,
     seq INTEGER NOT NULL,
+    push INTEGER NOT NULL,
+    dropped INTEGER NOT NULL,
     wall_s REAL NOT NULL,
     PRIMARY KEY (space, writer)
 );
@@ -96,17 +97,21 @@ class SqliteStore:
                                (self.space, RESERVED)).fetchone()[0] for _ in range(n)]  # fmt: skip
 
     def write(self, writes: list[StoreWrite], writer: str | None = None, first_seq: int = 0) -> int:
-        dropped = 0
         with self._transaction() as db:
-            applied = -1 if writer is None else self._applied(db, writer)
+            if writer is None:
+                return sum(not self._write_one(db, w) for w in writes)
+            applied, push, dropped = self._writer(db, writer)
+            if push != first_seq:  # a new push, not one sent again
+                dropped = 0
             for seq, w in enumerate(writes, first_seq):
                 if seq > applied:
                     dropped += not self._write_one(db, w)
-            if writer is not None and writes:
-                db.execute("INSERT INTO writers (space, writer, seq, wall_s) VALUES (?, ?, ?, ?) ON CONFLICT(space, "
-                           "writer) DO UPDATE SET seq = MAX(seq, excluded.seq), wall_s = excluded.wall_s",
-                           (self.space, writer, first_seq + len(writes) - 1, time.time()))  # fmt: skip
-        return dropped
+            if writes:  # stamped with the workers' wall clock, as the sweep's retention is
+                db.execute("INSERT OR REPLACE INTO writers (space, writer, seq, push, dropped, wall_s) "
+                           "VALUES (?, ?, ?, ?, ?, ?)",
+                           (self.space, writer, max(applied, first_seq + len(writes) - 1), first_seq, dropped,
+                            max(w.seen.wall_s for w in writes)))  # fmt: skip
+            return dropped
 
     def changes(self, cursor: int) -> tuple[list[StoredIdentity], int]:
         rows = self._db.execute(
@@ -163,10 +168,12 @@ class SqliteStore:
             "RETURNING version", (self.space,),
         ).fetchone()[0]
 
-    def _applied(self, db: sqlite3.Connection, writer: str) -> int:
-        """The highest write number applied for ``writer`` (-1: none)."""
-        row = db.execute("SELECT seq FROM writers WHERE space = ? AND writer = ?", (self.space, writer)).fetchone()
-        return -1 if row is None else row[0]
+    def _writer(self, db: sqlite3.Connection, writer: str) -> tuple[int, int | None, int]:
+        """``writer``'s highest applied write number (-1: none), the first number of its latest push (None:
+        none) and the updates that push dropped."""
+        row = db.execute("SELECT seq, push, dropped FROM writers WHERE space = ? AND writer = ?",
+                         (self.space, writer)).fetchone()  # fmt: skip
+        return (-1, None, 0) if row is None else row
 
     def _live(self, db: sqlite3.Connection, ident: int) -> tuple[np.ndarray, int, Sighting] | None:
         row = db.execute("SELECT state, vector_sum, count, camera, t_ms, wall_s FROM identities WHERE id = ? AND "

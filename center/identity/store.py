@@ -14,7 +14,8 @@ an evicted or merged identity keeps a tombstone row so that late writes to it ar
 Writes are applied at most once. A push whose answer is lost (a timeout after the store applied it) is sent
 again as it was, and the sums it adds must not be added twice. So each worker process pushes under a writer
 token of its own and numbers its writes; the store keeps, per writer, the highest number it applied, and skips a
-write numbered at or below it (the idempotent-producer scheme of Kafka, KIP-98).
+write numbered at or below it (the idempotent-producer scheme of Kafka, KIP-98), and the updates the writer's
+latest push dropped, so that a push sent again answers them again and they are counted once.
 """
 
 from __future__ import annotations
@@ -108,9 +109,11 @@ class IdentityStore(Protocol):
 
         With ``writer`` (a token unique to one worker process), ``writes[i]`` is numbered ``first_seq + i``, and
         one numbered at or below the writer's highest applied number is skipped: it was applied by an earlier
-        push of the same writes whose answer was lost. Without, every write is applied (one-off tools).
+        sending of the same push whose answer was lost. Without, every write is applied (one-off tools).
 
-        Returns how many were dropped because their identity was evicted (skipped ones are not counted)."""
+        Returns how many updates of the push were dropped because their identity was evicted; for a push sent
+        again, those its earlier sendings dropped included, so that the one answer that arrives counts each
+        drop once."""
         ...
 
     def changes(self, cursor: int) -> tuple[list[StoredIdentity], int]:

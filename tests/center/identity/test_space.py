@@ -358,6 +358,22 @@ def test_a_provisional_id_is_reported_even_when_the_store_id_that_replaced_it_is
     assert provisional.identity_id in answer.merged_from and len(answer.merged_from) == 2
 
 
+def away_once(store_class: type) -> type:
+    """The real store class whose next ``write`` once ``armed`` raises before applying anything, as a store that
+    is away would."""
+
+    class AwayOnce(store_class):
+        armed = False
+
+        def write(self, writes, *numbering):
+            if self.armed:
+                self.armed = False
+                raise ConnectionError("store away: nothing applied")
+            return super().write(writes, *numbering)
+
+    return AwayOnce
+
+
 def answer_lost_once(store_class: type) -> type:
     """The real store class whose next ``write`` once ``armed`` applies the push and then raises, as a store whose
     answer was lost on the way back would (a timeout after the apply: the only way to place a failure exactly
@@ -376,16 +392,55 @@ def answer_lost_once(store_class: type) -> type:
     return AnswerLostOnce
 
 
+def _faulty(backend: str, wrap, tmp_path, request):
+    """A plain store and one of class ``wrap(backend class)`` on the same real backend."""
+    if backend == "sqlite":
+        path = tmp_path / "identity.sqlite3"
+        return SqliteStore(path, "embedder"), wrap(SqliteStore)(path, "embedder")
+    url = request.getfixturevalue("redis_server").url
+    return RedisStore(url, "embedder"), wrap(RedisStore)(url, "embedder")
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "redis"])
+def test_a_push_the_store_did_not_take_is_sent_again_before_the_news_after_it(backend, tmp_path, request):
+    """The enrolment in the failed push must land before the matches made since (pushed in the next push: an
+    update of an identity not yet enrolled would be dropped), and must not be forgotten."""
+    store, away = _faulty(backend, away_once, tmp_path, request)
+    a = Worker("sp-a17", away)
+    away.armed = True
+    ident = a.see(3).identity_id
+    for _ in range(4):
+        a.see(3)
+    assert not a.sync.cycle()  # the enrolment (count 5) not taken
+    for _ in range(2):
+        a.see(3)
+    assert a.sync.cycle()
+    [record] = [r for r in store.changes(0)[0] if r.identity_id == ident]
+    assert record.count == 5 + 2
+    assert a.metric("vcascade_identity_dropped_updates_total") == 0
+    store.close()
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "redis"])
+def test_updates_dropped_by_a_push_whose_answer_was_lost_are_counted_once(backend, tmp_path, request):
+    store, lossy = _faulty(backend, answer_lost_once, tmp_path, request)
+    a = Worker("sp-a18", lossy)
+    a.see(2)
+    assert a.sync.cycle()
+    assert store.sweep(time.time() + 60.0, retention_s=1.0, capacity=1000) == 1  # evicted in the store
+    a.see(2)  # matched in the worker's copy, which has not pulled the eviction yet
+    lossy.armed = True
+    assert not a.sync.cycle()  # the update dropped, the answer lost
+    assert a.sync.cycle()  # sent again: skipped, and its drop answered again
+    assert a.metric("vcascade_identity_dropped_updates_total") == 1
+    store.close()
+
+
 @pytest.mark.parametrize("backend", ["sqlite", "redis"])
 def test_a_push_whose_answer_was_lost_is_sent_again_and_applied_once(backend, tmp_path, request):
     """Before, the failed push went back into the worker's news and was pushed again with what came after: the
     store added its sums twice (count 13 here instead of 8)."""
-    if backend == "sqlite":
-        store = SqliteStore(tmp_path / "identity.sqlite3", "embedder")
-        lossy = answer_lost_once(SqliteStore)(tmp_path / "identity.sqlite3", "embedder")
-    else:
-        url = request.getfixturevalue("redis_server").url
-        store, lossy = RedisStore(url, "embedder"), answer_lost_once(RedisStore)(url, "embedder")
+    store, lossy = _faulty(backend, answer_lost_once, tmp_path, request)
     a = Worker("sp-a16", lossy)
     ident = a.see(3).identity_id
     assert a.sync.cycle()  # the enrolment

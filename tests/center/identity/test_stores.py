@@ -154,9 +154,23 @@ def test_numbered_writes_sent_again_are_applied_once_per_writer(open_store):
     assert live(a)[ident].count == 4
     a.write([update(ident, 4, 104.0)], "worker-a", 2)  # number 2 was applied: skipped (numbers are never reused)
     assert live(a)[ident].count == 4
-    [evicted] = a.reserve_ids(1)
-    assert a.write([update(evicted, 0, 100.0)], "worker-a", 3) == 1  # dropped: counted once ...
-    assert a.write([update(evicted, 0, 100.0)], "worker-a", 3) == 0  # ... not again when sent again
+    [never] = a.reserve_ids(1)
+    assert a.write([update(never, 0, 100.0)], "worker-a", 3) == 1  # dropped (never enrolled) ...
+    assert a.write([update(never, 0, 100.0)], "worker-a", 3) == 1  # ... and answered again when sent again
+    assert a.write([update(ident, 5, 105.0)], "worker-a", 4) == 0  # a new push: its own drops only
+
+
+def test_a_write_that_fails_midway_is_not_marked_applied(open_store):
+    """Redis keeps what a script did before a runtime error: the number must be marked applied only after the
+    change, or the write sent again would be skipped and lost (SQLite rolls the whole push back)."""
+    store = open_store()
+    [ident] = store.reserve_ids(1)
+    store.write([enrol(ident, 0)], "worker-a", 0)
+    wrong_size = StoreWrite(ident, np.ones(2 * D, np.float32), 1, Sighting("cam1", 0.0, 101.0), False)
+    with pytest.raises(Exception):  # redis.ResponseError (the script's error) or ValueError (numpy's shapes)
+        store.write([wrong_size], "worker-a", 1)
+    assert store.write([update(ident, 1, 101.0)], "worker-a", 1) == 0
+    assert live(store)[ident].count == 2
 
 
 def test_a_writer_is_forgotten_a_while_after_its_last_push(open_store):
