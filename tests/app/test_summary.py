@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from rich.console import Console
 
-from vcascade.app.summary import camera_faults, frame_losses, summary_tables
+from tests.demo import demo_data
+from vcascade.app.summary import camera_faults, frame_losses, starting_line, summary_tables
+from vcascade.core.config import Deployment
 
 CAMERA = {"frames": 10, "state": "ended", "error": None, "sent": 3, "results": 2, "drops": {"timeout": 1},
           "p50_ms": 10.0, "p99_ms": 20.0}  # fmt: skip
@@ -76,3 +78,13 @@ def test_frames_lost_or_damaged_are_listed_below_the_table_by_reason():
                                      "camera trunc: 3 frames lost or damaged (pts_gap 3)"]
     edge = {"component": "edge", "name": "e1", "final": True, "cameras": cameras}
     assert "camera trunc: 3 frames lost or damaged (pts_gap 3)" in _render(summary_tables({("edge", "e1"): edge}, 1.0))
+
+
+def test_the_start_up_line_counts_each_kind_and_says_what_it_waits_for():
+    data = demo_data()
+    assert starting_line(Deployment.model_validate(data)).startswith("starting 1 broker, 1 worker, 1 edge: ")
+    data["workers"]["worker-9"] = dict(data["workers"]["worker-1"], metrics_port=19998)
+    data["edges"]["edge-9"] = dict(data["edges"]["edge-1"], metrics_port=19999)
+    data["cameras"]["street-2"]["edge"] = "edge-9"
+    line = starting_line(Deployment.model_validate(data))
+    assert line.startswith("starting 1 broker, 2 workers, 2 edges: ") and "once every worker has loaded" in line

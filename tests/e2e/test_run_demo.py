@@ -83,6 +83,8 @@ def test_run_short_clip_end_to_end(tmp_path, free_port, models_dir):
     assert proc.returncode == 0, output
     assert moved == set(ports), f"metrics that never moved while running: {set(ports) - moved}\n{output}"
     assert "vcascade run summary" in output
+    assert output.startswith("starting 1 broker, 2 workers, 1 edge: ")  # said before the workers' silent load
+    assert "center ready after " in output
 
     summary = json.loads(summary_path.read_text())
     assert all(code == 0 for code in summary["exit_codes"].values()), summary["exit_codes"]

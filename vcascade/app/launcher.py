@@ -38,7 +38,7 @@ from rich.live import Live
 from vcascade.app.child import child_main
 from vcascade.app.commands import EXIT_NO_RESTART
 from vcascade.app.preflight_models import model_problems
-from vcascade.app.summary import camera_faults, progress_line, restarts_table, summary_tables
+from vcascade.app.summary import camera_faults, progress_line, restarts_table, starting_line, summary_tables
 from vcascade.app.supervise import RestartPolicy, RestartTracker
 from vcascade.app.ui.server import serve_view
 from vcascade.core.config import Deployment
@@ -334,7 +334,10 @@ def run_deployment(
 def _run(launcher: Launcher, console: Console, summary_json: Path | None, status_path: Path | None) -> int:
     """Start, supervise until the edges are done, a stop signal or a center component given up; stop, summarise."""
     started = time.monotonic()
+    console.print(starting_line(launcher.dep), highlight=False)
     launcher.start()
+    if launcher.stopped_by is None and not launcher.center_failed():
+        console.print(f"center ready after {time.monotonic() - started:.1f} s; edges starting", highlight=False)
     failed: list[str] = []
     with Live(console=console, refresh_per_second=4, transient=True) as live:
         last_plain = last_status = 0.0

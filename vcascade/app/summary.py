@@ -1,10 +1,13 @@
-"""Render the children's snapshots: the live progress line and the end-of-run summary tables (rich)."""
+"""What `vcascade run` prints: the start-up line, the live progress line from the children's snapshots and the
+end-of-run summary tables (rich)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from rich.table import Table
+
+from vcascade.core.config import Deployment
 
 Snapshots = dict[tuple[str, str], dict[str, Any]]
 
@@ -15,6 +18,16 @@ def _cameras(snapshots: Snapshots) -> dict[str, dict[str, Any]]:
         if kind == "edge":
             cams.update(snap.get("cameras", {}))
     return cams
+
+
+def starting_line(dep: Deployment) -> str:
+    """What the start-up waits for, printed before it (workers load, export and profile their recognizers first:
+    seconds to minutes with nothing else on screen), e.g. ``starting 1 broker, 2 workers, 1 edge: ...``."""
+    counts = [f"{len(section)} {kind}{'' if len(section) == 1 else 's'}"
+              for kind, section in (("broker", dep.brokers), ("stage group", dep.stage_groups),
+                                    ("worker", dep.workers), ("edge", dep.edges)) if section]  # fmt: skip
+    return (f"starting {', '.join(counts)}: the edges start once every worker has loaded and split its "
+            "recognizer")
 
 
 def progress_line(snapshots: Snapshots, elapsed_s: float) -> str:
