@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 
@@ -53,6 +54,20 @@ def redis_server(free_port, tmp_path):
     server = RedisServer(free_port(), tmp_path / "redis").start()
     yield server
     server.stop()
+
+
+@pytest.fixture(autouse=True)
+def root_log_handlers_removed_after():
+    """A command run in-process (``vcascade.cli.main``) installs its log handler on the root logger, writing to
+    the ``sys.stderr`` of that moment: pytest's capture of that one test. Removed after the test, so that a thread
+    of a later test never logs into a closed capture ("--- Logging error ---" in CI's output)."""
+    root = logging.getLogger()
+    before, level = set(root.handlers), root.level
+    yield
+    for handler in list(root.handlers):
+        if type(handler) is logging.StreamHandler and handler not in before:  # vcascade.core.logs's, not pytest's
+            root.removeHandler(handler)
+    root.setLevel(level)
 
 
 @pytest.fixture(autouse=True)
