@@ -281,8 +281,6 @@ class IdentitySpace:
 
     def _take_live(self, record: StoredIdentity) -> bool:
         ident = record.identity_id
-        if ident in self._enrolled:
-            return False  # its enrolment is not pushed yet: the local state is newer
         self._ensure_dim(len(record.vector_sum))
         total, count, seen = record.vector_sum, record.count, record.seen
         delta = self._deltas.get(ident)
