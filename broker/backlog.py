@@ -3,7 +3,7 @@
 ``backlog_ms`` is an exponentially weighted mean of the queue waits of the ROIs leaving the queues (dispatched,
 or dropped as stale: those waited their whole deadline), weight :data:`EWMA_WEIGHT` for the newest, and 0 while
 nothing is queued (a queue that emptied has no backlog, whatever the last waits were). Edges compare it with
-their deadline and lower what they send (:mod:`vcascade.edge.degrade`). Pure: the caller passes the waits.
+their deadline and lower what they send (:mod:`vcascade.edge.selection.degrade`). Pure: the caller passes the waits.
 """
 
 from __future__ import annotations

@@ -6,10 +6,10 @@ from __future__ import annotations
 import zmq
 
 from vcascade.core.config import Deployment
-from vcascade.core.disconnects import watch_connections
-from vcascade.core.security import secure_server
-from vcascade.core.sockets import make_socket
-from vcascade.core.zap import EDGES, WORKERS, RoleAuthenticator, admitted_names
+from vcascade.core.transport.disconnects import watch_connections
+from vcascade.core.transport.security import secure_server
+from vcascade.core.transport.sockets import make_socket
+from vcascade.core.transport.zap import EDGES, WORKERS, RoleAuthenticator, admitted_names
 
 
 def broker_sockets(
@@ -18,10 +18,10 @@ def broker_sockets(
     """``(frontend, backend)``: ROUTERs with ``ROUTER_HANDOVER`` (a reconnecting identity takes over at once), set
     up as CurveZMQ servers of broker ``name`` when ``security.curve.enabled``: the frontend admits only the keys of
     the broker's edges, the backend only those of its workers (``auth``, the process's ZAP handler, from
-    :func:`vcascade.core.zap.start_authenticator`; None when curve is disabled). Refused handshakes are counted
+    :func:`vcascade.core.transport.zap.start_authenticator`; None when curve is disabled). Refused handshakes are counted
     from the socket monitor, ``vcascade_broker_auth_failures_total{reason}`` (``wrong_role``: a key of the
     authorized folder on the other socket's role), and so are lost connections, among them peers libzmq cut for a
-    message over the size limit, ``vcascade_broker_disconnects_total{socket}`` (:mod:`vcascade.core.disconnects`).
+    message over the size limit, ``vcascade_broker_disconnects_total{socket}`` (:mod:`vcascade.core.transport.disconnects`).
     Not bound yet; the caller closes them."""
     frontend = make_socket(ctx, zmq.ROUTER, router_handover=True)
     backend = make_socket(ctx, zmq.ROUTER, router_handover=True)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import zmq
 
 from vcascade.broker.dispatch import InFlight
-from vcascade.core import wire
+from vcascade.core.protocol import wire
 
 MIN_TTL_MS = 0.001
 """Smallest ttl passed on, ms: ``ttl_ms == 0`` means "no deadline" on the wire, so an ROI with one keeps one."""

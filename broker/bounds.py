@@ -1,7 +1,7 @@
 """The broker's queue bounds, in ROIs and in bytes, and which queued ROI pays when one is exceeded. Pure.
 
 A bound on ROIs alone does not bound memory: 40 ROIs of 16 MiB (the largest message part a socket accepts,
-:data:`vcascade.core.sockets.MAX_MESSAGE_BYTES`) weigh 640 MiB. :class:`ByteBounds` caps the bytes queued in
+:data:`vcascade.core.transport.sockets.MAX_MESSAGE_BYTES`) weigh 640 MiB. :class:`ByteBounds` caps the bytes queued in
 all, per recognizer (one without workers cannot hold all memory) and per edge (one flooding edge cannot
 either); :func:`over_bound_victim` is the drop-oldest rule :class:`vcascade.broker.dispatch.Dispatcher` applies
 until every bound holds.

@@ -35,7 +35,7 @@ Policy (DESIGN.md "Load balancing and reliability"):
   aside when dispatching and :meth:`Dispatcher.stale` sweeps every queue. At dispatch an ROI is also stale when
   it would be by the time the chosen worker starts computing it (the worker announces that wait in its
   ``Ready``): dropped before compute rather than computed late (issue 21).
-* **Liveness**: a worker silent for ``worker_timeout_s`` (:class:`vcascade.core.liveness.PeerLiveness`) is
+* **Liveness**: a worker silent for ``worker_timeout_s`` (:class:`vcascade.core.transport.liveness.PeerLiveness`) is
   expired; its in-flight ROIs are handed back to the caller so every ROI is answered exactly once.
 * **Answer deadline**: an ROI a worker has not answered ``answer_timeout_s`` after its dispatch is taken back
   (:meth:`Dispatcher.overdue`, re-dispatched like a lost worker's) and costs that worker one credit until it
@@ -61,7 +61,7 @@ from vcascade.broker.bounds import ByteBounds, over_bound_victim
 from vcascade.broker.queues import RoiQueues
 from vcascade.broker.records import InFlight, Pending
 from vcascade.broker.workers import RecognizerChanged, WorkerLimit, WorkerState
-from vcascade.core.liveness import PeerLiveness
+from vcascade.core.transport.liveness import PeerLiveness
 
 __all__ = ["ByteBounds", "Dispatcher", "InFlight", "Pending", "RecognizerChanged", "WorkerLimit"]
 

@@ -1,7 +1,7 @@
 """Prometheus metrics of the broker (``vcascade_broker_*``), every series labelled ``broker=<name>``, and the
 object that counts events into them.
 
-Declared once per process in the default registry (served by :func:`vcascade.core.telemetry.serve_metrics`);
+Declared once per process in the default registry (served by :func:`vcascade.core.telemetry.metrics.serve_metrics`);
 :class:`BrokerTelemetry` binds them to one broker name (so several brokers, in tests, can share a process) and
 offers one method per event. The broker's report counts are :class:`vcascade.broker.books.Stats`.
 """
@@ -13,9 +13,9 @@ import re
 from prometheus_client import Counter, Gauge, Histogram
 
 from vcascade.core.config import NAME_PATTERN
-from vcascade.core.disconnects import disconnects_counter
-from vcascade.core.security import auth_failures_counter
-from vcascade.core.telemetry import LATENCY_BUCKETS_S
+from vcascade.core.transport.disconnects import disconnects_counter
+from vcascade.core.transport.security import auth_failures_counter
+from vcascade.core.telemetry.metrics import LATENCY_BUCKETS_S
 
 MAX_CAMERA_LABELS = 256
 """Distinct ``camera`` label values per broker at most; later cameras (and names that are not valid config
@@ -102,10 +102,10 @@ QUEUE_SECONDS = Histogram(
 )
 AUTH_FAILURES = auth_failures_counter("broker")
 """``vcascade_broker_auth_failures_total{broker, reason}``: clients refused in the CurveZMQ handshake, counted by
-:class:`vcascade.core.security.AuthFailureMonitor` (declared here so the family is exported from the start)."""
+:class:`vcascade.core.transport.security.AuthFailureMonitor` (declared here so the family is exported from the start)."""
 DISCONNECTS = disconnects_counter("broker")
 """``vcascade_broker_disconnects_total{broker, socket}``: connections the frontend or backend lost, among them peers
-libzmq cut for a message over the size limit (:mod:`vcascade.core.disconnects`; declared here so the family is
+libzmq cut for a message over the size limit (:mod:`vcascade.core.transport.disconnects`; declared here so the family is
 exported from the start)."""
 
 

@@ -9,7 +9,7 @@ deferrable) and its *deferrable* ones (``item.deferrable``: refreshes and better
 recognised, ``wire.DEFERRABLE_SEND_REASONS``) in two FIFOs (:class:`CameraQueue`). Dispatch order
 (:meth:`RoiQueues.iter_keys`, :meth:`RoiQueues.pop_head`): the queues holding prompt ROIs round-robin, each giving
 its oldest prompt ROI; only when none of those can be served, the other queues round-robin. So under overload
-the capacity goes to first sightings, as the edges shed deferrable sends first (``vcascade.edge.degrade``), while
+the capacity goes to first sightings, as the edges shed deferrable sends first (``vcascade.edge.selection.degrade``), while
 cameras stay served round-robin within each class. A bound's victim (:meth:`RoiQueues.pop_victim`) is the
 queue's oldest deferrable ROI, else its oldest.
 

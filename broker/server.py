@@ -11,7 +11,7 @@ Bad input is counted in ``vcascade_broker_malformed_messages_total`` and dropped
 crash the loop.
 
 Liveness (Paranoid Pirate; DESIGN.md "Load balancing and reliability"): heartbeats to workers and recent edges
-(who is silent: :class:`vcascade.core.liveness.PeerLiveness`); a lost worker's ROIs are re-queued up to
+(who is silent: :class:`vcascade.core.transport.liveness.PeerLiveness`); a lost worker's ROIs are re-queued up to
 ``max_attempts`` dispatches, its late answers counted, never forwarded. So are the ROIs a worker holds past
 ``answer_timeout_s`` (taken back, the worker's credits with them), and those of a worker evicted for a new one
 at ``max_workers`` (docs/RELIABILITY.md, "Broker bounds").
@@ -32,14 +32,14 @@ from vcascade.broker.bind import broker_sockets
 from vcascade.broker.books import Envelope, Stats, broker_hops, ms, remaining_ttl_ms, send_failure_reason
 from vcascade.broker.dispatch import ByteBounds, Dispatcher, InFlight, Pending, RecognizerChanged, WorkerLimit
 from vcascade.broker.metrics import BrokerTelemetry
-from vcascade.core import wire
+from vcascade.core.protocol import wire
 from vcascade.core.config import Deployment, HeartbeatConfig
-from vcascade.core.health import READINESS
-from vcascade.core.liveness import PeerLiveness
-from vcascade.core.sockets import waiting_messages
-from vcascade.core.stop import StopFlag
-from vcascade.core.telemetry import serve_metrics
-from vcascade.core.zap import start_authenticator
+from vcascade.core.telemetry.health import READINESS
+from vcascade.core.transport.liveness import PeerLiveness
+from vcascade.core.transport.sockets import waiting_messages
+from vcascade.core.runtime.stop import StopFlag
+from vcascade.core.telemetry.metrics import serve_metrics
+from vcascade.core.transport.zap import start_authenticator
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +86,7 @@ def run_broker(
 
     Raises:
         KeyError: ``name`` is not a broker of the deployment.
-        vcascade.core.telemetry.MetricsPortInUse: the metrics port is taken.
+        vcascade.core.telemetry.metrics.MetricsPortInUse: the metrics port is taken.
         zmq.ZMQError: a frontend/backend port cannot be bound.
     """
     cfg = deployment.brokers[name]
@@ -136,7 +136,7 @@ class _BrokerLoop:
         self.heartbeat_interval_s = heartbeat.interval_s
         self.edges: PeerLiveness[bytes] = PeerLiveness(heartbeat.liveness * heartbeat.interval_s, MAX_EDGES)
         self._heartbeat = wire.encode(wire.Heartbeat(sender=name))
-        self.backlog = QueueBacklog()  # announced to edges in heartbeats (edge/degrade.py)
+        self.backlog = QueueBacklog()  # announced to edges in heartbeats (edge/selection/degrade.py)
         self._last_heartbeat_s = 0.0
         self.report = report
         self.telemetry = BrokerTelemetry(name)

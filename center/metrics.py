@@ -14,9 +14,9 @@ from collections import Counter as _Tally
 
 from prometheus_client import Counter, Gauge, Histogram
 
-from vcascade.core.security import auth_failures_counter
-from vcascade.core.telemetry import BATCH_BUCKETS, LATENCY_BUCKETS_S
-from vcascade.core.wire import Hop
+from vcascade.core.transport.security import auth_failures_counter
+from vcascade.core.telemetry.metrics import BATCH_BUCKETS, LATENCY_BUCKETS_S
+from vcascade.core.protocol.wire import Hop
 
 ROIS_RECEIVED = Counter("vcascade_worker_rois_received_total", "ROIs received from brokers.", ["worker"])
 RESULTS = Counter("vcascade_worker_results_total", "Results sent back.", ["worker"])
@@ -69,7 +69,7 @@ LINK_DISCARDED = Counter(
 )
 AUTH_FAILURES = auth_failures_counter("worker")
 """``vcascade_worker_auth_failures_total{worker, reason}``: brokers that refused this worker's CurveZMQ
-handshake, counted by :class:`vcascade.core.security.AuthFailureMonitor` (declared here so the family is exported
+handshake, counted by :class:`vcascade.core.transport.security.AuthFailureMonitor` (declared here so the family is exported
 from the start)."""
 
 

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 import zmq
 
-from vcascade.core.sockets import make_socket, waiting_messages
+from vcascade.core.transport.sockets import make_socket, waiting_messages
 
 _counter = itertools.count()
 

@@ -6,9 +6,9 @@ workers). Threads:
 * IO thread (the caller of :func:`run_stage_group`): owns the ROUTER the workers connect to (CurveZMQ server
   when the deployment enables it, admitting only the keys of the workers whose ``downstream`` is this group)
   and an ``inproc`` PULL for answers; decodes each ``batch`` message
-  (:mod:`vcascade.center.stage_link`) into a micro-batch whose items are the sender's routing id and ``seq``, and
+  (:mod:`vcascade.center.stages.link`) into a micro-batch whose items are the sender's routing id and ``seq``, and
   submits it to the engine (blocking when the engine is full: back-pressure through ZeroMQ's queues).
-* one thread per stage (:class:`vcascade.center.stages.StageEngine`, torch threads per stage from the config), then the
+* one thread per stage (:class:`vcascade.center.stages.engine.StageEngine`, torch threads per stage from the config), then the
   sink thread, which encodes the last stage's output as a ``result`` (zero-copy frames) and hands it to the IO
   thread. A stage that raises answers its micro-batch with an ``error`` message; the group keeps serving.
 
@@ -25,18 +25,18 @@ from typing import Callable, Sequence
 import zmq
 
 from vcascade.center.metrics import StageGroupTelemetry
-from vcascade.center.microbatch import MicroBatch
-from vcascade.center.runtimes import Stage, load_recognizer_stages, with_stage_threads
-from vcascade.center.stage_link import decode_message, encode_message
-from vcascade.center.stages import StageEngine
-from vcascade.core.bounded_decode import MalformedMessage
+from vcascade.center.intake.microbatch import MicroBatch
+from vcascade.center.stages.runtimes import Stage, load_recognizer_stages, with_stage_threads
+from vcascade.center.stages.link import decode_message, encode_message
+from vcascade.center.stages.engine import StageEngine
+from vcascade.core.protocol.bounded_decode import MalformedMessage
 from vcascade.core.config import Deployment, RecognizerConfig
-from vcascade.core.security import secure_server
-from vcascade.core.sockets import make_socket, waiting_messages
-from vcascade.core.stop import StopFlag
-from vcascade.core.telemetry import serve_metrics
-from vcascade.core.threads import set_process_threads, stage_threads_of
-from vcascade.core.zap import WORKERS, admitted_names, start_authenticator
+from vcascade.core.transport.security import secure_server
+from vcascade.core.transport.sockets import make_socket, waiting_messages
+from vcascade.core.runtime.stop import StopFlag
+from vcascade.core.telemetry.metrics import serve_metrics
+from vcascade.core.runtime.threads import set_process_threads, stage_threads_of
+from vcascade.core.transport.zap import WORKERS, admitted_names, start_authenticator
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +71,7 @@ def load_stage_range(
 
     Raises:
         ValueError: ``split_points: auto``, or the range does not fit the recognizer's stages; the errors of
-        :func:`vcascade.center.runtimes.load_recognizer_stages`.
+        :func:`vcascade.center.stages.runtimes.load_recognizer_stages`.
     """
     if cfg.split_points == "auto":
         raise ValueError("a recognizer split across processes needs explicit split_points, not auto")
@@ -88,12 +88,12 @@ def run_stage_group(
     """Run stage group ``name`` until ``stop`` is set, then finish the micro-batches in flight and return.
 
     Raises:
-        KeyError: no such group; vcascade.core.telemetry.MetricsPortInUse; vcascade.core.security.SecurityError;
-        model build errors (see :func:`vcascade.center.recognizer.build_model`).
+        KeyError: no such group; vcascade.core.telemetry.metrics.MetricsPortInUse; vcascade.core.transport.security.SecurityError;
+        model build errors (see :func:`vcascade.center.stages.torch_stages.build_model`).
     """
     cfg = deployment.stage_groups[name]
     recognizer, first = group_position(deployment, name)
-    threads = stage_threads_of(cfg)  # per stage thread, from the cores given (vcascade.core.threads)
+    threads = stage_threads_of(cfg)  # per stage thread, from the cores given (vcascade.core.runtime.threads)
     set_process_threads(threads, opencv_threads=1)
     serve_metrics(cfg.metrics_port)
     stages = load_stage_range(with_stage_threads(deployment.recognizers[recognizer], threads), cfg.devices, first)

@@ -9,7 +9,7 @@ Threads (see DESIGN.md, "Stage engine"):
   interval) gets a fresh DEALER with the same identity and a new ``Ready`` (Paranoid Pirate reconnect, ZeroMQ
   Guide ch. 4); work in progress is kept and answered through the new socket.
 * batcher thread: micro-batches on "full or timeout", drops stale ROIs, decodes and normalises crops.
-* one thread per stage, then the head thread (:class:`vcascade.center.stages.StageEngine`).
+* one thread per stage, then the head thread (:class:`vcascade.center.stages.engine.StageEngine`).
 
 Every ROI received is answered exactly once, with a ``Result`` or a ``Drop(reason)``, through the socket it
 came from (or its replacement). Reasons: ``stale``, ``decode_error``, ``preprocess_error``, ``stage_error``,
@@ -19,7 +19,7 @@ while draining). An answer ZeroMQ refuses to queue (the broker's pipe at its hig
 
 Deadline: an ROI whose ``ttl_ms`` (what the broker passes on: the edge's deadline less the time already spent
 in the broker's queue) will have elapsed, counted from its receipt by the IO thread, when its micro-batch is
-expected to start the first stage (close time plus :class:`vcascade.center.admission.StartEstimate`'s wait
+expected to start the first stage (close time plus :class:`vcascade.center.intake.admission.StartEstimate`'s wait
 behind the micro-batches ahead) is dropped as ``stale`` before any decode or compute.
 """
 
@@ -36,26 +36,26 @@ from typing import Callable
 
 import zmq
 
-from vcascade.center.admission import StartEstimate
-from vcascade.center.batcher import STOP, MicroBatcher
+from vcascade.center.intake.admission import StartEstimate
+from vcascade.center.intake.batcher import STOP, MicroBatcher
 from vcascade.center.heads import build_head, head_context, head_input
 from vcascade.center.metrics import WorkerTelemetry
-from vcascade.center.microbatch import MicroBatch, RoiItem
+from vcascade.center.intake.microbatch import MicroBatch, RoiItem
 from vcascade.center.outbox import Outbox
-from vcascade.center.preprocess import PreprocessSpec, prepare_micro_batch, split_stale
-from vcascade.center.runtimes import input_device, load_recognizer_stages, warm_up, with_stage_threads
+from vcascade.center.intake.preprocess import PreprocessSpec, prepare_micro_batch, split_stale
+from vcascade.center.stages.runtimes import input_device, load_recognizer_stages, warm_up, with_stage_threads
 from vcascade.center.stage_group import load_stage_range
-from vcascade.center.stage_link import RemoteStages
-from vcascade.center.stages import StageEngine
-from vcascade.core import wire
+from vcascade.center.stages.link import RemoteStages
+from vcascade.center.stages.engine import StageEngine
+from vcascade.core.protocol import wire
 from vcascade.core.config import Deployment
-from vcascade.core.health import READINESS
-from vcascade.core.liveness import PeerLiveness
-from vcascade.core.security import secure_client, watch_auth_failures
-from vcascade.core.sockets import make_socket, waiting_messages
-from vcascade.core.stop import StopFlag
-from vcascade.core.telemetry import serve_metrics
-from vcascade.core.threads import set_process_threads, stage_threads_of
+from vcascade.core.telemetry.health import READINESS
+from vcascade.core.transport.liveness import PeerLiveness
+from vcascade.core.transport.security import secure_client, watch_auth_failures
+from vcascade.core.transport.sockets import make_socket, waiting_messages
+from vcascade.core.runtime.stop import StopFlag
+from vcascade.core.telemetry.metrics import serve_metrics
+from vcascade.core.runtime.threads import set_process_threads, stage_threads_of
 
 log = logging.getLogger(__name__)
 
@@ -90,8 +90,8 @@ def run_worker(
         model_dir: folder searched first for an ONNX recognizer's ``model`` name (``--model-dir``).
 
     Raises:
-        KeyError: no such worker; vcascade.core.telemetry.MetricsPortInUse; model build errors
-        (see :func:`vcascade.center.recognizer.build_model`).
+        KeyError: no such worker; vcascade.core.telemetry.metrics.MetricsPortInUse; model build errors
+        (see :func:`vcascade.center.stages.torch_stages.build_model`).
     """
     cfg = deployment.workers[name]
     serve_metrics(cfg.metrics_port, component="worker", name=name)
@@ -110,7 +110,7 @@ class _Worker:
 
     def __init__(self, deployment: Deployment, name: str, model_dir: str | None = None) -> None:
         cfg = deployment.workers[name]
-        threads = stage_threads_of(cfg)  # per stage thread, from the cores given (vcascade.core.threads)
+        threads = stage_threads_of(cfg)  # per stage thread, from the cores given (vcascade.core.runtime.threads)
         set_process_threads(threads, cfg.opencv_threads)  # before the model is built
         recognizer = with_stage_threads(deployment.recognizers[cfg.recognizer], threads)
         self.name = name
@@ -139,7 +139,7 @@ class _Worker:
         log.info("worker %s: warm-up micro-batch of %d in %.0f ms", name, largest, warm_s * 1e3)
         context = replace(head_context(recognizer, model_dir), recognizer=cfg.recognizer, worker=name)
         self.head = build_head(recognizer.head, context)
-        self.admission = StartEstimate()  # when a micro-batch closed now would start stage 0 (center/admission.py)
+        self.admission = StartEstimate()  # when a micro-batch closed now would start stage 0 (center/intake/admission.py)
         self.engine = StageEngine(
             stages, cfg.stage_queue, self._emit_results, self._fail_batch, self._stage_computed,
             max_in_flight=cfg.max_batches_in_flight, threads_per_stage=threads,
@@ -255,7 +255,7 @@ class _Worker:
     def _close(self, dealers: list[zmq.Socket]) -> None:
         self._send_all(dealers, wire.Bye(sender=self.name))
         for sock in dealers:
-            sock.close()  # LINGER (vcascade.core.sockets) bounds the wait for unsent messages
+            sock.close()  # LINGER (vcascade.core.transport.sockets) bounds the wait for unsent messages
         if self.outbox is not None:
             self.outbox.close()
 

@@ -19,9 +19,9 @@ from collections import OrderedDict
 
 from vcascade.core.config import CameraConfig
 from vcascade.core.redact import redact_url
-from vcascade.edge.frames import FrameSlots
-from vcascade.edge.link import BrokerLink
-from vcascade.edge.source import STOP_JOIN_S, CameraReader
+from vcascade.edge.capture.frames import FrameSlots
+from vcascade.edge.link.broker_link import BrokerLink
+from vcascade.edge.capture.source import STOP_JOIN_S, CameraReader
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +43,7 @@ class CameraSet:
         edge: the edge's name.
         slots: the frame slots shared by the readers and the detector.
         node: the edge node (``add_camera``/``remove_camera``: tracking and the link's books); any object with
-            those two methods and a ``link`` attribute (:class:`vcascade.edge.link.BrokerLink`).
+            those two methods and a ``link`` attribute (:class:`vcascade.edge.link.broker_link.BrokerLink`).
     """
 
     def __init__(self, edge: str, slots: FrameSlots, node) -> None:

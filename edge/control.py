@@ -9,16 +9,16 @@ edge's cameras (state, removal, books; URLs redacted).
 Security is the broker links': with ``security.curve.enabled`` the socket is a CurveZMQ server holding the
 edge's keypair, and the process's ZAP handler admits only the public keys of ``authorized_dir`` (by default
 every ``*.key`` of ``keys_dir``) named after the edge itself or after no component of the deployment (operator
-keys; :mod:`vcascade.core.zap`): another edge's, a broker's or a worker's key is refused. A refused handshake
+keys; :mod:`vcascade.core.transport.zap`): another edge's, a broker's or a worker's key is refused. A refused handshake
 never reaches this code and is counted in ``vcascade_edge_auth_failures_total``; a client libzmq cuts for a
 request over the message size limit never does either, and is counted in
-``vcascade_edge_disconnects_total{socket="control"}`` (:mod:`vcascade.core.disconnects`). Without CurveZMQ the socket
+``vcascade_edge_disconnects_total{socket="control"}`` (:mod:`vcascade.core.transport.disconnects`). Without CurveZMQ the socket
 must bind a loopback address (config check).
 
 Threads: :class:`ControlServer` owns the socket and decodes requests; each change is handed to the detector
 thread through :meth:`ControlServer.apply_pending` (called by the edge's loop between frames), so cameras are
 only ever changed there (:class:`vcascade.edge.camera_set.CameraSet`). Malformed requests (anything
-:func:`vcascade.core.control_protocol.decode_request` refuses: too large, too deep, not msgpack, bad fields) are
+:func:`vcascade.core.protocol.control.decode_request` refuses: too large, too deep, not msgpack, bad fields) are
 counted (``vcascade_edge_control_requests_total{op="unknown", outcome="malformed"}``) and answered with an error,
 never raised; a request of another protocol version is refused the same way, counted with outcome ``version``,
 and its reply names the version this edge speaks.
@@ -36,9 +36,9 @@ from typing import Any
 import zmq
 from pydantic import TypeAdapter, ValidationError
 
-from vcascade.core.bounded_decode import MalformedMessage
+from vcascade.core.protocol.bounded_decode import MalformedMessage
 from vcascade.core.config import CameraConfig, Deployment, Name
-from vcascade.core.control_protocol import (  # noqa: F401  (re-exported: the protocol is part of this module's API)
+from vcascade.core.protocol.control import (  # noqa: F401  (re-exported: the protocol is part of this module's API)
     PROTOCOL_VERSION,
     CameraAdd,
     CameraList,
@@ -48,11 +48,11 @@ from vcascade.core.control_protocol import (  # noqa: F401  (re-exported: the pr
     decode_request,
     encode,
 )
-from vcascade.core.disconnects import watch_connections
+from vcascade.core.transport.disconnects import watch_connections
 from vcascade.core.redact import redact_url
-from vcascade.core.security import secure_server
-from vcascade.core.sockets import make_socket
-from vcascade.core.zap import OPERATORS, admitted_names, start_authenticator
+from vcascade.core.transport.security import secure_server
+from vcascade.core.transport.sockets import make_socket
+from vcascade.core.transport.zap import OPERATORS, admitted_names, start_authenticator
 from vcascade.edge.camera_set import CameraChangeError, CameraSet
 from vcascade.edge.metrics import EdgeTelemetry
 
@@ -112,7 +112,7 @@ class ControlServer(threading.Thread):
         cameras: the edge's camera set, changed only by :meth:`apply_pending`.
 
     Raises:
-        vcascade.core.security.SecurityError: CurveZMQ is on and the edge's keys or the authorized keys are missing.
+        vcascade.core.transport.security.SecurityError: CurveZMQ is on and the edge's keys or the authorized keys are missing.
         zmq.ZMQError: the control port cannot be bound.
     """
 
@@ -213,7 +213,7 @@ def start_control(edge: str, dep: Deployment, ctx: zmq.Context, cameras: CameraS
     """Start the control socket thread when ``edges.<edge>.control_port`` is set; None otherwise.
 
     Raises:
-        vcascade.core.security.SecurityError, zmq.ZMQError: see :class:`ControlServer`.
+        vcascade.core.transport.security.SecurityError, zmq.ZMQError: see :class:`ControlServer`.
     """
     if dep.edges[edge].control_port is None:
         return None

@@ -2,7 +2,7 @@
 camera) and the objects that count events into them.
 
 The families are module globals registered once in the process's default registry (served by
-:func:`vcascade.core.telemetry.serve_metrics`), so several edges in one process (tests) share them and differ by
+:func:`vcascade.core.telemetry.metrics.serve_metrics`), so several edges in one process (tests) share them and differ by
 their ``edge`` label. :class:`EdgeTelemetry` binds them to one edge name and offers one method per event;
 :class:`CameraTelemetry` does the same for one camera's reader and state machine. A series appears when its
 first event is counted, except a camera's frame counters, which read 0 from the camera's start.
@@ -16,10 +16,10 @@ from typing import Any
 
 from prometheus_client import Counter, Gauge, Histogram
 
-from vcascade.core.disconnects import disconnects_counter
-from vcascade.core.security import auth_failures_counter
-from vcascade.core.telemetry import LATENCY_BUCKETS_S
-from vcascade.core.wire import Roi
+from vcascade.core.transport.disconnects import disconnects_counter
+from vcascade.core.transport.security import auth_failures_counter
+from vcascade.core.telemetry.metrics import LATENCY_BUCKETS_S
+from vcascade.core.protocol.wire import Roi
 
 FRAMES_DECODED = Counter("vcascade_edge_frames_decoded_total", "Frames decoded from the camera.", ["edge", "camera"])
 FRAMES_SKIPPED = Counter(
@@ -151,10 +151,10 @@ CONTROL_REQUESTS = Counter(
 )
 AUTH_FAILURES = auth_failures_counter("edge")
 """``vcascade_edge_auth_failures_total{edge, reason}``: refused CurveZMQ handshakes (declared by
-:func:`vcascade.core.security.auth_failures_counter`, which the control socket's monitor counts into too)."""
+:func:`vcascade.core.transport.security.auth_failures_counter`, which the control socket's monitor counts into too)."""
 DISCONNECTS = disconnects_counter("edge")
 """``vcascade_edge_disconnects_total{edge, socket}``: connections the control socket lost, among them clients libzmq
-cut for a request over the size limit (:mod:`vcascade.core.disconnects`)."""
+cut for a request over the size limit (:mod:`vcascade.core.transport.disconnects`)."""
 
 ANY_RECOGNIZER_LABEL = "any"
 """``recognizer`` label value of an ROI routed to no particular recognizer (``Roi.recognizer == ""``)."""
@@ -213,7 +213,7 @@ class EdgeTelemetry:
         SINK_LINES_WRITTEN.labels(self.edge, sink).inc(count)
 
     def sink_line_lost(self, sink: str, reason: str, count: int = 1) -> None:
-        """``count`` records sink ``sink`` will never deliver, for ``reason`` (:data:`vcascade.edge.sinks.LOSS_REASONS`)."""
+        """``count`` records sink ``sink`` will never deliver, for ``reason`` (:data:`vcascade.edge.sinks.registry.LOSS_REASONS`)."""
         SINK_LINES_LOST.labels(self.edge, sink, reason).inc(count)
 
     def sink_records_emitted(self, sink: str, kind: str) -> Any:
@@ -246,7 +246,7 @@ class EdgeTelemetry:
         MALFORMED.labels(self.edge, reason).inc()
 
     def auth_failed(self, reason: str) -> None:
-        """One CurveZMQ handshake with a broker refused (:data:`vcascade.core.security.FAILURE_REASONS`)."""
+        """One CurveZMQ handshake with a broker refused (:data:`vcascade.core.transport.security.FAILURE_REASONS`)."""
         AUTH_FAILURES.labels(self.edge, reason).inc()
 
     # ------------------------------------------------------------ detection and ROI policy
@@ -304,7 +304,7 @@ class CameraTelemetry:
         self._published = tuple(map(max, totals, self._published))
 
     def frames_corrupt(self, reason: str, count: int) -> None:
-        """``count`` frames lost or damaged, for ``reason`` (:data:`vcascade.edge.camera_faults.FRAME_LOSS_REASONS`)."""
+        """``count`` frames lost or damaged, for ``reason`` (:data:`vcascade.edge.capture.faults.FRAME_LOSS_REASONS`)."""
         FRAMES_CORRUPT.labels(self.edge, self.camera, reason).inc(count)
 
     def reconnecting(self) -> None:
@@ -312,7 +312,7 @@ class CameraTelemetry:
         CAMERA_RECONNECTS.labels(self.edge, self.camera).inc()
 
     def entered(self, state: str, reason: str) -> None:
-        """The camera entered ``state`` because of ``reason`` (:mod:`vcascade.edge.camera_state`)."""
+        """The camera entered ``state`` because of ``reason`` (:mod:`vcascade.edge.capture.state`)."""
         CAMERA_TRANSITIONS.labels(self.edge, self.camera, state, reason).inc()
 
     def show_state(self, current: str, states: tuple[str, ...], reason: str = "start") -> None:

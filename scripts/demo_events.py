@@ -30,7 +30,7 @@ import paho.mqtt.client as mqtt
 
 from vcascade.core.coco import COCO_CLASSES
 from vcascade.core.config import Deployment, load_config
-from vcascade.core.resources import resolve
+from vcascade.core.runtime.resources import resolve
 from vcascade.edge.analytics.replay import count_events, replay_lines
 
 TOPICS = ("+/+/event", "+/+/event_update")

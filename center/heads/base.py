@@ -1,8 +1,8 @@
 """What every recognition head shares: the :class:`Head` protocol, its build context, list files.
 
 A head turns the last pipeline stage's output for a micro-batch of ``n`` ROIs into ``n`` typed outputs (one of
-:data:`vcascade.core.wire.HEAD_OUTPUTS`, tagged by the head's kind), which the worker puts in each ROI's
-:class:`vcascade.core.wire.Result` as they are, so it needs no per-head code. Heads are called from one thread
+:data:`vcascade.core.protocol.wire.HEAD_OUTPUTS`, tagged by the head's kind), which the worker puts in each ROI's
+:class:`vcascade.core.protocol.wire.Result` as they are, so it needs no per-head code. Heads are called from one thread
 (the worker's head thread) and need not be thread-safe.
 """
 
@@ -14,9 +14,9 @@ from typing import Any, Protocol, Sequence
 
 import numpy as np
 
-from vcascade.core.models import find_model
-from vcascade.core.resources import resolve
-from vcascade.core.wire import HeadOutput, Roi
+from vcascade.core.runtime.models import find_model
+from vcascade.core.runtime.resources import resolve
+from vcascade.core.protocol.wire import HeadOutput, Roi
 
 
 class Head(Protocol):
@@ -31,7 +31,7 @@ class Head(Protocol):
 
     def __call__(self, outputs: np.ndarray, rois: Sequence[Roi] | None = None) -> list[HeadOutput]:
         """One output per row of ``outputs`` (float array of rank ``input_ndim``), in row order, all of the
-        head's own :data:`vcascade.core.wire.HeadOutput` type. ``rois``: the micro-batch's ROIs in row order
+        head's own :data:`vcascade.core.protocol.wire.HeadOutput` type. ``rois``: the micro-batch's ROIs in row order
         (camera, time), or None when unknown."""
         ...
 
@@ -59,11 +59,11 @@ class HeadContext:
 def head_context(recognizer_cfg: Any, model_dir: str | Path | None = None) -> HeadContext:
     """The :class:`HeadContext` of a recognizer config: its ONNX ``model`` when it has one (read with ``getattr``,
     so recognizer types without a ``model`` field work too). A ``package://`` URI is resolved; a path that is not
-    a file is looked up as a file name in the model folders (:func:`vcascade.core.models.find_model`: ``model_dir``,
+    a file is looked up as a file name in the model folders (:func:`vcascade.core.runtime.models.find_model`: ``model_dir``,
     ``$VCASCADE_MODEL_DIR`` and the user cache, where ``scripts/fetch_models.py --text`` puts it).
 
     Raises:
-        vcascade.core.resources.ResourceNotFound: a ``package://`` model URI that does not resolve.
+        vcascade.core.runtime.resources.ResourceNotFound: a ``package://`` model URI that does not resolve.
     """
 
     model = getattr(recognizer_cfg, "model", None)

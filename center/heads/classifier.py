@@ -6,7 +6,7 @@ from typing import Sequence
 
 import numpy as np
 
-from vcascade.core.wire import ClassifierOutput, Roi
+from vcascade.core.protocol.wire import ClassifierOutput, Roi
 
 
 def softmax(logits: np.ndarray) -> np.ndarray:
@@ -46,7 +46,7 @@ class ClassifierHead:
         """Nothing to release."""
 
     def __call__(self, outputs: np.ndarray, rois: Sequence[Roi] | None = None) -> list[ClassifierOutput]:
-        """One :class:`vcascade.core.wire.ClassifierOutput` per row: the top-k labels and their scores, best
+        """One :class:`vcascade.core.protocol.wire.ClassifierOutput` per row: the top-k labels and their scores, best
         first.
 
         Args:

@@ -11,7 +11,7 @@ from typing import Sequence
 import numpy as np
 
 from vcascade.center.identity.vectors import EPS, l2_normalise  # noqa: F401  (EPS: heads API)
-from vcascade.core.wire import EmbeddingOutput, Roi
+from vcascade.core.protocol.wire import EmbeddingOutput, Roi
 
 
 class EmbeddingHead:
@@ -72,7 +72,7 @@ class EmbeddingHead:
             embeddings: (n, D) float array (any scale; normalised here). D must not change between calls.
 
         Returns:
-            One :class:`vcascade.core.wire.EmbeddingOutput` per row: identity id (>= 0), cosine similarity
+            One :class:`vcascade.core.protocol.wire.EmbeddingOutput` per row: identity id (>= 0), cosine similarity
             (-1..1; 1.0 when enrolled), enrolled.
 
         Raises:

@@ -17,7 +17,7 @@ from typing import Sequence
 
 import numpy as np
 
-from vcascade.core.wire import Roi, TextOutput
+from vcascade.core.protocol.wire import Roi, TextOutput
 
 BLANK = "<blank>"
 """Placeholder for class 0, the CTC blank (never part of decoded text)."""
@@ -76,7 +76,7 @@ def ctc_greedy_decode(scores: np.ndarray, classes: list[str]) -> list[TextOutput
         classes: C strings; class 0 is the blank (see :func:`ctc_classes`).
 
     Returns:
-        One :class:`vcascade.core.wire.TextOutput` per row: the decoded string and the mean max-probability of
+        One :class:`vcascade.core.protocol.wire.TextOutput` per row: the decoded string and the mean max-probability of
         its kept steps (0.0 when every step is blank).
     """
     best = scores.argmax(axis=2)  # (n, T) class per step
@@ -120,7 +120,7 @@ class TextHead:
         """Nothing to release."""
 
     def __call__(self, outputs: np.ndarray, rois: Sequence[Roi] | None = None) -> list[TextOutput]:
-        """One :class:`vcascade.core.wire.TextOutput` per row of (n, T, C) probabilities ('' with its score when
+        """One :class:`vcascade.core.protocol.wire.TextOutput` per row of (n, T, C) probabilities ('' with its score when
         the score is under ``min_score``).
 
         Raises:

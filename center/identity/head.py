@@ -1,6 +1,6 @@
 """The embedding head on a shared identity space (``type: embedding``): what the worker's head thread calls.
 
-Turns the last stage's (n, D) embeddings into one :class:`vcascade.core.wire.EmbeddingOutput` per ROI by
+Turns the last stage's (n, D) embeddings into one :class:`vcascade.core.protocol.wire.EmbeddingOutput` per ROI by
 matching them in the worker's :class:`vcascade.center.identity.space.IdentitySpace`, whose background
 :class:`vcascade.center.identity.sync.StoreSync` shares it with every other worker of the recognizer through
 the configured store (docs/IDENTITY.md).
@@ -20,7 +20,7 @@ from vcascade.center.identity.store import IdentityStore, Sighting
 from vcascade.center.identity.sync import StoreSync
 from vcascade.center.identity.topology import Topology
 from vcascade.center.identity.vectors import l2_normalise
-from vcascade.core.wire import EmbeddingOutput, Roi
+from vcascade.core.protocol.wire import EmbeddingOutput, Roi
 
 
 class IdentityHead:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from prometheus_client import Counter, Gauge, Histogram
 
 from vcascade.center.identity.space import MatchStats
-from vcascade.core.telemetry import LATENCY_BUCKETS_S
+from vcascade.core.telemetry.metrics import LATENCY_BUCKETS_S
 
 GALLERY = Gauge("vcascade_identity_gallery_size", "Identities in this worker's copy of the identity space.", ["worker"])
 ENROLMENTS = Counter(

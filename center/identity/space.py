@@ -33,7 +33,7 @@ from vcascade.center.identity.index import make_index
 from vcascade.center.identity.store import LIVE, MERGED, Sighting, StoredIdentity, StoreWrite, add_sighting
 from vcascade.center.identity.topology import UNKNOWN, Topology
 from vcascade.center.identity.vectors import l2_normalise
-from vcascade.core.wire import EmbeddingOutput
+from vcascade.core.protocol.wire import EmbeddingOutput
 
 FIRST_PROVISIONAL_ID = -2
 """Provisional ids count down from here (-1 is the edge's "no identity")."""
@@ -142,7 +142,7 @@ class IdentitySpace:
             sightings: one per row: the ROI's camera, time on the topology clock (ms) and wall time (s).
 
         Returns:
-            One :class:`vcascade.core.wire.EmbeddingOutput` per row, and the call's :class:`MatchStats`.
+            One :class:`vcascade.core.protocol.wire.EmbeddingOutput` per row, and the call's :class:`MatchStats`.
 
         Raises:
             ValueError: D differs from the space's.

@@ -15,8 +15,8 @@ from vcascade.core.schema.analytics import AnalyticsConfig
 from vcascade.edge.analytics.counting import AnalyticsEvent, TrackAnalytics
 from vcascade.edge.analytics.events import event_record, new_event_id
 from vcascade.edge.analytics.metrics import AnalyticsTelemetry
-from vcascade.edge.frames import Frame
-from vcascade.edge.identity_cache import IdentityCache
+from vcascade.edge.capture.frames import Frame
+from vcascade.edge.selection.identity_cache import IdentityCache
 
 NO_DETECTIONS = Detections(np.zeros((0, 4), np.float32), np.zeros(0, np.float32), np.zeros(0, np.int64))
 

@@ -27,8 +27,8 @@ from typing import Any
 
 from vcascade.edge.analytics.counting import AnalyticsEvent
 from vcascade.edge.analytics.metrics import EVENTS
-from vcascade.edge.identity_cache import IdentityCache, TrackIdentity
-from vcascade.edge.sinks import Sink
+from vcascade.edge.selection.identity_cache import IdentityCache, TrackIdentity
+from vcascade.edge.sinks.registry import Sink
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +82,7 @@ def _result_identity(record: dict[str, Any]) -> dict[str, Any]:
 
 
 class EventUpdates:
-    """Emits ``event_update`` records (module docstring). Implements the :class:`~vcascade.edge.sinks.Sink`
+    """Emits ``event_update`` records (module docstring). Implements the :class:`~vcascade.edge.sinks.registry.Sink`
     protocol; link thread only.
 
     Args:

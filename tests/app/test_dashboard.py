@@ -16,7 +16,7 @@ import yaml
 from vcascade.app.metric_list import exported_families
 from vcascade.app.promconfig import render
 from vcascade.core.config import load_config
-from vcascade.core.telemetry import family_of
+from vcascade.core.telemetry.metrics import family_of
 
 REPO = Path(__file__).resolve().parents[2]
 DASHBOARD = REPO / "configs" / "grafana" / "vcascade.json"

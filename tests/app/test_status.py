@@ -26,9 +26,9 @@ from vcascade.app.status import (
 )
 from vcascade.broker.server import run_broker
 from vcascade.core.config import CameraConfig, load_config
-from vcascade.core.telemetry import serve_metrics
-from vcascade.edge.frames import FrameSlots
-from vcascade.edge.source import CameraReader
+from vcascade.core.telemetry.metrics import serve_metrics
+from vcascade.edge.capture.frames import FrameSlots
+from vcascade.edge.capture.source import CameraReader
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -16,10 +16,10 @@ from tests.demo import demo_data
 from vcascade.app.ui.deployment_view import hop_breakdown
 from vcascade.app.ui.server import serve_view, static_file
 from vcascade.core.config import load_config
-from vcascade.core.read_only_http import TOKEN_COOKIE
-from vcascade.core.telemetry import serve_metrics
-from vcascade.edge.frames import FrameSlots
-from vcascade.edge.source import CameraReader
+from vcascade.core.telemetry.http import TOKEN_COOKIE
+from vcascade.core.telemetry.metrics import serve_metrics
+from vcascade.edge.capture.frames import FrameSlots
+from vcascade.edge.capture.source import CameraReader
 
 TOKEN = "view-token-0123456789abcdef"
 SECRET = "s3cret-pass"

@@ -13,9 +13,9 @@ import zmq
 from prometheus_client import REGISTRY
 
 from vcascade.broker import run_broker
-from vcascade.core import wire
+from vcascade.core.protocol import wire
 from vcascade.core.config import Deployment
-from vcascade.core.sockets import make_socket
+from vcascade.core.transport.sockets import make_socket
 
 DEMO = Path(__file__).resolve().parents[2] / "configs" / "demo.yaml"
 _names = itertools.count()

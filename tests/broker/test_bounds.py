@@ -8,7 +8,7 @@ import random
 import pytest
 
 from vcascade.broker.dispatch import ByteBounds, Dispatcher, InFlight, Pending, WorkerLimit
-from vcascade.core.sockets import MAX_MESSAGE_BYTES
+from vcascade.core.transport.sockets import MAX_MESSAGE_BYTES
 
 MIB = 1024 * 1024
 

@@ -15,8 +15,8 @@ import zmq
 from tests.broker.conftest import deployment_data
 from tests.broker.test_server import recv
 from vcascade.broker.dispatch import ByteBounds
-from vcascade.core import wire
-from vcascade.core.sockets import MAX_MESSAGE_BYTES, make_socket
+from vcascade.core.protocol import wire
+from vcascade.core.transport.sockets import MAX_MESSAGE_BYTES, make_socket
 
 pytestmark = pytest.mark.timeout(120)
 

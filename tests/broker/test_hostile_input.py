@@ -10,7 +10,7 @@ import pytest
 
 from tests.broker.test_server import answer, recv, send_roi
 from tests.hostile import deep_header
-from vcascade.core import wire
+from vcascade.core.protocol import wire
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -11,8 +11,8 @@ import zmq
 from zmq.utils.monitor import recv_monitor_message
 
 from tests.broker.test_server import answer, make_roi, recv, send_roi
-from vcascade.core import wire
-from vcascade.core.sockets import MAX_MESSAGE_BYTES, make_socket
+from vcascade.core.protocol import wire
+from vcascade.core.transport.sockets import MAX_MESSAGE_BYTES, make_socket
 
 pytestmark = pytest.mark.timeout(60)
 DISCONNECTS = "vcascade_broker_disconnects_total"

@@ -14,8 +14,8 @@ import zmq
 import vcascade.broker.metrics as broker_metrics
 from tests.broker.test_routing_server import wait_for
 from tests.broker.test_server import answer, make_roi, recv, recv_n, send_roi
-from vcascade.core import wire
-from vcascade.core.sockets import make_socket
+from vcascade.core.protocol import wire
+from vcascade.core.transport.sockets import make_socket
 
 pytestmark = pytest.mark.timeout(120)
 

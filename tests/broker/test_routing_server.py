@@ -7,7 +7,7 @@ import time
 import pytest
 import zmq
 
-from vcascade.core import wire
+from vcascade.core.protocol import wire
 
 pytestmark = pytest.mark.timeout(90)
 

@@ -10,7 +10,7 @@ import msgspec
 import pytest
 import zmq
 
-from vcascade.core import wire
+from vcascade.core.protocol import wire
 
 pytestmark = pytest.mark.timeout(60)
 

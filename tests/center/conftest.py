@@ -14,11 +14,11 @@ import torch
 import zmq
 
 from tests.demo import demo_data
-from vcascade.center.recognizer import build_model, split_model
+from vcascade.center.stages.torch_stages import build_model, split_model
 from vcascade.center.worker import run_worker
-from vcascade.core import wire
+from vcascade.core.protocol import wire
 from vcascade.core.config import Deployment
-from vcascade.core.sockets import make_socket
+from vcascade.core.transport.sockets import make_socket
 
 REPO = Path(__file__).resolve().parents[2]
 torch.set_num_threads(1)

@@ -76,8 +76,8 @@ class PrototypeClassifier(nn.Module):
 def embed_crops(recognizer_cfg, crops: dict[str, bytes]) -> dict[str, np.ndarray]:
     """Real (1280,) float32 MobileNetV2 embeddings of JPEG crops, by crop name (unsplit model, CPU)."""
     from vcascade.center.heads import head_input
-    from vcascade.center.preprocess import PreprocessSpec, decode_jpeg, stack_batch, to_input
-    from vcascade.center.recognizer import build_model
+    from vcascade.center.intake.preprocess import PreprocessSpec, decode_jpeg, stack_batch, to_input
+    from vcascade.center.stages.torch_stages import build_model
 
     model = build_model(recognizer_cfg)
     spec = PreprocessSpec.from_config(recognizer_cfg)

@@ -12,8 +12,8 @@ import numpy as np
 import torch
 
 from vcascade.center.heads import EmbeddingHead
-from vcascade.center.preprocess import PreprocessSpec, decode_jpeg, stack_batch, to_input
-from vcascade.center.recognizer import TorchStage, run_chained
+from vcascade.center.intake.preprocess import PreprocessSpec, decode_jpeg, stack_batch, to_input
+from vcascade.center.stages.torch_stages import TorchStage, run_chained
 
 
 def _embed(embedder, spec: PreprocessSpec, payloads: list[bytes]) -> np.ndarray:

@@ -6,7 +6,7 @@ import copy
 
 from tests.center.conftest import jpeg, serve_rois
 from tests.center.head_models import render_text
-from vcascade.core import wire
+from vcascade.core.protocol import wire
 from vcascade.core.config import Deployment
 
 

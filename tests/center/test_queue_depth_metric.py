@@ -8,8 +8,8 @@ import time
 from prometheus_client import REGISTRY
 
 from vcascade.center.metrics import WorkerTelemetry
-from vcascade.center.microbatch import MicroBatch
-from vcascade.center.stages import StageEngine
+from vcascade.center.intake.microbatch import MicroBatch
+from vcascade.center.stages.engine import StageEngine
 
 
 def test_worker_queue_depth_gauge_shows_micro_batches_waiting_before_a_busy_stage():

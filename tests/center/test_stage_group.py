@@ -19,19 +19,19 @@ import yaml
 import zmq
 from prometheus_client import REGISTRY
 
-from tests.center.test_preprocess import roi_item
-from vcascade.center.microbatch import MicroBatch
-from vcascade.center.preprocess import PreprocessSpec, prepare_micro_batch
-from vcascade.center.recognizer import load_stages, run_chained
+from tests.center.intake.test_preprocess import roi_item
+from vcascade.center.intake.microbatch import MicroBatch
+from vcascade.center.intake.preprocess import PreprocessSpec, prepare_micro_batch
+from vcascade.center.stages.torch_stages import load_stages, run_chained
 from vcascade.center.stage_group import load_stage_range
-from vcascade.center.stage_link import RemoteStageError, RemoteStages, StageUnreachable, decode_message, encode_message
-from vcascade.center.stages import StageEngine
+from vcascade.center.stages.link import RemoteStageError, RemoteStages, StageUnreachable, decode_message, encode_message
+from vcascade.center.stages.engine import StageEngine
 from vcascade.center.worker import run_worker
-from vcascade.core import wire
+from vcascade.core.protocol import wire
 from vcascade.core.config import ConfigError, load_config
-from vcascade.core.keys import generate_keys
-from vcascade.core.security import secure_client
-from vcascade.core.sockets import make_socket
+from vcascade.core.transport.keys import generate_keys
+from vcascade.core.transport.security import secure_client
+from vcascade.core.transport.sockets import make_socket
 
 VCASCADE = str(Path(sys.executable).with_name("vcascade"))
 pytestmark = pytest.mark.filterwarnings("ignore:The given buffer is not writable")  # tensors are views on frames

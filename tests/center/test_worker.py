@@ -11,9 +11,9 @@ import zmq
 from prometheus_client import REGISTRY
 
 from vcascade.center.worker import run_worker
-from vcascade.core import wire
+from vcascade.core.protocol import wire
 from vcascade.core.config import Deployment
-from vcascade.core.sockets import make_socket
+from vcascade.core.transport.sockets import make_socket
 
 
 def _roi(roi_id: str, ttl_ms: float = 0.0) -> bytes:

@@ -13,12 +13,12 @@ import torch
 
 from tests.center.conftest import jpeg, serve_rois
 from tests.center.head_models import OCR_HW, PPOCR_MEAN_STD, embed_crops, prototype_state, render_text
-from tests.center.test_classifier_head import CLASSES
+from tests.center.heads.test_classifier_head import CLASSES
 from tests.center.test_worker import _deployment, _roi
-from tests.edge.test_account import _pending
+from tests.edge.link.test_account import _pending
 from vcascade.center.heads import read_model_charset
-from vcascade.core import wire
-from vcascade.edge.account import head_fields, result_record
+from vcascade.core.protocol import wire
+from vcascade.edge.link.account import head_fields, result_record
 
 LINES = ["VCASCADE 2026", "Hello World 42"]
 MODULE = "tests.center.head_models"

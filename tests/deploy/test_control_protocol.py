@@ -13,9 +13,9 @@ import pytest
 import yaml
 
 from tests.demo import demo_data
-from vcascade.core.bounded_decode import MalformedMessage
+from vcascade.core.protocol.bounded_decode import MalformedMessage
 from vcascade.core.config import ConfigError, load_config
-from vcascade.core.control_protocol import (
+from vcascade.core.protocol.control import (
     CameraAdd,
     CameraList,
     CameraRemove,
@@ -26,7 +26,7 @@ from vcascade.core.control_protocol import (
 )
 from vcascade.edge.camera_set import CameraChangeError
 from vcascade.edge.control import camera_config
-from vcascade.edge.frames import Frame, FrameSlots
+from vcascade.edge.capture.frames import Frame, FrameSlots
 
 REPO = Path(__file__).resolve().parents[2]
 

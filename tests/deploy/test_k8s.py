@@ -21,8 +21,8 @@ from tests.deploy.identity_store import assert_persistent_redis, redis_stores
 from tests.deploy.stopping import drain_bound_s
 from vcascade.broker import metrics as broker_metrics
 from vcascade.core.config import Deployment, load_config
-from vcascade.core.keys import component_names, generate_keys
-from vcascade.core.security import check_keys
+from vcascade.core.transport.keys import component_names, generate_keys
+from vcascade.core.transport.security import check_keys
 
 kubernetes_validate = pytest.importorskip("kubernetes_validate", reason="pip install kubernetes-validate (test extras)")
 

@@ -1,5 +1,5 @@
 """Broker faults over real processes: `vcascade broker` and `vcascade worker` CLI processes, real JPEG crops of
-bikes.mp4, and a small DEALER client in the test playing the edge (it speaks the wire protocol; edge/link.py
+bikes.mp4, and a small DEALER client in the test playing the edge (it speaks the wire protocol; edge/link/broker_link.py
 is not needed to exercise the broker)."""
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from tests.demo import demo_data
 from vcascade.broker.server import DRAIN_TIMEOUT_S as BROKER_DRAIN_S
 from vcascade.center.worker import DRAIN_TIMEOUT_S as WORKER_DRAIN_S
-from vcascade.core import wire
-from vcascade.core.sockets import make_socket
+from vcascade.core.protocol import wire
+from vcascade.core.transport.sockets import make_socket
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 

@@ -18,9 +18,9 @@ import yaml
 import zmq
 
 from tests.demo import demo_data
-from vcascade.core import wire
-from vcascade.core.keys import generate_keys
-from vcascade.core.security import load_keypair, load_public_key
+from vcascade.core.protocol import wire
+from vcascade.core.transport.keys import generate_keys
+from vcascade.core.transport.security import load_keypair, load_public_key
 
 pytestmark = pytest.mark.e2e
 

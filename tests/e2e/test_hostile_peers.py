@@ -8,7 +8,7 @@ control socket (a DEALER playing a REQ client, or not). Kinds: random bytes, tru
 nested msgpack, unknown kinds, other protocol versions, wrong field types, valid kinds on the wrong socket,
 made-up drop reasons and peer names, bad credits, bad tensor specs, wrong frame counts, pickle and empty frames.
 
-Every message sent is one that the receiver's own decoder (the shared gate, :mod:`vcascade.core.bounded_decode`)
+Every message sent is one that the receiver's own decoder (the shared gate, :mod:`vcascade.core.protocol.bounded_decode`)
 refuses; its reason is computed here with that decoder. Asserted: every process lives; the edge's results rose
 during the fuzz; each receiver's malformed counter rose by exactly what was sent, per reason; no label value
 outside the fixed sets and no peer-made string appears in any /metrics; the control socket still answers
@@ -36,10 +36,10 @@ from prometheus_client.parser import text_string_to_metric_families
 from tests.demo import EMBEDDER, demo_data, scrape_metrics
 from tests.e2e.test_runtime_cameras import _stop
 from tests.hostile import deep_header
-from vcascade.center.stage_link import LINK_VERSION, decode_message
-from vcascade.core import control_protocol as control
-from vcascade.core import wire
-from vcascade.core.bounded_decode import MAX_HEADER_BYTES, REASONS, MalformedMessage
+from vcascade.center.stages.link import LINK_VERSION, decode_message
+from vcascade.core.protocol import control
+from vcascade.core.protocol import wire
+from vcascade.core.protocol.bounded_decode import MAX_HEADER_BYTES, REASONS, MalformedMessage
 from vcascade.core.config import load_config
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]

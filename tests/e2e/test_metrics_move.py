@@ -41,9 +41,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.demo import demo_data
 from vcascade.app.metric_list import exported_families
-from vcascade.core import wire
-from vcascade.core.sockets import make_socket
-from vcascade.core.telemetry import family_of
+from vcascade.core.protocol import wire
+from vcascade.core.transport.sockets import make_socket
+from vcascade.core.telemetry.metrics import family_of
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(420)]
 
@@ -69,10 +69,10 @@ SCENARIOS: dict[str, str] = {
     "vcascade_edge_recognizer_results_total": "pipeline",
     "vcascade_edge_roi_drops_total": "no_worker",
     "vcascade_edge_roi_retries_total": "no_worker",
-    "vcascade_edge_duplicate_answers_total": "covered:tests/edge/test_link.py",
-    "vcascade_edge_ffmpeg_log_lines_total": "covered:tests/edge/test_hard_inputs.py",
-    "vcascade_edge_results_on_time_total": "covered:tests/edge/test_link.py",
-    "vcascade_edge_results_late_total": "covered:tests/edge/test_link.py",
+    "vcascade_edge_duplicate_answers_total": "covered:tests/edge/link/test_broker_link.py",
+    "vcascade_edge_ffmpeg_log_lines_total": "covered:tests/edge/capture/test_hard_inputs.py",
+    "vcascade_edge_results_on_time_total": "covered:tests/edge/link/test_broker_link.py",
+    "vcascade_edge_results_late_total": "covered:tests/edge/link/test_broker_link.py",
     "vcascade_edge_malformed_messages_total": "malformed",
     "vcascade_edge_camera_up": "pipeline",
     "vcascade_edge_camera_state": "pipeline",
@@ -84,7 +84,7 @@ SCENARIOS: dict[str, str] = {
     "vcascade_edge_hop_seconds": "pipeline",
     "vcascade_edge_broker_up": "pipeline",
     "vcascade_edge_broker_rois_sent_total": "pipeline",
-    "vcascade_edge_auth_failures_total": "covered:tests/core/test_security.py",
+    "vcascade_edge_auth_failures_total": "covered:tests/core/transport/test_security.py",
     "vcascade_edge_disconnects_total": "covered:tests/edge/test_control_hostile.py",
     "vcascade_edge_control_requests_total": "unstaged: tests/e2e/test_runtime_cameras.py sends control requests "
                                             "but reads no metric",
@@ -100,15 +100,15 @@ SCENARIOS: dict[str, str] = {
     "vcascade_broker_queue_bytes": "covered:tests/broker/test_reliability.py",
     "vcascade_broker_rois_overdue_total": "covered:tests/broker/test_bounds_server.py",
     "vcascade_broker_workers_evicted_total": "covered:tests/broker/test_bounds_server.py",
-    "vcascade_edge_sink_lines_written_total": "covered:tests/edge/test_sinks.py",
+    "vcascade_edge_sink_lines_written_total": "covered:tests/edge/sinks/test_sinks.py",
     "vcascade_edge_line_crossings_total": "covered:tests/edge/analytics/test_camera.py",
     "vcascade_edge_zone_visits_total": "covered:tests/edge/analytics/test_camera.py",
     "vcascade_edge_zone_occupancy": "covered:tests/edge/analytics/test_camera.py",
     "vcascade_edge_events_total": "covered:tests/edge/analytics/test_camera.py",
-    "vcascade_edge_sink_lines_lost_total": "covered:tests/edge/test_sinks.py",
-    "vcascade_edge_sink_records_emitted_total": "covered:tests/edge/test_sink_queue.py",
-    "vcascade_edge_sink_queue_depth": "covered:tests/edge/test_sink_queue.py",
-    "vcascade_edge_sink_attempts_failed_total": "covered:tests/edge/test_sink_webhook.py",
+    "vcascade_edge_sink_lines_lost_total": "covered:tests/edge/sinks/test_sinks.py",
+    "vcascade_edge_sink_records_emitted_total": "covered:tests/edge/sinks/test_queue.py",
+    "vcascade_edge_sink_queue_depth": "covered:tests/edge/sinks/test_queue.py",
+    "vcascade_edge_sink_attempts_failed_total": "covered:tests/edge/sinks/test_webhook.py",
     "vcascade_broker_edges": "pipeline",
     "vcascade_broker_queue_depth": "no_worker",
     "vcascade_broker_recognizer_queue_depth": "no_worker",
@@ -119,7 +119,7 @@ SCENARIOS: dict[str, str] = {
     "vcascade_broker_recognizer_workers": "pipeline",
     "vcascade_broker_worker_credits": "pipeline",
     "vcascade_broker_queue_seconds": "pipeline",
-    "vcascade_broker_auth_failures_total": "covered:tests/core/test_security.py",
+    "vcascade_broker_auth_failures_total": "covered:tests/core/transport/test_security.py",
     "vcascade_broker_disconnects_total": "covered:tests/broker/test_oversized.py",
     # worker
     "vcascade_worker_rois_received_total": "pipeline",
@@ -139,7 +139,7 @@ SCENARIOS: dict[str, str] = {
                                             "(timing-dependent)",
     "vcascade_worker_in_flight": "pipeline",
     "vcascade_worker_credits": "pipeline",
-    "vcascade_worker_auth_failures_total": "covered:tests/core/test_telemetry_auth.py",
+    "vcascade_worker_auth_failures_total": "covered:tests/core/telemetry/test_telemetry_auth.py",
     # identity space (workers of embedding recognizers)
     "vcascade_identity_gallery_size": "covered:tests/center/identity/test_identity_metrics.py",
     "vcascade_identity_enrolments_total": "covered:tests/center/identity/test_identity_metrics.py",

@@ -36,7 +36,7 @@ import yaml
 
 from tests.demo import demo_data
 from tests.records import result_lines
-from vcascade.core.keys import generate_keys
+from vcascade.core.transport.keys import generate_keys
 
 pytestmark = pytest.mark.e2e
 

@@ -26,10 +26,10 @@ import zmq
 from tests.demo import demo_data
 from tests.hostile import deep_header
 from tests.records import result_lines
-from vcascade.core import control_protocol as control
+from vcascade.core.protocol import control
 from vcascade.core.config import load_config
-from vcascade.core.keys import generate_keys
-from vcascade.core.security import load_keypair, load_public_key
+from vcascade.core.transport.keys import generate_keys
+from vcascade.core.transport.security import load_keypair, load_public_key
 
 pytestmark = pytest.mark.e2e
 

@@ -32,7 +32,7 @@ import yaml
 
 from tests.demo import demo_data
 from tests.edge.conftest import RtspServer, make_video
-from vcascade.core.ports import free_port
+from vcascade.core.transport.ports import free_port
 
 pytestmark = pytest.mark.e2e
 sync_playwright = pytest.importorskip("playwright.sync_api").sync_playwright

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from vcascade.core.config import CameraConfig
-from vcascade.edge.frames import Frame, FrameSlots
-from vcascade.edge.source import CameraReader
+from vcascade.edge.capture.frames import Frame, FrameSlots
+from vcascade.edge.capture.source import CameraReader
 
 REPO = Path(__file__).resolve().parents[2]
 SERVER_START_TIMEOUT_S = 30.0

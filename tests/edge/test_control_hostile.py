@@ -13,13 +13,13 @@ from prometheus_client import REGISTRY
 
 from tests.demo import demo_data
 from tests.hostile import deep_header
-from vcascade.core import control_protocol as control
+from vcascade.core.protocol import control
 from vcascade.core.config import Deployment
-from vcascade.core.sockets import MAX_MESSAGE_BYTES, make_socket
+from vcascade.core.transport.sockets import MAX_MESSAGE_BYTES, make_socket
 from vcascade.edge.camera_set import CameraSet
 from vcascade.edge.control import ControlServer
-from vcascade.edge.frames import FrameSlots
-from vcascade.edge.link import BrokerLink
+from vcascade.edge.capture.frames import FrameSlots
+from vcascade.edge.link.broker_link import BrokerLink
 
 pytestmark = pytest.mark.timeout(60)
 EDGE = "edge-1"

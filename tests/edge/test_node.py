@@ -13,12 +13,12 @@ from prometheus_client import REGISTRY
 from tests.demo import demo_data
 from vcascade.core.config import Deployment, UiConfig
 from vcascade.core.detections import Detections
-from vcascade.edge.frames import Frame
-from vcascade.edge.identity_cache import IdentityCache
-from vcascade.edge.link import BrokerLink
+from vcascade.edge.capture.frames import Frame
+from vcascade.edge.selection.identity_cache import IdentityCache
+from vcascade.edge.link.broker_link import BrokerLink
 from vcascade.edge.node import EdgeNode, build_detector
-from vcascade.edge.preview import PreviewHub
-from vcascade.edge.roi_selection import SUPPRESS_REASONS
+from vcascade.edge.preview.hub import PreviewHub
+from vcascade.edge.selection.roi_selection import SUPPRESS_REASONS
 
 EDGE, CAMERA = "edge-1", "street-1"
 

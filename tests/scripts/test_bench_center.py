@@ -16,7 +16,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
 from bench_center import RECOGNIZER, demo_deployment, torch_deployment  # noqa: E402
 
-from vcascade.center.recognizer import build_model, split_model  # noqa: E402
+from vcascade.center.stages.torch_stages import build_model, split_model  # noqa: E402
 from vcascade.core.config import Deployment  # noqa: E402
 
 

@@ -12,7 +12,7 @@ from bench_reid import THRESHOLDS, demo_view, true_identity  # noqa: E402
 
 from vcascade.core.config import CameraViewConfig  # noqa: E402
 from vcascade.core.detections import Detections  # noqa: E402
-from vcascade.edge.views import view_boxes  # noqa: E402
+from vcascade.edge.capture.views import view_boxes  # noqa: E402
 
 
 def test_a_roi_takes_the_true_identity_whose_box_it_covers_in_the_view():

@@ -14,8 +14,8 @@ from vcascade.app.components import run_component
 from vcascade.app.parent_death import die_with_parent, stop_on_sigterm_when_orphaned
 from vcascade.app.process_exit import exit_now
 from vcascade.core.config import ConfigError
-from vcascade.core.logs import configure_logging
-from vcascade.core.startup import StartupError
+from vcascade.core.telemetry.logs import configure_logging
+from vcascade.core.runtime.startup import StartupError
 
 log = logging.getLogger(__name__)
 
@@ -27,7 +27,7 @@ def child_main(
     """Process entry point of one component: runs it until ``stop`` is set, reporting snapshots on ``conn``.
 
     Exit codes: 0, EXIT_FAILURE after an error (the launcher restarts the component), EXIT_NO_RESTART after a
-    :class:`vcascade.core.startup.StartupError` (a missing or invalid model) or a ConfigError (the file changed since
+    :class:`vcascade.core.runtime.startup.StartupError` (a missing or invalid model) or a ConfigError (the file changed since
     the launcher read it and is now invalid): the same start would fail the same way.
 
     SIGINT is ignored, and SIGTERM while the launcher ``launcher_pid`` lives (the launcher coordinates both);

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from vcascade.core.config import load_config
-from vcascade.core.stop import StopFlag
+from vcascade.core.runtime.stop import StopFlag
 
 
 class ComponentKind(NamedTuple):

@@ -3,7 +3,7 @@
 The edge is reached at ``edges.EDGE.host:control_port`` of the deployment file. With CurveZMQ on, the client
 holds the keypair ``key`` (default: the edge's own, so it works on the edge's host) from
 ``security.curve.keys_dir`` and pins the edge's public key ``EDGE.key``; the edge admits only the keys of its
-authorized folder. Messages are :mod:`vcascade.core.control_protocol`'s.
+authorized folder. Messages are :mod:`vcascade.core.protocol.control`'s.
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ import time
 import zmq
 
 from vcascade.core.config import Deployment
-from vcascade.core.control_protocol import CameraList, Reply, Request, decode_reply, encode
-from vcascade.core.security import secure_client
-from vcascade.core.sockets import make_socket
+from vcascade.core.protocol.control import CameraList, Reply, Request, decode_reply, encode
+from vcascade.core.transport.security import secure_client
+from vcascade.core.transport.sockets import make_socket
 
 POLL_INTERVAL_S = 0.5
 """Period of ``camera list`` requests while :func:`wait_closed` waits for the books to close, s."""
@@ -34,7 +34,7 @@ class ControlUnreachable(ConnectionError):
 
 
 def request(dep: Deployment, edge: str, message: Request, key: str | None, timeout_s: float) -> Reply:
-    """Send one request to an edge's control socket and return its :class:`vcascade.core.control_protocol.Reply`.
+    """Send one request to an edge's control socket and return its :class:`vcascade.core.protocol.control.Reply`.
 
     Args:
         dep: the deployment naming the edge.
@@ -45,9 +45,9 @@ def request(dep: Deployment, edge: str, message: Request, key: str | None, timeo
 
     Raises:
         ControlUnreachable: no reply within ``timeout_s`` seconds.
-        vcascade.core.bounded_decode.MalformedMessage: the reply does not decode (reason ``version``: an edge
+        vcascade.core.protocol.bounded_decode.MalformedMessage: the reply does not decode (reason ``version``: an edge
             speaking another control protocol version).
-        vcascade.core.security.SecurityError: CurveZMQ is on and a key file is missing.
+        vcascade.core.transport.security.SecurityError: CurveZMQ is on and a key file is missing.
     """
     ctx = zmq.Context()
     sock = make_socket(ctx, zmq.REQ)

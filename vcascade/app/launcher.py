@@ -42,7 +42,7 @@ from vcascade.app.summary import camera_faults, progress_line, restarts_table, s
 from vcascade.app.supervise import RestartPolicy, RestartTracker
 from vcascade.app.ui.server import serve_view
 from vcascade.core.config import Deployment
-from vcascade.core.models import ModelUnavailable
+from vcascade.core.runtime.models import ModelUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -309,7 +309,7 @@ def run_deployment(
     :meth:`Launcher.status` there about once a second while running.
 
     Raises:
-        vcascade.core.models.ModelUnavailable: a model is missing and cannot be fetched, or a detector model fails
+        vcascade.core.runtime.models.ModelUnavailable: a model is missing and cannot be fetched, or a detector model fails
             its contract check; its message has one line per such model, each naming the key path
             (:func:`vcascade.app.preflight_models.model_problems`, run before any process starts).
     """

@@ -3,7 +3,7 @@
 
 For each worker (or the one named) the recognizer is loaded and profiled on a sample micro-batch (random
 normal input at the recognizer's ``input_hw``, ``--batch`` items, default the worker's ``max_batch``) exactly
-as a worker with ``split_points: auto`` does at start-up (:func:`vcascade.center.runtimes.auto_split`: profile, balance,
+as a worker with ``split_points: auto`` does at start-up (:func:`vcascade.center.stages.runtimes.auto_split`: profile, balance,
 build the stages on the worker's devices, time them, recalibrate, balance again); then one rich table per
 worker gives each stage's device, its layers (first..last and count), its predicted ms per micro-batch and
 share of the total, and the balance ratio (slowest / mean stage). Explicit split points are shown as
@@ -21,7 +21,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from vcascade.center.runtimes import (
+from vcascade.center.stages.runtimes import (
     auto_split,
     default_sample,
     explicit_plan,
@@ -30,7 +30,7 @@ from vcascade.center.runtimes import (
     with_stage_threads,
 )
 from vcascade.core.config import Deployment
-from vcascade.core.threads import stage_threads_of
+from vcascade.core.runtime.threads import stage_threads_of
 
 
 @dataclass(frozen=True)
@@ -43,7 +43,7 @@ class WorkerPlan:
         explicit: True when the file lists split points, False for ``auto``.
         split_points: the split points used (configured, or chosen by ``auto``).
         plan: predicted per-stage ms of ``split_points``; ``auto_points`` / ``auto_plan``: the balanced choice.
-        profile: the measured :class:`vcascade.center.profile.ModelProfile`.
+        profile: the measured :class:`vcascade.center.stages.profile.ModelProfile`.
     """
 
     worker: str
@@ -63,7 +63,7 @@ def plan_worker(dep: Deployment, worker: str, batch: int | None = None, model_di
 
     Raises:
         KeyError: no such worker; ValueError: a configured split point the model cannot be split at;
-        FileNotFoundError / model load errors from :func:`vcascade.center.runtimes.runtime_of`'s loader.
+        FileNotFoundError / model load errors from :func:`vcascade.center.stages.runtimes.runtime_of`'s loader.
     """
     cfg = dep.workers[worker]
     threads = stage_threads_of(cfg)

@@ -4,12 +4,12 @@
 Each check returns one line per problem, naming the key path of the file it is about:
 
 * models (:func:`vcascade.app.preflight_models.model_problems`): each edge's detector model is found (or fetched,
-  as ``run`` would) and loaded, and its inputs and outputs fit the configured type (:mod:`vcascade.edge.detectors.contract`); each ONNX
-  recognizer's model file is found (the PP-OCR text model fetched once, :mod:`vcascade.center.ocr_models`).
+  as ``run`` would) and loaded, and its inputs and outputs fit the configured type (:mod:`vcascade.edge.detection.contract`); each ONNX
+  recognizer's model file is found (the PP-OCR text model fetched once, :mod:`vcascade.center.stages.ocr_models`).
 * split points (:func:`split_point_problems`): each recognizer is loaded and, with explicit split points, split
   into its stages on the CPU (a split point the model does not have is found here, not in a worker's restarts).
 * cameras (:func:`camera_problems`): each camera is opened and its first frame decoded, with a timeout
-  (:func:`vcascade.edge.probe.probe_camera`).
+  (:func:`vcascade.edge.capture.probe.probe_camera`).
 * key files (:func:`key_problems`): with CurveZMQ on, each component's key files load and each broker and stage
   group admits the keys of its clients (as ``vcascade keys check``).
 * ports (:func:`port_problems`): each TCP port the file's processes bind is free on this host now.
@@ -22,14 +22,14 @@ from __future__ import annotations
 import os
 
 from vcascade.app.preflight_models import MODEL_ERRORS, model_problems, onnx_file_problem
-from vcascade.center.runtimes import runtime_of
+from vcascade.center.stages.runtimes import runtime_of
 from vcascade.core.config import Deployment
-from vcascade.core.config_checks import bound_ports
-from vcascade.core.keys import component_names
-from vcascade.core.ports import bind_error
-from vcascade.core.security import SecurityError, check_keys
-from vcascade.core.zap import check_roles
-from vcascade.edge.probe import probe_camera
+from vcascade.core.schema.checks import bound_ports
+from vcascade.core.transport.keys import component_names
+from vcascade.core.transport.ports import bind_error
+from vcascade.core.transport.security import SecurityError, check_keys
+from vcascade.core.transport.zap import check_roles
+from vcascade.edge.capture.probe import probe_camera
 
 
 def deep_problems(dep: Deployment, model_dir: str | os.PathLike[str] | None, camera_timeout_s: float) -> list[str]:
@@ -69,7 +69,7 @@ def camera_problems(dep: Deployment, timeout_s: float) -> list[str]:
 
 def key_problems(dep: Deployment) -> list[str]:
     """With CurveZMQ on, one line per component whose key files do not load or whose sockets would refuse one of
-    their clients (:func:`vcascade.core.security.check_keys`, :func:`vcascade.core.zap.check_roles`)."""
+    their clients (:func:`vcascade.core.transport.security.check_keys`, :func:`vcascade.core.transport.zap.check_roles`)."""
     if not dep.security.curve.enabled:
         return []
     problems = []
@@ -83,7 +83,7 @@ def key_problems(dep: Deployment) -> list[str]:
 
 
 def port_problems(dep: Deployment) -> list[str]:
-    """One line per TCP port of the file (:func:`vcascade.core.config_checks.bound_ports`) that cannot be bound on
+    """One line per TCP port of the file (:func:`vcascade.core.schema.checks.bound_ports`) that cannot be bound on
     this host now, with the system's reason."""
     problems = []
     for key, port in bound_ports(dep):

@@ -10,13 +10,13 @@ import os
 
 import onnxruntime as ort
 
-from vcascade.center.model_files import resolve_onnx_model
+from vcascade.center.stages.model_files import resolve_onnx_model
 from vcascade.core.config import Deployment, EdgeConfig, OnnxRecognizerConfig, RecognizerConfig
-from vcascade.core.models import ModelUnavailable
-from vcascade.core.resources import ResourceNotFound
-from vcascade.edge.detectors import build_detector
-from vcascade.edge.detectors.contract import DetectorContractError
-from vcascade.edge.detectors.model_file import ensure_detector_model
+from vcascade.core.runtime.models import ModelUnavailable
+from vcascade.core.runtime.resources import ResourceNotFound
+from vcascade.edge.detection import build_detector
+from vcascade.edge.detection.contract import DetectorContractError
+from vcascade.edge.detection.model_file import ensure_detector_model
 
 ORT_ERRORS_ONLY = 3
 """ONNX Runtime's logger severity for errors and above (0 verbose, 1 info, 2 warning, 3 error, 4 fatal)."""

@@ -16,7 +16,7 @@ def exit_now(kind: str, code: int, status: Any = None) -> None:
     """End a component process with ``code``; skip interpreter finalisation if a camera read still hangs.
 
     A camera read the watchdog abandoned may still be blocked inside FFmpeg in a daemon thread
-    (:func:`vcascade.edge.source.capture_threads_alive`); at normal interpreter exit such a thread is unwound through
+    (:func:`vcascade.edge.capture.source.capture_threads_alive`); at normal interpreter exit such a thread is unwound through
     OpenCV's C++ frames, which aborts the process ("FATAL: exception not rethrown", exit code -6). Only then
     the process leaves with ``os._exit`` after flushing what it wrote (everything it owns is closed by then);
     otherwise it exits normally. ``status``: the report pipe (or queue) to close first.
@@ -36,5 +36,5 @@ def exit_now(kind: str, code: int, status: Any = None) -> None:
 def _capture_threads_alive() -> bool:
     """True when this process runs an edge (it has loaded the edge's capture module) with a capture thread alive.
     Looked up, not imported: brokers and workers never load OpenCV."""
-    source = sys.modules.get("vcascade.edge.source")
+    source = sys.modules.get("vcascade.edge.capture.source")
     return source is not None and source.capture_threads_alive()

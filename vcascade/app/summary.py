@@ -105,7 +105,7 @@ def camera_faults(cameras: dict[str, dict[str, Any]]) -> list[str]:
 
 def frame_losses(cameras: dict[str, dict[str, Any]]) -> list[str]:
     """One line per camera whose reader counted frames lost or damaged (``losses``: count by reason, e.g.
-    ``pts_gap``, ``corrupt``; :mod:`vcascade.edge.av_reader`), sorted by camera name."""
+    ``pts_gap``, ``corrupt``; :mod:`vcascade.edge.capture.av_reader`), sorted by camera name."""
     lines = []
     for name, c in sorted(cameras.items()):
         losses = {reason: n for reason, n in (c.get("losses") or {}).items() if n}

@@ -8,5 +8,5 @@ from vcascade.core.exports import lazy_exports
 __getattr__, __dir__ = lazy_exports(__name__, {
     "ConfigError": ".config", "Deployment": ".config", "load_config": ".config",
     "Detections": ".detections",
-    "PROTOCOL_VERSION": ".wire", "MalformedMessage": ".wire",
+    "PROTOCOL_VERSION": ".protocol.wire", "MalformedMessage": ".protocol.wire",
 })

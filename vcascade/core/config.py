@@ -2,13 +2,13 @@
 
 Loaded with :func:`load_config`, which interpolates ``${VAR}`` / ``${VAR:-default}`` in string values,
 validates the whole file with the pydantic v2 models of :mod:`vcascade.core.schema` (re-exported here) and then
-checks references across sections (:mod:`vcascade.core.config_checks`: a camera's edge exists, a worker's
+checks references across sections (:mod:`vcascade.core.schema.checks`: a camera's edge exists, a worker's
 recognizer exists, ports are not reused, ...). Every problem becomes a :class:`ConfigError` that names the key
-path, the bad value and what was expected (:mod:`vcascade.core.config_messages`); the CLI prints it and exits
+path, the bad value and what was expected (:mod:`vcascade.core.schema.messages`); the CLI prints it and exits
 with code 2, without a traceback.
 
 Validation is pure: no file, device or network is touched except reading the YAML itself (model files are
-located at start-up by :mod:`vcascade.core.models`, not here).
+located at start-up by :mod:`vcascade.core.runtime.models`, not here).
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from vcascade.core.config_checks import check_deployment
-from vcascade.core.config_messages import describe, dotted
+from vcascade.core.schema.checks import check_deployment
+from vcascade.core.schema.messages import describe, dotted
 from vcascade.core.schema import (  # noqa: F401  (re-exported: the schema is part of this module's API)
     NAME_PATTERN,
     YOLOX_NANO_URL,

@@ -2,7 +2,7 @@
 
 Each package names its public API in its ``__init__`` without importing it: ``from vcascade.center import
 run_worker`` imports ``vcascade.center.worker`` (and torch) at that moment, while ``import
-vcascade.center.balance`` loads only the balancer. This keeps importing a pure module cheap (no torch, OpenCV
+vcascade.center.stages.balance`` loads only the balancer. This keeps importing a pure module cheap (no torch, OpenCV
 or ONNX Runtime) while the public names stay one import away.
 """
 

@@ -18,8 +18,8 @@ from vcascade.app.cli import main
 from vcascade.core.config import Deployment
 from vcascade.edge.camera_set import CameraSet
 from vcascade.edge.control import ControlServer
-from vcascade.edge.frames import FrameSlots
-from vcascade.edge.link import BrokerLink
+from vcascade.edge.capture.frames import FrameSlots
+from vcascade.edge.link.broker_link import BrokerLink
 
 pytestmark = pytest.mark.timeout(90)
 EDGE = "edge-1"

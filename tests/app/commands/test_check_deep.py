@@ -14,7 +14,7 @@ from tests.demo import demo_data
 from vcascade.app.cli import main
 from vcascade.app.preflight import key_problems
 from vcascade.core.config import Deployment
-from vcascade.core.keys import component_names, generate_keys
+from vcascade.core.transport.keys import component_names, generate_keys
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -19,11 +19,11 @@ from vcascade.core.config import AnalyticsConfig, Deployment, JsonlSinkConfig
 from vcascade.core.detections import Detections
 from vcascade.edge.analytics.camera import CameraAnalytics
 from vcascade.edge.analytics.events import MAX_PENDING_TRACKS, EventUpdates
-from vcascade.edge.frames import Frame
-from vcascade.edge.identity_cache import IdentityCache
-from vcascade.edge.link import BrokerLink
+from vcascade.edge.capture.frames import Frame
+from vcascade.edge.selection.identity_cache import IdentityCache
+from vcascade.edge.link.broker_link import BrokerLink
 from vcascade.edge.node import EdgeNode, build_detector
-from vcascade.edge.sinks import JsonlSink
+from vcascade.edge.sinks.registry import JsonlSink
 
 EDGE = "edge-an"
 CFG = AnalyticsConfig(

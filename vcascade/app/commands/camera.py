@@ -36,8 +36,8 @@ from vcascade.app.control_client import (
     wait_started,
 )
 from vcascade.core.config import load_config
-from vcascade.core.control_protocol import CameraAdd, CameraList, CameraRemove, Reply
-from vcascade.core.security import SecurityError
+from vcascade.core.protocol.control import CameraAdd, CameraList, CameraRemove, Reply
+from vcascade.core.transport.security import SecurityError
 
 ADD_WAIT_S = 30.0
 """Default of ``camera add --wait-s``: longer than a camera's default ``open_timeout_s`` (docs/CONFIG.md), so a

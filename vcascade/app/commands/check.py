@@ -16,7 +16,7 @@ from pathlib import Path
 
 from vcascade.app.commands import EXIT_CONFIG, EXIT_OK
 from vcascade.core.config import load_config
-from vcascade.core.models import MODEL_DIR_ENV
+from vcascade.core.runtime.models import MODEL_DIR_ENV
 
 PREFLIGHT = "vcascade.app.preflight:deep_problems"
 """``module:function`` of the deep checks: ``(deployment, model_dir, camera_timeout_s) -> list[str]``."""

@@ -16,10 +16,10 @@ from vcascade.app.commands.options import add_log_format, add_model_dir
 from vcascade.app.components import COMPONENT_KINDS, run_component
 from vcascade.app.process_exit import exit_now
 from vcascade.core.config import load_config
-from vcascade.core.logs import configure_logging
-from vcascade.core.models import ModelUnavailable
-from vcascade.core.security import SecurityError
-from vcascade.core.startup import StartupError
+from vcascade.core.telemetry.logs import configure_logging
+from vcascade.core.runtime.models import ModelUnavailable
+from vcascade.core.transport.security import SecurityError
+from vcascade.core.runtime.startup import StartupError
 
 
 def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:
@@ -34,7 +34,7 @@ def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    """Run the component; EXIT_NO_RESTART (a :class:`vcascade.core.startup.StartupError`: a missing or unfit model)
+    """Run the component; EXIT_NO_RESTART (a :class:`vcascade.core.runtime.startup.StartupError`: a missing or unfit model)
     or EXIT_FAILURE with one line (no traceback) when it cannot start."""
     load_config(args.config)  # config errors exit 2 before anything starts
     configure_logging(args.log_level, args.kind, args.name, args.log_format)

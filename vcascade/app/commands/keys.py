@@ -12,9 +12,9 @@ from pathlib import Path
 
 from vcascade.app.commands import EXIT_CONFIG, EXIT_FAILURE, EXIT_OK
 from vcascade.core.config import load_config
-from vcascade.core.keys import KeysExist, component_names, generate_keys
-from vcascade.core.security import SecurityError, check_keys
-from vcascade.core.zap import check_roles
+from vcascade.core.transport.keys import KeysExist, component_names, generate_keys
+from vcascade.core.transport.security import SecurityError, check_keys
+from vcascade.core.transport.zap import check_roles
 
 
 def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:
@@ -57,7 +57,7 @@ def generate(args: argparse.Namespace) -> int:
 def check(args: argparse.Namespace) -> int:
     """Load the key files of each component (all, or the named ones) and, for a broker or stage group, check that
     its authorized folder holds the key of every client the deployment gives each of its sockets (roles,
-    :mod:`vcascade.core.zap`); EXIT_FAILURE when one fails."""
+    :mod:`vcascade.core.transport.zap`); EXIT_FAILURE when one fails."""
     dep = load_config(args.config)
     if not dep.security.curve.enabled:
         print(f"{args.config}: security.curve.enabled is false: no key files needed")

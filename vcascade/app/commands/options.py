@@ -5,13 +5,13 @@ from __future__ import annotations
 import argparse
 import os
 
-from vcascade.core.logs import FORMAT_ENV, LOG_FORMATS
-from vcascade.core.models import MODEL_DIR_ENV
+from vcascade.core.telemetry.logs import FORMAT_ENV, LOG_FORMATS
+from vcascade.core.runtime.models import MODEL_DIR_ENV
 
 
 def add_model_dir(parser: argparse.ArgumentParser) -> None:
     """``--model-dir DIR``: the folder for every model file the deployment names (default ``$VCASCADE_MODEL_DIR``);
-    the search order and downloads are :mod:`vcascade.core.models`'."""
+    the search order and downloads are :mod:`vcascade.core.runtime.models`'."""
     parser.add_argument(
         "--model-dir",
         default=os.environ.get(MODEL_DIR_ENV),

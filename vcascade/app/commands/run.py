@@ -12,9 +12,9 @@ from vcascade.app.commands import EXIT_FAILURE
 from vcascade.app.commands.options import add_log_format, add_model_dir
 from vcascade.app.launcher import run_deployment
 from vcascade.core.config import load_config
-from vcascade.core.logs import FORMAT_ENV, configure_logging
-from vcascade.core.models import ModelUnavailable
-from vcascade.core.read_only_http import HttpPortInUse
+from vcascade.core.telemetry.logs import FORMAT_ENV, configure_logging
+from vcascade.core.runtime.models import ModelUnavailable
+from vcascade.core.telemetry.http import HttpPortInUse
 
 
 def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:

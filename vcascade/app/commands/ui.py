@@ -16,8 +16,8 @@ from pathlib import Path
 from vcascade.app.commands import EXIT_CONFIG, EXIT_FAILURE, EXIT_OK
 from vcascade.app.ui.server import serve_view
 from vcascade.core.config import load_config
-from vcascade.core.logs import configure_logging
-from vcascade.core.read_only_http import HttpPortInUse
+from vcascade.core.telemetry.logs import configure_logging
+from vcascade.core.telemetry.http import HttpPortInUse
 from vcascade.core.schema.ui import is_loopback
 
 

@@ -1,6 +1,6 @@
 """What the live view shows, gathered from the running deployment: the same metrics scrapes as
 ``vcascade status`` (:mod:`vcascade.app.status`) and each edge's preview endpoint
-(:mod:`vcascade.edge.preview_server`: camera states with reasons, annotated previews, recent lines).
+(:mod:`vcascade.edge.preview.server`: camera states with reasons, annotated previews, recent lines).
 
 Every edge is reached at its address in the file (``edges.<name>.host`` and ``preview_port``), every metrics
 endpoint at :func:`vcascade.app.promconfig.metrics_targets`'s, so one view covers a deployment across hosts. A

@@ -16,7 +16,7 @@ path                                 answer
 ``/api/events``                      JSON: the recent events of every camera (the event feed)
 ===================================  ===================================================================
 
-Read-only (:mod:`vcascade.core.read_only_http`: GET and HEAD only), bound to ``ui.bind`` (127.0.0.1 unless
+Read-only (:mod:`vcascade.core.telemetry.http`: GET and HEAD only), bound to ``ui.bind`` (127.0.0.1 unless
 configured; any other address needs ``ui.token``, a config check). A request that presents the token as
 ``?token=`` gets it back as an HttpOnly, SameSite=Strict cookie, so the page's own requests carry it.
 """
@@ -31,7 +31,7 @@ from urllib.parse import unquote
 
 from vcascade.app.ui.deployment_view import DeploymentView, EdgeUnreachable
 from vcascade.core.config import Deployment
-from vcascade.core.read_only_http import TOKEN_COOKIE, ReadOnlyHandler, serve_read_only
+from vcascade.core.telemetry.http import TOKEN_COOKIE, ReadOnlyHandler, serve_read_only
 
 log = logging.getLogger(__name__)
 
@@ -135,7 +135,7 @@ def serve_view(dep: Deployment, host: str | None = None, port: int | None = None
     """Start the view for ``dep`` at ``host:port`` (default ``ui.bind:ui.port``) from a daemon thread.
 
     Raises:
-        vcascade.core.read_only_http.HttpPortInUse: the address cannot be bound.
+        vcascade.core.telemetry.http.HttpPortInUse: the address cannot be bound.
     """
     host = dep.ui.bind if host is None else host
     server = serve_read_only(host, dep.ui.port if port is None else port, make_handler(DeploymentView(dep)), "ui")

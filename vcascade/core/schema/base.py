@@ -55,7 +55,7 @@ def type_discriminator(default: str, tags: Sequence[str]) -> Discriminator:
     )
 
 
-# ---------------------------------------------------------------- threads (vcascade/core/threads.py)
+# ---------------------------------------------------------------- threads (vcascade/core/runtime/threads.py)
 
 
 def cpus_field() -> Any:

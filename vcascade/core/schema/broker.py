@@ -84,7 +84,7 @@ class CurveConfig(ConfigModel):
     Key files are made by ``vcascade keys generate DIR``: ``NAME.key`` (public) and ``NAME.key_secret``
     (secret, mode 0600) per component name. Each host holds only its own ``NAME.key_secret`` and the public
     ``BROKER.key`` of the brokers it connects to; a broker holds the public keys of the clients it accepts. A
-    key's file name gives its role (:mod:`vcascade.core.zap`): a broker admits its edges' keys on its frontend
+    key's file name gives its role (:mod:`vcascade.core.transport.zap`): a broker admits its edges' keys on its frontend
     and its workers' on its backend only.
     """
 

@@ -126,7 +126,7 @@ class OnnxRecognizerConfig(_RecognizerBase):
 
 class CalibratedRecognizerConfig(_RecognizerBase):
     """No model: one stage that waits the measured service time of each micro-batch, as a device would while
-    it computes (capacity planning, scale harness; center/calibrated.py). Sizes between two measured ones are
+    it computes (capacity planning, scale harness; center/stages/calibrated.py). Sizes between two measured ones are
     interpolated linearly, sizes above the largest extrapolated with the last per-ROI slope. No split points:
     the worker gives it one device."""
 

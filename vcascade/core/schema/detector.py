@@ -2,7 +2,7 @@
 
 ``yolox`` (the default) finds its model by file name and downloads the official YOLOX-Nano release when it is
 missing; ``yolov5`` and ``yolov8`` (also YOLO11) are user models given by a local ``path``, never downloaded.
-The edge's registry (:mod:`vcascade.edge.detectors`) is keyed by the same ``type``.
+The edge's registry (:mod:`vcascade.edge.detection`) is keyed by the same ``type``.
 """
 
 from __future__ import annotations

@@ -30,7 +30,7 @@ class TrackerConfig(ConfigModel):
 
 
 class RoiPolicyConfig(ConfigModel):
-    """Which detections become ROIs (the rules: edge/roi_policy.py; README, "Tracking and ROI policy")."""
+    """Which detections become ROIs (the rules: edge/selection/roi_policy.py; README, "Tracking and ROI policy")."""
 
     mode: Literal["track", "every_detection"] = Field(
         "track", description="`track`: send a track once, then on refresh or a better crop; `every_detection`: all."

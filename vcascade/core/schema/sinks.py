@@ -1,6 +1,6 @@
 """Sinks that deliver over the network (MQTT, HTTP webhook) and the delivery settings every sink shares.
 
-Every sink has a bounded queue drained by its own delivery thread (:mod:`vcascade.edge.sink_queue`): ``queue_max``
+Every sink has a bounded queue drained by its own delivery thread (:mod:`vcascade.edge.sinks.queue`): ``queue_max``
 records wait at most (a full queue drops its oldest record, counted as ``queue_full``), and at shutdown the thread
 gets ``drain_timeout_s`` to deliver what is queued; what is left then is counted as ``shutdown``. Secrets
 (``password``, ``auth_header``) come from the environment with ``${VAR}`` (:mod:`vcascade.core.config`) and are

@@ -1,5 +1,5 @@
 """The ``ui:`` section: the live view in the browser (``vcascade ui FILE``, vcascade/app/ui/) and the edges'
-on-demand annotated previews it shows (``edges.<name>.preview_port``, vcascade/edge/preview.py).
+on-demand annotated previews it shows (``edges.<name>.preview_port``, vcascade/edge/preview/hub.py).
 
 Safe by default: the view is off, read-only, and binds 127.0.0.1. Any other bind address, for the view or for
 an edge's preview endpoint, needs ``token`` (checked by :func:`ui_problems`); keep it in the environment

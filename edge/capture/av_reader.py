@@ -1,0 +1,296 @@
+"""Opening and decoding a camera with PyAV (FFmpeg's Python bindings): frames, their true timestamps, and every
+frame FFmpeg could not give, counted by reason.
+
+Why PyAV and not OpenCV's ``VideoCapture``: OpenCV hides FFmpeg's error codes (every failure is "cannot open"),
+packet timestamps, packet and frame corruption flags, and gives up on a file after
+``OPENCV_FFMPEG_READ_ATTEMPTS`` packets of other streams. OpenCV stays for image work.
+
+Decoding rules (docs/CAMERAS.md):
+
+* Only the first video stream is demuxed (audio and data streams are never read).
+* ``stream_ts_ms`` is the frame's PTS in ms from the stream's start time (FFmpeg's ``start_time``, else the
+  first PTS). A stream without timestamps (raw Annex-B H.264) gets them from its frame durations, else from its
+  frame rate: 0, 40, 80... ms at 25 fps.
+* Frames FFmpeg decodes are delivered, also those it concealed; a frame decoded while FFmpeg said a reference
+  frame it needs is missing (:data:`MISSING_REFERENCE_MESSAGES`) is counted ``missing_reference``, another frame
+  the decoder flags corrupt ``corrupt``; a packet it cannot decode is counted ``corrupt``, packets before the first
+  keyframe that give no frame ``before_keyframe``.
+* Frames missing from the stream itself (``pts_gap``) are found on packets, in decode order, by the stream's own
+  frame durations (:class:`vcascade.edge.capture.timing.PacketGaps`): an isolated long DTS step is a gap, a lasting one a
+  new frame rate, so variable frame rate is never counted as loss.
+* Frames cut off at the end of a stream with reordering (B-frames of a truncated MPEG-TS) leave no DTS jump: at the
+  end, the delivered PTS after the last packet's DTS are checked for holes against the recent declared durations.
+* A demuxer error in the middle of a file, or a last packet the demuxer flags incomplete, is
+  ``truncated_file`` (an error), not an end of file.
+* Frames become BGR through one libswscale context per stream (:func:`to_bgr`), on one thread per camera.
+* Rotation metadata (display matrix) is applied: frames are upright, as players show them.
+* Live sources get PyAV's interrupt-callback timeouts ``(open_timeout_s, read_timeout_s)``: a read blocked longer
+  returns with an error instead of leaving a thread behind.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import statistics
+import time
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from fractions import Fraction
+
+import av
+import numpy as np
+from av.video.reformatter import VideoReformatter
+
+from vcascade.core.config import CameraConfig
+from vcascade.core.redact import redact_url
+from vcascade.core.runtime.resources import resolve
+from vcascade.edge.capture.faults import CameraFault, check_file, classify, is_unfinished_mp4
+from vcascade.edge.capture.kinds import device_index, is_live
+from vcascade.edge.capture.timing import GAP_SLACK, PacketGaps
+
+TIMEOUT_SLACK = 0.9
+"""An FFmpeg error after this fraction of a live source's timeout is that timeout (PyAV's interrupt callback makes
+FFmpeg fail with a generic error such as ``AVERROR_INVALIDDATA`` or ``AVERROR_EXIT``)."""
+TAIL_FRAMES = 64
+"""Delivered PTS kept for the end-of-stream check (more than any decoder's reorder delay)."""
+DEFAULT_STEP_MS = 40.0
+"""Frame interval assumed for a stream with neither timestamps, durations nor a frame rate (25 fps), ms."""
+MISSING_REFERENCE_MESSAGES = (
+    "missing reference picture",  # libavcodec/h264_refs.c: a reference list entry has no picture
+    "reference picture missing during reorder",  # h264_refs.c: ref_pic_list_modification names a lost picture
+    "co located pocs unavailable",  # h264_direct.c: direct prediction from a lost picture
+    "could not find ref with poc",  # hevc_refs.c: the reference picture set names a lost picture
+)
+"""FFmpeg's messages (lower case) saying a frame was decoded without a reference frame it needs."""
+
+BGR_THREADS = 1
+"""Threads of each camera's conversion to BGR (libswscale). One, so that an edge with many cameras runs one
+conversion per camera thread, not a pool per camera the size of the machine (PyAV's default, 0, means one thread
+per core); :func:`to_bgr` callers (the ingest benchmark's bare loop) use the same."""
+
+LossCounter = Callable[[str, int], None]
+"""``count(reason, n)``: ``n`` frames lost or damaged for ``reason`` (FRAME_LOSS_REASONS)."""
+
+
+@dataclass(frozen=True)
+class StreamInfo:
+    """What the container header says about an opened video stream.
+
+    Attributes:
+        frame_count: frames announced by the header (0 when unknown).
+        fps: nominal frame rate, frames/s (0 when unknown); used for timestamps only when a stream has none.
+        codec: the codec's FFmpeg name (``h264``, ``hevc``...).
+        width_px: frame width, pixels (0 when unknown before decoding).
+        height_px: frame height, pixels.
+    """
+
+    frame_count: int
+    fps: float
+    codec: str
+    width_px: int
+    height_px: int
+
+
+def open_source(cfg: CameraConfig) -> tuple[av.container.InputContainer, av.VideoStream]:
+    """Open a camera's source with FFmpeg and find its first video stream.
+
+    Files are checked first (:func:`vcascade.edge.capture.faults.check_file`); ``device://N`` opens
+    ``/dev/videoN`` with FFmpeg's ``v4l2`` input; network URLs get ``rtsp_transport`` (RTSP) and PyAV's
+    ``(open_timeout_s, read_timeout_s)`` interrupt timeouts.
+
+    Raises:
+        CameraFault: with the real cause (:data:`vcascade.edge.capture.faults.FAULT_REASONS`), credentials redacted.
+    """
+    shown = redact_url(cfg.url)
+    try:
+        url = resolve(cfg.url)
+    except FileNotFoundError as exc:
+        raise CameraFault("missing_file", str(exc)) from None
+    target, kwargs = url, {}
+    if not is_live(url):
+        check_file(url, shown)
+    elif (index := device_index(url)) is not None:
+        target = f"/dev/video{index}"
+        if not os.path.exists(target):
+            raise CameraFault("missing_file", f"{shown}: no such device ({target})")
+        kwargs = {"format": "v4l2", "timeout": (cfg.open_timeout_s, cfg.read_timeout_s)}
+    elif url.lower().startswith("device://"):
+        raise CameraFault("bad_url", f"{shown}: a device URL is device://N with N the device number (e.g. device://0)")
+    else:
+        options = {"rtsp_transport": cfg.rtsp_transport} if url.lower().startswith(("rtsp://", "rtsps://")) else {}
+        kwargs = {"options": options, "timeout": (cfg.open_timeout_s, cfg.read_timeout_s)}
+    started_s = time.monotonic()
+    try:
+        container = av.open(target, **kwargs)
+    except (av.error.FFmpegError, OSError) as exc:  # every PyAV error is classified; none escapes as a crash
+        waited_s = time.monotonic() - started_s
+        if "timeout" in kwargs and waited_s >= TIMEOUT_SLACK * cfg.open_timeout_s:  # the interrupt fired
+            raise CameraFault("open_timeout", f"{shown}: no answer within {waited_s:.1f} s "
+                              f"(open_timeout_s={cfg.open_timeout_s:g})") from None
+        fault = classify(exc, shown, opening=True)
+        if target == url and not is_live(url) and is_unfinished_mp4(url, str(exc)):
+            raise CameraFault("truncated_file", f"cannot open {fault.detail}: an MP4 without its index (moov), "
+                              "a recording cut before it was finished") from None
+        raise CameraFault(fault.reason, f"cannot open {fault.detail}") from None
+    if not container.streams.video:
+        kinds = ", ".join(sorted({s.type for s in container.streams})) or "none"
+        container.close()
+        raise CameraFault("no_video_stream", f"{shown}: no video stream (streams: {kinds})")
+    stream = container.streams.video[0]
+    if stream.codec_context is None or not stream.codec_context.is_decoder:
+        container.close()
+        raise CameraFault("unsupported_codec", f"{shown}: no decoder for its video codec")
+    return container, stream
+
+
+def stream_info(stream: av.VideoStream) -> StreamInfo:
+    """Frame count, nominal rate, codec and size of an opened video stream (0 where unknown)."""
+    rate = stream.average_rate or stream.guessed_rate or stream.base_rate
+    ctx = stream.codec_context
+    return StreamInfo(stream.frames or 0, float(rate) if rate else 0.0, ctx.name, ctx.width or 0, ctx.height or 0)
+
+
+def to_bgr(reformatter: VideoReformatter, frame: av.VideoFrame) -> np.ndarray:
+    """A decoded frame as (H, W, 3) uint8 BGR, converted by libswscale with ``reformatter``'s cached context.
+
+    Keep one reformatter per stream: ``frame.to_ndarray(format="bgr24")`` makes a new one per frame, so it
+    allocates and initialises a libswscale context (and its thread pool) for every frame, 0.1-0.4 ms at 640x272
+    to 720p (docs/BENCHMARKS.md, "Ingest with PyAV"). Rotation metadata is not applied here.
+    """
+    return reformatter.reformat(frame, format="bgr24", threads=BGR_THREADS).to_ndarray()
+
+
+class StreamDecoder:
+    """Decodes one opened video stream into (H, W, 3) uint8 BGR images with stream timestamps, counting losses.
+
+    Args:
+        container: the opened container (:func:`open_source`); closed by the caller.
+        stream: its video stream.
+        count_loss: called as ``count_loss(reason, n)`` for frames lost or damaged.
+        drain_log: returns FFmpeg's log lines (lower case) captured since its last call, or None.
+        read_timeout_s: a live source's read timeout (PyAV's interrupt), s; None for files.
+    """
+
+    def __init__(
+        self, container: av.container.InputContainer, stream: av.VideoStream, count_loss: LossCounter,
+        drain_log: Callable[[], list[str]] | None = None, read_timeout_s: float | None = None,
+    ) -> None:
+        self.container, self.stream, self.count_loss = container, stream, count_loss
+        self.read_timeout_s = read_timeout_s
+        self._drain_log = drain_log or list
+        self._tb_ms = float(stream.time_base or Fraction(1, 1000)) * 1000.0
+        rate = stream.average_rate or stream.guessed_rate
+        self._rate_step_ms = 1000.0 / float(rate) if rate else DEFAULT_STEP_MS
+        self._origin = stream.start_time
+        self._last_ms: float | None = None
+        self._gaps = PacketGaps()
+        self._tail_pts: deque[int] = deque(maxlen=TAIL_FRAMES)
+        self._last_dts: int | None = None
+        self._durations: deque[int] = deque(maxlen=TAIL_FRAMES)
+        self._before_key = 0
+        self._keyframe_seen = False
+        self._frames_out = 0
+        self._reformatter = VideoReformatter()
+
+    def frames(self) -> Iterator[tuple[np.ndarray, float]]:
+        """Yield (image, stream_ts_ms) for every frame FFmpeg decodes, to the end of the stream.
+
+        Raises:
+            CameraFault: ``truncated_file`` (the demuxer failed mid-file or flagged the last packet incomplete),
+                ``read_timeout``, ``network_error``, ``read_error`` (the cause FFmpeg gave).
+        """
+        shown = redact_url(self.container.name)
+        last_packet, packet_s = None, time.monotonic()
+        try:
+            for packet in self.container.demux(self.stream):
+                packet_s = time.monotonic()
+                if packet.size:
+                    last_packet = packet
+                    self._watch_packet(packet)
+                try:
+                    decoded = packet.decode()
+                except av.error.InvalidDataError:
+                    self.count_loss("corrupt", 1)  # FFmpeg could not decode this packet at all
+                    continue
+                lines = self._drain_log()  # before the first keyframe every unit misses references: before_keyframe
+                missing_ref = self._keyframe_seen and any(m in line for line in lines for m in MISSING_REFERENCE_MESSAGES)
+                for frame in decoded:
+                    if frame.is_corrupt or missing_ref:  # damaged but decoded: delivered, and counted
+                        self.count_loss("missing_reference" if missing_ref else "corrupt", 1)
+                        missing_ref = False
+                    yield self._image(frame), self._stamp_ms(frame)
+                if missing_ref:  # the damaged frame is still inside the decoder (reordering): counted now
+                    self.count_loss("missing_reference", 1)
+        except CameraFault:
+            raise
+        except av.error.EOFError:
+            pass
+        except av.error.FFmpegError as exc:
+            waited_s = time.monotonic() - packet_s
+            if self.read_timeout_s is not None and waited_s >= TIMEOUT_SLACK * self.read_timeout_s:
+                raise CameraFault("read_timeout", f"{shown}: no data for {waited_s:.1f} s (FFmpeg read timeout)") from None
+            fault = classify(exc, shown, opening=False)
+            if fault.reason in ("invalid_data", "read_error") and not is_live(self.container.name):
+                raise CameraFault("truncated_file", f"{fault.detail} (the file ends before its data does)") from None
+            raise fault from None
+        self._count_tail_gap()
+        if not self._keyframe_seen and self._before_key:
+            self.count_loss("before_keyframe", max(0, self._before_key - self._frames_out))
+        if last_packet is not None and last_packet.is_corrupt:
+            raise CameraFault("truncated_file", f"{shown}: truncated: the demuxer flags its last packet incomplete")
+
+    def _watch_packet(self, packet: av.Packet) -> None:
+        if not self._keyframe_seen:
+            if packet.is_keyframe:
+                self._keyframe_seen = True
+                if self._before_key > self._frames_out:
+                    self.count_loss("before_keyframe", self._before_key - self._frames_out)
+            else:
+                self._before_key += 1
+        ts = packet.dts if packet.dts is not None else packet.pts
+        self._last_dts = ts
+        if packet.duration:
+            self._durations.append(packet.duration)
+        if ts is not None:
+            missing = self._gaps.observe(ts * self._tb_ms)
+            if missing:
+                self.count_loss("pts_gap", missing)
+
+    def _stamp_ms(self, frame: av.VideoFrame) -> float:
+        self._frames_out += 1
+        if frame.pts is not None:
+            self._tail_pts.append(frame.pts)
+            if self._origin is None:
+                self._origin = frame.pts
+            pts_ms = (frame.pts - self._origin) * self._tb_ms
+        elif self._last_ms is None:
+            pts_ms = 0.0
+        else:
+            pts_ms = self._last_ms + (frame.duration * self._tb_ms if frame.duration else self._rate_step_ms)
+        if self._last_ms is not None and pts_ms <= self._last_ms:
+            self.count_loss("pts_not_increasing", 1)
+        self._last_ms = pts_ms
+        return pts_ms
+
+    def _count_tail_gap(self) -> None:
+        """Holes among the delivered PTS after the last packet's DTS (frames cut off at the end), counted against
+        the median declared duration of the last packets (a file's last duration is often arbitrary)."""
+        if self._last_dts is None or not self._durations:
+            return
+        duration = statistics.median(self._durations)
+        below = [pts for pts in self._tail_pts if pts <= self._last_dts]
+        tail = sorted(pts for pts in self._tail_pts if pts > self._last_dts)
+        points = ([max(below)] if below else []) + tail
+        missing = sum(max(1, round((b - a) / duration) - 1) for a, b in itertools.pairwise(points)
+                      if b - a > GAP_SLACK * duration)
+        if missing:
+            self.count_loss("pts_gap", missing)
+
+    def _image(self, frame: av.VideoFrame) -> np.ndarray:
+        image = to_bgr(self._reformatter, frame)  # a view over padded lines when the row size is not aligned
+        turns = round((frame.rotation or 0) / 90) % 4
+        if turns:
+            image = np.rot90(image, turns)
+        return image if image.flags.c_contiguous else np.ascontiguousarray(image)

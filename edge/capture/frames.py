@@ -1,0 +1,238 @@
+"""Frames and the per-camera frame slots between camera readers and the detector.
+
+Frame-drop policy (DESIGN.md, "Lessons": selectable frame policies, every dropped frame reported):
+
+* ``every_frame`` (video files, batch processing): a camera's slot holds up to ``depth`` frames and the reader
+  waits when it is full, so the detector sees every frame and decoding is paced by detection.
+* ``newest`` (live sources, and files with ``realtime: true``): the slot holds one frame; a newer frame replaces an unconsumed one, which is
+  counted as *skipped*. Frame age therefore stays bounded however slow the detector is.
+
+The detector takes frames round-robin across cameras, so one fast camera cannot starve the others. Frames
+taken with ``hold=True`` (the edge's :class:`~edge.detection.pool.DetectorPool`) still count as queued until they
+are released after tracking, so a camera is not forgotten while one of its frames is being detected.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+FramePolicy = Literal["every_frame", "newest"]
+
+WAKE_AFTER_FRAMES = 2
+"""Frames queued (all cameras) before an ``every_frame`` put wakes a waiting detector thread. Files are batch
+work, so a frame may wait for the next one (or for its slot to fill, its reader to close, or the taker's timeout):
+a detector faster than decoding is then woken once per two frames instead of once per frame, half the thread
+switches of the hand-off. ``newest`` frames (live sources) always wake it at once."""
+
+
+@dataclass(frozen=True)
+class Frame:
+    """One decoded frame.
+
+    Attributes:
+        camera: camera name.
+        seq: index of the frame among the frames decoded from this camera, from 0.
+        image: (H, W, 3) uint8 BGR pixels.
+        stream_ts_ms: presentation timestamp (PTS) in the stream, ms from the stream's start, as FFmpeg reports it
+            (a stream without timestamps: from its frame durations or rate, see :mod:`vcascade.edge.capture.av_reader`),
+            never index / fps; correct for variable frame rate.
+            It restarts near 0 after a live camera reconnects; a ``loop: true`` file keeps it increasing.
+        capture_s: ``time.perf_counter()`` when the reader got the frame (the edge's monotonic clock); for a
+            ``realtime: true`` file, when the frame was released at its PTS pace.
+        capture_unix_ms: wall-clock time when the reader got the frame, ms since the Unix epoch.
+    """
+
+    camera: str
+    seq: int
+    image: np.ndarray
+    stream_ts_ms: float
+    capture_s: float
+    capture_unix_ms: float
+
+
+class FrameSlots:
+    """Per-camera frame slots with a frame-drop policy, shared by camera reader threads and the detector threads.
+
+    Thread-safe. Readers call :meth:`put`; the detector threads call :meth:`take` / :meth:`take_many`. One lock
+    guards the slots. The hand-off happens once per frame, so its waits are cheap ones:
+
+    * A detector thread with nothing to take registers as waiting and blocks on a wake token
+      (``queue.SimpleQueue``, implemented in C); a put while a thread waits posts one token, so it wakes one
+      detector thread, and a put while none waits costs no wake at all (``threading.Condition``'s wait and notify
+      are pure Python: a lock allocated per wait, a deque of waiters). A token left by a thread that timed out
+      meanwhile only makes a later wait look again early. An ``every_frame`` put wakes it only once
+      :data:`WAKE_AFTER_FRAMES` frames are queued or its slot is full; a take that leaves frames queued wakes the
+      next waiting thread.
+    * An ``every_frame`` reader waits for room in its slot on its camera's own condition, which a take from that
+      camera notifies only while its reader waits: a frame taken wakes at most the one reader it made room for,
+      never every blocked reader of the edge.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._wake: queue.SimpleQueue[None] = queue.SimpleQueue()
+        self._takers_waiting = 0
+        self._ready = 0  # frames in the slots, all cameras (counted, not summed: a put must not scan every camera)
+        self._room: dict[str, threading.Condition] = {}
+        self._blocked: set[str] = set()
+        self._slots: dict[str, deque[Frame]] = {}
+        self._policy: dict[str, FramePolicy] = {}
+        self._open: set[str] = set()
+        self._order: list[str] = []
+        self._next = 0
+        self._held: dict[str, int] = {}
+        self.skipped: dict[str, int] = {}
+
+    def add_camera(self, camera: str, policy: FramePolicy, depth: int = 2) -> None:
+        """Register a camera before its reader starts. ``depth`` applies to ``every_frame`` (newest keeps 1)."""
+        with self._lock:
+            self._slots[camera] = deque(maxlen=1 if policy == "newest" else depth)
+            self._room[camera] = threading.Condition(self._lock)
+            self._policy[camera] = policy
+            self._open.add(camera)
+            self._order.append(camera)
+            self.skipped[camera] = 0
+
+    def put(self, frame: Frame, stop: threading.Event) -> bool:
+        """Hand a frame to the detector.
+
+        ``every_frame``: waits while the slot is full (returns False if ``stop`` is set meanwhile); wakes a
+        waiting detector thread once :data:`WAKE_AFTER_FRAMES` frames are queued or the slot is full.
+        ``newest``: never waits; an unconsumed older frame is replaced and counted in :attr:`skipped`; wakes a
+        waiting detector thread at once.
+
+        Returns:
+            True when the frame was stored.
+        """
+        with self._lock:
+            slot = self._slots[frame.camera]
+            if self._policy[frame.camera] == "newest":
+                if slot:
+                    self.skipped[frame.camera] += 1
+                else:
+                    self._ready += 1
+                slot.append(frame)
+                wake = True
+            else:
+                while len(slot) == slot.maxlen:
+                    if stop.is_set() or frame.camera not in self._slots:
+                        return False
+                    self._blocked.add(frame.camera)
+                    self._room[frame.camera].wait(0.1)
+                    self._blocked.discard(frame.camera)
+                slot.append(frame)
+                self._ready += 1
+                wake = self._ready >= WAKE_AFTER_FRAMES or len(slot) == slot.maxlen
+            if wake:
+                self._wake_one_taker()
+            return True
+
+    def close(self, camera: str) -> None:
+        """The camera's reader has finished (end of file, or failed); frames already queued are still taken."""
+        with self._lock:
+            self._open.discard(camera)
+            self._wake_all_takers()
+
+    def remove_camera(self, camera: str) -> int:
+        """Forget a camera removed at run time (its reader has finished). Returns its queued frames, discarded."""
+        with self._lock:
+            discarded = len(self._slots.pop(camera, ()))
+            self._ready -= discarded
+            self._policy.pop(camera, None)
+            self._open.discard(camera)
+            self.skipped.pop(camera, None)
+            self._held.pop(camera, None)
+            if camera in self._order:
+                index = self._order.index(camera)
+                self._order.remove(camera)
+                if self._next > index:
+                    self._next -= 1  # keep the round-robin position of the other cameras
+            self._wake_all_takers()
+            room = self._room.pop(camera, None)
+            if room is not None:
+                room.notify_all()
+            return discarded
+
+    def queued(self, camera: str) -> int:
+        """Frames of ``camera`` waiting for the detector or held by it (0 for an unknown camera)."""
+        with self._lock:
+            return len(self._slots.get(camera, ())) + self._held.get(camera, 0)
+
+    def finished(self) -> bool:
+        """True when every camera is closed and every queued frame has been taken (and released, if held)."""
+        with self._lock:
+            return not self._open and not any(self._slots.values()) and not any(self._held.values())
+
+    def release(self, frames: list[Frame]) -> None:
+        """Frames taken with ``hold=True`` are done (detected and tracked)."""
+        with self._lock:
+            for frame in frames:
+                if frame.camera in self._held:
+                    self._held[frame.camera] -= 1
+
+    def take(self, timeout_s: float) -> Frame | None:
+        """The next frame, round-robin across cameras; None if none arrives within ``timeout_s``."""
+        frames = self.take_many(1, timeout_s)
+        return frames[0] if frames else None
+
+    def take_many(self, max_frames: int, timeout_s: float, hold: bool = False) -> list[Frame]:
+        """Up to ``max_frames`` frames for one batched detector run, at most one per camera, round-robin.
+
+        Waits up to ``timeout_s`` for the first frame, never for more: a batch holds what is ready now, so
+        batching adds no latency. Returns an empty list if nothing arrives in time (or all cameras closed).
+        ``hold``: the frames count in :meth:`queued` and :meth:`finished` until :meth:`release`.
+        """
+        deadline = time.monotonic() + timeout_s
+        while True:
+            with self._lock:
+                frames = self._take_ready(max_frames, hold)
+                if frames:
+                    if self._ready:  # frames left: pass the wake on
+                        self._wake_one_taker()
+                    return frames
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or not self._open:
+                    return []
+                self._takers_waiting += 1
+            try:
+                self._wake.get(timeout=remaining)  # a token: something was put (or closed); look again
+            except queue.Empty:
+                with self._lock:  # no token came: withdraw (a token posted meanwhile wakes a later wait early)
+                    self._takers_waiting = max(0, self._takers_waiting - 1)
+
+    def _take_ready(self, max_frames: int, hold: bool) -> list[Frame]:
+        """Up to ``max_frames`` queued frames, at most one per camera, round-robin from the last position."""
+        frames = []
+        for _ in range(len(self._order)):
+            if len(frames) == max_frames:
+                break
+            camera = self._order[self._next % len(self._order)]
+            self._next += 1
+            slot = self._slots[camera]
+            if slot:
+                frames.append(slot.popleft())
+                self._ready -= 1
+                if hold:
+                    self._held[camera] = self._held.get(camera, 0) + 1
+                if camera in self._blocked:  # its reader waits for the room just made
+                    self._room[camera].notify()
+        return frames
+
+    def _wake_one_taker(self) -> None:
+        """Wake one waiting detector thread, if any waits (the lock is held)."""
+        if self._takers_waiting:
+            self._takers_waiting -= 1
+            self._wake.put(None)
+
+    def _wake_all_takers(self) -> None:
+        """Wake every waiting detector thread (a camera closed or was removed: ``finished`` may have changed)."""
+        for _ in range(self._takers_waiting):
+            self._wake.put(None)
+        self._takers_waiting = 0

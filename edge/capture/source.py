@@ -1,0 +1,376 @@
+"""Camera readers: one supervisor thread per camera, decoding through a capture session it watches.
+
+Follow one camera: :class:`CameraReader` (the supervisor) starts a :class:`CaptureSession` thread, which opens
+the source (:func:`vcascade.edge.capture.av_reader.open_source`, PyAV) and decodes frames
+(:class:`vcascade.edge.capture.av_reader.StreamDecoder`) into the shared :class:`FrameSlots`. A live source that opens too
+slowly or delivers no data for ``read_timeout_s`` is ended by FFmpeg itself (PyAV's interrupt-callback timeouts): the
+session reports ``open_timeout`` or ``read_timeout`` and the camera reconnects after a capped, fully jittered
+exponential backoff (:mod:`vcascade.edge.capture.backoff`). The supervisor's watchdog is the backstop: a session still hung
+:data:`WATCHDOG_GRACE_S` after its timeout is abandoned (its thread closes the source when FFmpeg returns, and that
+frame is discarded). A session waiting because the detector has not taken its frames (``every_frame`` slot full)
+is *blocked*, not stalled: it is left alone and the time is counted separately
+(``vcascade_edge_camera_blocked_seconds_total``).
+
+Every failure carries its real cause (:data:`vcascade.edge.capture.faults.FAULT_REASONS`): the state reason, the
+``reason`` label of ``vcascade_edge_camera_state``, and :attr:`CameraReader.reason` / :attr:`CameraReader.detail`
+in the edge's snapshot.
+
+Policies: files give every frame (``every_frame``), or with ``realtime: true`` are paced by their PTS into a
+newest-frame slot like a live camera (``loop: true`` starts again at the end); live sources use the
+newest-frame slot. ``detect_fps`` thins frames by PTS before the slot. States and reasons:
+:mod:`vcascade.edge.capture.state`.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import weakref
+from dataclasses import replace
+
+from vcascade.core.config import CameraConfig
+from vcascade.core.redact import redact_url
+from vcascade.core.runtime.resources import resolve
+from vcascade.edge.capture.av_reader import StreamDecoder, open_source
+from vcascade.edge.capture.backoff import Backoff
+from vcascade.edge.capture.faults import FAULT_REASONS, CameraFault
+from vcascade.edge.capture.state import CameraStateMachine
+from vcascade.edge.capture.kinds import SourceError, is_live, normalize_image
+from vcascade.edge.capture.ffmpeg_log import CameraLog
+from vcascade.edge.capture.frames import Frame, FramePolicy, FrameSlots
+from vcascade.edge.metrics import CameraTelemetry
+from vcascade.edge.capture.timing import Pacer, RateGate
+from vcascade.edge.capture.views import apply_view
+
+__all__ = ["CameraReader", "CaptureSession", "SourceError", "is_live", "open_source", "resolve_or_same"]
+
+log = logging.getLogger(__name__)
+
+WATCH_INTERVAL_S = 0.05
+"""How often the supervisor looks at its session, s."""
+FILE_SLOT_DEPTH = 4
+"""Frames an ``every_frame`` camera may decode ahead of the detector: absorbs scheduling jitter between the
+reader and detector threads (memory: 4 frames per file camera, e.g. 25 MB at 1080p)."""
+_SESSIONS: weakref.WeakSet[CaptureSession] = weakref.WeakSet()
+"""Every capture session of this process, including abandoned ones (see :func:`capture_threads_alive`)."""
+
+WATCHDOG_GRACE_S = 2.0
+"""A live session is abandoned this long after its open or read timeout if FFmpeg's own timeout has not ended it, s."""
+STOP_JOIN_S = 2.0
+"""How long a stopping reader waits for its session thread before leaving it behind, s."""
+
+Outcome = tuple[str, str, str]
+"""How a session ended: (next state, reason, detail)."""
+
+
+class CameraReader(threading.Thread):
+    """Reads one camera into the shared :class:`FrameSlots` until end of file, ``max_frames``, failure or stop.
+
+    Args:
+        edge: edge name (metric label).
+        name: camera name (metric label, key in ``slots``).
+        cfg: the camera's configuration.
+        slots: the frame slots shared with the detector; the camera is registered here.
+        stop: set to stop reading (the state becomes ``ended``, reason ``stopped``).
+
+    Attributes:
+        camera: camera name.
+        policy: ``every_frame`` (files) or ``newest`` (live sources and ``realtime`` files).
+        state: current state (:data:`vcascade.edge.capture.state.STATES`).
+        error: why it failed (credentials redacted), else None.
+        reason: why it is in its state (see :attr:`reason`).
+        fault: the last fault's reason (:data:`FAULT_REASONS`), kept while a live camera retries and after it is
+            stopped; None once it streams again.
+        detail: the last fault's text (credentials redacted), with the same lifetime.
+        frames: frames decoded so far, all sessions together.
+        reconnects: reconnect attempts so far.
+        blocked_s: seconds spent waiting for the detector to take frames (backpressure).
+        rate_skipped: frames not handed over because of ``detect_fps``.
+        corrupt_frames: frames counted lost or damaged (see :mod:`vcascade.edge.capture.av_reader`).
+        losses: the same by reason (:data:`vcascade.edge.capture.faults.FRAME_LOSS_REASONS`).
+        loops: times a ``loop: true`` file started again.
+        removal: None, or for a camera removed at run time ``removing`` (reader stopping, ROIs in flight) and
+            then ``closed`` (its books are final); set by :class:`vcascade.edge.camera_set.CameraSet`.
+    """
+
+    def __init__(self, edge: str, name: str, cfg: CameraConfig, slots: FrameSlots, stop: threading.Event) -> None:
+        super().__init__(name=f"camera-{name}", daemon=True)
+        self.edge, self.camera, self.cfg, self.slots, self.stop = edge, name, cfg, slots, stop
+        self.live = is_live(resolve_or_same(cfg.url))
+        self.policy: FramePolicy = "newest" if self.live or cfg.realtime else "every_frame"
+        self.telemetry = CameraTelemetry(edge, name)
+        self.machine = CameraStateMachine(self.telemetry)
+        self.error: str | None = None
+        self.fault: str | None = None
+        self.detail: str | None = None
+        self.losses: dict[str, int] = {}
+        self.frames = self.reconnects = self.rate_skipped = self.corrupt_frames = self.loops = 0
+        self.removal: str | None = None
+        self._blocked_done_s = 0.0
+        self.session: CaptureSession | None = None
+        self._backoff = Backoff(cfg.backoff_initial_s, cfg.backoff_max_s)
+        slots.add_camera(name, self.policy, depth=FILE_SLOT_DEPTH)
+
+    @property
+    def state(self) -> str:
+        """The current state (see :mod:`vcascade.edge.capture.state`)."""
+        return self.machine.state
+
+    @property
+    def blocked_s(self) -> float:
+        """Seconds spent waiting for the detector to take frames (backpressure), including a wait in progress."""
+        session = self.session
+        waiting_s = time.perf_counter() - session.phase_since_s if session is not None and self.blocked else 0.0
+        return self._blocked_done_s + max(0.0, waiting_s)
+
+    @property
+    def blocked(self) -> bool:
+        """True while the reader waits for the detector to take a frame (backpressure, not a stall)."""
+        session = self.session
+        return session is not None and session.phase == "delivering"
+
+    def run(self) -> None:
+        try:
+            while not self.stop.is_set():
+                state, reason, detail = self._run_session()
+                self.publish_totals()
+                self.machine.to(state, reason, detail)
+                if state in ("ended", "failed"):
+                    return
+                self._back_off(state, detail)
+            self.machine.to("ended", "stopped")
+        except Exception as exc:  # a bug here must fail this camera only, never the edge
+            self._fail("error", f"{redact_url(self.cfg.url)}: reader error: {type(exc).__name__}: {exc}")
+        finally:
+            self.publish_totals()
+            self.slots.close(self.camera)
+
+    def _run_session(self) -> Outcome:
+        session = self.session = CaptureSession(self)
+        session.start()
+        while True:
+            session.join(WATCH_INTERVAL_S)
+            self.publish_totals()
+            alive = session.is_alive()  # read before the outcome: a session sets its outcome, then ends
+            if session.opened and self.state != "streaming":
+                self.machine.to("streaming", "opened")
+                self.fault = self.detail = None
+            if session.outcome is not None:
+                return self._settle(session.outcome)
+            if self.stop.is_set() or not alive:
+                session.cancel.set()
+                session.join(STOP_JOIN_S)
+                return "ended", "stopped", ""
+            verdict = self._watch(session)
+            if verdict is not None:
+                session.cancel.set()  # abandon: the thread releases its capture when its call returns
+                return verdict
+
+    def _watch(self, session: CaptureSession) -> Outcome | None:
+        """The watchdog: a session hung in open or read too long is stalled; a blocked or pacing one is not.
+
+        Live sources then reconnect; a file fails (reopening it would repeat its frames). A live source gets
+        :data:`WATCHDOG_GRACE_S` more, so that FFmpeg's own timeout ends the read cleanly first.
+        """
+        waited_s = time.perf_counter() - session.phase_since_s - (WATCHDOG_GRACE_S if self.live else 0.0)
+        if session.phase == "opening" and waited_s > self.cfg.open_timeout_s:
+            state, reason, detail = "backing_off", "open_timeout", f"not opened after {waited_s:.1f} s"
+        elif session.phase == "reading" and waited_s > self.cfg.read_timeout_s:
+            state, reason, detail = "stalled", "read_timeout", f"no frame for {waited_s:.1f} s"
+        else:
+            return None
+        return self._settle((state if self.live else "failed", reason, detail))
+
+    def _settle(self, outcome: Outcome) -> Outcome:
+        state, reason, detail = outcome
+        if reason in FAULT_REASONS:
+            shown = redact_url(self.cfg.url)
+            self.fault = reason
+            self.detail = redact_url(detail if shown in detail else f"{shown}: {detail}")
+            if state == "failed":
+                self.error = self.detail
+        return outcome
+
+    @property
+    def reason(self) -> str:
+        """Why the camera is in its state: a fault of :data:`FAULT_REASONS` or a lifecycle word (``opened``...)."""
+        return self.machine.reason
+
+    def _back_off(self, state: str, detail: str) -> None:
+        if state == "stalled":
+            self.machine.to("backing_off", "reconnect", detail)
+        delay_s = self._backoff.next_delay_s()
+        if self.stop.wait(delay_s):
+            return
+        self.reconnects += 1
+        self.telemetry.reconnecting()
+        self.machine.to("connecting", "retry", f"attempt {self._backoff.attempt} after {delay_s:.2f} s")
+
+    def _fail(self, reason: str, error: str) -> None:
+        self.error = error
+        self.machine.to("failed", reason, error)
+
+    def deliver(self, session: CaptureSession, frame: Frame) -> bool:
+        """Hand one decoded frame of ``session`` over (rate gate, pacing, slot). False if the session must stop.
+
+        Called for every frame on the session's thread: it only adds to plain totals (``frames``,
+        ``rate_skipped``, blocked time), which the supervisor publishes as metrics (:meth:`publish_totals`).
+        """
+        if session.cancel.is_set():
+            return False
+        self.frames += 1
+        self._backoff.reset()
+        if session.gate is not None and not session.gate.accept(frame.stream_ts_ms):
+            self.rate_skipped += 1
+            return True
+        if session.pacer is not None:
+            session.set_phase("pacing")
+            if not session.pacer.wait(frame.stream_ts_ms, session.cancel):
+                return False
+            frame = replace(frame, capture_s=time.perf_counter(), capture_unix_ms=time.time() * 1000.0)
+        session.set_phase("delivering")
+        stored = self.slots.put(frame, session.cancel)
+        self._blocked_done_s += time.perf_counter() - session.phase_since_s
+        return stored
+
+    def publish_totals(self) -> None:
+        """Publish the running totals of frames decoded, rate-skipped, skipped and blocked time as metrics."""
+        skipped = self.slots.skipped.get(self.camera, 0)
+        self.telemetry.publish_reader_totals(self.frames, self.rate_skipped, self._blocked_done_s, skipped)
+
+    def count_corrupt(self, reason: str, n: int) -> None:
+        """Count ``n`` frames lost or damaged for ``reason`` (:data:`vcascade.edge.capture.faults.FRAME_LOSS_REASONS`)."""
+        self.corrupt_frames += n
+        self.losses[reason] = self.losses.get(reason, 0) + n
+        self.telemetry.frames_corrupt(reason, n)
+
+
+class CaptureSession(threading.Thread):
+    """One connection to a camera: open, then decode until end, error, ``max_frames`` or cancel.
+
+    Decoding is :class:`vcascade.edge.capture.av_reader.StreamDecoder` (PyAV); FFmpeg's log lines of this thread go to
+    :class:`vcascade.edge.capture.ffmpeg_log.CameraLog` under the camera's name.
+
+    Attributes:
+        cancel: set by the supervisor to stop or abandon the session; a frame read after it is discarded.
+        phase: ``opening``, ``reading``, ``pacing`` (realtime files), ``delivering`` (waiting on the slot), ``done``.
+        phase_since_s: ``time.perf_counter()`` when the phase began.
+        opened: True once the source opened.
+        outcome: (next state, reason, detail) once finished; None while running or when abandoned.
+    """
+
+    def __init__(self, reader: CameraReader) -> None:
+        super().__init__(name=f"capture-{reader.camera}", daemon=True)
+        self.reader, self.cfg = reader, reader.cfg
+        _SESSIONS.add(self)
+        self.cancel = threading.Event()
+        self.phase, self.phase_since_s = "opening", time.perf_counter()
+        self.opened = False
+        self.outcome: Outcome | None = None
+        self.gate = RateGate(self.cfg.detect_fps) if self.cfg.detect_fps else None
+        self.pacer = Pacer() if self.cfg.realtime and not reader.live else None
+        self._pts_offset_ms = 0.0
+        self._last_pts_ms: float | None = None
+        self._last_step_ms: float | None = None
+
+    def set_phase(self, phase: str) -> None:
+        """Enter a phase (the watchdog times the ``opening`` and ``reading`` phases)."""
+        self.phase, self.phase_since_s = phase, time.perf_counter()
+
+    def run(self) -> None:
+        try:
+            with CameraLog(self.reader.edge, self.reader.camera) as ffmpeg_log:
+                outcome = self._open_and_decode(ffmpeg_log)
+        except Exception as exc:  # a broken decoder must not take the edge down
+            outcome = self._lost("read_error", f"read failed: {type(exc).__name__}: {exc}")
+        self.set_phase("done")
+        if not self.cancel.is_set():
+            self.outcome = outcome
+
+    def _open_and_decode(self, ffmpeg_log: CameraLog) -> Outcome:
+        session_frames = 0
+        while True:
+            try:
+                container, stream = open_source(self.cfg)
+            except CameraFault as fault:
+                return self._lost(fault.reason, fault.detail)
+            try:
+                if self.cancel.is_set():
+                    return "ended", "stopped", ""
+                self.opened = True
+                read_timeout_s = self.cfg.read_timeout_s if self.reader.live else None
+                decoder = StreamDecoder(container, stream, self.reader.count_corrupt, ffmpeg_log.drain, read_timeout_s)
+                outcome, frames = self._decode(decoder)
+            except CameraFault as fault:
+                return self._lost(fault.reason, fault.detail)
+            finally:
+                container.close()
+            session_frames += frames
+            if outcome is not None:
+                return outcome
+            if not (self.cfg.loop and not self.reader.live and frames):
+                return self._end(session_frames)
+            self._restart()
+
+    def _decode(self, decoder: StreamDecoder) -> tuple[Outcome | None, int]:
+        """Deliver the decoder's frames. Returns (outcome, frames): outcome None at the end of the stream."""
+        frames = 0
+        self.set_phase("reading")
+        for image, pts_ms in decoder.frames():
+            if self.cancel.is_set():
+                return ("ended", "stopped", ""), frames
+            frames += 1
+            frame = self._frame(image, pts_ms)
+            if frame is not None and not self.reader.deliver(self, frame):
+                return ("ended", "stopped", ""), frames
+            if self.cfg.max_frames is not None and self.reader.frames >= self.cfg.max_frames:
+                return ("ended", "max_frames", f"max_frames={self.cfg.max_frames} reached"), frames
+            self.set_phase("reading")
+        return (("ended", "stopped", "") if self.cancel.is_set() else None), frames
+
+    def _frame(self, image, pts_ms: float) -> Frame | None:
+        now_s, now_unix_ms = time.perf_counter(), time.time() * 1000.0
+        pts_ms += self._pts_offset_ms
+        if self._last_pts_ms is not None and pts_ms > self._last_pts_ms:
+            self._last_step_ms = pts_ms - self._last_pts_ms
+        self._last_pts_ms = pts_ms
+        pixels = normalize_image(image)
+        if pixels is None:
+            self.reader.count_corrupt("bad_image", 1)
+            return None
+        if self.cfg.view is not None:
+            pixels = apply_view(pixels, self.cfg.view)
+        return Frame(self.reader.camera, self.reader.frames, pixels, pts_ms, now_s, now_unix_ms)
+
+    def _restart(self) -> None:
+        """``loop: true``: the file is opened again; its PTS continue one frame interval after the last one."""
+        self._pts_offset_ms = (self._last_pts_ms or 0.0) + (self._last_step_ms or 40.0)
+        self.reader.loops += 1
+        log.info("camera %s: end of file, looping (%d)", self.reader.camera, self.reader.loops)
+
+    def _end(self, session_frames: int) -> Outcome:
+        if self.reader.live:
+            return "stalled", "stream_ended", f"stream ended after {session_frames} frames"
+        return "ended", "end_of_file", f"end of file after {self.reader.frames} frames"
+
+    def _lost(self, reason: str, detail: str) -> Outcome:
+        if self.reader.live:
+            return ("backing_off" if not self.opened else "stalled"), reason, detail
+        return "failed", reason, detail
+
+
+def capture_threads_alive() -> bool:
+    """True while a capture session thread of this process still runs, e.g. a read abandoned by the watchdog
+    that is still blocked inside FFmpeg. Such a thread must not be unwound by interpreter finalisation (it may
+    abort the process inside native code); see :func:`vcascade.app.process_exit.exit_now`.
+    """
+    return any(session.is_alive() for session in list(_SESSIONS))
+
+
+def resolve_or_same(url: str) -> str:
+    """``resolve(url)`` for package:// URIs; a missing package leaves the URL as is (the reader reports it)."""
+    try:
+        return resolve(url)
+    except FileNotFoundError:
+        return url

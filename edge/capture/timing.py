@@ -1,0 +1,114 @@
+"""Stream-time rules of a camera: detection rate, realtime pacing of files, and frames missing from the stream.
+
+All work on the stream's timestamps in ms, never on frame index / fps, so variable-frame-rate video is handled as
+it is: the rate gate and the pacer on presentation timestamps (``Frame.stream_ts_ms``), the gap rule on packet
+decode timestamps (:mod:`vcascade.edge.capture.av_reader` feeds it).
+"""
+
+from __future__ import annotations
+
+import statistics
+import threading
+import time
+from collections import deque
+
+PTS_TOLERANCE_MS = 0.5
+"""Slack for float rounding of PTS (FFmpeg converts time-base ticks to ms)."""
+GAP_WINDOW = 16
+"""Number of recent DTS steps whose median is the stream's current frame interval."""
+GAP_SLACK = 1.5
+"""Recent steps steady (constant rate): a step above this many intervals is long (time-base rounding stays below)."""
+GAP_FACTOR = 4.0
+"""Recent steps varying (variable rate): a step above this many times their median is long."""
+STEADY_MS = 1.0
+"""Recent steps within this many ms of each other are a constant rate, ms."""
+
+
+class RateGate:
+    """Lets through at most ``fps`` frames per second of stream time (``detect_fps``).
+
+    The first frame passes; then a frame passes when its PTS reaches the next due time, and the due time
+    advances by exactly ``1000 / fps`` ms, so the average rate is ``fps`` whatever the stream rate (a stream
+    slower than ``fps`` passes every frame). PTS going backwards (reconnect, loop) starts afresh.
+
+    Raises:
+        ValueError: ``fps`` is not positive.
+    """
+
+    def __init__(self, fps: float) -> None:
+        if fps <= 0:
+            raise ValueError(f"detect_fps must be positive, got {fps}")
+        self.period_ms = 1000.0 / fps
+        self._due_ms: float | None = None
+        self._last_ms: float | None = None
+
+    def accept(self, pts_ms: float) -> bool:
+        """True if the frame with this PTS (ms) goes to the detector."""
+        if self._last_ms is not None and pts_ms < self._last_ms:
+            self._due_ms = None
+        self._last_ms = pts_ms
+        if self._due_ms is not None and pts_ms < self._due_ms - PTS_TOLERANCE_MS:
+            return False
+        behind = self._due_ms is None or pts_ms - self._due_ms >= self.period_ms
+        self._due_ms = pts_ms + self.period_ms if behind else self._due_ms + self.period_ms
+        return True
+
+
+class Pacer:
+    """Waits so that frames are released at the pace of their PTS (``realtime: true`` files).
+
+    The first frame is released at once; frame ``i`` at ``start + (pts_i - pts_0) / 1000`` s. A reader that falls
+    behind does not sleep (it never tries to catch up by bursting either: it simply releases at once).
+    """
+
+    def __init__(self) -> None:
+        self._origin: tuple[float, float] | None = None
+
+    def wait(self, pts_ms: float, cancel: threading.Event) -> bool:
+        """Sleep until the frame with ``pts_ms`` is due. Returns False if ``cancel`` was set meanwhile."""
+        now_s = time.perf_counter()
+        if self._origin is None or pts_ms < self._origin[1]:
+            self._origin = (now_s, pts_ms)
+            return not cancel.is_set()
+        due_s = self._origin[0] + (pts_ms - self._origin[1]) / 1000.0
+        return not cancel.wait(max(0.0, due_s - now_s))
+
+
+class PacketGaps:
+    """Frames missing from a stream, found on its packets' decode timestamps (DTS) by the stream's own durations.
+
+    The stream's current frame interval is the median of its last :data:`GAP_WINDOW` DTS steps. A step is *long*
+    above :data:`GAP_SLACK` x that interval when those steps were steady (constant rate), above :data:`GAP_FACTOR`
+    x when they varied (variable rate). A long step is judged by the step after it: back to the interval, it was
+    a gap (``round(step / interval) - 1`` frames missing: packets lost on a link, a recorder that dropped frames);
+    long again, the stream changed its frame rate (the step joins the window, nothing is counted). So a variable
+    frame rate (40 ms then 200 ms frames) is never loss, and a gap is counted one packet late. Declared packet
+    durations are not used: MP4 derives them from the same timestamps, MPEG-TS parsers from a nominal rate.
+    """
+
+    def __init__(self) -> None:
+        self._last_ms: float | None = None
+        self._steps: deque[float] = deque(maxlen=GAP_WINDOW)
+        self._pending: tuple[float, float] | None = None  # (long step, interval before it), ms
+
+    def observe(self, ts_ms: float) -> int:
+        """Record a packet's DTS, ms. Returns the frames found missing (before the previous packet), usually 0."""
+        last, self._last_ms = self._last_ms, ts_ms
+        if last is None or ts_ms <= last:
+            return 0
+        step, missing = ts_ms - last, 0
+        if self._pending is not None:
+            long_step, interval = self._pending
+            self._pending = None
+            if step <= GAP_SLACK * interval:
+                missing = max(1, round(long_step / interval) - 1)
+            else:
+                self._steps.append(long_step)  # a new frame rate: learn it
+        if len(self._steps) >= 3 and step > GAP_SLACK * min(self._steps):  # cheap pre-check: median >= min
+            interval = statistics.median(self._steps)
+            steady = max(self._steps) - min(self._steps) <= STEADY_MS
+            if step > (GAP_SLACK if steady else GAP_FACTOR) * interval:
+                self._pending = (step, interval)
+                return missing
+        self._steps.append(step)
+        return missing

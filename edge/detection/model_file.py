@@ -1,0 +1,117 @@
+"""The edge detector's model file, found the way its config ``type`` says (:data:`MODEL_FILES`): a YOLOX model
+name found on disk, or downloaded once from the detector's ``url`` and verified by loading it
+(:mod:`vcascade.core.runtime.models` has the search order and the atomic download); a user model's local ``path``
+(every ``yolov5``/``yolov8`` model, a YOLOX one when given) used as is.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+from vcascade.core.config import (
+    DetectorConfig,
+    Yolov5DetectorConfig,
+    Yolov8DetectorConfig,
+    YoloxDetectorConfig,
+)
+from vcascade.core.runtime.models import (
+    MODEL_DIR_ENV,
+    ModelUnavailable,
+    download_model,
+    find_model,
+    user_cache_dir,
+    writable_dir,
+)
+from vcascade.core.runtime.onnx_session import make_session
+from vcascade.edge.detection.yolox import check_yolox_signature
+
+log = logging.getLogger(__name__)
+
+
+def verify_yolox(path: str | os.PathLike[str], input_size: int = 416) -> None:
+    """Check that a file is a YOLOX ONNX model for ``input_size`` (loads it with ONNX Runtime, CPU, 1 thread).
+
+    Raises:
+        ModelUnavailable: the file is not a loadable ONNX model, or its signature does not fit
+            (:func:`vcascade.edge.detection.yolox.check_yolox_signature`).
+    """
+    try:
+        session = make_session(path, intra_op_threads=1)
+    except Exception as exc:  # noqa: BLE001 - ORT raises its own exception types for unreadable models
+        raise ModelUnavailable(f"{path} is not a loadable ONNX model: {exc}") from exc
+    try:
+        check_yolox_signature(session, input_size, model_path=str(path))
+    except ValueError as exc:
+        raise ModelUnavailable(f"{path}: {exc}") from exc
+
+
+def ensure_detector_model(detector_cfg: DetectorConfig, model_dir: str | os.PathLike[str] | None) -> Path:
+    """Path to the detector's model file, found the way its ``type`` says (:data:`MODEL_FILES`).
+
+    Raises:
+        ModelUnavailable: see :func:`yolox_model_file` and :func:`user_model_file`.
+    """
+    return MODEL_FILES[detector_cfg.type](detector_cfg, model_dir)
+
+
+def yolox_model_file(detector_cfg: YoloxDetectorConfig, model_dir: str | os.PathLike[str] | None) -> Path:
+    """Path to a YOLOX model: ``detector_cfg.path`` when set (a user model, never downloaded), else
+    ``detector_cfg.model`` found on disk (:func:`find_model`), else downloaded from ``detector_cfg.url`` into
+    ``model_dir`` (when given and writable) or the user cache, and verified (:func:`verify_yolox`).
+
+    Raises:
+        ModelUnavailable: not found and the download or verification failed, ``detector_cfg.path`` is missing,
+            or ``detector_cfg.model`` is an absolute path to a missing file (absolute paths are never downloaded to).
+    """
+    if detector_cfg.path is not None:
+        return _local_model(detector_cfg.path)
+    name = detector_cfg.model
+    found = find_model(name, model_dir)
+    if found is not None:
+        log.info("using detector model %s", found)
+        return found
+    if Path(name).expanduser().is_absolute():
+        raise ModelUnavailable(
+            f"detector model {name} does not exist. To fix: download {detector_cfg.url} and save it there, or "
+            f"set the detector's `model` to a file name found in --model-dir DIR / {MODEL_DIR_ENV}=DIR."
+        )
+    folder = Path(model_dir) if model_dir and writable_dir(Path(model_dir)) else user_cache_dir()
+    dest = folder / name
+    log.info("downloading detector model %s from %s", dest, detector_cfg.url)
+    verify = functools.partial(verify_yolox, input_size=detector_cfg.input_size)
+    dest = download_model(detector_cfg.url, dest, verify=verify)
+    log.info("verified detector model %s", dest)
+    return dest
+
+
+def user_model_file(
+    detector_cfg: Yolov5DetectorConfig | Yolov8DetectorConfig, model_dir: str | os.PathLike[str] | None
+) -> Path:
+    """Path to a user model of the Ultralytics families: ``detector_cfg.path`` as is, never downloaded
+    (``model_dir`` is not searched).
+
+    Raises:
+        ModelUnavailable: the file does not exist.
+    """
+    return _local_model(detector_cfg.path)
+
+
+MODEL_FILES: dict[str, Callable[..., Path]] = {
+    "yolox": yolox_model_file,
+    "yolov5": user_model_file,
+    "yolov8": user_model_file,
+}
+"""Registry: detector config ``type`` -> how its model file is found, called with the matching config class."""
+
+
+def _local_model(path: str) -> Path:
+    """The detector config's ``path`` (a user model: used as is, never downloaded); ModelUnavailable if missing."""
+    local = Path(path).expanduser().absolute()
+    if not local.is_file():
+        raise ModelUnavailable(f"detector model {local} (the detector's `path`) does not exist or is not a file")
+    log.info("using detector model %s", local)
+    return local

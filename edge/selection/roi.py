@@ -1,0 +1,56 @@
+"""From the ROI policy's selection to ROIs: crop each sent detection from the original frame, JPEG-encode it,
+and give it its ``wire.Roi`` header.
+
+Takes a :class:`~vcascade.edge.selection.roi_selection.RoiSelection` row as it is: the policy already applied the size
+rules and chose the crop rectangle. Crops are views into the frame (no copy) until JPEG encoding, which is the
+one copy an ROI needs.
+"""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+
+from vcascade.core.protocol import wire
+from vcascade.edge.capture.frames import Frame
+from vcascade.edge.selection.roi_selection import RoiSelection
+
+
+def crop_pixels(image: np.ndarray, crop_xyxy: np.ndarray) -> np.ndarray:
+    """The (h, w, 3) uint8 BGR view of ``image`` ((H, W, 3) uint8 BGR) inside ``crop_xyxy`` ((4,) int x1, y1,
+    x2, y2 in its pixels, x2/y2 exclusive, as :attr:`RoiSelection.crop_xyxy` holds them)."""
+    x1, y1, x2, y2 = (int(v) for v in crop_xyxy)
+    return image[y1:y2, x1:x2]
+
+
+def encode_jpeg(pixels: np.ndarray, quality: int) -> bytes:
+    """JPEG-encode a (h, w, 3) uint8 BGR crop with OpenCV at ``quality`` (1..100).
+
+    Raises:
+        ValueError: OpenCV could not encode the crop.
+    """
+    ok, buf = cv2.imencode(".jpg", pixels, [cv2.IMWRITE_JPEG_QUALITY, quality])
+    if not ok:
+        raise ValueError(f"JPEG encoding failed for a crop of shape {pixels.shape}")
+    return buf.tobytes()
+
+
+def roi_header(frame: Frame, selection: RoiSelection, row: int, roi_id: str) -> wire.Roi:
+    """The ``wire.Roi`` header of the ROI of ``selection``'s sent row ``row`` (0 <= row < ``len(selection)``),
+    cropped from ``frame``, with the policy's send reason; ``roi_id`` is its globally unique id. ``ttl_ms`` and ``attempt`` keep their defaults
+    (the link sets the deadline left when it sends, and the attempt when it resends)."""
+    detections = selection.detections
+    return wire.Roi(
+        roi_id=roi_id,
+        camera=frame.camera,
+        frame_seq=frame.seq,
+        stream_ts_ms=frame.stream_ts_ms,
+        capture_unix_ms=frame.capture_unix_ms,
+        xyxy=tuple(float(v) for v in detections.xyxy[row]),
+        crop_xyxy=tuple(int(v) for v in selection.crop_xyxy[row]),
+        class_id=int(detections.class_id[row]),
+        score=float(detections.score[row]),
+        track_id=int(detections.track_id[row]),
+        recognizer=str(selection.recognizer[row]),
+        send_reason=str(selection.send_reason[row]),
+    )

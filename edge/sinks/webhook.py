@@ -1,0 +1,116 @@
+"""The HTTP webhook sink: records POSTed in batches, as one JSON array per request (requests).
+
+Follow one batch: the queue's delivery thread (:mod:`vcascade.edge.sinks.queue`) collects up to ``batch_max`` records,
+waiting at most ``batch_wait_s`` after the first, and hands them to :meth:`WebhookSink.deliver`, which POSTs them
+as ``[record, ...]`` with ``Content-Type: application/json`` (and ``Authorization: <auth_header>`` when set).
+
+- 2xx: every record of the batch is delivered.
+- a connection error, a timeout (``timeout_s`` to connect and for each read), 408, 429 or 5xx: the attempt is
+  counted (``vcascade_edge_sink_attempts_failed_total{reason}``) and the same batch is sent again after a capped,
+  fully jittered exponential backoff (:class:`vcascade.edge.capture.backoff.Backoff`), up to ``max_attempts`` sends; then
+  its records are dropped as ``retries_exhausted``. Records arriving meanwhile wait in the bounded queue and go
+  out in order afterwards. A retried batch may arrive twice (the receiver timed out after storing it):
+  receivers remove duplicates by ``event_id`` or ``roi_id``.
+- any other status (3xx, 4xx): the receiver refuses the batch and sending it again would not help; its records
+  are dropped as ``rejected`` and the status and the start of the body are logged.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import requests
+import zmq
+
+from vcascade.core.config import WebhookSinkConfig
+from vcascade.core.redact import redact_url
+from vcascade.edge.capture.backoff import Backoff
+from vcascade.edge.sinks.books import SinkBooks
+from vcascade.edge.sinks.queue import Entry, QueuedSink, encoded
+
+RETRY_STATUSES = {408: "http_408", 429: "http_429"}
+"""HTTP statuses below 500 that are worth another attempt (RFC 9110 15.5.9 Request Timeout; RFC 6585 section 4
+Too Many Requests), with their ``reason`` label."""
+BODY_SHOWN_CHARS = 200
+"""Characters of a refusing response's body kept in the error text."""
+
+
+def batch_body(payloads: list[bytes]) -> bytes:
+    """The POST body of one batch: the records' JSON texts as one JSON array (UTF-8)."""
+    return b"[" + b",".join(payloads) + b"]"
+
+
+class WebhookSink:
+    """:class:`~vcascade.edge.sinks.queue.Delivery` backend POSTing batches to one HTTP(S) endpoint.
+
+    Args:
+        cfg: the sink's configuration (``auth_header`` already resolved from ``${VAR}``).
+        ctx: unused (the registry's common signature).
+        edge: the edge's name (metric label).
+        label: the sink's name in metrics and snapshots, e.g. ``webhook[2]``.
+    """
+
+    def __init__(self, cfg: WebhookSinkConfig, ctx: zmq.Context | None, edge: str = "", label: str = "webhook") -> None:
+        self.cfg, self.label = cfg, label
+        self.books = SinkBooks(edge, label)
+        self.shown_url = redact_url(cfg.url)
+        """The URL as logs and snapshots show it (``user:password@`` replaced)."""
+        self.batch_max, self.batch_wait_s = cfg.batch_max, cfg.batch_wait_s
+        self._session = requests.Session()
+        self._headers = {"Content-Type": "application/json"}
+        if cfg.auth_header is not None:
+            self._headers["Authorization"] = cfg.auth_header.get_secret_value()
+
+    def deliver(self, batch: list[Entry], ledger: QueuedSink) -> None:
+        """POST the batch until it is answered 2xx, refused, or ``max_attempts`` sends failed (see module doc)."""
+        items = encoded(batch, ledger)
+        if not items:
+            return
+        entries = [entry for entry, _ in items]
+        body = batch_body([payload for _, payload in items])
+        backoff = Backoff(self.cfg.backoff_initial_s, self.cfg.backoff_max_s)
+        detail = ""
+        for attempt in range(1, self.cfg.max_attempts + 1):
+            if ledger.abandoned.is_set():
+                return
+            outcome, detail = self._post(body)
+            if outcome == "ok":
+                ledger.settle(entries)
+                return
+            if outcome == "rejected":
+                ledger.settle(entries, "rejected", detail)
+                return
+            self.books.attempt_failed(outcome, detail)
+            if attempt < self.cfg.max_attempts and ledger.abandoned.wait(backoff.next_delay_s()):
+                return
+        ledger.settle(entries, "retries_exhausted", f"{self.cfg.max_attempts} sends failed, the last: {detail}")
+
+    def _post(self, body: bytes) -> tuple[str, str]:
+        """One POST: ``("ok", "")``, ``("rejected", why)`` or ``(retry reason, why)``."""
+        try:
+            response = self._session.post(
+                self.cfg.url, data=body, headers=self._headers, timeout=(self.cfg.timeout_s, self.cfg.timeout_s),
+                verify=self.cfg.verify_tls, allow_redirects=False,
+            )
+        except requests.Timeout as exc:
+            return "timeout", f"no answer from {self.shown_url} within {self.cfg.timeout_s} s ({type(exc).__name__})"
+        except requests.RequestException as exc:
+            return "connection", redact_url(f"{self.shown_url}: {type(exc).__name__}: {exc}")
+        status = response.status_code
+        if 200 <= status < 300:
+            return "ok", ""
+        shown = _body_start(response)
+        if status >= 500 or status in RETRY_STATUSES:
+            return RETRY_STATUSES.get(status, "http_5xx"), f"{self.shown_url} answered HTTP {status}: {shown}"
+        return "rejected", f"{self.shown_url} refused the batch: HTTP {status}: {shown}"
+
+    def close(self) -> None:
+        """Close the connection pool."""
+        self._session.close()
+
+
+def _body_start(response: Any) -> str:
+    try:
+        return response.text[:BODY_SHOWN_CHARS]
+    except (UnicodeDecodeError, LookupError):  # an undecodable body (or unknown charset) must not hide the status
+        return "(body not readable)"

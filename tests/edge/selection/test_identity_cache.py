@@ -1,0 +1,115 @@
+"""The track -> identity cache: filled from result records on one thread, read from another, bounded by live tracks."""
+
+import threading
+
+import msgspec
+import numpy as np
+import pytest
+
+from tests.edge.link.test_account import _pending
+from vcascade.core.protocol.wire import ClassifierOutput, EmbeddingOutput, Result, TextOutput
+from vcascade.edge.link.account import result_record, tracked_record
+from vcascade.edge.capture.frames import Frame
+from vcascade.edge.selection.identity_cache import IdentityCache
+
+
+def ok(track_id, identity_id, ts_ms, camera="cam", roi_id="r"):
+    return {
+        "status": "ok", "camera": camera, "track_id": track_id, "identity_id": identity_id, "similarity": 0.9,
+        "roi_id": roi_id, "stream_ts_ms": ts_ms,
+    }
+
+
+def test_results_of_live_tracks_are_cached():
+    cache = IdentityCache("e")
+    cache.retain("cam", {1, 2})
+    cache.write(ok(1, 7, 100.0, roi_id="a"))
+    cache.write(ok(3, 9, 100.0))  # not a live track: ignored
+    cache.write({"status": "dropped", "camera": "cam", "track_id": 2})
+    cache.write(ok(-1, 5, 100.0))  # untracked
+    got = cache.get("cam", 1)
+    assert got is not None and got.identity_id == 7 and got.roi_id == "a" and got.similarity == 0.9
+    assert cache.get("cam", 2) is None and cache.get("cam", 3) is None and cache.get("other", 1) is None
+
+
+def test_newer_crop_wins_whatever_the_arrival_order():
+    cache = IdentityCache("e")
+    cache.retain("cam", {1})
+    cache.write(ok(1, 8, 200.0))
+    cache.write(ok(1, 7, 100.0))  # an older crop's result arriving late
+    assert cache.get("cam", 1).identity_id == 8
+    cache.write(ok(1, 9, 300.0))
+    assert cache.get("cam", 1).identity_id == 9
+
+
+def test_expired_tracks_are_forgotten_per_camera():
+    cache = IdentityCache("e")
+    cache.retain("a", {1})
+    cache.retain("b", {1})
+    cache.write(ok(1, 7, 0.0, camera="a"))
+    cache.write(ok(1, 8, 0.0, camera="b"))
+    cache.retain("a", set())
+    assert cache.get("a", 1) is None and cache.size("a") == 0
+    assert cache.get("b", 1).identity_id == 8
+
+
+def test_bad_records_are_ignored():
+    cache = IdentityCache("e")
+    cache.retain("cam", {1})
+    cache.write({"status": "ok", "camera": "cam", "track_id": 1})  # no identity
+    cache.write({"status": "ok", "camera": "cam", "track_id": "x", "identity_id": 1})
+    cache.write({"status": "ok"})
+    assert cache.size("cam") == 0
+
+
+def test_writer_and_reader_threads():
+    cache = IdentityCache("e")
+    cache.retain("cam", set(range(100)))
+
+    def writer():
+        for i in range(2000):
+            cache.write(ok(i % 100, i, float(i)))
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    for i in range(2000):
+        cache.retain("cam", set(range(100)))
+        cache.get("cam", i % 100)
+    thread.join()
+    assert cache.size("cam") == 100
+    assert cache.get("cam", 99).identity_id == 1999
+
+
+def test_a_text_result_is_cached_with_its_text_and_repeated_on_tracked_lines():
+    """Regression: a text head's result line has no identity fields; it was counted as a bad record and its
+    track's ``tracked`` lines never showed what was read."""
+    cache = IdentityCache("e")
+    cache.retain("cam", {4})
+    cache.write({"status": "ok", "camera": "cam", "track_id": 4, "roi_id": "t", "stream_ts_ms": 40.0,
+                 "text": "KA 123", "text_score": 0.93})
+    got = cache.get("cam", 4)
+    assert got is not None and got.identity_id == -1 and got.extra == {"text": "KA 123", "text_score": 0.93}
+    frame = Frame("cam", 2, np.zeros((4, 4, 3), np.uint8), 80.0, 0.0, 0.0)
+    line = tracked_record(frame, (0.0, 0.0, 2.0, 2.0), 2, 0.8, 4, got, "car")
+    assert line["text"] == "KA 123" and line["identity_roi_id"] == "t" and line["status"] == "tracked"
+
+
+@pytest.mark.parametrize(("output", "identity"), [
+    (EmbeddingOutput(5, 0.91, False), (5, 0.91)),
+    (ClassifierOutput(("car", "bus"), (0.75, 0.25)), (-1, 0.0)),
+    (TextOutput("KA 123", 0.93), (-1, 0.0)),
+])
+def test_tracked_lines_repeat_the_head_fields_of_their_tracks_result_line(output, identity):
+    """Whatever the head: the result line's head fields come back on the track's ``tracked`` lines, with
+    ``identity_id``/``similarity`` always there (-1/0.0 when the head gives no identity)."""
+    pending = _pending()
+    pending.roi = msgspec.structs.replace(pending.roi, track_id=4)
+    record = result_record(pending, Result(roi_id=pending.roi_id, worker="w", output=output, hops=[]), 100.1)
+    cache = IdentityCache("e")
+    cache.retain("cam", {4})
+    cache.write(record)
+    frame = Frame("cam", 9, np.zeros((4, 4, 3), np.uint8), 360.0, 0.0, 0.0)
+    line = tracked_record(frame, (0.0, 0.0, 2.0, 2.0), 2, 0.8, 4, cache.get("cam", 4))
+    head_keys = set(output.__struct_fields__)
+    assert {key: line[key] for key in head_keys} == {key: record[key] for key in head_keys}
+    assert (line["identity_id"], line["similarity"], line["identity_roi_id"]) == (*identity, pending.roi_id)
