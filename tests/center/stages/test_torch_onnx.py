@@ -14,7 +14,7 @@ from vcascade.center.stages.runtimes import load_recognizer_stages, runtime_key,
 from vcascade.center.stages.torch_onnx import ExportError, torch_to_onnx
 from vcascade.core.config import load_config
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture(scope="module")

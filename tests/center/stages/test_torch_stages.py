@@ -10,7 +10,7 @@ import torch
 
 from vcascade.center.stages.torch_stages import TorchStage, as_activations, import_factory, run_chained, split_model
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 @pytest.mark.parametrize("batch", [2, 3])

@@ -36,7 +36,7 @@ from vcascade.core.runtime.models import (
 from vcascade.core.runtime.startup import StartupError
 from vcascade.edge.detection.model_file import ensure_detector_model, verify_yolox
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 NAME = "yolox_nano.onnx"
 
 

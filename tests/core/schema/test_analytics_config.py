@@ -11,8 +11,8 @@ import yaml
 from vcascade.core.config import AnalyticsConfig, ConfigError, load_config
 from vcascade.core.schema.analytics import first_crossing
 
-DEMO = Path(__file__).resolve().parents[2] / "configs" / "demo.yaml"
-TRAFFIC = Path(__file__).resolve().parents[2] / "configs" / "traffic.yaml"
+DEMO = Path(__file__).resolve().parents[3] / "configs" / "demo.yaml"
+TRAFFIC = Path(__file__).resolve().parents[3] / "configs" / "traffic.yaml"
 
 
 def _error(tmp_path: Path, analytics: dict) -> str:

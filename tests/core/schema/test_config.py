@@ -10,7 +10,7 @@ import yaml
 from vcascade.app.cli import main
 from vcascade.core.config import ConfigError, load_config
 
-DEMO = Path(__file__).resolve().parents[2] / "configs" / "demo.yaml"
+DEMO = Path(__file__).resolve().parents[3] / "configs" / "demo.yaml"
 
 
 def _write(tmp_path, data) -> Path:
@@ -130,6 +130,6 @@ def test_check_as_a_process_prints_no_traceback(tmp_path):
 
 
 def test_config_reference_is_current():
-    script = Path(__file__).resolve().parents[2] / "scripts" / "gen_config_docs.py"
+    script = Path(__file__).resolve().parents[3] / "scripts" / "gen_config_docs.py"
     proc = subprocess.run([sys.executable, str(script), "--check"], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr

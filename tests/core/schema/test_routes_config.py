@@ -10,7 +10,7 @@ import yaml
 from tests.demo import demo_data
 from vcascade.core.config import ConfigError, load_config
 
-DEMO = Path(__file__).resolve().parents[2] / "configs" / "demo.yaml"
+DEMO = Path(__file__).resolve().parents[3] / "configs" / "demo.yaml"
 
 
 def _two_recognizers(routes=None) -> dict:

@@ -8,7 +8,7 @@ import yaml
 
 from vcascade.core.config import ConfigError, MqttSinkConfig, WebhookSinkConfig, load_config
 
-DEMO = Path(__file__).resolve().parents[2] / "configs" / "demo.yaml"
+DEMO = Path(__file__).resolve().parents[3] / "configs" / "demo.yaml"
 
 
 def _load(tmp_path, sinks: list[dict]):

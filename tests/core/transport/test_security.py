@@ -33,7 +33,7 @@ from vcascade.core.transport.security import (
 from vcascade.core.transport.sockets import MAX_MESSAGE_BYTES, make_socket
 from vcascade.core.transport.zap import EDGES, OPERATORS, WORKERS, RoleAuthenticator, admitted_names, start_authenticator
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 DEMO = REPO / "configs" / "demo.yaml"
 VCASCADE = Path(sys.executable).parent / "vcascade"
 WAIT_S = 20.0  # generous: the CI machine is slow and shared

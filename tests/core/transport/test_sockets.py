@@ -17,7 +17,7 @@ from vcascade.core.protocol import wire
 from vcascade.core.config import Deployment
 from vcascade.core.transport.sockets import LINGER_MS, MAX_MESSAGE_BYTES, RECV_BATCH, make_socket, waiting_messages
 
-DEMO = Path(__file__).resolve().parents[2] / "configs" / "demo.yaml"
+DEMO = Path(__file__).resolve().parents[3] / "configs" / "demo.yaml"
 WAIT_S = 20.0  # generous: the CI machine is slow and shared
 SILENCE_S = 2.0
 

@@ -31,7 +31,7 @@ from onnx import TensorProto, helper
 from vcascade.core.config import YoloxDetectorConfig
 from vcascade.edge.detection import DetectorContractError, build_detector
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(REPO / "scripts"))
 from chaos_deploy import write_deployment  # noqa: E402
 

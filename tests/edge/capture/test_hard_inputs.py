@@ -14,7 +14,7 @@ import av
 import pytest
 from prometheus_client import REGISTRY
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 _SHARED = Path(os.environ.get("VCASCADE_TEST_MODELS", REPO.parent / "shared" / "models")).parent
 MEDIA = Path(os.environ.get("VCASCADE_TEST_MEDIA", _SHARED / "media")) / "bad-inputs"
 """The corpus: $VCASCADE_TEST_MEDIA/bad-inputs, else media/bad-inputs beside the shared models folder

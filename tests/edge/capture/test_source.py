@@ -15,7 +15,7 @@ from vcascade.core.config import CameraConfig
 from vcascade.edge.capture.frames import FrameSlots
 from vcascade.edge.capture.source import CameraReader, SourceError, open_source
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def test_file_every_frame_with_stream_timestamps(read_all, bikes_path):

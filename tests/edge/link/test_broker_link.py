@@ -23,7 +23,7 @@ from vcascade.edge.link.account import PendingRoi
 from vcascade.edge.link.broker_link import BrokerLink
 from vcascade.edge.sinks.registry import JsonlSink
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 INTERVAL_S = 0.1
 LIVENESS = 3
 EDGE = "edge-1"

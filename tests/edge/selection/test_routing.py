@@ -16,7 +16,7 @@ from vcascade.edge.selection.roi_selection import FOLLOWED_REASONS, SUPPRESS_REA
 from vcascade.edge.selection.routing import ANY_RECOGNIZER, ClassRouter
 
 PERSON, BICYCLE, CAR, DOG = (COCO_CLASSES.index(n) for n in ("person", "bicycle", "car", "dog"))
-DEMO = Path(__file__).resolve().parents[2] / "configs" / "demo.yaml"
+DEMO = Path(__file__).resolve().parents[3] / "configs" / "demo.yaml"
 FRAME_HW = (480, 640)
 ROUTES = [
     RouteConfig(recognizer="plate-text", classes=["car", "bus", "truck"]),

@@ -22,7 +22,7 @@ from prometheus_client import REGISTRY
 from vcascade.core.config import JsonlSinkConfig, ZmqPubSinkConfig
 from vcascade.edge.sinks.registry import JsonlSink, json_line, open_sinks
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 EDGE = "edge-sinks"
 
 

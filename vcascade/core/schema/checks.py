@@ -59,7 +59,7 @@ def _check_edges(dep: Deployment) -> list[str]:
         problems += _check_broker_names(f"edges.{name}.brokers", edge.brokers, dep)
         problems += _check_detector(f"edges.{name}.detector", edge.detector)
         problems += _check_class_filter(
-            f"edges.{name}.roi.policy.classes", edge.selection.roi.policy.classes, _inline_class_names(edge.detector)
+            f"edges.{name}.roi.policy.classes", edge.roi.policy.classes, _inline_class_names(edge.detector)
         )
     return problems
 
@@ -228,9 +228,9 @@ def _check_edge_routes(dep: Deployment) -> list[str]:
     problems = []
     for name, edge in dep.edges.items():
         served = dep.recognizers_served(name)
-        if edge.selection.roi.routes:
+        if edge.roi.routes:
             names = _inline_class_names(edge.detector)
-            problems += _check_routes(f"edges.{name}.roi.routes", edge.selection.roi.routes, dep, served, names)
+            problems += _check_routes(f"edges.{name}.roi.routes", edge.roi.routes, dep, served, names)
         elif len(served) > 1 and any(cam.routes is None for cam in dep.cameras_of(name).values()):
             problems.append(
                 f"edges.{name}.roi.routes: missing (required: workers on its brokers run several recognizers "
