@@ -44,7 +44,7 @@ import numpy as np
 from av.video.reformatter import VideoReformatter
 
 from vcascade.core.config import CameraConfig
-from vcascade.core.redact import redact_url
+from vcascade.core.redact import redact_url, remember_url
 from vcascade.core.runtime.resources import resolve
 from vcascade.edge.capture.faults import CameraFault, check_file, classify, is_unfinished_mp4
 from vcascade.edge.capture.kinds import device_index, is_live
@@ -103,6 +103,7 @@ def open_source(cfg: CameraConfig) -> tuple[av.container.InputContainer, av.Vide
     Raises:
         CameraFault: with the real cause (:data:`vcascade.edge.capture.faults.FAULT_REASONS`), credentials redacted.
     """
+    remember_url(cfg.url)  # an echo of its secrets by FFmpeg or the OS is hidden too, wherever it goes
     shown = redact_url(cfg.url)
     try:
         url = resolve(cfg.url)

@@ -87,7 +87,7 @@ def camera_state_record(camera: str, step: Transition) -> dict[str, Any]:
     """The sink record of one state change: ``{"kind": "camera_state", "camera", "state", "reason", "detail",
     "wall_ts_ms"}`` (``state``: the state entered; ``detail`` with credentials redacted)."""
     return {"kind": "camera_state", "camera": camera, "state": step.target, "reason": step.reason,
-            "detail": step.detail, "wall_ts_ms": round(step.wall_ts_ms, 3)}  # fmt: skip
+            "detail": redact_url(step.detail), "wall_ts_ms": round(step.wall_ts_ms, 3)}  # fmt: skip
 
 
 class CameraStateMachine:

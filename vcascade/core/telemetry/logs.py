@@ -17,6 +17,8 @@ import os
 import threading
 import time
 
+from vcascade.core.redact import RedactingFilter
+
 LOG_FORMATS = ("text", "json")
 FORMAT_ENV = "VCASCADE_LOG_FORMAT"
 """Environment variable holding the log format; the CLI sets it so the launcher's children inherit it."""
@@ -108,6 +110,7 @@ def configure_logging(
         handler.setFormatter(JsonFormatter(component, name))
     else:
         handler.setFormatter(logging.Formatter(f"%(asctime)s {who} %(levelname)s %(name)s: %(message)s"))
+    handler.addFilter(RedactingFilter())  # first: no later filter or formatter sees a secret
     handler.addFilter(RateLimitFilter(interval_s))
     root = logging.getLogger()
     for old in list(root.handlers):
