@@ -92,7 +92,9 @@ def remember_url(url: str) -> None:
         userinfo = _userinfo_span(url, start, end)
         if userinfo:
             info = url[userinfo[0]:userinfo[1]]
-            remember(info, info.partition(":")[2])
+            password = info.partition(":")[2]
+            # FFmpeg cuts the host at the first '/', '?' or '#', so parts of such a password show up as a host name
+            remember(info, password, *re.split(r"[/?#@]", password))
         for match in _PARAM.finditer(url, start, end):
             remember(match.group("value"))
 
@@ -188,9 +190,8 @@ class RedactingFilter(logging.Filter):
         record.msg, record.args = redact(message), None
         if record.exc_info and not record.exc_text:
             record.exc_text = logging.Formatter().formatException(record.exc_info)
-        if record.exc_text:
+        if record.exc_text:  # formatters print exc_text when it is set (exc_info is kept for the level's sake)
             record.exc_text = redact(record.exc_text)
-            record.exc_info = None
         if record.stack_info:
             record.stack_info = redact(record.stack_info)
         return True

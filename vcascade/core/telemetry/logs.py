@@ -78,7 +78,7 @@ class JsonFormatter(logging.Formatter):
         if getattr(record, "repeated", 0):
             line["repeated"] = record.repeated
         if record.exc_info:
-            line["exc"] = self.formatException(record.exc_info)
+            line["exc"] = record.exc_text or self.formatException(record.exc_info)  # exc_text: redacted
         return json.dumps(line, default=str)
 
 
