@@ -26,6 +26,7 @@ from vcascade.center.identity.store import (
     StoreWrite,
     add_sighting,
 )
+from vcascade.core.private_files import DIR_MODE, FILE_MODE, create_private
 
 RESERVED = "reserved"
 """State of an id handed to a worker and not yet written."""
@@ -73,13 +74,16 @@ class SqliteStore:
         path: database file (its folder is created).
         space: identity space name (the recognizer's).
         timeout_s: longest wait for the write lock, s (``sqlite3.OperationalError: database is locked`` after).
+        file_mode, dir_mode: permission modes of the file and of the folders created for it (an embedding of
+            every person seen: owner only by default; :mod:`vcascade.core.private_files`).
 
     Raises:
         sqlite3.Error: the file cannot be opened or is not a database.
     """
 
-    def __init__(self, path: str | Path, space: str, timeout_s: float = 2.0) -> None:
-        Path(path).expanduser().parent.mkdir(parents=True, exist_ok=True)
+    def __init__(self, path: str | Path, space: str, timeout_s: float = 2.0, file_mode: int = FILE_MODE,
+                 dir_mode: int = DIR_MODE) -> None:
+        create_private(path, file_mode, dir_mode)  # SQLite gives its -wal and -shm files this file's mode
         self.space = space
         self._db = sqlite3.connect(str(Path(path).expanduser()), timeout=timeout_s, isolation_level=None,
                                    check_same_thread=False)  # fmt: skip

@@ -33,6 +33,7 @@ import msgspec
 import zmq
 
 from vcascade.core.config import JsonlSinkConfig, SinkConfig, ZmqPubSinkConfig
+from vcascade.core.private_files import open_private
 from vcascade.core.transport.sockets import make_socket
 from vcascade.edge.sinks.books import SinkBooks, delivered_key, json_line
 from vcascade.edge.sinks.mqtt import MqttSink
@@ -132,7 +133,8 @@ class LineSink:
 
 
 class JsonlSink(LineSink):
-    """Appends (or, with ``mode: truncate``, rewrites) a JSON-lines file; one line per record, each handed to the
+    """Appends (or, with ``mode: truncate``, rewrites) a JSON-lines file, created with ``file_mode`` (0600) in folders
+    made with ``dir_mode`` (0700) (:mod:`vcascade.core.private_files`); one line per record, each handed to the
     kernel in one ``write`` call as it comes (no buffer in the process to lose at a crash).
 
     A write that stops part-way (disk full, file size limit) leaves no partial line: the part written is cut off
@@ -145,10 +147,8 @@ class JsonlSink(LineSink):
 
     def __init__(self, cfg: JsonlSinkConfig, ctx: zmq.Context, edge: str = "", label: str = "jsonl") -> None:
         super().__init__(edge, label)
-        path = Path(cfg.path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC | (os.O_TRUNC if cfg.mode == "truncate" else 0)
-        self._fd = os.open(path, flags, 0o644)
+        flags = os.O_WRONLY | os.O_APPEND | (os.O_TRUNC if cfg.mode == "truncate" else 0)
+        self._fd = open_private(Path(cfg.path), flags, cfg.file_mode, cfg.dir_mode)  # personal data: 0600 default
         self._torn_bytes = 0  # bytes of a partly written line still at the end of the file (a cut that failed)
 
     def _deliver(self, record: dict[str, Any], body: bytes) -> None:

@@ -6,6 +6,7 @@ from typing import Annotated, Literal, Union
 
 from pydantic import Field
 
+from vcascade.core.private_files import DIR_MODE, FILE_MODE, Mode, mode_field
 from vcascade.core.schema.analytics import AnalyticsConfig
 from vcascade.core.schema.base import ConfigModel, Name, Port, cpus_field
 from vcascade.core.schema.detector import DetectorConfig, YoloxDetectorConfig
@@ -134,6 +135,8 @@ class JsonlSinkConfig(ConfigModel):
     type: Literal["jsonl"] = Field(description="Sink kind.")
     path: str = Field(description="Output file; relative paths are relative to the working directory.")
     mode: Literal["append", "truncate"] = Field("append", description="Keep earlier lines, or start the file afresh.")
+    file_mode: Annotated[int, Mode] = mode_field(FILE_MODE, "file")
+    dir_mode: Annotated[int, Mode] = mode_field(DIR_MODE, "folder")
     queue_max: int = queue_max_field()
     drain_timeout_s: float = drain_timeout_field()
 
