@@ -287,7 +287,7 @@ def run_edge(
     detector, threads = build_detector(dep, name, model_dir)
     serve_metrics(cfg.metrics_port, component="edge", name=name)
     ctx = zmq.Context()
-    sinks = open_sinks(cfg.sinks, ctx, name)
+    sinks = open_sinks(cfg.sinks, ctx, name, dep.security)
     identities = IdentityCache(name)
     preview = None if cfg.preview_port is None else PreviewHub(dep.ui, detector.class_names, identities)
     updates = EventUpdates(name, identities, sinks)  # after the identity cache: it reads what results put there

@@ -145,7 +145,15 @@ class ZmqPubSinkConfig(ConfigModel):
     """Publish each result as a JSON frame on a ZeroMQ PUB socket (topic frame = camera name)."""
 
     type: Literal["zmq_pub"] = Field(description="Sink kind.")
-    endpoint: str = Field(pattern=r"^(tcp|ipc|inproc)://", description="Bind address, e.g. tcp://127.0.0.1:5570.")
+    endpoint: str = Field(
+        pattern=r"^(tcp|ipc|inproc)://",
+        description="Bind address, e.g. tcp://127.0.0.1:5570; a non-loopback tcp address needs "
+        "`security.curve.enabled` (or `security.allow_plaintext_remote`).",
+    )
+    subscribers: list[Name] | None = Field(
+        None, description="With CurveZMQ: the names of the public keys (`NAME.key` in the authorized folder) "
+        "allowed to subscribe (None: every key there).",
+    )
     queue_max: int = queue_max_field()
     drain_timeout_s: float = drain_timeout_field()
 
