@@ -53,6 +53,7 @@ from vcascade.edge.selection.roi_policy import RoiPolicy
 from vcascade.edge.selection.roi_selection import RoiSelection
 from vcascade.edge.selection.routing import ClassRouter
 from vcascade.edge.sinks.queue import QueuedSink, close_sinks, write_all
+from vcascade.edge.capture.url_policy import allow_hosts
 from vcascade.edge.sinks.registry import open_sinks
 from vcascade.edge.capture.source import CameraReader
 from vcascade.edge.selection.tracking import CameraTracker
@@ -287,6 +288,7 @@ def run_edge(
     detector, threads = build_detector(dep, name, model_dir)
     serve_metrics(cfg.metrics_port, component="edge", name=name)
     ctx = zmq.Context()
+    allow_hosts(cfg.camera_hosts)  # network cameras only on these hosts (edge.capture.url_policy)
     sinks = open_sinks(cfg.sinks, ctx, name, dep.security)
     identities = IdentityCache(name)
     preview = None if cfg.preview_port is None else PreviewHub(dep.ui, detector.class_names, identities)

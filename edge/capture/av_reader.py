@@ -49,6 +49,9 @@ from vcascade.core.runtime.resources import resolve
 from vcascade.edge.capture.faults import CameraFault, check_file, classify, is_unfinished_mp4
 from vcascade.edge.capture.kinds import device_index, is_live
 from vcascade.edge.capture.timing import GAP_SLACK, PacketGaps
+from vcascade.edge.capture.url_policy import (
+    PROTOCOLS, check_format, check_host, ffmpeg_options, follow_redirects, scheme_of,
+)
 
 TIMEOUT_SLACK = 0.9
 """An FFmpeg error after this fraction of a live source's timeout is that timeout (PyAV's interrupt callback makes
@@ -110,8 +113,12 @@ def open_source(cfg: CameraConfig) -> tuple[av.container.InputContainer, av.Vide
     except FileNotFoundError as exc:
         raise CameraFault("missing_file", str(exc)) from None
     target, kwargs = url, {}
+    if "://" in url and scheme_of(url) not in PROTOCOLS and device_index(url) is None \
+            and not url.lower().startswith("device://"):
+        ffmpeg_options(url, cfg.edge, shown)  # raises protocol_not_allowed
     if not is_live(url):
         check_file(url, shown)
+        kwargs = {"options": ffmpeg_options("file", cfg.edge, shown)}  # a playlist file cannot reach the network
     elif (index := device_index(url)) is not None:
         target = f"/dev/video{index}"
         if not os.path.exists(target):
@@ -120,11 +127,22 @@ def open_source(cfg: CameraConfig) -> tuple[av.container.InputContainer, av.Vide
     elif url.lower().startswith("device://"):
         raise CameraFault("bad_url", f"{shown}: a device URL is device://N with N the device number (e.g. device://0)")
     else:
-        options = {"rtsp_transport": cfg.rtsp_transport} if url.lower().startswith(("rtsp://", "rtsps://")) else {}
+        check_host(url, cfg.edge, shown)
+        options = ffmpeg_options(url, cfg.edge, shown)
+        if scheme_of(url) in ("rtsp", "rtsps"):
+            options["rtsp_transport"] = cfg.rtsp_transport
         kwargs = {"options": options, "timeout": (cfg.open_timeout_s, cfg.read_timeout_s)}
     started_s = time.monotonic()
     try:
-        container = av.open(target, **kwargs)
+        try:
+            container = av.open(target, **kwargs)
+        except (av.error.FFmpegError, OSError):
+            # FFmpeg follows no redirect (max_redirects 0): one the policy allows is followed here, once
+            allowed = follow_redirects(url, cfg.open_timeout_s, cfg.edge, shown) if scheme_of(url) in (
+                "http", "https") else url
+            if allowed == url:
+                raise
+            container = av.open(allowed, **kwargs)
     except (av.error.FFmpegError, OSError) as exc:  # every PyAV error is classified; none escapes as a crash
         waited_s = time.monotonic() - started_s
         if "timeout" in kwargs and waited_s >= TIMEOUT_SLACK * cfg.open_timeout_s:  # the interrupt fired
@@ -139,6 +157,12 @@ def open_source(cfg: CameraConfig) -> tuple[av.container.InputContainer, av.Vide
         kinds = ", ".join(sorted({s.type for s in container.streams})) or "none"
         container.close()
         raise CameraFault("no_video_stream", f"{shown}: no video stream (streams: {kinds})")
+    if not is_live(url):  # a video stream, but read from text, an image...: not a video file
+        try:
+            check_format(container.format.name, cfg.edge, shown)
+        except CameraFault:
+            container.close()
+            raise
     stream = container.streams.video[0]
     if stream.codec_context is None or not stream.codec_context.is_decoder:
         container.close()

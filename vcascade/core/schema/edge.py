@@ -167,6 +167,12 @@ class EdgeConfig(ConfigModel):
     """One edge process: reads its cameras, detects, crops and sends ROIs, joins results, writes sinks."""
 
     brokers: list[Name] = Field(min_length=1, description="Brokers to send ROIs to.")
+    camera_hosts: list[Annotated[str, Field(pattern=r"^[A-Za-z0-9.:\[\]-]+(/[0-9]{1,3})?$")]] | None = Field(
+        None, min_length=1,
+        description="Hosts this edge's network cameras may be on: names (`cam-1.example.com`), addresses or "
+        "networks (`10.20.0.0/16`); a redirect to a host not listed is refused (None: any host; redirects to "
+        "another host are refused).",
+    )
     detector: DetectorConfig = Field(YoloxDetectorConfig(), description="Object detector settings.")
     roi: RoiConfig = Field(RoiConfig(), description="Crop settings.")
     sinks: list[SinkConfig] = Field(default_factory=list, description="Where results are written.")
