@@ -110,8 +110,8 @@ def configure_logging(
         handler.setFormatter(JsonFormatter(component, name))
     else:
         handler.setFormatter(logging.Formatter(f"%(asctime)s {who} %(levelname)s %(name)s: %(message)s"))
-    handler.addFilter(RedactingFilter())  # first: no later filter or formatter sees a secret
-    handler.addFilter(RateLimitFilter(interval_s))
+    handler.addFilter(RateLimitFilter(interval_s))  # first: it keys on the message template (record.msg)
+    handler.addFilter(RedactingFilter())  # then: formats the message and hides secrets before any formatter
     root = logging.getLogger()
     for old in list(root.handlers):
         root.removeHandler(old)
