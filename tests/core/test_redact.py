@@ -125,3 +125,32 @@ def test_remember_url_keeps_short_values_out():
     remember_url("rtsp://a:b@h/s?pwd=xy")
     assert redact("a b xy") == "a b xy"  # too short to hide everywhere; hidden in URLs by structure
     assert redact("rtsp://a:b@h/s?pwd=xy") == "rtsp://***@h/s?pwd=***"
+
+
+def test_a_webhook_token_never_reaches_the_warning_lines(tmp_path, free_port, capsys):
+    """A real webhook sink failing against a closed port, its warnings through the handler the CLI installs; the
+    token in the path and the signature in the query were printed before."""
+    import zmq
+
+    from tests.demo import demo_data
+    from tests.waiting import until
+    from vcascade.core.telemetry.logs import configure_logging
+    from vcascade.edge.sinks.registry import open_sinks
+
+    token = "T0KEN-in-the-path-5d41402abc4b2a76"
+    url = f"http://127.0.0.1:{free_port()}/services/{token}?sig=Sig9secret"
+    data = demo_data()
+    data["edges"]["edge-1"]["sinks"] = [{"type": "webhook", "url": url, "max_attempts": 1, "batch_wait_s": 0}]
+    path = tmp_path / "deploy.yaml"
+    path.write_text(yaml.safe_dump(data))
+    dep = load_config(path)  # what every command does first: its secrets are remembered
+    configure_logging("INFO", "edge", "edge-1", "text")
+    (sink,) = open_sinks(dep.edges["edge-1"].sinks, zmq.Context.instance(), "edge-1")
+    try:
+        sink.write({"kind": "result", "camera": "c", "status": "ok"})
+        assert until(lambda: sum(sink.stats()["lost"].values()) >= 1, 30.0)
+    finally:
+        sink.close()
+    err = capsys.readouterr().err
+    assert "127.0.0.1" in err, err  # the warning was written
+    assert token not in err and "Sig9secret" not in err, err
