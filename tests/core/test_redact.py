@@ -154,3 +154,17 @@ def test_a_webhook_token_never_reaches_the_warning_lines(tmp_path, free_port, ca
     err = capsys.readouterr().err
     assert "127.0.0.1" in err, err  # the warning was written
     assert token not in err and "Sig9secret" not in err, err
+
+
+def test_a_log_call_whose_template_does_not_fit_its_arguments_is_written_redacted_and_raises_nothing():
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.addFilter(RedactingFilter())
+    logger = logging.getLogger("tests.redact.badformat")
+    logger.addHandler(handler)
+    logger.propagate = False
+    try:
+        logger.warning("camera %s %d", "rtsp://admin:Hunter2x@10.0.0.5/s")  # one argument for two fields
+    finally:
+        logger.removeHandler(handler)
+    assert "Hunter2x" not in stream.getvalue() and "10.0.0.5" in stream.getvalue()

@@ -186,7 +186,10 @@ class RedactingFilter(logging.Filter):
     :func:`vcascade.core.telemetry.logs.configure_logging`."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        message = record.getMessage()
+        try:
+            message = record.getMessage()
+        except Exception:  # a template that does not fit its args: never raise into the caller of log.*()
+            message = f"{record.msg} (arguments: {record.args!r})"
         record.msg, record.args = redact(message), None
         if record.exc_info and not record.exc_text:
             record.exc_text = logging.Formatter().formatException(record.exc_info)
