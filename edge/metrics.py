@@ -57,6 +57,11 @@ CAMERA_STATE = Gauge(
 CAMERA_TRANSITIONS = Counter(
     "vcascade_edge_camera_transitions_total", "Entries into each camera state, by reason.", ["edge", "camera", "state", "reason"]
 )
+CAMERA_URL_REFUSALS = Counter(
+    "vcascade_edge_camera_url_refusals_total",
+    "Camera URLs refused before or at opening, by reason (protocol_not_allowed, host_not_allowed, "
+    "redirect_refused, not_video; vcascade.edge.capture.url_policy).", ["edge", "reason"],
+)
 CAMERA_RECONNECTS = Counter(
     "vcascade_edge_camera_reconnects_total", "Reconnect attempts of a live camera after a failure or stall.", ["edge", "camera"]
 )

@@ -35,9 +35,8 @@ import ssl
 import threading
 from urllib.parse import urljoin
 
-from prometheus_client import Counter
-
 from vcascade.edge.capture.faults import CameraFault
+from vcascade.edge.metrics import CAMERA_URL_REFUSALS
 
 PROTOCOLS = {
     "file": "file",
@@ -61,11 +60,8 @@ any other (``tty`` for text, ``image2`` for a still image, playlists and session
 MAX_REDIRECTS = 5
 """Redirects of an HTTP camera followed at most before it opens."""
 
-URL_REFUSALS = Counter(
-    "vcascade_edge_camera_url_refusals_total",
-    "Camera URLs refused before or at opening, by reason (protocol_not_allowed, host_not_allowed, "
-    "redirect_refused, not_video).", ["edge", "reason"],
-)
+URL_REFUSALS = CAMERA_URL_REFUSALS
+"""``vcascade_edge_camera_url_refusals_total{edge, reason}`` (declared with the edge's other families)."""
 
 _lock = threading.Lock()
 _allowed: tuple[list[str], list[ipaddress.IPv4Network | ipaddress.IPv6Network]] | None = None

@@ -150,6 +150,10 @@ SCENARIOS: dict[str, str] = {
     "vcascade_identity_store_seconds": "covered:tests/center/identity/test_identity_metrics.py",
     "vcascade_identity_store_errors_total": "covered:tests/center/identity/test_identity_metrics.py",
     "vcascade_identity_dropped_updates_total": "covered:tests/center/identity/test_identity_metrics.py",
+    "vcascade_identity_store_records_skipped_total": "covered:tests/center/identity/test_store_damage.py",
+    "vcascade_identity_store_resets_total": "covered:tests/center/identity/test_store_damage.py",
+    "vcascade_identity_ids_refused_total": "covered:tests/center/identity/test_store_damage.py",
+    "vcascade_edge_camera_url_refusals_total": "covered:tests/edge/capture/test_url_policy.py",
     # stage group (a process this deployment does not run)
     "vcascade_stage_group_batches_total": "covered:tests/e2e/test_stage_group_cascade.py",
     "vcascade_stage_group_stage_seconds": "unstaged: tests/e2e/test_stage_group_cascade.py reads only the "
