@@ -275,6 +275,7 @@ class BoundedHttpServer:
             first = False
             response, close = self._check(event)
             if response is None:
+                conn.next_event()  # the request's EndOfMessage: no body, nothing to wait for
                 response = await self._loop.run_in_executor(self._pool, self._call, event)
             if not await self._send(conn, writer, event.method == b"HEAD", response, close):
                 return
@@ -282,9 +283,11 @@ class BoundedHttpServer:
 
     async def _next_request(self, conn: h11.Connection, reader: asyncio.StreamReader, timeout_s: float):
         """The next h11 Request (with its EndOfMessage consumed when the request has no body) or None at EOF."""
-        deadline, got = self._loop.time() + timeout_s, False
+        deadline, got = self._loop.time() + timeout_s, 0
         while True:
             event = conn.next_event()
+            if got > self.limits.max_header_bytes and not isinstance(event, h11.ConnectionClosed):
+                raise h11.RemoteProtocolError("request head too large", error_status_hint=431)
             if event is h11.NEED_DATA:
                 remaining = deadline - self._loop.time()
                 try:
@@ -293,7 +296,7 @@ class BoundedHttpServer:
                     data = await asyncio.wait_for(reader.read(READ_CHUNK_BYTES), remaining)
                 except TimeoutError:
                     raise TimeoutError("partial" if got else "idle") from None
-                got = got or bool(data)
+                got += len(data)
                 conn.receive_data(data)
                 continue
             if isinstance(event, h11.ConnectionClosed):
