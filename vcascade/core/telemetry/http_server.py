@@ -30,6 +30,7 @@ Every answer carries ``X-Content-Type-Options: nosniff``, a ``Content-Security-P
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hmac
 import logging
 import os
@@ -197,15 +198,26 @@ class BoundedHttpServer:
 
     def _run(self, ready: threading.Event) -> None:
         asyncio.set_event_loop(self._loop)
-        self._server = self._loop.run_until_complete(
-            asyncio.start_server(self._connection, sock=self._sock, limit=READ_CHUNK_BYTES)
-        )
+        self._loop.create_task(self._accept())
         ready.set()
         try:
             self._loop.run_forever()
         finally:
             self._loop.close()
+            self._sock.close()
             self._stopped.set()
+
+    async def _accept(self) -> None:
+        """Accept connections one by one; each is counted against the limit before any byte is read (a TLS
+        handshake included)."""
+        while True:
+            try:
+                conn, _ = await self._loop.sock_accept(self._sock)
+            except OSError as exc:  # out of descriptors (EMFILE): wait for some to be freed
+                log.warning("%s: cannot accept a connection: %s", self.name, exc.strerror)
+                await asyncio.sleep(0.5)
+                continue
+            self._loop.create_task(self._connection(conn))
 
     def shutdown(self) -> None:
         """Stop accepting, close every connection, stop the thread (within a few seconds)."""
@@ -213,7 +225,6 @@ class BoundedHttpServer:
             return
 
         async def stop() -> None:
-            self._server.close()
             tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
             for task in tasks:
                 task.cancel()
@@ -229,29 +240,39 @@ class BoundedHttpServer:
     def _refuse(self, reason: str) -> None:
         HTTP_REFUSED.labels(self.name, reason).inc()
 
-    async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _connection(self, conn: socket.socket) -> None:
         if self._open >= self.max_connections:
             self._refuse("connections")
-            if self._ssl is None:
-                writer.write(_raw(503, "too many connections", {"Retry-After": "5"}))
-            writer.transport.abort() if self._ssl is not None else writer.close()
+            with contextlib.suppress(OSError):
+                conn.setblocking(False)
+                if self._ssl is None:
+                    conn.send(_raw(503, "too many connections", {"Retry-After": "5"}))
+            conn.close()
             return
         self._open += 1
         HTTP_CONNECTIONS.labels(self.name).set(self._open)
+        writer = None
         try:
-            if self._ssl is not None:
-                try:
-                    await asyncio.wait_for(writer.start_tls(self._ssl), self.limits.header_timeout_s)
-                except (TimeoutError, ssl.SSLError, OSError):
-                    self._refuse("bad_request")
-                    return
+            reader = asyncio.StreamReader(limit=READ_CHUNK_BYTES, loop=self._loop)
+            protocol = asyncio.StreamReaderProtocol(reader, loop=self._loop)
+            handshake_s = self.limits.header_timeout_s if self._ssl is not None else None
+            try:
+                transport, _ = await asyncio.wait_for(self._loop.connect_accepted_socket(
+                    lambda: protocol, conn, ssl=self._ssl, ssl_handshake_timeout=handshake_s,
+                ), self.limits.header_timeout_s + 1)  # fmt: skip
+            except (TimeoutError, ssl.SSLError, ConnectionError, OSError):
+                self._refuse("bad_request")  # a TLS handshake that failed or did not end in time
+                conn.close()
+                return
+            writer = asyncio.StreamWriter(transport, protocol, reader, self._loop)
             await self._serve(reader, writer)
         except (ConnectionError, OSError):
             pass  # the client went away
         finally:
             self._open -= 1
             HTTP_CONNECTIONS.labels(self.name).set(self._open)
-            writer.transport.abort()
+            if writer is not None:
+                writer.transport.abort()
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         conn = h11.Connection(h11.SERVER, max_incomplete_event_size=self.limits.max_header_bytes)
