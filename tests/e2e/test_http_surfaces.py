@@ -1,5 +1,6 @@
 """An edge process under attack on its metrics port (issue 28, item 1): 1,009 half-sent requests held open
-against an edge whose open-file limit is 1,024 (systemd's default). The edge keeps reading its camera, the
+against an edge whose open-file limit is 1,024 (systemd's default), while its camera (a looped one-second
+clip) opens its file again every second. The edge keeps reading its camera, the
 connections beyond the limit are refused and counted, and /metrics answers again once the attackers leave."""
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import pytest
 import yaml
 
 from tests.demo import demo_data
+from tests.edge.conftest import make_video
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 
@@ -50,7 +52,8 @@ def test_half_sent_requests_on_the_metrics_port_do_not_stop_an_edge(tmp_path, fr
     resource.setrlimit(resource.RLIMIT_NOFILE, (resource.getrlimit(resource.RLIMIT_NOFILE)[1],) * 2)
     data = demo_data()
     del data["cameras"]["street-2"]
-    data["cameras"]["street-1"].update(realtime=True, loop=True)
+    clip = make_video(tmp_path / "clip.mp4", 1.0, rate=10)  # looped: the camera opens its file again every second
+    data["cameras"]["street-1"].update(url=str(clip), realtime=True, loop=True)
     metrics_port = free_port()
     data["edges"]["edge-1"].update(metrics_port=metrics_port, sinks=[])
     data["brokers"]["broker-1"].update(frontend_port=free_port(), backend_port=free_port(), metrics_port=free_port())
