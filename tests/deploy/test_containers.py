@@ -82,6 +82,8 @@ def test_compose_runs_each_component_of_its_file_with_a_health_check_on_its_metr
     assert dep.brokers["broker-1"].host == "broker" and dep.edges["edge-1"].host == "edge"
     assert dep.security.curve.enabled
     assert services["edge"]["depends_on"]["broker"]["condition"] == "service_healthy"
+    # published metrics ports: every address inside the container, a token from the mounted keys folder
+    assert dep.metrics.bind == "0.0.0.0" and dep.metrics.token_file == "/etc/vcascade/keys/metrics.token"
 
 
 @pytest.mark.parametrize("path", DEPLOYMENT_FILES, ids=lambda p: str(p.relative_to(REPO / "deploy")))

@@ -31,20 +31,21 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hmac
 import logging
-import os
-import resource
 import socket
 import ssl
 import threading
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from urllib.parse import parse_qs, urlsplit
 
 import h11
 from prometheus_client import Counter, Gauge
+
+from vcascade.core.telemetry.http_policy import (  # noqa: F401  (re-exported: the server's API)
+    DEFAULT_CSP, FRAME_ANCESTORS, LOOPBACK_NAMES, HttpLimits, Request, Response, allowed_names, answer_headers,
+    connection_limit, host_allowed, raw_answer, text, token_ok,
+)  # fmt: skip
 
 log = logging.getLogger(__name__)
 
@@ -57,114 +58,11 @@ HTTP_CONNECTION_LIMIT = Gauge(
     "vcascade_http_connection_limit", "Most connections an HTTP server holds at once (derived from RLIMIT_NOFILE).",
     ["server"],
 )
-LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
-"""Host names every server accepts (a browser on the same host); others come from the configuration."""
-FRAME_ANCESTORS = "frame-ancestors 'none'"
-DEFAULT_CSP = f"default-src 'none'; {FRAME_ANCESTORS}"
-"""Content-Security-Policy of answers that set none: nothing loads from them, nobody frames them."""
 READ_CHUNK_BYTES = 16 * 1024
-
-
-@dataclass(frozen=True)
-class HttpLimits:
-    """Bounds of one server. Defaults suit a scraper or a few browsers; every value is a ceiling.
-
-    Attributes:
-        max_connections: connections held at once, at most (the derived fd share may lower it).
-        header_timeout_s: time from the connection (or TLS handshake start) to the end of the request head, s.
-        idle_timeout_s: time a kept-alive connection may wait for its next request, s.
-        write_timeout_s: time a client has to read one answer (or one part of a stream), s.
-        max_header_bytes: request line and headers together, bytes.
-        workers: threads running route handlers (requests wait for one beyond this).
-    """
-
-    max_connections: int = 64
-    header_timeout_s: float = 10.0
-    idle_timeout_s: float = 30.0
-    write_timeout_s: float = 30.0
-    max_header_bytes: int = 16 * 1024
-    workers: int = 4
-
-
-@dataclass(frozen=True)
-class Request:
-    """One authorized GET or HEAD: ``path`` without its trailing ``/`` (``/`` for the root), the parsed query,
-    headers by lower-case name."""
-
-    method: str
-    path: str
-    query: dict[str, list[str]]
-    headers: dict[str, str]
-
-
-@dataclass
-class Response:
-    """An answer. With ``stream``, the body is produced part by part: the server calls ``stream()`` (in the
-    handler pool) every ``stream_interval_s`` and writes what it returns (``b""``: nothing new), until it
-    returns None or ``stream_max_s`` passed; the connection then closes."""
-
-    status: int
-    content_type: str = "text/plain; charset=utf-8"
-    body: bytes = b""
-    headers: dict[str, str] = field(default_factory=dict)
-    stream: Callable[[], bytes | None] | None = None
-    stream_interval_s: float = 0.5
-    stream_max_s: float = 3600.0
-
-
-def text(status: int, message: str) -> Response:
-    """A plain-text answer of one line."""
-    return Response(status, body=f"{message}\n".encode())
 
 
 class HttpPortInUse(OSError):
     """The address of an HTTP endpoint cannot be bound. Recovery: change the port or stop the other process."""
-
-
-def connection_limit(configured: int) -> int:
-    """Connections one server may hold: ``configured``, lowered to an eighth of the file descriptors still free
-    under the soft ``RLIMIT_NOFILE`` (open ones counted in /proc/self/fd), at least 4.
-
-    Up to three servers run in one process (metrics, preview, view): together they take under half of what
-    was free, the cameras' decoders and the ZeroMQ sockets keep the rest."""
-    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
-    try:
-        open_now = len(os.listdir("/proc/self/fd"))
-    except OSError:  # not Linux: assume a small process
-        open_now = 64
-    if soft == resource.RLIM_INFINITY:
-        return configured
-    return max(4, min(configured, (soft - open_now) // 8))
-
-
-def host_allowed(host_header: str | None, allowed: frozenset[str]) -> bool:
-    """True when the ``Host`` header's name (port removed, IPv6 brackets removed, case ignored) is in
-    ``allowed``, or ``allowed`` holds ``*``."""
-    if "*" in allowed:
-        return True
-    if not host_header:
-        return False
-    value = host_header.strip().lower()
-    if value.startswith("["):
-        name = value[1:value.find("]")] if "]" in value else value
-    else:
-        name = value.rsplit(":", 1)[0] if value.count(":") == 1 else value
-    return name in allowed
-
-
-def allowed_names(bind: str, extra: Iterable[str] = ()) -> frozenset[str]:
-    """Loopback names, the bind address (unless a wildcard) and ``extra``, lower-case."""
-    names = set(LOOPBACK_NAMES) | {name.lower().strip("[]") for name in extra}
-    if bind not in ("0.0.0.0", "::", "*", ""):
-        names.add(bind.lower().strip("[]"))
-    return frozenset(names)
-
-
-def token_ok(presented: str | None, token: str | None) -> bool:
-    """True when no token is required, or ``presented`` equals it (constant time, :func:`hmac.compare_digest`)."""
-    if token is None:
-        return True
-    return presented is not None and hmac.compare_digest(presented.encode(), token.encode())
 
 
 class BoundedHttpServer:
@@ -246,7 +144,7 @@ class BoundedHttpServer:
             with contextlib.suppress(OSError):
                 conn.setblocking(False)
                 if self._ssl is None:
-                    conn.send(_raw(503, "too many connections", {"Retry-After": "5"}))
+                    conn.send(raw_answer(503, "too many connections", {"Retry-After": "5"}))
             conn.close()
             return
         self._open += 1
@@ -284,12 +182,12 @@ class BoundedHttpServer:
             except TimeoutError as exc:
                 if first or exc.args == ("partial",):
                     self._refuse("header_timeout")
-                    await self._send_raw(writer, 408, "the request head did not arrive in time")
+                    await self._sendraw_answer(writer, 408, "the request head did not arrive in time")
                 return
             except h11.RemoteProtocolError as exc:
                 too_large = exc.error_status_hint == 431
                 self._refuse("too_large" if too_large else "bad_request")
-                await self._send_raw(writer, exc.error_status_hint, "request head too large" if too_large else "bad request")
+                await self._sendraw_answer(writer, exc.error_status_hint, "request head too large" if too_large else "bad request")
                 return
             if event is None:  # the client closed
                 return
@@ -358,7 +256,7 @@ class BoundedHttpServer:
                     close: bool) -> bool:
         """Write one answer; False when the connection must close afterwards (or already did)."""
         close = close or response.stream is not None
-        headers = _headers(response) + ([("Connection", "close")] if close else [])
+        headers = answer_headers(response) + ([("Connection", "close")] if close else [])
         if response.stream is None:
             headers.append(("Content-Length", str(len(response.body))))
         data = conn.send(h11.Response(status_code=response.status, headers=headers))
@@ -391,33 +289,11 @@ class BoundedHttpServer:
             return False
         return True
 
-    async def _send_raw(self, writer: asyncio.StreamWriter, status: int, message: str) -> None:
+    async def _sendraw_answer(self, writer: asyncio.StreamWriter, status: int, message: str) -> None:
         try:
-            await self._write(writer, _raw(status, message))
+            await self._write(writer, raw_answer(status, message))
         except (ConnectionError, OSError):
             pass
-
-
-def _headers(response: Response) -> list[tuple[str, str]]:
-    """The response's headers with the content type and the headers every answer carries."""
-    headers = {"Content-Type": response.content_type, "Cache-Control": "no-store",
-               "X-Content-Type-Options": "nosniff"} | response.headers  # fmt: skip
-    csp = headers.get("Content-Security-Policy")
-    headers["Content-Security-Policy"] = DEFAULT_CSP if csp is None else (
-        csp if "frame-ancestors" in csp else f"{csp}; {FRAME_ANCESTORS}"
-    )
-    return list(headers.items())
-
-
-def _raw(status: int, message: str, extra: dict[str, str] | None = None) -> bytes:
-    """A whole closing plain-text answer, written without h11 (refusals before or outside a request cycle)."""
-    body = f"{message}\n".encode()
-    reason = {400: "Bad Request", 408: "Request Timeout", 431: "Request Header Fields Too Large",
-              503: "Service Unavailable"}.get(status, "Error")  # fmt: skip
-    lines = [f"HTTP/1.1 {status} {reason}", "Content-Type: text/plain; charset=utf-8", f"Content-Length: {len(body)}",
-             "Connection: close", "X-Content-Type-Options: nosniff", f"Content-Security-Policy: {DEFAULT_CSP}",
-             *(f"{k}: {v}" for k, v in (extra or {}).items())]  # fmt: skip
-    return ("\r\n".join(lines) + "\r\n\r\n").encode() + body
 
 
 def serve_http(
