@@ -82,6 +82,7 @@ class BoundedHttpServer:
         self.server_address = sock.getsockname()[:2]
         self.max_connections = connection_limit(limits.max_connections)
         self._open = 0
+        self._tasks: set[asyncio.Task] = set()  # strong references: the loop keeps only weak ones
         self._pool = ThreadPoolExecutor(limits.workers, thread_name_prefix=f"{name}-handler")
         self._loop = asyncio.new_event_loop()
         self._stopped = threading.Event()
@@ -96,7 +97,7 @@ class BoundedHttpServer:
 
     def _run(self, ready: threading.Event) -> None:
         asyncio.set_event_loop(self._loop)
-        self._loop.create_task(self._accept())
+        self._spawn(self._accept())
         ready.set()
         try:
             self._loop.run_forever()
@@ -115,7 +116,12 @@ class BoundedHttpServer:
                 log.warning("%s: cannot accept a connection: %s", self.name, exc.strerror)
                 await asyncio.sleep(0.5)
                 continue
-            self._loop.create_task(self._connection(conn))
+            self._spawn(self._connection(conn))
+
+    def _spawn(self, coro) -> None:  # noqa: ANN001 (a coroutine)
+        task = self._loop.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     def shutdown(self) -> None:
         """Stop accepting, close every connection, stop the thread (within a few seconds)."""
