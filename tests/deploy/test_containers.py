@@ -90,6 +90,7 @@ def test_compose_runs_each_component_of_its_file_with_a_health_check_on_its_metr
 def test_every_embedding_recognizer_of_a_container_deployment_uses_the_shared_store(path, monkeypatch):
     """Workers in separate containers or pods would each get their own SQLite file: one identity space each."""
     monkeypatch.setenv("VCASCADE_UI_TOKEN", "containers-test-token-0123")
+    monkeypatch.setenv("VCASCADE_METRICS_TOKEN", "containers-metrics-token-0123")
     monkeypatch.delenv("VCASCADE_IDENTITY_REDIS_URL", raising=False)
     dep = load_config(path)
     stores = redis_stores(dep)  # raises AssertionError naming a recognizer without the shared store
