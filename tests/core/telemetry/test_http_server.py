@@ -184,3 +184,29 @@ def test_the_connection_limit_leaves_most_descriptors_to_the_process():
     )
     limit = int(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True).stdout)
     assert 4 <= limit <= 256 // 8
+
+
+def test_a_stream_sends_its_parts_then_closes_and_holds_no_handler_thread_between_parts():
+    parts = [b"--frame\r\none\r\n", b"", b"--frame\r\ntwo\r\n", None]
+    calls = []
+
+    def next_part():
+        calls.append(threading.current_thread().name)
+        return parts.pop(0)
+
+    def route(request):
+        return Response(200, "multipart/x-mixed-replace; boundary=frame", stream=next_part, stream_interval_s=0.05)
+
+    srv = serve_http("test", "127.0.0.1", 0, route, limits=FAST)
+    try:
+        with connect(srv) as sock:
+            sock.sendall(get("/stream"))
+            data = b""
+            while chunk := sock.recv(65536):
+                data += chunk
+        head, _, body = data.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 200") and b"transfer-encoding: chunked" in head.lower()
+        assert b"one" in body and b"two" in body and body.endswith(b"0\r\n\r\n")  # chunked, ended, then closed
+        assert len(calls) == 4 and all(name.startswith("test-handler") for name in calls)
+    finally:
+        srv.shutdown()
