@@ -236,7 +236,7 @@ def warm_up(stages: Sequence[Stage], rec_cfg: RecognizerConfig, device: str, bat
     The runtimes allocate on first use: ONNX Runtime's arena grows to the largest batch it has seen and torch's
     allocator caches. Warming up with ``batch`` (the largest micro-batch the worker can form) gets memory to its
     plateau before the first ROI, so the first ROIs are not slow and RSS does not step up later when the first
-    full micro-batch arrives (``scripts/soak.py`` checks RSS growth after the warm-up). A first stage whose
+    full micro-batch arrives (``tools/soak.py`` checks RSS growth after the warm-up). A first stage whose
     model fixes its batch size (``OnnxStage.fixed_batch``) is warmed up at that size instead.
 
     Args:

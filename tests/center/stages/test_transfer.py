@@ -1,4 +1,4 @@
-"""Stage placement (CPU paths; CUDA in scripts/gpu_center.py)."""
+"""Stage placement (CPU paths; CUDA in tools/gpu_center.py)."""
 
 from __future__ import annotations
 
