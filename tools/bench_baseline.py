@@ -35,7 +35,8 @@ import cv2  # noqa: E402
 
 from vcascade.center.heads import EmbeddingHead  # noqa: E402
 from vcascade.center.intake.preprocess import PreprocessSpec, decode_jpeg, stack_batch, to_input  # noqa: E402
-from vcascade.center.stages.runtimes import as_numpy, load_recognizer_stages, stage_input, with_stage_threads  # noqa: E402
+from vcascade.center.stages.onnx_stages import to_numpy  # noqa: E402
+from vcascade.center.stages.runtimes import load_recognizer_stages, stage_input, with_stage_threads  # noqa: E402
 from vcascade.core.config import RoiConfig, RoiPolicyConfig, load_config  # noqa: E402
 from vcascade.core.runtime.resources import resolve  # noqa: E402
 from vcascade.core.runtime.threads import set_process_threads  # noqa: E402
@@ -216,7 +217,7 @@ def recognizer(rec_cfg, model_dir):
     """The deployment's recognizer unsplit (one stage, its configured engine): (n, 3, H, W) float32 numpy batch
     -> (n, ...) float32 numpy output."""
     (stage,) = load_recognizer_stages(rec_cfg.model_copy(update={"split_points": []}), ["cpu"], model_dir=model_dir)
-    return lambda batch: as_numpy(stage((stage_input(rec_cfg, batch, "cpu"),))[0])
+    return lambda batch: to_numpy(stage((stage_input(rec_cfg, batch, "cpu"),))[0])
 
 
 def _timed(totals: dict[str, float], key: str, fn, *args):

@@ -47,7 +47,7 @@ from rich.table import Table  # noqa: E402
 from vcascade.center.heads import EmbeddingHead  # noqa: E402
 from vcascade.center.intake.microbatch import MicroBatch  # noqa: E402
 from vcascade.center.intake.preprocess import PreprocessSpec, decode_crops, normalise_on_device, resize_crops  # noqa: E402
-from vcascade.center.stages.torch_stages import TorchStage, build_model, run_chained, split_model  # noqa: E402
+from vcascade.center.stages.torch_stages import TorchStage, build_model, split_model  # noqa: E402
 from vcascade.center.stages.runtimes import auto_split, default_sample, runtime_of  # noqa: E402
 from vcascade.center.stages.engine import StageEngine  # noqa: E402
 from vcascade.core.protocol import wire  # noqa: E402
@@ -99,6 +99,14 @@ def torch_split_points(recognizer, stages: int) -> list[str]:
     model = runtime.load_model(recognizer, None)
     chosen = auto_split(runtime, model, recognizer, ["cpu"] * stages, default_sample(recognizer))
     return list(chosen.split_points)
+
+
+def run_chained(stages: list, x: torch.Tensor) -> torch.Tensor:
+    """Run the stages one after the other on ``x`` in this thread (no engine); the last stage's first output."""
+    activations = (x,)
+    for stage in stages:
+        activations = stage(activations)
+    return activations[0]
 
 
 def real_crops(count: int) -> list[bytes]:

@@ -9,7 +9,7 @@
     python -m tools.demo_events report --config FILE --jsonl results.jsonl --mqtt mqtt.jsonl [--wait-s S]
         Waits (up to ``--wait-s``) until the subscriber holds every event record the JSONL sink wrote, then prints
         per camera the counts by line or zone, direction and class received over MQTT next to the counts recomputed
-        offline from the JSONL track lines of the same run (:mod:`vcascade.edge.analytics.replay`), and the number
+        offline from the JSONL track lines of the same run (:mod:`tools.event_replay`), and the number
         of events and updates received. Exit 0 when they agree, 1 when not.
 """
 
@@ -30,8 +30,8 @@ import paho.mqtt.client as mqtt
 
 from vcascade.core.coco import COCO_CLASSES
 from vcascade.core.config import Deployment, load_config
+from tools.event_replay import count_events, replay_lines
 from vcascade.core.runtime.resources import resolve
-from vcascade.edge.analytics.replay import count_events, replay_lines
 
 TOPICS = ("+/+/event", "+/+/event_update")
 """Topic filters of the subscriber: ``<prefix>/<camera>/<kind>`` for the two event kinds (any one-level prefix)."""

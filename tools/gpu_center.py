@@ -33,7 +33,7 @@ import torch  # noqa: E402
 
 from vcascade.center.intake.microbatch import MicroBatch, RoiItem  # noqa: E402
 from vcascade.center.intake.preprocess import PreprocessSpec, decode_crops, normalise_on_device, resize_crops  # noqa: E402
-from vcascade.center.stages.torch_stages import build_model, load_stages, run_chained  # noqa: E402
+from vcascade.center.stages.torch_stages import build_model, place_stages  # noqa: E402
 from vcascade.center.stages.engine import StageEngine  # noqa: E402
 from vcascade.center.stages.transfer import Placed  # noqa: E402
 from vcascade.core.config import Deployment  # noqa: E402
@@ -67,9 +67,9 @@ def check_torch_stages(recognizer, crops: list[bytes]) -> dict:
         expected = build_model(recognizer)(x)
     out = {}
     for devices in (["cuda:0", "cuda:0"], ["cpu", "cuda:0"], ["cuda:0", "cpu"]):
-        stages = load_stages(recognizer, devices)
+        stages = _stages(recognizer, devices)
         first = stages[0]((x,))
-        got = run_chained(stages, x)
+        got = bc.run_chained(stages, x)
         diff = (got.float().cpu() - expected).abs().max().item()
         out["->".join(devices)] = {
             "max_abs_diff": diff, "ok": diff < TOLERANCE,
@@ -79,9 +79,14 @@ def check_torch_stages(recognizer, crops: list[bytes]) -> dict:
     return out
 
 
+def _stages(recognizer, devices: list[str]) -> list:
+    """The torch recognizer split at its explicit split points, stage ``k`` on ``devices[k]``."""
+    return place_stages(build_model(recognizer), recognizer.split_points, devices, recognizer.input_hw)
+
+
 def _check_engine(recognizer, x: torch.Tensor, expected: torch.Tensor) -> dict:
     """16 micro-batches of one row each through the pipelined engine on the GPU: each row its own result."""
-    stages = load_stages(recognizer, ["cuda:0", "cuda:0"])
+    stages = _stages(recognizer, ["cuda:0", "cuda:0"])
     done: dict[int, torch.Tensor] = {}
     engine = StageEngine(stages, 2, lambda b: done.__setitem__(b.seq, b.data[0].cpu()), lambda b, w, e: print(w, e))
     engine.start()

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from vcascade.center.stages.torch_stages import TorchStage, run_chained
+from tests.center.chain import run_chained
+from vcascade.center.stages.torch_stages import TorchStage
 from vcascade.center.stages.transfer import Placed, Placement
 
 

@@ -1,5 +1,5 @@
 """Events recomputed offline from an edge's JSONL output lines, to check the live events against the tracks
-(scripts/demo_events.sh), and counts of events by line or zone, direction and class.
+(scripts/demo_events.sh, through tools/demo_events.py), and counts of events by line or zone, direction and class.
 
 Every detection of a confirmed track gets exactly one output line when the ROI policy filters nothing (no
 ``classes``, ``min_score`` or ``max_size_px``, ``min_size_px: 1``, a route for every class): a result or drop line
