@@ -21,7 +21,7 @@ from vcascade.core.telemetry.http_server import (
 )  # fmt: skip
 
 __all__ = ["TOKEN_COOKIE", "HttpPortInUse", "Request", "Response", "json_response", "presented_token",
-           "serve_read_only", "text", "token_matches"]  # fmt: skip
+           "serve_read_only", "text"]  # fmt: skip
 
 TOKEN_COOKIE = "vcascade_ui_token"
 """Cookie carrying the token after the first request that gave it as ``?token=``."""
@@ -42,8 +42,6 @@ def presented_token(headers: Mapping[str, str], query: dict[str, list[str]]) -> 
     morsel = cookie.get(TOKEN_COOKIE)
     return morsel.value if morsel is not None else None
 
-
-token_matches = token_ok
 
 
 def json_response(value: Any, status: int = 200) -> Response:

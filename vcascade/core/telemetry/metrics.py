@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import logging
 import ssl
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, Gauge, generate_latest
@@ -177,13 +177,14 @@ def _tls_context(settings: MetricsConfig) -> ssl.SSLContext | None:
     return context
 
 
-def _route(readiness: Readiness, token: str | None):
+def _route(readiness: Readiness, token: str | None) -> Callable[[Request], Response]:
     """The metrics endpoint's handler: /metrics behind the token (401 counted as ``unauthorized``), health open."""
 
     def route(request: Request) -> Response:
         if request.path == "/metrics":
             auth = request.headers.get("authorization", "")
-            if token is not None and not token_ok(auth[len("Bearer "):].strip() if auth.startswith("Bearer ") else None, token):
+            bearer = auth[len("Bearer "):].strip() if auth.startswith("Bearer ") else None
+            if not token_ok(bearer, token):
                 HTTP_REFUSED.labels("metrics", "unauthorized").inc()
                 return Response(401, body=b"unauthorized: a valid bearer token is required\n",
                                 headers={"WWW-Authenticate": "Bearer"})  # fmt: skip
