@@ -9,6 +9,7 @@ same target list serves ``vcascade status``.
 
 from __future__ import annotations
 
+import copy
 import ssl
 import urllib.request
 from dataclasses import dataclass, field
@@ -16,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from vcascade.core.config import Deployment
+from vcascade.core.config import ConfigError, Deployment
 
 JOB_PREFIX = "vcascade-"
 """Scrape job names are ``vcascade-<kind>``."""
@@ -55,17 +56,20 @@ class MetricsTarget:
         return f"{self.scheme}://{self.address}{path}"
 
 
-def metrics_targets(dep: Deployment) -> list[MetricsTarget]:
+def metrics_targets(dep: Deployment, with_token: bool = True) -> list[MetricsTarget]:
     """Every component's metrics endpoint, brokers first. A component's host is its ``host`` field when it has
     one (brokers), else 127.0.0.1 (components without an address in the file run beside the observer). Scheme,
-    token and certificate follow the ``metrics:`` section.
+    token (read only ``with_token``) and certificate follow the ``metrics:`` section.
 
     Raises:
-        ValueError: ``metrics.token_file`` cannot be read.
+        ConfigError: ``metrics.token_file`` cannot be read.
     """
     settings, targets = dep.metrics, []
     scheme = "https" if settings.tls_cert_file else "http"
-    token = settings.read_token() if settings.token or settings.token_file else None
+    try:
+        token = settings.read_token() if with_token else None
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
     for kind, section in (("broker", dep.brokers), ("worker", dep.workers), ("edge", dep.edges)):
         for name, cfg in section.items():
             host = getattr(cfg, "host", None) or LOCAL_HOST
@@ -108,13 +112,14 @@ def prometheus_config(
         job_extra["authorization"] = {"type": "Bearer", "credentials_file": token_file}
     interval = _duration(scrape_interval_s)
     jobs: dict[str, list[dict[str, Any]]] = {}
-    for target in metrics_targets(dep):
+    for target in metrics_targets(dep, with_token=False):  # Prometheus reads the token from its own file
         labels = {"instance": target.name} | ({"recognizer": target.recognizer} if target.recognizer else {})
         jobs.setdefault(target.kind, []).append({"targets": [target.address], "labels": labels})
     config: dict[str, Any] = {
         "global": {"scrape_interval": interval, "evaluation_interval": interval},
         "scrape_configs": [
-            {"job_name": f"{JOB_PREFIX}{kind}", "metrics_path": "/metrics", **job_extra, "static_configs": statics}
+            {"job_name": f"{JOB_PREFIX}{kind}", "metrics_path": "/metrics", **copy.deepcopy(job_extra),
+             "static_configs": statics}
             for kind, statics in jobs.items()
         ],
     }
