@@ -22,9 +22,9 @@ class MetricsConfig(ConfigModel):
         "non-loopback address needs `token` or `token_file`.",
     )
     token: SecretStr | None = Field(
-        None, min_length=TOKEN_MIN_CHARS,
-        description="Bearer token a scraper must send for /metrics (give it as `${VAR}`, never in the file); "
-        "/healthz and /readyz stay open for probes.",
+        None,
+        description="Bearer token a scraper must send for /metrics, 16 characters at least (give it as `${VAR}`, "
+        "never in the file); /healthz and /readyz stay open for probes.",
     )
     token_file: str | None = Field(
         None, description="File holding the bearer token instead of `token` (read at start, whitespace stripped); "
@@ -44,6 +44,8 @@ class MetricsConfig(ConfigModel):
 
     @model_validator(mode="after")
     def _consistent(self) -> MetricsConfig:
+        if self.token is not None and len(self.token.get_secret_value()) < TOKEN_MIN_CHARS:
+            raise key_problem("token", str(self.token), f"a token needs {TOKEN_MIN_CHARS} characters at least")
         if self.token is not None and self.token_file is not None:
             raise key_problem("token_file", self.token_file, "give token or token_file, not both")
         if (self.tls_cert_file is None) != (self.tls_key_file is None):
