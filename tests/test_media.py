@@ -45,7 +45,8 @@ def test_the_hard_input_tests_run_with_either_folder(bad_inputs, child):
     """A real pytest run of one corpus test, with the variable naming each of the two folders."""
     given = bad_inputs if child else bad_inputs.parent
     env = {**os.environ, "VCASCADE_TEST_MEDIA": str(given)}
-    test = "tests/edge/capture/test_hard_inputs.py::test_transport_stream_cut_on_a_pes_boundary_leaves_every_packet_whole"
+    test = ("tests/edge/capture/test_hard_inputs.py::"
+            "test_transport_stream_cut_on_a_pes_boundary_leaves_every_packet_whole")
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", test], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
