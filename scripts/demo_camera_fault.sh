@@ -34,7 +34,7 @@ PYEOF
 METRICS=$("$PY" -c "import yaml; print(yaml.safe_load(open('$OUT/deploy.yaml'))['edges']['edge-1']['metrics_port'])")
 
 serve() {  # start the RTSP server and wait for its READY line (it prints it once it listens)
-    /usr/bin/python3 scripts/rtsp_server.py --port "$PORT" --path /cam "$OUT/bikes_60s.mp4" >"$OUT/server.log" 2>&1 &
+    /usr/bin/python3 tools/rtsp_server.py --port "$PORT" --path /cam "$OUT/bikes_60s.mp4" >"$OUT/server.log" 2>&1 &
     SERVER=$!
     for _ in $(seq 300); do
         grep -q READY "$OUT/server.log" && return 0
