@@ -286,7 +286,7 @@ def run_edge(
     cfg = dep.edges[name]
     set_process_threads(None, cfg.opencv_threads)
     detector, threads = build_detector(dep, name, model_dir)
-    serve_metrics(cfg.metrics_port, component="edge", name=name)
+    serve_metrics(cfg.metrics_port, component="edge", name=name, settings=dep.metrics, host_names=[cfg.host])
     ctx = zmq.Context()
     allow_hosts(cfg.camera_hosts)  # network cameras only on these hosts (edge.capture.url_policy)
     sinks = open_sinks(cfg.sinks, ctx, name, dep.security)

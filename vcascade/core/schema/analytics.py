@@ -24,7 +24,7 @@ float64 (1e308 overflowed to inf in them, and the events silently stopped)."""
 MAX_CORNERS = 1024
 """Corners of one camera's zones plus two per line, at most. Bounds what the edge computes per frame (every anchor
 against every edge) and what ``check`` validates
-(scripts/bench_geometry.py measures both for the largest geometry allowed)."""
+(tools/bench_geometry.py measures both for the largest geometry allowed)."""
 
 Coordinate = Annotated[float, Field(allow_inf_nan=False, ge=-COORDINATE_LIMIT, le=COORDINATE_LIMIT)]
 """One coordinate: a finite number within +-:data:`COORDINATE_LIMIT`."""
