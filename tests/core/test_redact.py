@@ -168,3 +168,11 @@ def test_a_log_call_whose_template_does_not_fit_its_arguments_is_written_redacte
     finally:
         logger.removeHandler(handler)
     assert "Hunter2x" not in stream.getvalue() and "10.0.0.5" in stream.getvalue()
+
+
+def test_the_remembered_secrets_are_bounded():
+    """Cameras added at run time each add their secrets: a client adding many must not grow the set forever."""
+    for i in range(redact_module.MAX_REMEMBERED + 100):
+        remember_url(f"rtsp://admin:Secret{i:06d}@10.0.0.5/s")
+    assert len(redact_module._remembered) == redact_module.MAX_REMEMBERED
+    assert redact("rtsp://admin:Secret999999@10.0.0.5/s") == "rtsp://***@10.0.0.5/s"  # the structure still hides it

@@ -39,6 +39,9 @@ SECRET_NAMES = (
 
 MIN_REMEMBERED_CHARS = 4
 """Shortest value :func:`remember` keeps, in characters."""
+MAX_REMEMBERED = 4096
+"""Values :func:`remember` keeps at most (cameras added at run time add theirs): bounds the memory and the time
+every :func:`redact` call spends; beyond it, new values are hidden only by the structural rules."""
 
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
 _NAMES = "|".join(SECRET_NAMES)
@@ -70,12 +73,20 @@ def remember(*secrets: str | None) -> None:
             if len(form) >= MIN_REMEMBERED_CHARS:
                 found.add(form)
     with _lock:
-        if found <= _remembered:
+        if found <= _remembered or len(_remembered) >= MAX_REMEMBERED:
             return
-        _remembered = _remembered | found
-        # longest first, so a secret that contains another is hidden whole
-        ordered = sorted(_remembered, key=len, reverse=True)
-        _pattern = re.compile("|".join(re.escape(s) for s in ordered))
+        _remembered = _remembered | set(sorted(found - _remembered)[: MAX_REMEMBERED - len(_remembered)])
+        _pattern = None  # compiled again by the next redact()
+
+
+def _compile() -> re.Pattern[str] | None:
+    """The pattern of the remembered secrets, compiled once after they change (longest first, so a secret that
+    contains another is hidden whole)."""
+    global _pattern
+    with _lock:
+        if _pattern is None and _remembered:
+            _pattern = re.compile("|".join(re.escape(s) for s in sorted(_remembered, key=len, reverse=True)))
+        return _pattern
 
 
 def forget_all() -> None:
@@ -140,7 +151,7 @@ def redact(text: Any) -> str:
     'rtsp://***@10.0.0.5:554/Streaming?user=admin&pwd=*** failed'
     """
     text = text if isinstance(text, str) else str(text)
-    pattern = _pattern
+    pattern = _pattern if _pattern is not None or not _remembered else _compile()
     if pattern is not None:
         text = pattern.sub(MASK, text)
     text = _hide_spans(text, [*_userinfo_spans(text), *_param_spans(text)])
