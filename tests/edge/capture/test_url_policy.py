@@ -118,3 +118,21 @@ def test_the_host_is_found_as_ffmpeg_finds_it():
     assert host_of("rtsp://admin:p@ss@10.0.0.5:554/s") == "10.0.0.5"
     assert host_of("http://[fe80::1]:80/x") == "fe80::1"
     assert host_of("http://Cam.Example.com/x?y=@evil") == "cam.example.com"
+
+
+def test_check_deep_holds_each_camera_to_its_edges_camera_hosts(tmp_path, free_port):
+    import yaml
+
+    from tests.demo import demo_data
+    from vcascade.app.preflight import camera_problems
+    from vcascade.core.config import load_config
+
+    data = demo_data()
+    data["edges"]["edge-1"]["camera_hosts"] = ["10.20.0.0/16"]
+    data["cameras"]["street-1"]["url"] = f"rtsp://admin:Pw9secret@127.0.0.1:{free_port()}/cam"
+    data["cameras"]["street-1"]["edge"] = "edge-1"
+    path = tmp_path / "deploy.yaml"
+    path.write_text(yaml.safe_dump(data))
+    problems = camera_problems(load_config(path), 5.0)
+    (line,) = [p for p in problems if p.startswith("cameras.street-1:")]
+    assert "host_not_allowed" in line and "Pw9secret" not in line, line
