@@ -276,6 +276,25 @@ def _check_alive(config: Path, procs: dict[str, subprocess.Popen]) -> None:
         assert proc.poll() is None or name.startswith("edge"), f"{name} exited: {_stderr(config, name)[-3000:]}"
 
 
+def _wait_for_worker(config: Path, procs: dict[str, subprocess.Popen], broker_ports: list[int]) -> None:
+    """Until every broker's ``vcascade_broker_workers`` gauge is 1 (the worker's models load slowly under load)."""
+    deadline = time.monotonic() + DEADLINE_S
+    while not all(_gauge(port, "vcascade_broker_workers") >= 1 for port in broker_ports):
+        _check_alive(config, procs)
+        assert time.monotonic() < deadline, f"the worker never joined: {_stderr(config, 'worker-1')[-3000:]}"
+        time.sleep(0.5)
+
+
+def _gauge(port: int, name: str) -> float:
+    """One unlabelled-or-single-series sample of ``name`` at ``127.0.0.1:port/metrics``; 0 while not serving."""
+    try:
+        text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    except OSError:
+        return 0.0
+    return max((s.value for f in text_string_to_metric_families(text) for s in f.samples if s.name == name),
+               default=0.0)  # fmt: skip
+
+
 def _send_malformed(ctx: zmq.Context, broker: dict) -> None:
     """Garbage on broker-1's frontend and backend, and one ROI whose payload is not a JPEG."""
     front = make_socket(ctx, zmq.DEALER)
