@@ -74,6 +74,11 @@ FRAMES_CORRUPT = Counter(
     "pts_gap (frames missing from the stream), pts_not_increasing, bad_image.",
     ["edge", "camera", "reason"],
 )
+TIMESTAMP_DISCONTINUITIES = Counter(
+    "vcascade_edge_timestamp_discontinuities_total",
+    "Restarts of a camera's stream clock (reconnect, PTS restart) joined into its timeline; not lost frames.",
+    ["edge", "camera"],
+)
 FFMPEG_LOG_LINES = Counter(
     "vcascade_edge_ffmpeg_log_lines_total",
     "FFmpeg's own log lines (warnings and errors), re-logged at DEBUG with the camera's name (`-`: no camera).",
@@ -306,6 +311,11 @@ class CameraTelemetry:
     def frames_corrupt(self, reason: str, count: int) -> None:
         """``count`` frames lost or damaged, for ``reason`` (:data:`vcascade.edge.capture.faults.FRAME_LOSS_REASONS`)."""
         FRAMES_CORRUPT.labels(self.edge, self.camera, reason).inc(count)
+
+    def timestamp_discontinuities(self, count: int) -> None:
+        """``count`` restarts of the camera's stream clock joined into its timeline
+        (:class:`vcascade.edge.capture.timing.Timeline`)."""
+        TIMESTAMP_DISCONTINUITIES.labels(self.edge, self.camera).inc(count)
 
     def reconnecting(self) -> None:
         """One reconnect attempt of a live camera after a failure or stall."""

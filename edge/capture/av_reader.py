@@ -10,7 +10,10 @@ Decoding rules (docs/CAMERAS.md):
 * Only the first video stream is demuxed (audio and data streams are never read).
 * ``stream_ts_ms`` is the frame's PTS in ms from the stream's start time (FFmpeg's ``start_time``, else the
   first PTS). A stream without timestamps (raw Annex-B H.264) gets them from its frame durations, else from its
-  frame rate: 0, 40, 80... ms at 25 fps.
+  frame rate: 0, 40, 80... ms at 25 fps. An untimed first frame of a stream with a start time (RTSP, before
+  its first RTCP report) is one frame interval before it. A PTS jumping back by more than
+  :data:`vcascade.edge.capture.timing.RESTART_MS` is a restart of the stream's timeline (a concatenated file, a
+  camera that reset), not a lost frame: the camera's :class:`vcascade.edge.capture.timing.Timeline` counts it.
 * Frames FFmpeg decodes are delivered, also those it concealed; a frame decoded while FFmpeg said a reference
   frame it needs is missing (:data:`MISSING_REFERENCE_MESSAGES`) is counted ``missing_reference``, another frame
   the decoder flags corrupt ``corrupt``; a packet it cannot decode is counted ``corrupt``, packets before the first
@@ -48,7 +51,7 @@ from vcascade.core.redact import redact_url
 from vcascade.core.runtime.resources import resolve
 from vcascade.edge.capture.faults import CameraFault, check_file, classify, is_unfinished_mp4
 from vcascade.edge.capture.kinds import device_index, is_live
-from vcascade.edge.capture.timing import GAP_SLACK, PacketGaps
+from vcascade.edge.capture.timing import GAP_SLACK, PacketGaps, is_restart
 
 TIMEOUT_SLACK = 0.9
 """An FFmpeg error after this fraction of a live source's timeout is that timeout (PyAV's interrupt callback makes
@@ -205,7 +208,9 @@ class StreamDecoder:
         last_packet, packet_s = None, time.monotonic()
         try:
             for packet in self.container.demux(self.stream):
-                packet_s = time.monotonic()
+                waited_s, packet_s = time.monotonic() - packet_s, time.monotonic()
+                if self._timed_out(waited_s):  # FFmpeg's interrupt fired; the demuxer handed out what it held
+                    raise CameraFault("read_timeout", f"{shown}: no data for {waited_s:.1f} s (FFmpeg read timeout)")
                 if packet.size:
                     last_packet = packet
                     self._watch_packet(packet)
@@ -223,13 +228,14 @@ class StreamDecoder:
                     yield self._image(frame), self._stamp_ms(frame)
                 if missing_ref:  # the damaged frame is still inside the decoder (reordering): counted now
                     self.count_loss("missing_reference", 1)
+                packet_s = time.monotonic()  # the next read starts now (delivering frames is not reading)
         except CameraFault:
             raise
         except av.error.EOFError:
             pass
         except av.error.FFmpegError as exc:
             waited_s = time.monotonic() - packet_s
-            if self.read_timeout_s is not None and waited_s >= TIMEOUT_SLACK * self.read_timeout_s:
+            if self._timed_out(waited_s):
                 raise CameraFault("read_timeout", f"{shown}: no data for {waited_s:.1f} s (FFmpeg read timeout)") from None
             fault = classify(exc, shown, opening=False)
             if fault.reason in ("invalid_data", "read_error") and not is_live(self.container.name):
@@ -240,6 +246,13 @@ class StreamDecoder:
             self.count_loss("before_keyframe", max(0, self._before_key - self._frames_out))
         if last_packet is not None and last_packet.is_corrupt:
             raise CameraFault("truncated_file", f"{shown}: truncated: the demuxer flags its last packet incomplete")
+
+    def _timed_out(self, waited_s: float) -> bool:
+        """True when a read of a live source took its ``read_timeout_s`` (PyAV's interrupt fired). A packet that
+        still comes out of such a read is not fresh data: FFmpeg's RTSP demuxer hands out the packets it held back
+        (its reorder queue) when the read is interrupted, and taking it as a frame restarts the timeout, so a frozen
+        server would be seen only at twice ``read_timeout_s``."""
+        return self.read_timeout_s is not None and waited_s >= TIMEOUT_SLACK * self.read_timeout_s
 
     def _watch_packet(self, packet: av.Packet) -> None:
         if not self._keyframe_seen:
@@ -261,16 +274,19 @@ class StreamDecoder:
     def _stamp_ms(self, frame: av.VideoFrame) -> float:
         self._frames_out += 1
         if frame.pts is not None:
-            self._tail_pts.append(frame.pts)
             if self._origin is None:
                 self._origin = frame.pts
             pts_ms = (frame.pts - self._origin) * self._tb_ms
-        elif self._last_ms is None:
-            pts_ms = 0.0
+        elif self._last_ms is None:  # untimed first frame: before the stream's start time if it has one (RTSP)
+            pts_ms = 0.0 if self._origin is None else -self._rate_step_ms
         else:
             pts_ms = self._last_ms + (frame.duration * self._tb_ms if frame.duration else self._rate_step_ms)
-        if self._last_ms is not None and pts_ms <= self._last_ms:
+        if self._last_ms is not None and is_restart(self._last_ms, pts_ms):
+            self._tail_pts.clear()  # a new timeline (a PTS restart): counted by the camera's Timeline, not lost
+        elif self._last_ms is not None and pts_ms <= self._last_ms:
             self.count_loss("pts_not_increasing", 1)
+        if frame.pts is not None:
+            self._tail_pts.append(frame.pts)
         self._last_ms = pts_ms
         return pts_ms
 

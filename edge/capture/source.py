@@ -40,7 +40,7 @@ from vcascade.edge.capture.kinds import SourceError, is_live, normalize_image
 from vcascade.edge.capture.ffmpeg_log import CameraLog
 from vcascade.edge.capture.frames import Frame, FramePolicy, FrameSlots
 from vcascade.edge.metrics import CameraTelemetry
-from vcascade.edge.capture.timing import Pacer, RateGate
+from vcascade.edge.capture.timing import Pacer, RateGate, Timeline
 from vcascade.edge.capture.views import apply_view
 
 __all__ = ["CameraReader", "CaptureSession", "SourceError", "is_live", "open_source", "resolve_or_same"]
@@ -90,6 +90,8 @@ class CameraReader(threading.Thread):
         corrupt_frames: frames counted lost or damaged (see :mod:`vcascade.edge.capture.av_reader`).
         losses: the same by reason (:data:`vcascade.edge.capture.faults.FRAME_LOSS_REASONS`).
         loops: times a ``loop: true`` file started again.
+        timeline: the camera's ``stream_ts_ms`` across reconnects and PTS restarts (never backwards, never repeated;
+            ``timeline.discontinuities`` counts the joins, metric ``vcascade_edge_timestamp_discontinuities_total``).
         removal: None, or for a camera removed at run time ``removing`` (reader stopping, ROIs in flight) and
             then ``closed`` (its books are final); set by :class:`vcascade.edge.camera_set.CameraSet`.
     """
@@ -110,6 +112,8 @@ class CameraReader(threading.Thread):
         self._blocked_done_s = 0.0
         self.session: CaptureSession | None = None
         self._backoff = Backoff(cfg.backoff_initial_s, cfg.backoff_max_s)
+        self.timeline = Timeline(self.live)
+        self._discontinuities_published = 0
         slots.add_camera(name, self.policy, depth=FILE_SLOT_DEPTH)
 
     @property
@@ -238,6 +242,10 @@ class CameraReader(threading.Thread):
         """Publish the running totals of frames decoded, rate-skipped, skipped and blocked time as metrics."""
         skipped = self.slots.skipped.get(self.camera, 0)
         self.telemetry.publish_reader_totals(self.frames, self.rate_skipped, self._blocked_done_s, skipped)
+        discontinuities = self.timeline.discontinuities
+        if discontinuities > self._discontinuities_published:
+            self.telemetry.timestamp_discontinuities(discontinuities - self._discontinuities_published)
+            self._discontinuities_published = discontinuities
 
     def count_corrupt(self, reason: str, n: int) -> None:
         """Count ``n`` frames lost or damaged for ``reason`` (:data:`vcascade.edge.capture.faults.FRAME_LOSS_REASONS`)."""
@@ -270,9 +278,7 @@ class CaptureSession(threading.Thread):
         self.outcome: Outcome | None = None
         self.gate = RateGate(self.cfg.detect_fps) if self.cfg.detect_fps else None
         self.pacer = Pacer() if self.cfg.realtime and not reader.live else None
-        self._pts_offset_ms = 0.0
-        self._last_pts_ms: float | None = None
-        self._last_step_ms: float | None = None
+        reader.timeline.new_segment("reconnect")  # ignored before the camera's first frame
 
     def set_phase(self, phase: str) -> None:
         """Enter a phase (the watchdog times the ``opening`` and ``reading`` phases)."""
@@ -331,10 +337,7 @@ class CaptureSession(threading.Thread):
 
     def _frame(self, image, pts_ms: float) -> Frame | None:
         now_s, now_unix_ms = time.perf_counter(), time.time() * 1000.0
-        pts_ms += self._pts_offset_ms
-        if self._last_pts_ms is not None and pts_ms > self._last_pts_ms:
-            self._last_step_ms = pts_ms - self._last_pts_ms
-        self._last_pts_ms = pts_ms
+        pts_ms = self.reader.timeline.place(pts_ms, now_s)
         pixels = normalize_image(image)
         if pixels is None:
             self.reader.count_corrupt("bad_image", 1)
@@ -345,7 +348,7 @@ class CaptureSession(threading.Thread):
 
     def _restart(self) -> None:
         """``loop: true``: the file is opened again; its PTS continue one frame interval after the last one."""
-        self._pts_offset_ms = (self._last_pts_ms or 0.0) + (self._last_step_ms or 40.0)
+        self.reader.timeline.new_segment("loop")
         self.reader.loops += 1
         log.info("camera %s: end of file, looping (%d)", self.reader.camera, self.reader.loops)
 
