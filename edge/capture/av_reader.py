@@ -50,7 +50,7 @@ from vcascade.core.config import CameraConfig
 from vcascade.core.redact import redact_url
 from vcascade.core.runtime.resources import resolve
 from vcascade.edge.capture.faults import CameraFault, check_file, classify, is_unfinished_mp4
-from vcascade.edge.capture.kinds import device_index, is_live
+from vcascade.edge.capture.kinds import SEQUENCE_START_RANGE, device_index, image_pattern, is_live, sequence_files
 from vcascade.edge.capture.timing import GAP_SLACK, PacketGaps, is_restart
 
 TIMEOUT_SLACK = 0.9
@@ -99,7 +99,9 @@ class StreamInfo:
 def open_source(cfg: CameraConfig) -> tuple[av.container.InputContainer, av.VideoStream]:
     """Open a camera's source with FFmpeg and find its first video stream.
 
-    Files are checked first (:func:`vcascade.edge.capture.faults.check_file`); ``device://N`` opens
+    Files are checked first (:func:`vcascade.edge.capture.faults.check_file`); an image sequence pattern
+    (:func:`vcascade.edge.capture.kinds.image_pattern`) must name at least one file and opens with FFmpeg's
+    ``image2`` demuxer; ``device://N`` opens
     ``/dev/videoN`` with FFmpeg's ``v4l2`` input; network URLs get ``rtsp_transport`` (RTSP) and PyAV's
     ``(open_timeout_s, read_timeout_s)`` interrupt timeouts.
 
@@ -112,7 +114,14 @@ def open_source(cfg: CameraConfig) -> tuple[av.container.InputContainer, av.Vide
     except FileNotFoundError as exc:
         raise CameraFault("missing_file", str(exc)) from None
     target, kwargs = url, {}
-    if not is_live(url):
+    if (pattern := image_pattern(url)) is not None:
+        files = sequence_files(url, pattern)
+        if not files:
+            first = "" if pattern == "glob" else f" (FFmpeg starts a numbered sequence at 0 to {SEQUENCE_START_RANGE - 1})"
+            raise CameraFault("missing_file", f"{shown}: no file matches this image sequence pattern{first}")
+        check_file(files[0], redact_url(files[0]))
+        kwargs = {"format": "image2", "options": {"pattern_type": pattern}}
+    elif not is_live(url):
         check_file(url, shown)
     elif (index := device_index(url)) is not None:
         target = f"/dev/video{index}"
