@@ -393,6 +393,7 @@ def snapshot(
             "detail": reader.detail,
             "error": reader.error,
             "frames": reader.frames,
+            "fps": None if (fps := reader.decode_fps) is None else round(fps, 2),
             "reconnects": reader.reconnects,
             "blocked_s": round(reader.blocked_s, 3),
             "corrupt_frames": reader.corrupt_frames,

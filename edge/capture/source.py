@@ -113,6 +113,7 @@ class CameraReader(threading.Thread):
         self.session: CaptureSession | None = None
         self._backoff = Backoff(cfg.backoff_initial_s, cfg.backoff_max_s)
         self.timeline = Timeline(self.live)
+        self._frame_span_s: tuple[float, float] | None = None  # perf_counter of the first and last frame decoded
         self._discontinuities_published = 0
         slots.add_camera(name, self.policy, depth=FILE_SLOT_DEPTH)
 
@@ -127,6 +128,16 @@ class CameraReader(threading.Thread):
         session = self.session
         waiting_s = time.perf_counter() - session.phase_since_s if session is not None and self.blocked else 0.0
         return self._blocked_done_s + max(0.0, waiting_s)
+
+    @property
+    def decode_fps(self) -> float | None:
+        """The measured decode rate, frames/s: frames decoded after the first one over the seconds from the first
+        to the last (reconnect outages and backpressure included: the rate the camera really delivered). None
+        before two frames."""
+        span = self._frame_span_s
+        if span is None or self.frames < 2 or span[1] <= span[0]:
+            return None
+        return (self.frames - 1) / (span[1] - span[0])
 
     @property
     def blocked(self) -> bool:
@@ -227,16 +238,22 @@ class CameraReader(threading.Thread):
         self._backoff.reset()
         if session.gate is not None and not session.gate.accept(frame.stream_ts_ms):
             self.rate_skipped += 1
+            self._frame_decoded(frame.capture_s)
             return True
         if session.pacer is not None:
             session.set_phase("pacing")
             if not session.pacer.wait(frame.stream_ts_ms, session.cancel):
                 return False
             frame = replace(frame, capture_s=time.perf_counter(), capture_unix_ms=time.time() * 1000.0)
+        self._frame_decoded(frame.capture_s)
         session.set_phase("delivering")
         stored = self.slots.put(frame, session.cancel)
         self._blocked_done_s += time.perf_counter() - session.phase_since_s
         return stored
+
+    def _frame_decoded(self, at_s: float) -> None:
+        """Extend the span of :attr:`decode_fps` to a frame decoded (or released by the pacer) at ``at_s``."""
+        self._frame_span_s = (at_s if self._frame_span_s is None else self._frame_span_s[0], at_s)
 
     def publish_totals(self) -> None:
         """Publish the running totals of frames decoded, rate-skipped, skipped and blocked time as metrics."""

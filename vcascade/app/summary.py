@@ -49,7 +49,8 @@ def progress_line(snapshots: Snapshots, elapsed_s: float) -> str:
 
 def summary_tables(snapshots: Snapshots, elapsed_s: float) -> list[Table]:
     """Per-camera accounting and latency, one row per broker and worker, then (when edges have sinks) one row per
-    edge sink with its lines written and lost.
+    edge sink with its lines written and lost. ``fps`` is each camera's measured decode rate (frames/s from its
+    first to its last frame, :attr:`vcascade.edge.capture.source.CameraReader.decode_fps`), ``-`` before two frames.
 
     The camera table's cells stay short (the state column holds the state word only), so a long failure reason
     never squeezes the other columns; each camera's fault (:func:`camera_faults`) and its frames lost or damaged
@@ -58,7 +59,7 @@ def summary_tables(snapshots: Snapshots, elapsed_s: float) -> list[Table]:
     faults = camera_faults(cameras) + removed_cameras(cameras) + frame_losses(cameras)
     cams = Table(title=f"vcascade run summary ({elapsed_s:.1f} s)", caption="\n".join(faults) or None,
                  caption_justify="left")  # fmt: skip
-    for col in ("camera", "state", "frames", "sent", "results", "drops", "accounted", "p50 ms", "p99 ms"):
+    for col in ("camera", "state", "frames", "fps", "sent", "results", "drops", "accounted", "p50 ms", "p99 ms"):
         cams.add_column(col, justify="left" if col in ("camera", "state", "drops") else "right",
                         no_wrap=col != "drops")
     for name, c in sorted(cameras.items()):
@@ -66,7 +67,8 @@ def summary_tables(snapshots: Snapshots, elapsed_s: float) -> list[Table]:
         ok = c["sent"] == c["results"] + dropped
         drops = ", ".join(f"{r} {n}" for r, n in sorted(c["drops"].items())) or "0"
         cams.add_row(
-            name, "removed" if c.get("removal") else c["state"], str(c["frames"]), str(c["sent"]),
+            name, "removed" if c.get("removal") else c["state"], str(c["frames"]),
+            f"{c['fps']:.1f}" if c.get("fps") is not None else "-", str(c["sent"]),
             str(c["results"]), drops, "yes" if ok else "NO",
             f"{c['p50_ms']:.0f}" if c["p50_ms"] is not None else "-",
             f"{c['p99_ms']:.0f}" if c["p99_ms"] is not None else "-",

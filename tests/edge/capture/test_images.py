@@ -43,3 +43,16 @@ def test_pattern_matching_no_file_fails_saying_so(read_all, images, pattern):
     reader, frames = read_all(images / pattern)
     assert (reader.state, reader.fault, frames) == ("failed", "missing_file", [])
     assert "no file matches this image sequence pattern" in reader.error, reader.error
+
+
+def test_decode_rate_of_a_paced_file_is_its_frame_rate_at_most(read_all, short_video):
+    """``realtime: true`` releases the 10 fps file at its PTS pace: the measured rate is about 10 frames/s, never
+    more (a reader that falls behind never bursts to catch up)."""
+    reader, frames = read_all(short_video, realtime=True)
+    assert len(frames) == 10 and reader.decode_fps is not None
+    assert 4.0 < reader.decode_fps <= 10.5, reader.decode_fps
+
+
+def test_decode_rate_is_unknown_before_two_frames(read_all, images):
+    reader, frames = read_all(images / "still.png")
+    assert len(frames) == 1 and reader.decode_fps is None
