@@ -394,6 +394,8 @@ def snapshot(
             "error": reader.error,
             "frames": reader.frames,
             "fps": None if (fps := reader.decode_fps) is None else round(fps, 2),
+            "decoder": reader.decoder,
+            "decoder_fallbacks": dict(reader.decoder_fallbacks),
             "reconnects": reader.reconnects,
             "blocked_s": round(reader.blocked_s, 3),
             "corrupt_frames": reader.corrupt_frames,

@@ -50,7 +50,10 @@ from vcascade.core.config import CameraConfig
 from vcascade.core.redact import redact_url
 from vcascade.core.runtime.resources import resolve
 from vcascade.edge.capture.faults import CameraFault, check_file, classify, is_unfinished_mp4
-from vcascade.edge.capture.kinds import SEQUENCE_START_RANGE, device_index, image_pattern, is_live, sequence_files
+from vcascade.edge.capture.hwdecode import Fallback, open_decoding
+from vcascade.edge.capture.kinds import (
+    SEQUENCE_START_RANGE, device_index, image_pattern, is_image, is_live, sequence_files,
+)
 from vcascade.edge.capture.timing import GAP_SLACK, PacketGaps, is_restart
 
 TIMEOUT_SLACK = 0.9
@@ -96,14 +99,19 @@ class StreamInfo:
     height_px: int
 
 
-def open_source(cfg: CameraConfig) -> tuple[av.container.InputContainer, av.VideoStream]:
+def open_source(
+    cfg: CameraConfig, on_decoder: Callable[[str], None] | None = None, on_fallback: Fallback | None = None,
+) -> tuple[av.container.InputContainer, av.VideoStream]:
     """Open a camera's source with FFmpeg and find its first video stream.
 
     Files are checked first (:func:`vcascade.edge.capture.faults.check_file`); an image sequence pattern
     (:func:`vcascade.edge.capture.kinds.image_pattern`) must name at least one file and opens with FFmpeg's
     ``image2`` demuxer; ``device://N`` opens
     ``/dev/videoN`` with FFmpeg's ``v4l2`` input; network URLs get ``rtsp_transport`` (RTSP) and PyAV's
-    ``(open_timeout_s, read_timeout_s)`` interrupt timeouts.
+    ``(open_timeout_s, read_timeout_s)`` interrupt timeouts. Video files and network streams decode with
+    ``cfg.decoder`` (:func:`vcascade.edge.capture.hwdecode.open_decoding`): ``on_decoder(decoder)`` is told the
+    decoder in use, ``on_fallback(device, reason, message)`` each hardware decoder skipped; images and capture
+    devices always decode in software.
 
     Raises:
         CameraFault: with the real cause (:data:`vcascade.edge.capture.faults.FAULT_REASONS`), credentials redacted.
@@ -135,7 +143,12 @@ def open_source(cfg: CameraConfig) -> tuple[av.container.InputContainer, av.Vide
         kwargs = {"options": options, "timeout": (cfg.open_timeout_s, cfg.read_timeout_s)}
     started_s = time.monotonic()
     try:
-        container = av.open(target, **kwargs)
+        if not is_image(url) and device_index(url) is None:
+            container, decoder = open_decoding(target, kwargs, cfg.decoder, on_fallback or _no_fallback)
+        else:
+            container, decoder = av.open(target, **kwargs), "software"
+        if on_decoder is not None:
+            on_decoder(decoder)
     except (av.error.FFmpegError, OSError) as exc:  # every PyAV error is classified; none escapes as a crash
         waited_s = time.monotonic() - started_s
         if "timeout" in kwargs and waited_s >= TIMEOUT_SLACK * cfg.open_timeout_s:  # the interrupt fired
@@ -155,6 +168,10 @@ def open_source(cfg: CameraConfig) -> tuple[av.container.InputContainer, av.Vide
         container.close()
         raise CameraFault("unsupported_codec", f"{shown}: no decoder for its video codec")
     return container, stream
+
+
+def _no_fallback(device: str, reason: str, message: str) -> None:
+    """A hardware decoder skipped, with nobody counting it (probes)."""
 
 
 def stream_info(stream: av.VideoStream) -> StreamInfo:

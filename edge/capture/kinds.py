@@ -46,6 +46,15 @@ def is_live(url: str) -> bool:
     return url.lower().startswith(_LIVE_SCHEMES)
 
 
+IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp", ".gif", ".ppm", ".pgm")
+"""File name endings of still images (decoded in software: hardware video decoders take no still image)."""
+
+
+def is_image(url: str) -> bool:
+    """True for a still image or an image sequence pattern, by its file name ending."""
+    return not is_live(url) and url.lower().endswith(IMAGE_SUFFIXES)
+
+
 def image_pattern(url: str) -> str | None:
     """``"sequence"`` for an FFmpeg numbered-file pattern (``img%03d.jpg``, ``img%d.png``), ``"glob"`` for a glob
     (``*``, ``?`` or ``[`` in the file name), else None. Live URLs and existing files are never patterns."""

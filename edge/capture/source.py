@@ -90,6 +90,8 @@ class CameraReader(threading.Thread):
         corrupt_frames: frames counted lost or damaged (see :mod:`vcascade.edge.capture.av_reader`).
         losses: the same by reason (:data:`vcascade.edge.capture.faults.FRAME_LOSS_REASONS`).
         loops: times a ``loop: true`` file started again.
+        decoder: the decoder of the last opening: ``software``, ``cuda`` or ``qsv`` (``decoder`` setting).
+        decoder_fallbacks: hardware decoders skipped, ``"device:reason"`` -> count.
         timeline: the camera's ``stream_ts_ms`` across reconnects and PTS restarts (never backwards, never repeated;
             ``timeline.discontinuities`` counts the joins, metric ``vcascade_edge_timestamp_discontinuities_total``).
         removal: None, or for a camera removed at run time ``removing`` (reader stopping, ROIs in flight) and
@@ -113,6 +115,8 @@ class CameraReader(threading.Thread):
         self.session: CaptureSession | None = None
         self._backoff = Backoff(cfg.backoff_initial_s, cfg.backoff_max_s)
         self.timeline = Timeline(self.live)
+        self.decoder = "software"
+        self.decoder_fallbacks: dict[str, int] = {}
         self._frame_span_s: tuple[float, float] | None = None  # perf_counter of the first and last frame decoded
         self._discontinuities_published = 0
         slots.add_camera(name, self.policy, depth=FILE_SLOT_DEPTH)
@@ -251,6 +255,20 @@ class CameraReader(threading.Thread):
         self._blocked_done_s += time.perf_counter() - session.phase_since_s
         return stored
 
+    def use_decoder(self, decoder: str) -> None:
+        """The source opened decoding with ``decoder`` (``software``, ``cuda``, ``qsv``); shown as a metric."""
+        self.decoder = decoder
+        self.telemetry.decoder_in_use(decoder)
+
+    def count_fallback(self, device: str, reason: str, message: str) -> None:
+        """Hardware decoder ``device`` was not used for ``reason`` (:data:`vcascade.edge.capture.hwdecode.FALLBACK_REASONS`)."""
+        key = f"{device}:{reason}"
+        if key not in self.decoder_fallbacks:
+            log.warning("camera %s: %s decoder not used (%s): %s; decoding in software", self.camera, device, reason,
+                        redact_url(message))
+        self.decoder_fallbacks[key] = self.decoder_fallbacks.get(key, 0) + 1
+        self.telemetry.decoder_fallback(device, reason)
+
     def _frame_decoded(self, at_s: float) -> None:
         """Extend the span of :attr:`decode_fps` to a frame decoded (or released by the pacer) at ``at_s``."""
         self._frame_span_s = (at_s if self._frame_span_s is None else self._frame_span_s[0], at_s)
@@ -315,7 +333,7 @@ class CaptureSession(threading.Thread):
         session_frames = 0
         while True:
             try:
-                container, stream = open_source(self.cfg)
+                container, stream = open_source(self.cfg, self.reader.use_decoder, self.reader.count_fallback)
             except CameraFault as fault:
                 return self._lost(fault.reason, fault.detail)
             try:
