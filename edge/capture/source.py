@@ -371,6 +371,8 @@ class CaptureSession(threading.Thread):
         return (("ended", "stopped", "") if self.cancel.is_set() else None), frames
 
     def _frame(self, image, pts_ms: float) -> Frame | None:
+        if self.cancel.is_set():  # abandoned: its late frame must not move the camera's timeline
+            return None
         now_s, now_unix_ms = time.perf_counter(), time.time() * 1000.0
         pts_ms = self.reader.timeline.place(pts_ms, now_s)
         pixels = normalize_image(image)
