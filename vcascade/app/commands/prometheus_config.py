@@ -25,6 +25,10 @@ def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:
     parser.add_argument("--rule-file", type=Path, action="append", default=[],
                         help="a rule file for Prometheus to load, e.g. configs/prometheus/alerts.yml (repeatable; "
                              "written relative to the --output file's folder, or absolute on stdout)")  # fmt: skip
+    parser.add_argument("--token-file", help="file Prometheus reads the metrics bearer token from, as Prometheus sees it "
+                        "(default: metrics.token_file; needed when metrics.token is set)")
+    parser.add_argument("--ca-file", help="CA certificate Prometheus verifies HTTPS metrics with, as Prometheus sees it "
+                        "(default: metrics.tls_cert_file)")
     parser.add_argument("--output", "-o", type=Path, help="write here instead of stdout")
 
 
@@ -44,13 +48,18 @@ def rule_paths(rule_files: list[Path], output: Path | None) -> list[str]:
 
 
 def handle(args: argparse.Namespace) -> int:
-    """Print the configuration, or write it to ``--output``; EXIT_CONFIG when a rule file is missing."""
+    """Print the configuration, or write it to ``--output``; EXIT_CONFIG when a rule file is missing or the
+    metrics token has no file for Prometheus to read it from."""
     try:
         rules = rule_paths(args.rule_file, args.output)
     except FileNotFoundError as exc:
         print(f"vcascade prometheus-config: {exc}", file=sys.stderr)
         return EXIT_CONFIG
-    text = render(load_config(args.file), args.scrape_interval, rules)
+    try:
+        text = render(load_config(args.file), args.scrape_interval, rules, args.token_file, args.ca_file)
+    except ValueError as exc:
+        print(f"vcascade prometheus-config: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
     if args.output:
         args.output.write_text(text)
     else:
