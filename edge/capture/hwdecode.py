@@ -1,8 +1,10 @@
 """Choosing a camera's video decoder: software, or a hardware one through PyAV's ``hwaccel`` with a fallback.
 
 ``decoder`` (camera setting): ``software`` (FFmpeg's CPU decoders), ``cuda`` (NVIDIA NVDEC), ``qsv`` (Intel Quick
-Sync) or ``auto`` (``cuda``, then ``qsv``). PyAV's wheel carries both; a hardware decoder needs the device and its
-driver at run time. A hardware decoder that cannot be used when the source opens (no such device, no permission,
+Sync) or ``auto`` (``cuda``, then ``qsv``): hardware acceleration of FFmpeg's own decoders (``AVHWAccel``), which
+needs the device and its driver at run time. In the PyAV 18 wheel the native H.264, HEVC, AV1, VP9 and MJPEG
+decoders offer only ``cuda`` (``av.codec.Codec(name, "r").hardware_configs``), so ``qsv`` falls back as
+``unsupported_stream`` there; FFmpeg's separate QSV decoders (``h264_qsv``) are not used. A hardware decoder that cannot be used when the source opens (no such device, no permission,
 this FFmpeg lacks it, the stream's codec or profile is not one it decodes) is skipped for the next candidate, and
 at the end the source opens in software: the camera works, and each skip is counted with its reason
 (:data:`FALLBACK_REASONS`). Frames from a hardware decoder are downloaded to system memory (PyAV's default), so
