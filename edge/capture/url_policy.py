@@ -159,13 +159,18 @@ def follow_redirects(url: str, timeout_s: float, edge: str, shown: str) -> str:
     return current  # not reached
 
 
-def check_format(format_name: str, edge: str, shown: str) -> None:
-    """Refuse a file that FFmpeg opened with a demuxer that is not a video one.
+IMAGE_DEMUXERS = frozenset({"image2", "png_pipe", "jpeg_pipe", "bmp_pipe", "webp_pipe", "tiff_pipe", "gif_pipe"})
+"""Demuxers a still image or an image sequence (a file name ending in an image suffix, see
+:func:`vcascade.edge.capture.kinds.is_image`) may be read with."""
+
+
+def check_format(format_name: str, edge: str, shown: str, image: bool = False) -> None:
+    """Refuse a file that FFmpeg opened with a demuxer that is not a video one (an image one for ``image``).
 
     Raises:
         CameraFault: ``not_video`` (counted).
     """
-    if not set(format_name.split(",")) & VIDEO_DEMUXERS:
+    if not set(format_name.split(",")) & (VIDEO_DEMUXERS | IMAGE_DEMUXERS if image else VIDEO_DEMUXERS):
         refuse(edge, "not_video", f"{shown}: not a video file (FFmpeg reads it as {format_name!r})")
 
 

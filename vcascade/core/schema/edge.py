@@ -73,6 +73,11 @@ class CameraConfig(ConfigModel):
     )
     edge: Name = Field(description="Name of the edge (key under `edges`) that reads this camera.")
     rtsp_transport: Literal["tcp", "udp"] = Field("tcp", description="RTSP transport (rtsp:// URLs only).")
+    decoder: Literal["software", "auto", "cuda", "qsv"] = Field(
+        "software",
+        description="Video decoder: software (CPU), cuda (NVIDIA), qsv (Intel) or auto (cuda, then qsv); a hardware "
+        "decoder that cannot be used falls back to software, counted in vcascade_edge_decoder_fallbacks_total.",
+    )
     max_frames: int | None = Field(None, ge=1, description="Stop after this many decoded frames (None: to the end).")
     open_timeout_s: float = Field(
         10.0, gt=0, le=600, description="Give up opening after this many seconds (live: back off and retry; file: fail)."
