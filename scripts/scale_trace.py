@@ -93,7 +93,7 @@ def record(model_dir: str | None, out: Path, refresh_s: float | None = None) -> 
     if refresh_s is not None:
         policy = policy.model_copy(update={"refresh_s": refresh_s})
     tracking = CameraTracking(policy, dep.edges[edge].roi,
-                              ClassRouter.for_camera(dep, camera, detector.class_names))  # fmt: skip
+                              ClassRouter(dep.routes_of(camera), detector.class_names))  # fmt: skip
     cap = cv2.VideoCapture(resolve(dep.cameras[camera].url))
     rows = []
     while True:
