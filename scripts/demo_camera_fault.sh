@@ -29,7 +29,7 @@ d["edges"]["edge-1"]["overflow"] = "drop_oldest"
 d["edges"]["edge-1"]["sinks"] = [{"type": "jsonl", "path": f"{out}/results.jsonl", "mode": "truncate"}]
 yaml.safe_dump(d, open(f"{out}/deploy.yaml", "w"), sort_keys=False)
 PYEOF
-serve() { /usr/bin/python3 scripts/rtsp_server.py --port "$PORT" --path /cam "$OUT/bikes_60s.mp4" >"$OUT/server.log" 2>&1 & SERVER=$!; }
+serve() { /usr/bin/python3 tools/rtsp_server.py --port "$PORT" --path /cam "$OUT/bikes_60s.mp4" >"$OUT/server.log" 2>&1 & SERVER=$!; }
 serve; sleep 2
 "$VENV/bin/vcascade" run "$OUT/deploy.yaml" --log-level INFO --summary-json "$OUT/summary.json" "$@" >"$OUT/run.log" 2>&1 &
 RUN=$!

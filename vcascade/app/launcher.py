@@ -16,7 +16,7 @@ The children leave SIGINT and SIGTERM to the launcher while it lives, and die wi
 (:mod:`vcascade.app.parent_death`): no component outlives ``vcascade run``.
 
 ``status_path`` (``vcascade run --status-file``): a JSON file rewritten about once a second with each
-component's pid, liveness and restarts, for tools such as scripts/chaos.py and scripts/soak.py.
+component's pid, liveness and restarts, for tools such as tools/chaos.py and tools/soak.py.
 """
 
 from __future__ import annotations
