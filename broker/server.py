@@ -90,7 +90,7 @@ def run_broker(
         zmq.ZMQError: a frontend/backend port cannot be bound.
     """
     cfg = deployment.brokers[name]
-    serve_metrics(cfg.metrics_port, component="broker", name=name)
+    serve_metrics(cfg.metrics_port, component="broker", name=name, settings=deployment.metrics, host_names=[cfg.host])
     ctx = zmq.Context.instance()  # the process's one context, shared with anything else in the process
     auth = start_authenticator(ctx, deployment.security)  # CurveZMQ: the authorized keys, admitted per role
     frontend, backend = broker_sockets(ctx, deployment, name, auth)

@@ -95,7 +95,7 @@ def run_stage_group(
     recognizer, first = group_position(deployment, name)
     threads = stage_threads_of(cfg)  # per stage thread, from the cores given (vcascade.core.runtime.threads)
     set_process_threads(threads, opencv_threads=1)
-    serve_metrics(cfg.metrics_port)
+    serve_metrics(cfg.metrics_port, settings=deployment.metrics, host_names=[cfg.host])
     stages = load_stage_range(with_stage_threads(deployment.recognizers[recognizer], threads), cfg.devices, first)
     _Group(deployment, name, stages, first, threads).run(stop, report or (lambda snapshot: None))
 

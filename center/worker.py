@@ -94,7 +94,7 @@ def run_worker(
         (see :func:`vcascade.center.stages.torch_stages.build_model`).
     """
     cfg = deployment.workers[name]
-    serve_metrics(cfg.metrics_port, component="worker", name=name)
+    serve_metrics(cfg.metrics_port, component="worker", name=name, settings=deployment.metrics)
     worker = _Worker(deployment, name, model_dir)
     worker.telemetry.set_credits(cfg.credits)
     READINESS.set(f"worker:{name}:stages", True)  # _Worker loaded them

@@ -86,7 +86,8 @@ class EdgeProcess:
         self.name, self.cfg = name, settings.edge
         set_process_threads(None, self.cfg.opencv_threads)
         self.detector, self.threads = load_detector(self.cfg, model_dir)
-        serve_metrics(self.cfg.metrics_port, component="edge", name=name)
+        serve_metrics(self.cfg.metrics_port, component="edge", name=name, settings=settings.metrics,
+                      host_names=[self.cfg.host])
         self.ctx = zmq.Context()
         self.sinks: list[QueuedSink] = open_sinks(self.cfg.sinks, self.ctx, name)
         identities = IdentityCache(name)

@@ -53,6 +53,7 @@ SECTIONS = [
     ("`security.curve`", config.CurveConfig),
     ("`heartbeat`", config.HeartbeatConfig),
     ("`ui`", config.UiConfig),
+    ("`metrics`", config.MetricsConfig),
 ]
 
 

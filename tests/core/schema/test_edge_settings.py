@@ -17,7 +17,9 @@ def test_settings_hold_the_edges_section_and_the_facts_it_takes_from_the_others(
         assert settings.edge is edge and settings.cameras == dep.cameras_of(name)
         assert list(settings.broker_endpoints) == edge.brokers  # the link's broker indices
         assert settings.broker_endpoints == {b: dep.brokers[b].endpoint("frontend") for b in edge.brokers}
-        assert (settings.heartbeat, settings.security, settings.ui) == (dep.heartbeat, dep.security, dep.ui)
+        assert (settings.heartbeat, settings.security, settings.metrics, settings.ui) == (
+            dep.heartbeat, dep.security, dep.metrics, dep.ui
+        )
         for camera, cam in settings.cameras.items():
             assert settings.routes_for(cam) == dep.routes_of(camera)
 

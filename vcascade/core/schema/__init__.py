@@ -20,6 +20,7 @@ module                                    holds
 :mod:`vcascade.core.schema.identity`      identity space of embedding heads: store, sync, topology
 :mod:`vcascade.core.schema.deployment`    the whole file, supervision
 :mod:`vcascade.core.schema.ui`            the live view and the edges' previews
+:mod:`vcascade.core.schema.metrics`       where metrics are served, token, TLS
 ========================================  =====================================================
 """
 
@@ -80,6 +81,7 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "identity_problems": ".identity",
     "Deployment": ".deployment",
     "SupervisionConfig": ".deployment",
+    "MetricsConfig": ".metrics",
     "UiConfig": ".ui",
     "is_loopback": ".ui",
     "ui_problems": ".ui",

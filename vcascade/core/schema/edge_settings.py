@@ -2,7 +2,7 @@
 the other sections, gathered once when the edge starts (:meth:`EdgeSettings.from_deployment`).
 
 An edge reads its ``edges.<name>`` section, its cameras, the frontend endpoints of its brokers, the heartbeat
-timing, the CurveZMQ settings, the ``ui`` section (its previews) and the recognizers its brokers serve (the
+timing, the CurveZMQ settings, the ``metrics`` section (how every process serves its metrics), the ``ui`` section (its previews) and the recognizers its brokers serve (the
 default route of a camera without ``routes``). Nothing else of the file reaches the edge's collaborators, so
 what an edge depends on is written here, and a test builds one without a whole deployment.
 """
@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from vcascade.core.schema.broker import HeartbeatConfig, SecurityConfig
 from vcascade.core.schema.deployment import Deployment
 from vcascade.core.schema.edge import CameraConfig, EdgeConfig, RouteConfig
+from vcascade.core.schema.metrics import MetricsConfig
 from vcascade.core.schema.ui import UiConfig
 
 
@@ -29,6 +30,7 @@ class EdgeSettings:
             order of ``edge.brokers`` (the link's broker indices).
         heartbeat: heartbeat interval and liveness of every broker link.
         security: transport security (CurveZMQ keys).
+        metrics: how the metrics endpoint is served (address, token, TLS).
         ui: the live view's settings (preview rate, width, lease).
         served_recognizers: the recognizers run by workers on its brokers, sorted; the file's recognizers when
             none is (its ROIs then end as counted ``no_worker`` drops).
@@ -40,6 +42,7 @@ class EdgeSettings:
     broker_endpoints: dict[str, str]
     heartbeat: HeartbeatConfig
     security: SecurityConfig
+    metrics: MetricsConfig
     ui: UiConfig
     served_recognizers: tuple[str, ...]
 
@@ -58,6 +61,7 @@ class EdgeSettings:
             broker_endpoints={broker: dep.brokers[broker].endpoint("frontend") for broker in edge.brokers},
             heartbeat=dep.heartbeat,
             security=dep.security,
+            metrics=dep.metrics,
             ui=dep.ui,
             served_recognizers=tuple(dep.recognizers_served(name) or sorted(dep.recognizers)),
         )
