@@ -68,9 +68,7 @@ class EdgeProcess:
     """The parts of one running edge (module docstring), opened by the constructor, started by :meth:`run`.
 
     Args:
-        dep: the validated deployment (its :class:`EdgeSettings` are taken from it; the control socket's and the
-            preview server's authentication still read the whole file).
-        name: key of this edge under ``edges``.
+        settings: the edge's settings (:meth:`EdgeSettings.from_deployment`).
         model_dir: where to look for (and download) the detector model.
 
     Raises:
@@ -81,9 +79,9 @@ class EdgeProcess:
             port is taken.
     """
 
-    def __init__(self, dep: Deployment, name: str, model_dir: str | Path | None = None) -> None:
-        self.settings = settings = EdgeSettings.from_deployment(dep, name)
-        self.name, self.cfg = name, settings.edge
+    def __init__(self, settings: EdgeSettings, model_dir: str | Path | None = None) -> None:
+        self.settings, self.name, self.cfg = settings, settings.name, settings.edge
+        name = settings.name
         set_process_threads(None, self.cfg.opencv_threads)
         self.detector, self.threads = load_detector(self.cfg, model_dir)
         serve_metrics(self.cfg.metrics_port, component="edge", name=name, settings=settings.metrics,
@@ -101,8 +99,8 @@ class EdgeProcess:
         self.slots = FrameSlots()
         self.pool = DetectorPool(self.slots, self.detector, self.threads.instances, self.detector.frames_per_run, name)
         self.cameras = CameraSet(name, self.slots, self.node)
-        self.control = start_control(name, dep, self.ctx, self.cameras)  # None without control_port
-        self.previews = serve_previews(name, dep, self.preview, self.cameras.readers) if self.preview else None
+        self.control = start_control(settings, self.ctx, self.cameras)  # None without control_port
+        self.previews = serve_previews(settings, self.preview, self.cameras.readers) if self.preview else None
 
     def run(self, stop: StopFlag, report: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
         """Run until the file cameras end (without a control socket) or ``stop`` is set, then drain in-flight ROIs
@@ -178,7 +176,7 @@ def run_edge(
     Raises:
         Those of :class:`EdgeProcess` (model unavailable, metrics port taken, control socket keys or port).
     """
-    return EdgeProcess(dep, name, model_dir).run(stop, report)
+    return EdgeProcess(EdgeSettings.from_deployment(dep, name), model_dir).run(stop, report)
 
 
 def _register_readiness(name: str, link: BrokerLink, readers: Callable[[], list[CameraReader]]) -> None:

@@ -37,7 +37,7 @@ def control_endpoint(free_port):
     ctx = zmq.Context()
     link = BrokerLink(EdgeSettings.from_deployment(dep, EDGE), ctx, WayBack(OutputLines([])))  # not started: only its books are read (no cameras, all zero)
     cameras = CameraSet(EDGE, FrameSlots(), SimpleNamespace(link=link))  # the edge node's part that list reads
-    server = ControlServer(EDGE, dep, ctx, cameras)
+    server = ControlServer(EdgeSettings.from_deployment(dep, EDGE), ctx, cameras)
     server.start()
     stop = threading.Event()
     loop = threading.Thread(target=_apply_until, args=(stop, server))

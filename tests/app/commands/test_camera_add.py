@@ -40,7 +40,7 @@ def config(tmp_path, free_port):
     link = BrokerLink(EdgeSettings.from_deployment(dep, EDGE), ctx, WayBack(OutputLines([])))  # not started: only its books are read
     node = SimpleNamespace(link=link, add_camera=lambda camera, cfg: link.add_camera(camera))  # no detector here
     cameras = CameraSet(EDGE, FrameSlots(), node)
-    server = ControlServer(EDGE, dep, ctx, cameras)
+    server = ControlServer(EdgeSettings.from_deployment(dep, EDGE), ctx, cameras)
     server.start()
     stop = threading.Event()
     loop = threading.Thread(target=_loop, args=(stop, server, cameras))

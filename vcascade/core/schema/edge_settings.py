@@ -2,7 +2,7 @@
 the other sections, gathered once when the edge starts (:meth:`EdgeSettings.from_deployment`).
 
 An edge reads its ``edges.<name>`` section, its cameras, the frontend endpoints of its brokers, the heartbeat
-timing, the CurveZMQ settings, the ``metrics`` section (how every process serves its metrics), the ``ui`` section (its previews) and the recognizers its brokers serve (the
+timing, the CurveZMQ settings and the names of the file's components (who is not an operator), the ``metrics`` section (how every process serves its metrics), the ``ui`` section (its previews) and the recognizers its brokers serve (the
 default route of a camera without ``routes``). Nothing else of the file reaches the edge's collaborators, so
 what an edge depends on is written here, and a test builds one without a whole deployment.
 """
@@ -16,6 +16,7 @@ from vcascade.core.schema.deployment import Deployment
 from vcascade.core.schema.edge import CameraConfig, EdgeConfig, RouteConfig
 from vcascade.core.schema.metrics import MetricsConfig
 from vcascade.core.schema.ui import UiConfig
+from vcascade.core.transport.keys import component_names
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,8 @@ class EdgeSettings:
         ui: the live view's settings (preview rate, width, lease).
         served_recognizers: the recognizers run by workers on its brokers, sorted; the file's recognizers when
             none is (its ROIs then end as counted ``no_worker`` drops).
+        component_names: every component's name in the file (with CurveZMQ, the control socket admits the edge's
+            own key and every authorized key that is none of these: the operators').
     """
 
     name: str
@@ -45,6 +48,7 @@ class EdgeSettings:
     metrics: MetricsConfig
     ui: UiConfig
     served_recognizers: tuple[str, ...]
+    component_names: tuple[str, ...]
 
     @classmethod
     def from_deployment(cls, dep: Deployment, name: str) -> EdgeSettings:
@@ -64,6 +68,7 @@ class EdgeSettings:
             metrics=dep.metrics,
             ui=dep.ui,
             served_recognizers=tuple(dep.recognizers_served(name) or sorted(dep.recognizers)),
+            component_names=tuple(component_names(dep)),
         )
 
     def routes_for(self, cam: CameraConfig) -> list[RouteConfig]:
