@@ -26,7 +26,7 @@ class ComponentKind(NamedTuple):
 
 
 COMPONENT_KINDS: dict[str, ComponentKind] = {
-    "edge": ComponentKind("edges", "vcascade.edge.node:run_edge", True),
+    "edge": ComponentKind("edges", "vcascade.edge.process:run_edge", True),
     "broker": ComponentKind("brokers", "vcascade.broker.server:run_broker", False),
     "worker": ComponentKind("workers", "vcascade.center.worker:run_worker", True),
     "stage-group": ComponentKind("stage_groups", "vcascade.center.stage_group:run_stage_group", False),
