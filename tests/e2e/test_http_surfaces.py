@@ -91,6 +91,9 @@ def test_half_sent_requests_on_the_metrics_port_do_not_stop_an_edge(tmp_path, fr
         assert _value(body, "vcascade_edge_frames_decoded_total") > decoded_before, "the camera stopped"
         assert _value(body, r'vcascade_http_refused_total\{reason="connections",server="metrics"\}') >= ATTACKERS - 200
         assert "Too many open files" not in body
+        limit = _value(body, r'vcascade_http_connection_limit\{server="metrics"\}')
+        assert 1 <= limit <= ATTACKERS - 200  # the limit held while the rest were refused
+        assert 1 <= _value(body, r'vcascade_http_connections\{server="metrics"\}') <= limit  # this scrape's own
     finally:
         for sock in attackers:
             sock.close()

@@ -154,6 +154,12 @@ SCENARIOS: dict[str, str] = {
     "vcascade_identity_store_resets_total": "covered:tests/center/identity/test_store_damage.py",
     "vcascade_identity_ids_refused_total": "covered:tests/center/identity/test_store_damage.py",
     "vcascade_edge_camera_url_refusals_total": "covered:tests/edge/capture/test_url_policy.py",
+    "vcascade_edge_camera_decoder": "covered:tests/edge/capture/test_decoder.py",
+    "vcascade_edge_decoder_fallbacks_total": "covered:tests/edge/capture/test_decoder.py",
+    "vcascade_edge_timestamp_discontinuities_total": "covered:tests/edge/capture/test_live_timing.py",
+    "vcascade_http_refused_total": "covered:tests/e2e/test_http_surfaces.py",
+    "vcascade_http_connections": "covered:tests/e2e/test_http_surfaces.py",
+    "vcascade_http_connection_limit": "covered:tests/e2e/test_http_surfaces.py",
     # stage group (a process this deployment does not run)
     "vcascade_stage_group_batches_total": "covered:tests/e2e/test_stage_group_cascade.py",
     "vcascade_stage_group_stage_seconds": "unstaged: tests/e2e/test_stage_group_cascade.py reads only the "

@@ -25,8 +25,7 @@ def _value(name: str, **labels) -> float:
 
 def _fallbacks(camera: str) -> dict[str, float]:
     return {f"{s.labels['device']}:{s.labels['reason']}": s.value for family in REGISTRY.collect()
-            if family.name == "vcascade_edge_decoder_fallbacks" for s in family.samples
-            if s.name.endswith("_total") and s.labels["camera"] == camera}
+            for s in family.samples if s.name == "vcascade_edge_decoder_fallbacks_total" and s.labels["camera"] == camera}
 
 
 def test_auto_decodes_every_frame_on_hardware_or_falls_back_to_software_counted(read_all, short_video):
