@@ -2,7 +2,7 @@
 command line runs it, on a small setting, and the test checks what holds on any host (the run ends, its report
 has every part, counts balance, ratios are the quotients they claim to be), never a speed: the figures themselves
 are in docs/BENCHMARKS.md. The benchmarks with a ``--quick`` form have their own tests beside this file
-(bench_ingest, bench_match, bench_reid, bench_scale); bench_center's deployment is in test_bench_center.py."""
+(bench_ingest, bench_match, bench_reid, bench_scale); gpu_center needs a GPU."""
 
 from __future__ import annotations
 
@@ -66,3 +66,52 @@ def test_bench_runs_calibration_baseline_and_both_cascades_and_balances_their_bo
         assert run["sent"] == run["results"] + run["drops"]  # every ROI answered or dropped, counted
     assert report["cascade"]["track"]["sent"] <= report["cascade"]["every_detection"]["sent"]
     assert (out / "bench.png").stat().st_size > 10_000
+
+
+@pytest.mark.timeout(900)
+def test_bench_track_policy_sends_fewer_rois_with_the_track_policy_and_counts_both_runs(tmp_path, models_dir):
+    """Both ``vcascade run``s of the demo on 25 frames per camera; the ratio is the quotient of the two rates."""
+    out = tmp_path / "track.json"
+    proc = run_tool("tools.bench_track_policy", "--model-dir", str(models_dir), "--frames", "25", "--json", str(out),
+                    timeout_s=840)  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    section = json.loads(out.read_text())
+    every, track = section["every_detection"], section["track"]
+    assert every["video_min"] == track["video_min"] > 0  # the same frames under both policies
+    assert 0 < track["sent"] <= every["sent"] and every["results"] <= every["sent"] and track["results"] <= track["sent"]
+    assert section["ratio"] == pytest.approx(every["rois_per_min"] / track["rois_per_min"])
+    assert "ratio every_detection / track" in proc.stdout
+
+
+@pytest.mark.timeout(900)
+def test_bench_preview_measures_an_idle_and_a_viewer_phase(tmp_path, models_dir):
+    """One idle and one viewer phase of 2 s on the live demo camera: the viewer gets previews, both phases
+    detect frames, and the ratio is the quotient of the two phases' CPU per frame."""
+    out = tmp_path / "preview.json"
+    proc = run_tool("tools.bench_preview", "--model-dir", str(models_dir), "--phase-s", "2", "--rounds", "1",
+                    "--json", str(out), timeout_s=840)  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    report = json.loads(out.read_text())
+    assert [p["kind"] for p in report["phases"]] == ["idle", "viewer"]
+    summary = report["summary"]
+    assert summary["viewer"]["previews"] > 0 and summary["idle"]["frames"] > 0 and summary["viewer"]["frames"] > 0
+    ratio = summary["viewer"]["cpu_ms_per_frame"] / summary["idle"]["cpu_ms_per_frame"]
+    assert summary["ratio_viewer_to_idle"] == pytest.approx(ratio)
+    assert summary["loop_thread"]["preview_ms"] > 0
+
+
+@pytest.mark.timeout(900)
+def test_bench_center_measures_stages_stage_group_and_worker_once_each(tmp_path):
+    """Micro-batches of 4, 2 per measurement, 8 ROIs, one round: every measure of the report is there."""
+    out = tmp_path / "center.json"
+    proc = run_tool("tools.bench_center", "--batch", "4", "--batches", "2", "--rois", "8", "--rounds", "1",
+                    "--out", str(out), timeout_s=840)  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    result = json.loads(out.read_text())
+    assert len(result["split_points"]) == 1  # two stages
+    stages, worker = result["stages"], result["worker"]
+    assert (stages["batch"], stages["batches"], stages["rounds"]) == (4, 2, 1)
+    for key in ("bare", "engine_k1", "engine_k2"):
+        assert stages[f"{key}_rounds"] == [stages[key]] and stages[key] > 0  # one round: the best is that round
+    assert stages["engine_k2_stage_group"] > 0 and stages["link_ms_mean"] > 0
+    assert worker["worker"] == max(worker["worker_rounds"]) > 0 and worker["bare_loop"] == max(worker["bare_loop_rounds"])
