@@ -52,7 +52,7 @@ def test_bench_analytics_reports_the_cost_ratio_and_its_verdict(tmp_path, models
 
 @pytest.mark.timeout(900)
 def test_bench_runs_calibration_baseline_and_both_cascades_and_balances_their_books(tmp_path, models_dir):
-    """The headline benchmark (tools/bench.py), one camera of 50 frames (bikes.mp4's first detections come after
+    """The headline benchmark (tools/bench.py), one camera of 50 frames (bikes.mp4 gave no ROI in its first
     20): the calibration and the baseline as child processes, both cascades through ``vcascade run``, the report
     and its plot."""
     out = tmp_path / "bench"
@@ -72,7 +72,7 @@ def test_bench_runs_calibration_baseline_and_both_cascades_and_balances_their_bo
 
 @pytest.mark.timeout(900)
 def test_bench_track_policy_sends_fewer_rois_with_the_track_policy_and_counts_both_runs(tmp_path, models_dir):
-    """Both ``vcascade run``s of the demo on 60 frames per camera (bikes.mp4 has no detection in its first 20);
+    """Both ``vcascade run``s of the demo on 60 frames per camera (on 20 or 25 frames bikes.mp4 gave no ROI);
     the ratio is the quotient of the two rates."""
     out = tmp_path / "track.json"
     proc = run_tool("tools.bench_track_policy", "--model-dir", str(models_dir), "--frames", "60", "--json", str(out),
