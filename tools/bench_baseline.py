@@ -139,6 +139,9 @@ def calibrate(url, frames, detector, tracker, model, spec, head, roi_cfg, max_ba
         for crop in every_crop(image, detections, roi_cfg):
             payloads.append(_timed(per_roi, "encode", encode_jpeg, crop, roi_cfg.jpeg_quality))
     cap.release()
+    if not payloads:
+        raise SystemExit(f"calibration: no ROI (a detection the size rules keep) in the first {n_frames} frames of {url}; "
+                         "calibrate on more frames (--frames)")
     inputs = [_timed(per_roi, "prep", lambda p: to_input(decode_jpeg(p), spec), p) for p in payloads]
     usable = _full_batches(len(inputs), max_batch)
     for start in range(0, usable, max_batch):

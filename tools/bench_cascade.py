@@ -125,7 +125,7 @@ def _measure(summary: dict, jsonl: Path, launched_unix_ms: float, sampler: "_Sam
     edge = next(p for p in summary["processes"] if p["component"] == "edge")
     cams = edge["cameras"].values()
     lines = [json.loads(line) for line in jsonl.read_text().splitlines()] if jsonl.exists() else []
-    ok = [line for line in lines if line["status"] == "ok"]
+    ok = [line for line in lines if line.get("status") == "ok"]  # camera_state lines have no status
     latency = [line["latency_ms"]["end_to_end"] for line in ok]
     first = min((line["capture_unix_ms"] + line["latency_ms"]["end_to_end"] for line in ok), default=None)
     frames = sum(c["frames"] for c in cams)

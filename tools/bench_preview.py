@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -199,6 +200,7 @@ def main() -> int:
           f"{summary['viewer']['previews']}; load {os.getloadavg()}")  # fmt: skip
     if args.json:
         args.json.write_text(json.dumps({"phases": phases, "summary": summary, "args": vars(args) | {"json": str(args.json)}}, indent=1))
+    shutil.rmtree(folder, ignore_errors=True)  # kept when the run fails: its run.out says why
     return 0
 
 

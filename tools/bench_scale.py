@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Scale harness: thousands of cameras through real brokers and workers with calibrated stage times.
 
-    python -m tools.bench_scale --quick
+    python -m tools.bench_scale --quick [--ci]
     python -m tools.bench_scale --day-night [--quick] [--duration-s 240] [--workers 3] [--speedup 15]
     python -m tools.bench_scale --cameras 1000 5000 --brokers 1 2 4 --load 0.5 1 1.5 --duration-s 20 \\
         [--edges 4] [--workers 3] [--kill-broker] [--trace FILE] [--json FILE] [--plot FILE]
@@ -12,6 +12,8 @@ MobileNetV2 on CPU: configs/scale/service_times.json, tools/scale_calibrate.py) 
 edges (tools/scale_edge.py: the real edge link fed by an ROI trace recorded from bikes.mp4 with the track
 policy, one copy per camera; ``--trace``, default the one with a refresh every second, tools/scale_trace.py).
 Every worker takes from every broker; every edge sends to every broker.
+Settings that differ only in ``--load`` share one set of brokers and workers (started once, the edges
+restarted for each load; :func:`shape`); a setting with ``--kill-broker`` or a day/night curve starts its own.
 
 Offered load ``--load`` is a multiple of the workers' capacity, ``workers x max_batch / service_s(max_batch)``
 ROIs/s. The deadline ``--deadline-ms`` is end to end (capture to result); the edges' ``roi.ttl_ms`` (latest
@@ -33,7 +35,10 @@ replica-seconds than the fixed one.
 
 Exit status 1 when a check fails: conservation (``sent = results + drops`` per camera) in any setting;
 Jain's index >= 0.99 at load 1; at load 1.5 goodput >= 0.9 x that at load 1, late share < 1 % and first
-sightings served within the deadline >= 95 % of tracks.
+sightings served within the deadline >= 95 % of tracks. ``--ci`` (the test suite's short form) runs
+``--quick``'s settings for 4 s each with 2 edges and 2 workers and sets the exit status from the
+invariants only (every setting ran, conservation in every one); the goals, which depend on the host's load,
+are printed as ``goal missed`` lines.
 """
 
 from __future__ import annotations
@@ -166,11 +171,40 @@ def _wait_files(paths: list[Path], procs: list[subprocess.Popen], deadline_s: fl
         time.sleep(0.1)
 
 
-def run_setting(s: Setting, table: dict[int, float], deadline_ms: float, workdir: Path) -> dict:
-    """Run one setting with real processes and return its row (see the module docstring)."""
-    trace, length_s = load_trace(Path(s.trace))
-    offered_rate = s.load * capacity_rois_per_s(s.workers, table)
-    time_scale = s.cameras * len(trace) / length_s / offered_rate
+def shape(s: Setting) -> tuple | None:
+    """What a steady setting's brokers and workers depend on: settings of one shape can share them (only the
+    offered load differs, set by the edges); ``None`` for a setting that needs its own (a broker killed, a load
+    curve, an elastic pool)."""
+    if s.kill_broker or s.curve or s.elastic:
+        return None
+    return s.cameras, s.edges, s.brokers, s.workers, s.trace
+
+
+@dataclass
+class Services:
+    """A setting's deployment file with its brokers and worker pool running (:func:`start_services`)."""
+
+    dep: dict
+    path: Path
+    brokers: dict[str, subprocess.Popen]
+    pool: WorkerPool
+
+    def stop(self) -> None:
+        """SIGTERM every broker and worker (the workers drain and say Bye); SIGKILL what is still up after 15 s."""
+        procs = [*self.pool.processes(), *self.brokers.values()]
+        for proc in procs:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        for proc in procs:
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+def start_services(s: Setting, table: dict[int, float], deadline_ms: float, workdir: Path) -> Services:
+    """Write the setting's deployment to ``workdir`` and start its brokers and workers (all of them, or the
+    elastic pool's minimum); returns at once (:func:`run_setting` waits for readiness)."""
     dep = deployment(s, table, deadline_ms)
     path = workdir / "deploy.yaml"
     path.write_text(yaml.safe_dump(dep))
@@ -180,12 +214,33 @@ def run_setting(s: Setting, table: dict[int, float], deadline_ms: float, workdir
     pool = WorkerPool(list(dep["workers"]), {n: w["metrics_port"] for n, w in dep["workers"].items()},
                       lambda n: _spawn([*cli, "worker", "--config", str(path), "--name", n, "--log-level", "WARNING"],
                                        workdir / f"{n}.log"))  # fmt: skip
+    pool.scale_to(ControllerTimes.from_scaled_object(s.speedup).min_replicas if s.elastic else s.workers)
+    return Services(dep, path, brokers, pool)
+
+
+def run_setting(s: Setting, table: dict[int, float], deadline_ms: float, workdir: Path,
+                services: Services | None = None) -> dict:  # fmt: skip
+    """Run one setting with real processes and return its row (see the module docstring). With ``services``
+    (started by :func:`start_services` for a setting of the same :func:`shape`), its brokers and workers serve
+    this setting too and stay up after it; otherwise the setting starts and stops its own."""
+    trace, length_s = load_trace(Path(s.trace))
+    offered_rate = s.load * capacity_rois_per_s(s.workers, table)
+    time_scale = s.cameras * len(trace) / length_s / offered_rate
+    own = services is None
+    if services is None:
+        services = start_services(s, table, deadline_ms, workdir)
+    else:
+        assert shape(s) is not None, f"{s} cannot share brokers and workers"
+        services.pool.replica_s = services.pool.busy_s = 0.0  # this setting's books only
+        services.pool.timeline = [(time.time(), len(services.pool.live))]
+    dep, path, brokers, pool = services.dep, services.path, services.brokers, services.pool
     times = ControllerTimes.from_scaled_object(s.speedup)
-    pool.scale_to(times.min_replicas if s.elastic else s.workers)
     autoscaler = Autoscaler(pool, [b["metrics_port"] for b in dep["brokers"].values()],
                             keda_threshold(dep), s.workers, times)  # fmt: skip
-    go = workdir / "go"
-    outs = {n: workdir / f"{n}.json" for n in dep["edges"]}
+    phase = workdir / f"load-{s.load:g}"
+    phase.mkdir(exist_ok=True)
+    go = phase / "go"
+    outs = {n: phase / f"{n}.json" for n in dep["edges"]}
     edges = []
     try:
         deadline_s = time.monotonic() + START_TIMEOUT_S
@@ -193,7 +248,7 @@ def run_setting(s: Setting, table: dict[int, float], deadline_ms: float, workdir
                          str(time_scale), "--duration-s", str(s.duration_s), "--seed", str(k), "--go", str(go),
                          "--trace", s.trace,
                          "--out", str(out), *(["--curve", json.dumps(s.curve)] if s.curve else [])],
-                       workdir / f"{n}.log")
+                       phase / f"{n}.log")
                  for k, (n, out) in enumerate(outs.items())]  # fmt: skip  (they start while the workers do)
         for name in pool.live:
             _wait_ready(dep["workers"][name]["metrics_port"], deadline_s)
@@ -215,14 +270,16 @@ def run_setting(s: Setting, table: dict[int, float], deadline_ms: float, workdir
         for proc in edges:
             proc.wait(timeout=120)
     finally:
-        for proc in [*edges, *pool.processes(), *brokers.values()]:
+        for proc in edges:
             if proc.poll() is None:
                 proc.send_signal(signal.SIGTERM)
-        for proc in [*edges, *pool.processes(), *brokers.values()]:
+        for proc in edges:
             try:
                 proc.wait(timeout=15)
             except subprocess.TimeoutExpired:
                 proc.kill()
+        if own:
+            services.stop()
     broker_cpu_s = sum(cpu1[n] - cpu0[n] for n in cpu1) + sum(killed.values())
     row = summarise(s, [json.loads(out.read_text()) for out in outs.values()], offered_rate, broker_cpu_s,
                     deadline_ms)  # fmt: skip
@@ -301,9 +358,21 @@ def print_table(rows: list[dict]) -> None:
 
 
 def failures(rows: list[dict]) -> list[str]:
-    """The checks the module docstring lists, as messages (empty: all pass)."""
-    found = [f"{r['cameras']} cams {r['brokers']} brokers load {r['load']}: {r['unbalanced_cameras']} cameras with "
-             f"sent != results + drops" for r in rows if r["unbalanced_cameras"]]  # fmt: skip
+    """The checks the module docstring lists, as messages (empty: all pass): :func:`broken_invariants`, then
+    :func:`missed_goals`."""
+    return broken_invariants(rows) + missed_goals(rows)
+
+
+def broken_invariants(rows: list[dict]) -> list[str]:
+    """What holds on any host, however loaded: every camera's books balance (``sent = results + drops``)."""
+    return [f"{r['cameras']} cams {r['brokers']} brokers load {r['load']}: {r['unbalanced_cameras']} cameras with "
+            f"sent != results + drops" for r in rows if r["unbalanced_cameras"]]  # fmt: skip
+
+
+def missed_goals(rows: list[dict]) -> list[str]:
+    """The goals (fairness, goodput under overload, late share, first sightings, the elastic pool's saving), which
+    depend on the host having the CPU the calibrated service times assume."""
+    found = []
     steady = [r for r in rows if not r["curve"]]
     for r in steady:
         if r["load"] == 1.0 and not r["kill_broker"] and r["jain"] < GOAL_JAIN:
@@ -367,11 +436,17 @@ def main() -> int:
                         help="ROI trace each camera replays (configs/scale/*.csv, tools/scale_trace.py)")
     parser.add_argument("--json", type=Path)
     parser.add_argument("--plot", type=Path)
+    parser.add_argument("--ci", action="store_true",
+                        help="with --quick: 4-s settings, 2 edges, 2 workers; exit status from the invariants only")
     args = parser.parse_args()
+    if args.ci and (not args.quick or args.day_night):
+        parser.error("--ci is a setting of --quick (without --day-night)")
     if args.quick and args.day_night:  # the full run's day in 12 s: the controller's times compressed 100x
         args.cameras, args.edges, args.duration_s, args.speedup = [1000], 2, 12.0, 100.0
     elif args.quick:
         args.cameras, args.brokers, args.load, args.duration_s = [1000], [1], [1.0, 1.5], 12.0
+        if args.ci:  # fewer processes to start (on a loaded host a worker's start-up takes longer than the run)
+            args.edges, args.workers, args.duration_s = 2, 2, 4.0
     table = service_table()
     trace = str(args.trace)
     settings = [Setting(c, args.edges, b, args.workers, load, args.duration_s, trace=trace)
@@ -388,25 +463,37 @@ def main() -> int:
           f"{service_time_ms(table, MAX_BATCH):.0f} ms); deadline {args.deadline_ms:g} ms; load {os.getloadavg()}")
     print(f"trace {args.trace.name}: {composition(args.trace)}")
     rows, broken = [], []
-    for s in settings:
+    groups = itertools.groupby(settings, key=lambda s: shape(s) or id(s))  # consecutive settings of one shape
+    for _, group in groups:
         with tempfile.TemporaryDirectory(prefix="scale-") as tmp:
+            group = list(group)
+            services = start_services(group[0], table, args.deadline_ms, Path(tmp)) if len(group) > 1 else None
             try:
-                rows.append(run_setting(s, table, args.deadline_ms, Path(tmp)))
-            except (RuntimeError, OSError, subprocess.TimeoutExpired) as exc:  # the others still run
-                logs = "".join(f"--- {log.name}\n{log.read_text()[-800:]}" for log in sorted(Path(tmp).glob("*.log")))
-                print(f"setting {s} failed: {exc}\n{logs}", flush=True)
-                broken.append(f"{s} did not run: {exc}")
-                continue
-        print(json.dumps(rows[-1]), flush=True)
+                for s in group:
+                    try:
+                        rows.append(run_setting(s, table, args.deadline_ms, Path(tmp), services))
+                    except (RuntimeError, OSError, subprocess.TimeoutExpired) as exc:  # the others still run
+                        logs = "".join(f"--- {log.relative_to(tmp)}\n{log.read_text()[-800:]}"
+                                       for log in sorted(Path(tmp).rglob("*.log")))  # fmt: skip
+                        print(f"setting {s} failed: {exc}\n{logs}", flush=True)
+                        broken.append(f"{s} did not run: {exc}")
+                        continue
+                    print(json.dumps(rows[-1]), flush=True)
+            finally:
+                if services is not None:
+                    services.stop()
     print_table(rows)
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2))
     if args.plot:
         plot(rows, args.plot)
-    problems = broken + failures(rows)
-    for problem in problems:
+    problems = broken + broken_invariants(rows)
+    goals = missed_goals(rows)
+    for problem in problems + ([] if args.ci else goals):
         print(f"FAIL {problem}")
-    return 1 if problems else 0
+    for goal in goals if args.ci else []:
+        print(f"goal missed (not a failure with --ci): {goal}")
+    return 1 if problems or (goals and not args.ci) else 0
 
 
 if __name__ == "__main__":

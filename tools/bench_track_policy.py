@@ -87,13 +87,13 @@ def _run_policy(mode: str, model_dir: str | None, frames: int | None, config: Pa
     cameras = [c for p in summary["processes"] if p["component"] == "edge" for c in p["cameras"].values()]
     video_min = sum(c["frames"] for c in cameras) / fps / 60.0
     sent = sum(c["sent"] for c in cameras)
-    objects = {(line["camera"], line["track_id"]) for line in lines if line["status"] == "ok" and line["track_id"] >= 0}
+    objects = {(line["camera"], line["track_id"]) for line in lines if line.get("status") == "ok" and line["track_id"] >= 0}
     return {
         "sent": sent,
         "results": sum(c["results"] for c in cameras),
         "video_min": round(video_min, 4),
         "rois_per_min": sent / video_min if video_min else 0.0,
-        "tracked_lines": sum(line["status"] == "tracked" for line in lines),
+        "tracked_lines": sum(line.get("status") == "tracked" for line in lines),  # camera_state lines: no status
         "objects": len(objects),
         "wall_s": round(summary.get("elapsed_s", 0.0), 1),
         "_objects": objects,

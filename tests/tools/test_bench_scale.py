@@ -12,7 +12,17 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 from tools import scale_stats as stats
-from tools.bench_scale import Setting, capacity_rois_per_s, deployment, failures, keda_threshold, service_table
+from tools.bench_scale import (
+    Setting,
+    broken_invariants,
+    capacity_rois_per_s,
+    deployment,
+    failures,
+    keda_threshold,
+    missed_goals,
+    service_table,
+    shape,
+)
 from tools.scale_trace import REFRESH_TRACE, TRACE, composition, load_trace
 
 from vcascade.core.config import Deployment
@@ -68,6 +78,21 @@ def test_checks_pass_and_each_broken_target_is_reported():
     assert len(broken) == 3 and "goodput" in broken[0] and "late share" in broken[1] and "first sightings" in broken[2]
 
 
+def test_only_broken_books_are_invariants_the_targets_are_goals():
+    """``--ci`` fails on what holds on any host (balanced books), and prints the load-dependent goals."""
+    assert broken_invariants([_row(unbalanced_cameras=2), _row(jain=0.5)]) == [failures([_row(unbalanced_cameras=2)])[0]]
+    assert missed_goals([_row(unbalanced_cameras=2)]) == []
+    assert "Jain" in missed_goals([_row(jain=0.95)])[0] and broken_invariants([_row(jain=0.95)]) == []
+
+
+def test_settings_that_differ_only_in_load_share_brokers_and_workers():
+    steady = [Setting(1000, 4, 1, 3, load, 12.0) for load in (1.0, 1.5)]
+    assert shape(steady[0]) == shape(steady[1]) is not None
+    assert shape(Setting(1000, 4, 2, 3, 1.0, 12.0)) != shape(steady[0])  # other brokers: other processes
+    assert shape(Setting(1000, 4, 2, 3, 1.0, 12.0, kill_broker=True)) is None  # a killed broker is not reused
+    assert shape(Setting(1000, 2, 1, 3, 1.0, 12.0, curve=((0.0, 0.2), (1.0, 0.2)), elastic=True)) is None
+
+
 def test_day_night_check_fails_when_the_elastic_pool_saves_no_replica_seconds():
     curve = [[0.0, 0.2], [1.0, 0.2]]
     fixed = _row(curve=curve, replica_s=120.0, jain=0.5, load=1.5, goodput=1.0)  # steady-load checks do not apply
@@ -95,14 +120,19 @@ def test_trace_service_times_and_deployment_are_valid(path):
     assert len(dep.cameras) == 50 and len(dep.cameras_of("e1")) == 25 and dep.recognizers["sim"].type == "calibrated"
 
 
-def test_quick_run_meets_its_targets_and_balances_every_cameras_books(tmp_path):
+def test_quick_ci_run_balances_every_cameras_books_at_both_loads_on_one_set_of_brokers_and_workers(tmp_path):
+    """The suite's short form (``--quick --ci``: 4 s per load, 2 edges, 2 workers, the goals printed, not checked: they need the CPU
+    the calibrated service times assume, which a loaded CI host lacks; the full runs are in docs/BENCHMARKS.md)."""
     out = tmp_path / "rows.json"
-    proc = subprocess.run([sys.executable, "-m", "tools.bench_scale", "--quick", "--json", str(out)],
+    proc = subprocess.run([sys.executable, "-m", "tools.bench_scale", "--quick", "--ci", "--json", str(out)],
                           capture_output=True, text=True, timeout=600, cwd=REPO, check=False)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     rows = json.loads(out.read_text())
-    assert [r["load"] for r in rows] == [1.0, 1.5] and all(r["cameras"] == 1000 for r in rows)
-    assert all(r["unbalanced_cameras"] == 0 and r["results"] > 0 for r in rows)
+    assert [r["load"] for r in rows] == [1.0, 1.5]
+    assert all(r["cameras"] == 1000 and r["duration_s"] == 4.0 and r["workers"] == 2 for r in rows)
+    assert all(r["unbalanced_cameras"] == 0 and r["results"] > 0 and r["sent"] > 0 for r in rows)
+    assert rows[1]["offered_rps"] > rows[0]["offered_rps"]  # the second load's edges offered more to the same pool
+    assert "Jain" in proc.stdout and "goodput" in proc.stdout  # the table with the goals' ratios
 
 
 def test_day_night_quick_run_scales_real_workers_and_uses_fewer_replica_seconds_than_the_fixed_pool(tmp_path):

@@ -28,11 +28,11 @@ import pytest
 import yaml
 from onnx import TensorProto, helper
 
+from tools.chaos_deploy import write_deployment
 from vcascade.core.config import YoloxDetectorConfig
 from vcascade.edge.detection import DetectorContractError, build_detector
 
 REPO = Path(__file__).resolve().parents[3]
-from tools.chaos_deploy import write_deployment
 
 RUN_TIMEOUT_S = 600
 

@@ -1,0 +1,120 @@
+"""Every benchmark of tools/ in a short form, so one that breaks fails the suite (issue 32): each runs as its
+command line runs it, on a small setting, and the test checks what holds on any host (the run ends, its report
+has every part, counts balance, ratios are the quotients they claim to be), never a speed: the figures themselves
+are in docs/BENCHMARKS.md. The benchmarks with a ``--quick`` form have their own tests beside this file
+(bench_ingest, bench_match, bench_reid, bench_scale); gpu_center needs a GPU."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def run_tool(*args: str, timeout_s: int = 300) -> subprocess.CompletedProcess:
+    """``python -m tools.<args>`` from the repository root, as docs/BENCHMARKS.md runs it."""
+    return subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True, timeout=timeout_s,
+                          cwd=REPO, check=False)  # fmt: skip
+
+
+def test_bench_routing_prints_each_workload_against_any():
+    proc = run_tool("tools.bench_routing", "--rois", "400", "--reps", "1")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = {line.split(":")[0].strip(): line for line in proc.stdout.splitlines()}
+    assert set(lines) == {"any", "routed", "absent"}
+    assert "1.00 x any" in lines["any"]
+
+
+def test_bench_broker_compares_the_broker_with_zmq_proxy():
+    proc = run_tool("tools.bench_broker", "--seconds", "0.3", "--reps", "1", "--json", "-")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    res = json.loads(proc.stdout)
+    tp = res["throughput"]
+    assert tp["proxy"]["cpu_us_per_roi"] > 0 and tp["broker"]["cpu_us_per_roi"] > 0
+    assert res["ratio"] > 0
+
+
+def test_bench_analytics_reports_the_cost_ratio_and_its_verdict(tmp_path, models_dir):
+    out = tmp_path / "analytics.json"
+    proc = run_tool("tools.bench_analytics", "--model-dir", str(models_dir), "--frames", "20",
+                    "--synthetic-tracks", "10", "--json", str(out))  # fmt: skip
+    assert out.exists(), proc.stderr[-3000:]
+    result = json.loads(out.read_text())
+    assert result["lines"] == 10 and result["zones"] == 10 and result["synthetic"]["frames"] > 0
+    assert result["within_goal"] == (result["video"]["ratio"] <= result["goal_ratio"])
+    assert proc.returncode == (0 if result["within_goal"] else 1), proc.stderr[-3000:]
+
+
+@pytest.mark.timeout(900)
+def test_bench_runs_calibration_baseline_and_both_cascades_and_balances_their_books(tmp_path, models_dir):
+    """The headline benchmark (tools/bench.py), one camera of 50 frames (bikes.mp4 gave no ROI in its first
+    20): the calibration and the baseline as child processes, both cascades through ``vcascade run``, the report
+    and its plot."""
+    out = tmp_path / "bench"
+    proc = run_tool("tools.bench", "--model-dir", str(models_dir), "--cameras", "1", "--frames", "50", "--cores", "2",
+                    "--sections", "calibrate,baseline,cascade", "--out", str(out), timeout_s=840)  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    report = json.loads((out / "bench.json").read_text())
+    assert report["calibrate"]["frames"] == 50 and report["calibrate"]["rois"] > 0
+    assert report["baseline"]["frames"] == 50 and report["baseline"]["rois"] > 0
+    for policy in ("track", "every_detection"):
+        run = report["cascade"][policy]
+        assert run["frames"] == 50 and run["sent"] > 0
+        assert run["sent"] == run["results"] + run["drops"]  # every ROI answered or dropped, counted
+    assert report["cascade"]["track"]["sent"] <= report["cascade"]["every_detection"]["sent"]
+    assert (out / "bench.png").stat().st_size > 10_000
+
+
+@pytest.mark.timeout(900)
+def test_bench_track_policy_sends_fewer_rois_with_the_track_policy_and_counts_both_runs(tmp_path, models_dir):
+    """Both ``vcascade run``s of the demo on 60 frames per camera (on 20 or 25 frames bikes.mp4 gave no ROI);
+    the ratio is the quotient of the two rates."""
+    out = tmp_path / "track.json"
+    proc = run_tool("tools.bench_track_policy", "--model-dir", str(models_dir), "--frames", "60", "--json", str(out),
+                    timeout_s=840)  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    section = json.loads(out.read_text())
+    every, track = section["every_detection"], section["track"]
+    assert every["video_min"] == track["video_min"] > 0  # the same frames under both policies
+    assert 0 < track["sent"] <= every["sent"] and every["results"] <= every["sent"] and track["results"] <= track["sent"]
+    assert section["ratio"] == pytest.approx(every["rois_per_min"] / track["rois_per_min"])
+    assert "ratio every_detection / track" in proc.stdout
+
+
+@pytest.mark.timeout(900)
+def test_bench_preview_measures_an_idle_and_a_viewer_phase(tmp_path, models_dir):
+    """One idle and one viewer phase of 2 s on the live demo camera: the viewer gets previews, both phases
+    detect frames, and the ratio is the quotient of the two phases' CPU per frame."""
+    out = tmp_path / "preview.json"
+    proc = run_tool("tools.bench_preview", "--model-dir", str(models_dir), "--phase-s", "2", "--rounds", "1",
+                    "--json", str(out), timeout_s=840)  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    report = json.loads(out.read_text())
+    assert [p["kind"] for p in report["phases"]] == ["idle", "viewer"]
+    summary = report["summary"]
+    assert summary["viewer"]["previews"] > 0 and summary["idle"]["frames"] > 0 and summary["viewer"]["frames"] > 0
+    ratio = summary["viewer"]["cpu_ms_per_frame"] / summary["idle"]["cpu_ms_per_frame"]
+    assert summary["ratio_viewer_to_idle"] == pytest.approx(ratio)
+    assert summary["loop_thread"]["preview_ms"] > 0
+
+
+@pytest.mark.timeout(900)
+def test_bench_center_measures_stages_stage_group_and_worker_once_each(tmp_path):
+    """Micro-batches of 4, 2 per measurement, 8 ROIs, one round: every measure of the report is there."""
+    out = tmp_path / "center.json"
+    proc = run_tool("tools.bench_center", "--batch", "4", "--batches", "2", "--rois", "8", "--rounds", "1",
+                    "--out", str(out), timeout_s=840)  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    result = json.loads(out.read_text())
+    assert len(result["split_points"]) == 1  # two stages
+    stages, worker = result["stages"], result["worker"]
+    assert (stages["batch"], stages["batches"], stages["rounds"]) == (4, 2, 1)
+    for key in ("bare", "engine_k1", "engine_k2"):
+        assert stages[f"{key}_rounds"] == [stages[key]] and stages[key] > 0  # one round: the best is that round
+    assert stages["engine_k2_stage_group"] > 0 and stages["link_ms_mean"] > 0
+    assert worker["worker"] == max(worker["worker_rounds"]) > 0 and worker["bare_loop"] == max(worker["bare_loop_rounds"])
