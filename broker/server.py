@@ -29,7 +29,7 @@ import zmq
 
 from vcascade.broker.backlog import QueueBacklog, finite_ms
 from vcascade.broker.bind import broker_sockets
-from vcascade.broker.books import Envelope, Stats, broker_hops, ms, remaining_ttl_ms, send_failure_reason
+from vcascade.broker.books import Envelope, broker_hops, ms, remaining_ttl_ms, send_failure_reason
 from vcascade.broker.dispatch import ByteBounds, Dispatcher, InFlight, Pending, RecognizerChanged, WorkerLimit
 from vcascade.broker.metrics import BrokerTelemetry
 from vcascade.core.protocol import wire
@@ -140,7 +140,6 @@ class _BrokerLoop:
         self._last_heartbeat_s = 0.0
         self.report = report
         self.telemetry = BrokerTelemetry(name)
-        self.stats = Stats()
         self.worker_names: dict[bytes, str] = {}
         self.accepting = True
         self.poller = zmq.Poller()
@@ -218,7 +217,6 @@ class _BrokerLoop:
         if not isinstance(header, wire.Roi):
             self._malformed("frontend", "wrong_kind")
             return
-        self.stats.received += 1
         self.telemetry.roi_received(header.camera)
         envelope = Envelope(edge, frames[1:], header)
         size_bytes = sum(len(frame) for frame in frames[1:])  # header and crop as received
@@ -284,7 +282,6 @@ class _BrokerLoop:
         hops.append(("broker_return", ms(time.perf_counter() - now_s)))
         answer = msgspec.structs.replace(result, hops=hops)
         if self._send_edge(flight.pending.data.edge, [wire.encode(answer)]):
-            self.stats.results += 1
             self.telemetry.result_forwarded()
 
     def _on_worker_drop(self, worker: bytes, drop: wire.Drop, header_frame: zmq.Frame, now_s: float) -> None:
@@ -292,7 +289,7 @@ class _BrokerLoop:
         if flight is None:
             return
         if self._send_edge(flight.pending.data.edge, [header_frame]):  # forwarded unchanged
-            self.stats.worker_drops += 1
+            self.telemetry.worker_drop_forwarded()
 
     def _complete(self, roi_id: str, worker: bytes) -> InFlight | None:
         """The in-flight record an answer completes; None (counted) for a late, duplicate or unknown answer."""
@@ -328,7 +325,6 @@ class _BrokerLoop:
             flight.pending.attempts -= 1  # never delivered: not an attempt
             self._worker_lost(flight.worker, "unreachable")
             return
-        self.stats.forwarded += 1
         self.telemetry.dispatched(flight.pending.recognizer, flight.dispatched_s - flight.pending.received_s)
         self.backlog.waited(flight.dispatched_s - flight.pending.received_s)
 
@@ -355,7 +351,6 @@ class _BrokerLoop:
         else:
             given_up, overflow = [flight.pending for flight in flights], []
         redispatched = len(flights) - len(given_up)
-        self.stats.redispatched += redispatched
         self.telemetry.redispatched(redispatched)
         log.info(
             "broker %s: worker %s %s: %d ROIs taken back, %d re-queued, %d dropped",
@@ -422,11 +417,9 @@ class _BrokerLoop:
         return header
 
     def _malformed(self, side: str, reason: str) -> None:
-        self.stats.malformed += 1
         self.telemetry.malformed(side, reason)
 
     def _count_drop(self, reason: str) -> None:
-        self.stats.drops[reason] += 1
         self.telemetry.dropped(reason)
 
     # ------------------------------------------------------------------ reporting
@@ -441,7 +434,7 @@ class _BrokerLoop:
         if self.report is None:
             return
         d = self.dispatcher
-        report = self.stats.report(self.name, final, workers=d.workers, queued=d.queued, in_flight=d.in_flight)
+        report = self.telemetry.counts.report(self.name, final, workers=d.workers, queued=d.queued, in_flight=d.in_flight)
         try:
             self.report(report)
         except Exception:  # a failing observer must not take the broker down
