@@ -33,7 +33,8 @@ from vcascade.broker.books import Envelope, broker_hops, ms, remaining_ttl_ms, s
 from vcascade.broker.dispatch import ByteBounds, Dispatcher, InFlight, Pending, RecognizerChanged, WorkerLimit
 from vcascade.broker.metrics import BrokerTelemetry
 from vcascade.core.protocol import wire
-from vcascade.core.config import Deployment, HeartbeatConfig
+from vcascade.core.schema.broker import HeartbeatConfig
+from vcascade.core.schema.broker_settings import BrokerSettings
 from vcascade.core.telemetry.health import READINESS
 from vcascade.core.transport.liveness import PeerLiveness
 from vcascade.core.transport.sockets import waiting_messages
@@ -62,40 +63,38 @@ MAX_CREDITS = 100_000
 
 
 def run_broker(
-    deployment: Deployment,
-    name: str,
+    settings: BrokerSettings,
     stop: StopFlag,
     report: Callable[[dict], None] | None = None,
     *,
     worker_timeout_s: float | None = None,
     drain_timeout_s: float = DRAIN_TIMEOUT_S,
 ) -> None:
-    """Run broker ``name`` of the deployment until ``stop`` is set, then drain and return.
+    """Run the broker ``settings`` describe until ``stop`` is set, then drain and return.
 
     Args:
-        deployment: the validated deployment; ``deployment.brokers[name]`` gives ports and ``queue_max``.
-        name: the broker's key in ``deployment.brokers``.
+        settings: the broker's settings (:meth:`BrokerSettings.from_deployment`); ``settings.broker`` gives ports
+            and ``queue_max``.
         stop: set it to shut down; the broker then answers queued ROIs with Drop ``shutdown``, waits up to
             ``drain_timeout_s`` for in-flight results, answers the rest with Drop ``shutdown`` and returns.
         report: called about once a second, and once at the end with ``final=True``, with a dict
             ``{"component": "broker", "name", "final", "received", "forwarded", "results", "worker_drops",
             "drops": {reason: n}, "malformed", "redispatched", "workers", "queued", "in_flight"}``.
-        worker_timeout_s: a worker silent for longer is declared lost, seconds (default: the deployment's
-            ``heartbeat.liveness * heartbeat.interval_s``).
+        worker_timeout_s: a worker silent for longer is declared lost, seconds (default:
+            :attr:`BrokerSettings.worker_timeout_s`, ``heartbeat.liveness * heartbeat.interval_s``).
         drain_timeout_s: shutdown wait for in-flight results, seconds.
 
     Raises:
-        KeyError: ``name`` is not a broker of the deployment.
         vcascade.core.telemetry.metrics.MetricsPortInUse: the metrics port is taken.
         zmq.ZMQError: a frontend/backend port cannot be bound.
     """
-    cfg = deployment.brokers[name]
+    cfg, name = settings.broker, settings.name
     serve_metrics(cfg.metrics_port, component="broker", name=name)
     ctx = zmq.Context.instance()  # the process's one context, shared with anything else in the process
-    auth = start_authenticator(ctx, deployment.security)  # CurveZMQ: the authorized keys, admitted per role
-    frontend, backend = broker_sockets(ctx, deployment, name, auth)
-    beat = deployment.heartbeat
-    window_s = beat.liveness * beat.interval_s if worker_timeout_s is None else worker_timeout_s
+    auth = start_authenticator(ctx, settings.security)  # CurveZMQ: the authorized keys, admitted per role
+    frontend, backend = broker_sockets(ctx, settings, auth)
+    beat = settings.heartbeat
+    window_s = settings.worker_timeout_s if worker_timeout_s is None else worker_timeout_s
     try:
         frontend.bind(cfg.endpoint("frontend", bind=True))
         backend.bind(cfg.endpoint("backend", bind=True))

@@ -7,21 +7,24 @@ one class per ``type``, combined in a discriminated union. Loading and ``${VAR}`
 :mod:`vcascade.core.config`, which re-exports everything here; the checks across sections in
 :mod:`vcascade.core.schema.checks` (section modules never refer to the whole file).
 
-========================================  =====================================================
-module                                    holds
-========================================  =====================================================
-:mod:`vcascade.core.schema.base`          base model, names, ports, thread fields, ``type`` key
-:mod:`vcascade.core.schema.detector`      the edge's detector, one class per family
-:mod:`vcascade.core.schema.edge`          cameras, ROI policy, routes, crops, sinks, edges
-:mod:`vcascade.core.schema.analytics`     a camera's counting lines and zones
-:mod:`vcascade.core.schema.sinks`         network sinks (MQTT, webhook), every sink's queue settings
-:mod:`vcascade.core.schema.view`          a camera's view of its source (crop, mirror, scale)
-:mod:`vcascade.core.schema.broker`        brokers, heartbeats, CurveZMQ
-:mod:`vcascade.core.schema.center`        recognizers and their heads, workers, stage groups
-:mod:`vcascade.core.schema.identity`      identity space of embedding heads: store, sync, topology
-:mod:`vcascade.core.schema.deployment`    the whole file, supervision
-:mod:`vcascade.core.schema.ui`            the live view and the edges' previews
-========================================  =====================================================
+===========================================  ==========================================================
+module                                       holds
+===========================================  ==========================================================
+:mod:`vcascade.core.schema.base`             base model, names, ports, thread fields, ``type`` key
+:mod:`vcascade.core.schema.detector`         the edge's detector, one class per family
+:mod:`vcascade.core.schema.edge`             cameras, ROI policy, routes, crops, sinks, edges
+:mod:`vcascade.core.schema.analytics`        a camera's counting lines and zones
+:mod:`vcascade.core.schema.sinks`            network sinks (MQTT, webhook), every sink's queue settings
+:mod:`vcascade.core.schema.view`             a camera's view of its source (crop, mirror, scale)
+:mod:`vcascade.core.schema.broker`           brokers, heartbeats, CurveZMQ
+:mod:`vcascade.core.schema.center`           recognizers and their heads, workers, stage groups
+:mod:`vcascade.core.schema.identity`         identity space of embedding heads: store, sync, topology
+:mod:`vcascade.core.schema.deployment`       the whole file, supervision
+:mod:`vcascade.core.schema.ui`               the live view and the edges' previews
+:mod:`vcascade.core.schema.checks`           checks across sections (a package: edges, center, network)
+:mod:`vcascade.core.schema.broker_settings`  what one broker process needs of the file
+:mod:`vcascade.core.schema.center_settings`  what one worker or stage-group process needs of the file
+===========================================  ==========================================================
 """
 
 from vcascade.core.exports import lazy_exports
@@ -79,6 +82,9 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "TopologyConfig": ".identity",
     "TopologyLinkConfig": ".identity",
     "Deployment": ".deployment",
+    "BrokerSettings": ".broker_settings",
+    "StageGroupSettings": ".center_settings",
+    "WorkerSettings": ".center_settings",
     "SupervisionConfig": ".deployment",
     "UiConfig": ".ui",
     "is_loopback": ".ui",
