@@ -16,8 +16,8 @@ def broker_sockets(
     ctx: zmq.Context, settings: BrokerSettings, auth: RoleAuthenticator | None
 ) -> tuple[zmq.Socket, zmq.Socket]:
     """``(frontend, backend)``: ROUTERs with ``ROUTER_HANDOVER`` (a reconnecting identity takes over at once), set
-    up as CurveZMQ servers of the broker ``settings`` describe when ``security.curve.enabled``: the frontend admits only the keys of
-    the broker's edges, the backend only those of its workers (``auth``, the process's ZAP handler, from
+    up as CurveZMQ servers of the broker ``settings`` describe when ``security.curve.enabled``: the frontend admits
+    only the keys of the broker's edges, the backend only those of its workers (``auth``, the process's ZAP handler, from
     :func:`vcascade.core.transport.zap.start_authenticator`; None when curve is disabled). Refused handshakes are counted
     from the socket monitor, ``vcascade_broker_auth_failures_total{reason}`` (``wrong_role``: a key of the
     authorized folder on the other socket's role), and so are lost connections, among them peers libzmq cut for a

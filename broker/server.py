@@ -433,7 +433,8 @@ class _BrokerLoop:
         if self.report is None:
             return
         d = self.dispatcher
-        report = self.telemetry.counts.report(self.name, final, workers=d.workers, queued=d.queued, in_flight=d.in_flight)
+        counts = self.telemetry.counts
+        report = counts.report(self.name, final, workers=d.workers, queued=d.queued, in_flight=d.in_flight)
         try:
             self.report(report)
         except Exception:  # a failing observer must not take the broker down

@@ -289,7 +289,8 @@ def bench_worker(raw: dict, crops: list[bytes], batch: int, device: str = "cpu",
     router = make_socket(zmq.Context.instance(), zmq.ROUTER)
     router.bind(dep.brokers["broker-1"].endpoint("backend", bind=True))
     stop = threading.Event()
-    thread = threading.Thread(target=run_worker, args=(WorkerSettings.from_deployment(dep, "worker-1"), stop, None), daemon=True)
+    settings = WorkerSettings.from_deployment(dep, "worker-1")
+    thread = threading.Thread(target=run_worker, args=(settings, stop, None), daemon=True)
     thread.start()
     try:
         identity = _ready(router)

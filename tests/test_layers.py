@@ -174,7 +174,8 @@ def test_the_circle_finder_sees_a_type_checking_import(tmp_path):
     assert import_circles({"a": {"b"}, "b": {"c"}, "c": set()}) == []
     assert import_circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     source = tmp_path / "m.py"
-    source.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from vcascade.core.schema.deployment import D\n")
+    source.write_text("from typing import TYPE_CHECKING\n"
+                      "if TYPE_CHECKING:\n    from vcascade.core.schema.deployment import D\n")
     assert imported_modules(source, "vcascade.core.schema.ui") == [(3, "vcascade.core.schema.deployment")]
 
 

@@ -91,6 +91,7 @@ def build_head(cfg, context: HeadContext | None = None) -> Head:
 
 __all__ = [
     "EPS", "HEADS", "ClassifierHead", "EmbeddingHead", "Head", "HeadBuilder", "HeadContext", "TextHead",
-    "build_head", "ctc_classes", "head_registry", "ctc_greedy_decode", "head_context", "head_input", "l2_normalise", "read_list",
+    "build_head", "ctc_classes", "ctc_greedy_decode", "head_context", "head_input", "head_registry", "l2_normalise",
+    "read_list",
     "read_model_charset", "softmax",
 ]

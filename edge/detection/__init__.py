@@ -82,7 +82,8 @@ def build_detector(
 
 
 __all__ = [
-    "DETECTOR_FAMILIES", "PAD_VALUE", "Detector", "DetectorContractError", "DetectorFamily", "OnnxDetector", "Placement",
+    "DETECTOR_FAMILIES", "PAD_VALUE", "Detector", "DetectorContractError", "DetectorFamily", "OnnxDetector",
+    "Placement",
     "Yolov5Detector", "Yolov8Detector", "YoloxDetector", "batched_nms", "build_detector", "letterbox_centered",
     "letterbox_top_left", "load_class_names", "select_detections", "to_bgr",
 ]

@@ -37,7 +37,8 @@ def expected_anchors(size: int, strides: Sequence[int] = STRIDES) -> int:
 
 def yolox_layout(input_size: int, strides: Sequence[int] = STRIDES) -> OutputLayout:
     """The YOLOX output layout for a square input: ``[B, A, 5+C]`` with A = :func:`expected_anchors`."""
-    return OutputLayout(family_tag(YoloxDetectorConfig), "[B, A, 5+C]", values_axis=2, extra=5, boxes=expected_anchors(input_size, strides))
+    boxes = expected_anchors(input_size, strides)
+    return OutputLayout(family_tag(YoloxDetectorConfig), "[B, A, 5+C]", values_axis=2, extra=5, boxes=boxes)
 
 
 @functools.lru_cache(maxsize=8)

@@ -98,8 +98,9 @@ def start_broker(free_port):
         deployment = make_deployment(name, ports, queue_max, max_attempts, heartbeat_s, **(config or {}))
         stop = threading.Event()
         reports: list[dict] = []
+        settings = BrokerSettings.from_deployment(deployment, name)
         thread = threading.Thread(
-            target=run_broker, args=(BrokerSettings.from_deployment(deployment, name), stop, reports.append), kwargs=kwargs, daemon=True
+            target=run_broker, args=(settings, stop, reports.append), kwargs=kwargs, daemon=True
         )
         handle = BrokerHandle(name, deployment, stop, thread, reports)
         thread.start()

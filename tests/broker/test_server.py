@@ -379,8 +379,8 @@ def test_the_report_and_the_metrics_are_one_count(start_broker):
     assert final["forwarded"] == b.sample("vcascade_broker_rois_dispatched_total") >= 4
     assert final["results"] == b.sample("vcascade_broker_results_total")
     assert final["redispatched"] == b.sample("vcascade_broker_rois_redispatched_total")
-    malformed = REGISTRY.get_sample_value("vcascade_broker_malformed_messages_total",
-                                          {"broker": b.name, "side": "frontend", "reason": _reason(b"\xc1 not msgpack")})  # fmt: skip
+    labels = {"broker": b.name, "side": "frontend", "reason": _reason(b"\xc1 not msgpack")}
+    malformed = REGISTRY.get_sample_value("vcascade_broker_malformed_messages_total", labels)
     assert final["malformed"] == malformed == 1
     assert final["drops"]["unknown_roi"] == 1 and sum(final["drops"].values()) == 3  # r2, r3 never answered
     for reason, n in final["drops"].items():

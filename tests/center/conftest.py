@@ -100,7 +100,8 @@ def serve_rois(
     router.bind(deployment.brokers["broker-1"].endpoint("backend", bind=True))
     stop = threading.Event()
     report = reports.append if reports is not None else None
-    thread = threading.Thread(target=run_worker, args=(WorkerSettings.from_deployment(deployment, "worker-1"), stop, report, model_dir), daemon=True)
+    settings = WorkerSettings.from_deployment(deployment, "worker-1")
+    thread = threading.Thread(target=run_worker, args=(settings, stop, report, model_dir), daemon=True)
     thread.start()
     answers: dict[str, wire.Message] = {}
     deadline = time.monotonic() + timeout_s

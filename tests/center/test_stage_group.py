@@ -230,7 +230,8 @@ def test_worker_with_a_stage_group_survives_its_death_and_reconnects(demo_raw, f
     group = _start_group(config)
     stop = threading.Event()
     reports: list[dict] = []
-    worker = threading.Thread(target=run_worker, args=(WorkerSettings.from_deployment(dep, "worker-1"), stop, reports.append), daemon=True)
+    settings = WorkerSettings.from_deployment(dep, "worker-1")
+    worker = threading.Thread(target=run_worker, args=(settings, stop, reports.append), daemon=True)
     worker.start()
     try:
         deadline = time.monotonic() + 180

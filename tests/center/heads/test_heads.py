@@ -11,7 +11,15 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from vcascade.center.heads import HEADS, ClassifierHead, EmbeddingHead, TextHead, build_head, head_registry, l2_normalise
+from vcascade.center.heads import (
+    HEADS,
+    ClassifierHead,
+    EmbeddingHead,
+    TextHead,
+    build_head,
+    head_registry,
+    l2_normalise,
+)
 from vcascade.center.identity import IdentityHead
 from vcascade.core.protocol import wire
 from vcascade.core.config import (

@@ -90,7 +90,9 @@ class Yolov8DetectorConfig(UserModelDetectorConfig):
     type: Literal["yolov8"] = Field(description="Detector family (registry key); also YOLO11.")
 
 
-DETECTOR_CONFIGS: tuple[type[DetectorConfigBase], ...] = (YoloxDetectorConfig, Yolov5DetectorConfig, Yolov8DetectorConfig)
+DETECTOR_CONFIGS: tuple[type[DetectorConfigBase], ...] = (
+    YoloxDetectorConfig, Yolov5DetectorConfig, Yolov8DetectorConfig,
+)
 """Registry of the detector families' config classes (a new family: its class here, its detector in
 :mod:`vcascade.edge.detection.registry`)."""
 

@@ -2,7 +2,8 @@
 on-demand annotated previews it shows (``edges.<name>.preview_port``, vcascade/edge/preview/hub.py).
 
 Safe by default: the view is off, read-only, and binds 127.0.0.1. Any other bind address, for the view or for
-an edge's preview endpoint, needs ``token`` (checked by :func:`vcascade.core.schema.checks.network.check_previews`); keep it in the environment
+an edge's preview endpoint, needs ``token`` (checked by
+:func:`vcascade.core.schema.checks.network.check_previews`); keep it in the environment
 (``token: ${VCASCADE_UI_TOKEN}``), never in the file.
 """
 
