@@ -89,7 +89,7 @@ def run_broker(
         zmq.ZMQError: a frontend/backend port cannot be bound.
     """
     cfg, name = settings.broker, settings.name
-    serve_metrics(cfg.metrics_port, component="broker", name=name)
+    serve_metrics(cfg.metrics_port, component="broker", name=name, settings=settings.metrics, host_names=[cfg.host])
     ctx = zmq.Context.instance()  # the process's one context, shared with anything else in the process
     auth = start_authenticator(ctx, settings.security)  # CurveZMQ: the authorized keys, admitted per role
     frontend, backend = broker_sockets(ctx, settings, auth)

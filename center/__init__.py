@@ -36,8 +36,6 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "profile_torch": ".stages.profile",
     "TorchStage": ".stages.torch_stages",
     "build_model": ".stages.torch_stages",
-    "load_stages": ".stages.torch_stages",
-    "run_chained": ".stages.torch_stages",
     "split_model": ".stages.torch_stages",
     "RUNTIMES": ".stages.runtimes",
     "load_recognizer_stages": ".stages.runtimes",

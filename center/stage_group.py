@@ -85,7 +85,7 @@ def run_stage_group(
     cfg, first = settings.group, settings.first_stage
     threads = stage_threads_of(cfg)  # per stage thread, from the cores given (vcascade.core.runtime.threads)
     set_process_threads(threads, opencv_threads=1)
-    serve_metrics(cfg.metrics_port)
+    serve_metrics(cfg.metrics_port, settings=settings.metrics, host_names=[cfg.host])
     stages = load_stage_range(with_stage_threads(settings.recognizer, threads), cfg.devices, first)
     _Group(settings, stages, threads).run(stop, report or (lambda snapshot: None))
 

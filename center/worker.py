@@ -95,7 +95,7 @@ def run_worker(
         (see :func:`vcascade.center.stages.torch_stages.build_model`).
     """
     cfg, name = settings.worker, settings.name
-    serve_metrics(cfg.metrics_port, component="worker", name=name)
+    serve_metrics(cfg.metrics_port, component="worker", name=name, settings=settings.metrics)
     worker = _Worker(settings, model_dir)
     worker.telemetry.set_credits(cfg.credits)
     READINESS.set(f"worker:{name}:stages", True)  # _Worker loaded them

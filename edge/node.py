@@ -285,7 +285,7 @@ def run_edge(
     cfg = dep.edges[name]
     set_process_threads(None, cfg.opencv_threads)
     detector, threads = build_detector(dep, name, model_dir)
-    serve_metrics(cfg.metrics_port, component="edge", name=name)
+    serve_metrics(cfg.metrics_port, component="edge", name=name, settings=dep.metrics, host_names=[cfg.host])
     ctx = zmq.Context()
     sinks = open_sinks(cfg.sinks, ctx, name)
     identities = IdentityCache(name)

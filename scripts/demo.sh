@@ -13,6 +13,6 @@ status=0
 "$VENV/bin/vcascade" run configs/demo.yaml "$@" || status=$?
 results="${VCASCADE_OUT:-out/demo}/results.jsonl"  # configs/demo.yaml's jsonl sink
 if [ "$status" -eq 0 ] && [ -s "$results" ]; then
-    echo "demo.sh: results in $results (one JSON line per ROI, plus tracked and camera_state lines: README, \"A result line\")" >&2
+    echo "demo.sh: results in $results (one JSON line per ROI, plus tracked and camera_state lines: docs/USAGE.md, \"A result line\")" >&2
 fi
 exit "$status"

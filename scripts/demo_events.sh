@@ -39,7 +39,7 @@ PIDS=()
 cleanup() { for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done; wait 2>/dev/null || true; }
 trap cleanup EXIT
 "$MOSQUITTO" -c "$OUT/mosquitto.conf" 2>>"$OUT/mosquitto.log" & PIDS+=($!)
-"$PY" scripts/demo_events.py subscribe --port "$MQTT_PORT" --out "$OUT/mqtt.jsonl" --ready "$OUT/subscribed" & PIDS+=($!)
+"$PY" -m tools.demo_events subscribe --port "$MQTT_PORT" --out "$OUT/mqtt.jsonl" --ready "$OUT/subscribed" & PIDS+=($!)
 for _ in $(seq 200); do [ -e "$OUT/subscribed" ] && break; sleep 0.1; done  # the subscriber's SUBACK
 [ -e "$OUT/subscribed" ] || { echo "demo_events.sh: no subscription to Mosquitto on port $MQTT_PORT" >&2; exit 1; }
 echo "demo_events.sh: Mosquitto on 127.0.0.1:$MQTT_PORT, subscribed; running configs/traffic.yaml ($FRAMES frames), output in $OUT" >&2
@@ -50,4 +50,4 @@ export VCASCADE_BACKEND_PORT="$(free_port)" VCASCADE_BROKER_METRICS_PORT="$(free
 export VCASCADE_WORKER_METRICS_PORT="$(free_port)"
 "$PY" -m vcascade run configs/traffic.yaml --model-dir "$MODEL_DIR" > "$OUT/run.log" 2>&1 \
   || { echo "demo_events.sh: vcascade run failed; its output:" >&2; tail -40 "$OUT/run.log" >&2; exit 1; }
-"$PY" scripts/demo_events.py report --config configs/traffic.yaml --jsonl "$OUT/results.jsonl" --mqtt "$OUT/mqtt.jsonl"
+"$PY" -m tools.demo_events report --config configs/traffic.yaml --jsonl "$OUT/results.jsonl" --mqtt "$OUT/mqtt.jsonl"

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.media import CorpusNotFound, bad_inputs_dir
 from tests.redis_server import RedisServer
 from vcascade.core.transport import ports
 from vcascade.core.runtime.resources import resolve
@@ -24,6 +25,16 @@ def models_dir() -> Path:
     if not (path / "yolox_nano.onnx").is_file():
         pytest.fail(f"yolox_nano.onnx not found in {path}; set VCASCADE_TEST_MODELS to the shared models folder")
     return path
+
+
+@pytest.fixture(scope="session")
+def bad_inputs() -> Path:
+    """The read-only bad-inputs corpus: $VCASCADE_TEST_MEDIA (the folder holding bad-inputs/, or bad-inputs/
+    itself), else beside the shared models folder (tests/media.py)."""
+    try:
+        return bad_inputs_dir()
+    except CorpusNotFound as e:
+        pytest.fail(str(e))
 
 
 @pytest.fixture(scope="session")

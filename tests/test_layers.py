@@ -9,6 +9,10 @@ Layers (docs/DESIGN.md, "Layout"), bottom to top:
 Read from the source with ``ast`` (no module is executed), so a new import that breaks a rule fails here
 before it can build a cycle. Every ``import`` statement counts, including those inside functions: an import
 written inside a function to dodge a cycle is itself a failure.
+
+Beside the package, ``tools/`` (benchmarks and harnesses, not shipped) may import the package's public names only,
+the package never imports ``tools``, and no file of ``tests/``, ``tools/`` or ``scripts/`` edits the import path
+(tools run as ``python -m tools.x`` from the repository root, tests import ``tools.x``).
 """
 
 from __future__ import annotations
@@ -35,6 +39,8 @@ ALLOWED = {
     "app": {"core", "edge", "broker", "center", "app"},
     "root": {"root", "app"},  # vcascade/__init__.py and __main__.py
 }
+NOT_SHIPPED = {"tools": REPO / "tools", "tests": REPO / "tests", "scripts": REPO / "scripts"}
+"""Folders of Python beside the package: tools (imported by tests), the tests themselves, shell scripts' helpers."""
 PURE_MODULES = ["vcascade.broker.dispatch", "vcascade.core.protocol.wire", "vcascade.edge.selection.roi_policy", "vcascade.center.stages.balance"]
 HEAVY = ["torch", "cv2", "onnxruntime"]
 
@@ -260,3 +266,44 @@ def test_the_wheel_has_one_top_level_name(tmp_path):
     static = REPO / "vcascade" / "app" / "ui" / "static"  # the live view's page ships without a build step
     for page_file in static.iterdir():
         assert f"vcascade/app/ui/static/{page_file.name}" in names
+
+
+def _imports_of(path: Path) -> list[tuple[int, str, list[str]]]:
+    """``(line, module, names)`` of every absolute import in the file (``names`` empty for ``import x``)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name, []) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            found.append((node.lineno, node.module, [alias.name for alias in node.names]))
+    return found
+
+
+def test_the_package_never_imports_tools():
+    found = [f"{path.relative_to(REPO)}:{line}: imports {name}" for path in source_modules().values()
+             for line, name, _ in _imports_of(path) if name == "tools" or name.startswith("tools.")]
+    assert not found, "the package imports tools/ (not shipped in the wheel):\n" + "\n".join(found)
+
+
+def test_tools_import_only_public_names_of_the_package():
+    """A tool reaching for ``_private`` names ties the product to its tools; what a tool needs is public."""
+    found = []
+    for path in sorted(NOT_SHIPPED["tools"].rglob("*.py")):
+        for line, module, names in _imports_of(path):
+            if module == "vcascade" or module.startswith("vcascade."):
+                private = [p for p in [*module.split("."), *names] if p.startswith("_") and p != "__version__"]
+                if private:
+                    found.append(f"{path.relative_to(REPO)}:{line}: from {module} imports {', '.join(private)}")
+    assert not found, "tools import private names of the package:\n" + "\n".join(found)
+
+
+def test_no_file_beside_the_package_edits_the_import_path():
+    """Tools and tests import each other as packages (``tools.x``, ``tests.x``), never by editing the path."""
+    found = []
+    for folder in NOT_SHIPPED.values():
+        for path in sorted(folder.rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+                if (isinstance(node, ast.Attribute) and node.attr == "path" and isinstance(node.value, ast.Name)
+                        and node.value.id == "sys"):
+                    found.append(f"{path.relative_to(REPO)}:{node.lineno}")
+    assert not found, "import path edits:\n" + "\n".join(found)

@@ -60,7 +60,7 @@ def head_context(recognizer_cfg: Any, model_dir: str | Path | None = None) -> He
     """The :class:`HeadContext` of a recognizer config: its ONNX ``model`` when it has one (read with ``getattr``,
     so recognizer types without a ``model`` field work too). A ``package://`` URI is resolved; a path that is not
     a file is looked up as a file name in the model folders (:func:`vcascade.core.runtime.models.find_model`: ``model_dir``,
-    ``$VCASCADE_MODEL_DIR`` and the user cache, where ``scripts/fetch_models.py --text`` puts it).
+    ``$VCASCADE_MODEL_DIR`` and the user cache, where ``python -m tools.fetch_models --text`` puts it).
 
     Raises:
         vcascade.core.runtime.resources.ResourceNotFound: a ``package://`` model URI that does not resolve.

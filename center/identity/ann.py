@@ -27,7 +27,7 @@ recall@1 0.993 against exact search at 0.51 ms of CPU per ROI one ROI at a time 
 1.0 ms while other processes crowd the shared caches (the walk is a chain of random memory reads); graph build
 27-45 s. The walk is most of a search's cost (about 0.1 ms is the projection, re-ranking and Python around
 it), hence the 8-bit codes and the 96-d projection, with twice the candidates re-ranked to keep recall.
-Measured by ``scripts/bench_match.py`` (docs/BENCHMARKS.md), which runs exact search side by side.
+Measured by ``tools/bench_match.py`` (docs/BENCHMARKS.md), which runs exact search side by side.
 
 faiss won over usearch (the other candidate): on the benchmark's gallery (30,000 x 1,280-d, one thread) it
 searched faster at the same recall, built its graph 5x faster, and, decisively, usearch 2.26's compiled module
@@ -82,7 +82,7 @@ class AnnIndex(VectorIndex):
             core, as the worker's thread settings expect; 0: every core).
         min_rebuild_tombstones: tombstones always tolerated before a rebuild.
 
-    Defaults: chosen with ``scripts/bench_match.py`` (docs/BENCHMARKS.md) for the demo embedder's 1,280-d
+    Defaults: chosen with ``tools/bench_match.py`` (docs/BENCHMARKS.md) for the demo embedder's 1,280-d
     vectors at 100,000 identities.
 
     Raises:

@@ -5,7 +5,7 @@ Both index classes answer the same calls (:class:`VectorIndex`), so an identity 
 
 * :class:`ExactIndex`: every query against every vector, one matrix product (numpy/BLAS). Exact; cost grows
   linearly with the gallery (34 ms of CPU per query, 16 ms per ROI in micro-batches of 8, at 100,000
-  identities of 1,280 dimensions on one core; ``scripts/bench_match.py``).
+  identities of 1,280 dimensions on one core; ``tools/bench_match.py``).
 * :class:`AnnIndex` (:mod:`vcascade.center.identity.ann`): an HNSW graph over a learned low-dimensional
   projection of the vectors, its candidates re-ranked by exact full-dimension inner products.
 

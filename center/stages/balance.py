@@ -9,12 +9,11 @@ This is the linear partition problem, solved exactly by dynamic programming in O
 boundaries: S. Skiena, *The Algorithm Design Manual*, 2nd ed. (Springer 2008), section 8.5 "The Partition
 Problem", recurrence ``M[n, k] = min_i max(M[i, k-1], sum_{j=i+1..n} s_j)``. Here the recurrence runs over the
 allowed boundaries only (units between two allowed boundaries cannot be separated, so they are summed first).
-:func:`brute_force` enumerates every combination and exists to check the DP on real profiles (tests).
+The tests check the DP against enumerating every combination of cuts, on random and real profiles.
 """
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -99,17 +98,6 @@ def balance(costs_ms: Sequence[float], num_stages: int, allowed: Sequence[int] |
         j = back[k][j]
         cuts.append(bounds[j])
     return plan_for_cuts(costs_ms, tuple(reversed(cuts)))
-
-
-def brute_force(costs_ms: Sequence[float], num_stages: int, allowed: Sequence[int] | None = None) -> Plan:
-    """The optimal plan by trying every combination of K-1 allowed cuts (C(m, K-1) plans: small problems only).
-
-    Raises:
-        ValueError: as :func:`balance`.
-    """
-    positions = _check(costs_ms, num_stages, allowed)
-    plans = (plan_for_cuts(costs_ms, cuts) for cuts in itertools.combinations(positions, num_stages - 1))
-    return min(plans, key=lambda plan: plan.max_ms)
 
 
 def _check(costs_ms: Sequence[float], num_stages: int, allowed: Sequence[int] | None) -> list[int]:

@@ -1,6 +1,6 @@
 """The ``calibrated`` stage runtime: no model, one stage that takes the measured time of each micro-batch.
 
-Capacity planning and the scale harness (``scripts/bench_scale.py``) need workers that behave like the real
+Capacity planning and the scale harness (``tools/bench_scale.py``) need workers that behave like the real
 recognizer (same sockets, batcher, crop decoding, stage engine, head, answers) without spending a CPU core
 on the model: the stage holds each micro-batch for the service time measured from the real model at that
 micro-batch size, and sleeps meanwhile, like a worker thread waiting for its GPU. So one machine can run
@@ -9,7 +9,7 @@ many such workers, and a worker's capacity is known in advance::
     capacity_rois_per_s = B / service_s(B)      (B: the micro-batch size it forms under load, its max_batch)
 
 ``service_ms`` (``recognizers.<name>.service_ms``) maps micro-batch sizes to milliseconds; how it was measured
-(the real model on this host's CPU, or ``scripts/gpu_center.py`` on a GPU) is in docs/DEPLOY.md, "Capacity
+(the real model on this host's CPU, or ``tools/gpu_center.py`` on a GPU) is in docs/DEPLOY.md, "Capacity
 planning".
 """
 

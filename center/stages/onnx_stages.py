@@ -234,11 +234,3 @@ def build_onnx_stages(
     parts = split_onnx(model, split_points)
     log.info("ONNX model split into %d stages at %s", len(parts), list(split_points))
     return [OnnxStage(part, device, intra_op_threads, allow_spinning) for part, device in zip(parts, devices)]
-
-
-def run_chained(stages: Sequence[OnnxStage], x: Any) -> np.ndarray:
-    """Run all stages in sequence on one input (tests and tools); returns the last stage's first output."""
-    activations: tuple = (x,)
-    for stage in stages:
-        activations = stage(activations)
-    return activations[0]

@@ -5,7 +5,7 @@ sample micro-batch with :mod:`vcascade.center.stages.profile`, then :func:`vcasc
 stages), splits and places one stage per device. Every stage takes the previous stage's activations tuple and
 returns a tuple; torch stages pass torch tensors, ONNX stages numpy arrays. :func:`input_device` says where
 the worker prepares the first stage's input, :func:`stage_input` turns a float32 sample batch into what the
-first stage wants, :func:`as_numpy` the last stage's output into numpy for the head.
+first stage wants.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import torch
 from vcascade.center.stages.balance import Plan, balance, plan_for_cuts
 from vcascade.center.stages.calibrated import build_calibrated_stages
 from vcascade.center.stages.model_files import resolve_onnx_model
-from vcascade.center.stages.onnx_stages import build_onnx_stages, fit_batch, load_onnx, to_numpy
+from vcascade.center.stages.onnx_stages import build_onnx_stages, fit_batch, load_onnx
 from vcascade.center.intake.preprocess import to_device
 from vcascade.center.stages.profile import ModelProfile, profile_onnx, profile_torch
 from vcascade.center.stages.torch_stages import build_model, place_stages
@@ -236,7 +236,7 @@ def warm_up(stages: Sequence[Stage], rec_cfg: RecognizerConfig, device: str, bat
     The runtimes allocate on first use: ONNX Runtime's arena grows to the largest batch it has seen and torch's
     allocator caches. Warming up with ``batch`` (the largest micro-batch the worker can form) gets memory to its
     plateau before the first ROI, so the first ROIs are not slow and RSS does not step up later when the first
-    full micro-batch arrives (``scripts/soak.py`` checks RSS growth after the warm-up). A first stage whose
+    full micro-batch arrives (``tools/soak.py`` checks RSS growth after the warm-up). A first stage whose
     model fixes its batch size (``OnnxStage.fixed_batch``) is warmed up at that size instead.
 
     Args:
@@ -274,8 +274,3 @@ def stage_input(rec_cfg: RecognizerConfig, batch: np.ndarray, device: str) -> to
     """The first stage's input from an (n, 3, H, W) float32 sample batch: a torch tensor on ``device`` for
     torch runtimes (:func:`vcascade.center.intake.preprocess.to_device`), the numpy array itself for ONNX."""
     return to_device(batch, device) if runtime_of(rec_cfg).takes_torch else batch
-
-
-def as_numpy(x: Any) -> np.ndarray:
-    """A stage output (torch tensor on any device, or numpy array) as a host numpy array."""
-    return to_numpy(x)

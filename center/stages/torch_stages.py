@@ -170,20 +170,6 @@ def _channels_last(x: torch.Tensor) -> torch.Tensor:
     return x.contiguous(memory_format=torch.channels_last) if x.dim() == 4 else x
 
 
-def load_stages(cfg: TorchRecognizerConfig, devices: Sequence[str]) -> list[TorchStage]:
-    """Build, load, split and place the recognizer at its explicit split points: one :class:`TorchStage` per device.
-
-    (``split_points: auto`` is resolved by :func:`vcascade.center.stages.runtimes.load_recognizer_stages`, which profiles first.)
-
-    Raises:
-        ValueError: ``split_points`` is ``auto``, or ``len(devices) != len(cfg.split_points) + 1``; plus the
-        errors of :func:`build_model`.
-    """
-    if cfg.split_points == "auto":
-        raise ValueError("split_points: auto needs profiling: use center.stages.runtimes.load_recognizer_stages")
-    return place_stages(build_model(cfg), cfg.split_points, devices, cfg.input_hw)
-
-
 def place_stages(
     model: nn.Module, split_points: Sequence[str], devices: Sequence[str], input_hw: Sequence[int]
 ) -> list[TorchStage]:
@@ -209,11 +195,3 @@ def check_split_points(model: nn.Module, split_points: Sequence[str]) -> None:
         if point not in names:
             near = difflib.get_close_matches(point, names, n=5) or names[:5]
             raise ValueError(f"split point {point!r} is not a submodule of the model; e.g. {', '.join(near)}")
-
-
-def run_chained(stages: Sequence[TorchStage], x: torch.Tensor) -> torch.Tensor:
-    """Run all stages in sequence on one input (for tests and tools); returns the last stage's first output."""
-    activations: Activations = (x,)
-    for stage in stages:
-        activations = stage(activations)
-    return activations[0]

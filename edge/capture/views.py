@@ -1,7 +1,7 @@
 """A camera's view of its source (``view:`` of a camera): crop, mirror, rescale, JPEG re-encode, and the same
 geometry applied to boxes.
 
-The edge applies :func:`apply_view` to each decoded frame (edge/capture/source.py). ``scripts/bench_reid.py`` uses
+The edge applies :func:`apply_view` to each decoded frame (edge/capture/source.py). ``tools/bench_reid.py`` uses
 the same two functions to build cameras that show one clip without replaying its pixels, and
 :func:`view_boxes` to carry the clip's ground-truth boxes into each camera's pixels.
 """

@@ -22,11 +22,11 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable
-from http.server import ThreadingHTTPServer
 from typing import Any
 
 from vcascade.core.config import Deployment
-from vcascade.core.telemetry.http import ReadOnlyHandler, serve_read_only
+from vcascade.core.telemetry.http import Request, Response, json_response, serve_read_only, text
+from vcascade.core.telemetry.http_server import BoundedHttpServer
 from vcascade.core.redact import redact_url
 from vcascade.core.schema.ui import preview_bind
 from vcascade.edge.preview.hub import PreviewHub
@@ -50,8 +50,9 @@ def camera_states(readers: list[CameraReader]) -> dict[str, dict[str, Any]]:
 
 def serve_previews(
     edge: str, dep: Deployment, hub: PreviewHub, readers: Callable[[], list[CameraReader]]
-) -> ThreadingHTTPServer | None:
-    """Start the preview endpoint when ``edges.<edge>.preview_port`` is set (None otherwise).
+) -> BoundedHttpServer | None:
+    """Start the preview endpoint when ``edges.<edge>.preview_port`` is set (None otherwise). ``Host`` may name
+    loopback, the edge's ``host``/``bind`` or one of ``ui.allowed_hosts`` (421 otherwise).
 
     Raises:
         vcascade.core.telemetry.http.HttpPortInUse: the port cannot be bound.
@@ -60,36 +61,32 @@ def serve_previews(
     if cfg.preview_port is None:
         return None
 
-    class PreviewHandler(ReadOnlyHandler):
-        token = dep.ui.token
+    def route(request: Request) -> Response:
+        current = {r.camera: r for r in readers()}
+        path = request.path
+        if path == "/cameras":
+            return json_response({"edge": edge, "cameras": camera_states(list(current.values()))})
+        if path.startswith("/preview/") and path.endswith(".jpg"):
+            return _preview(path[len("/preview/"):-len(".jpg")], current)
+        if path.startswith("/recent/") and path[len("/recent/"):] in current:
+            return json_response(hub.recent(path[len("/recent/"):]))
+        return text(404, "not found: /cameras, /preview/CAMERA.jpg, /recent/CAMERA")
 
-        def route(self, path: str, query: dict[str, list[str]]) -> None:
-            current = {r.camera: r for r in readers()}
-            if path == "/cameras":
-                self.reply_json({"edge": edge, "cameras": camera_states(list(current.values()))})
-            elif path.startswith("/preview/") and path.endswith(".jpg"):
-                self._preview(path[len("/preview/"):-len(".jpg")], current)
-            elif path.startswith("/recent/") and path[len("/recent/"):] in current:
-                self.reply_json(hub.recent(path[len("/recent/"):]))
-            else:
-                self.reply(404, "text/plain; charset=utf-8", b"not found: /cameras, /preview/CAMERA.jpg, /recent/CAMERA\n")
-
-        def _preview(self, camera: str, current: dict[str, CameraReader]) -> None:
-            if camera not in current:
-                self.reply(404, "text/plain; charset=utf-8", b"no such camera on this edge\n")
-                return
-            hub.watch(camera)
-            preview = hub.latest(camera)
-            if preview is None:
-                self.reply(204, "image/jpeg", b"")
-                return
-            self.reply(200, "image/jpeg", preview.jpeg, {
-                "X-Frame-Seq": str(preview.frame_seq), "X-Stream-Ts-Ms": f"{preview.stream_ts_ms:.1f}",
-                "X-Encoded-Unix-Ms": f"{preview.encoded_unix_ms:.0f}", "X-Boxes": json.dumps(preview.boxes_xyxy_px, separators=(",", ":")),
-            })
+    def _preview(camera: str, current: dict[str, CameraReader]) -> Response:
+        if camera not in current:
+            return text(404, "no such camera on this edge")
+        hub.watch(camera)
+        preview = hub.latest(camera)
+        if preview is None:
+            return Response(204, "image/jpeg")
+        return Response(200, "image/jpeg", preview.jpeg, {
+            "X-Frame-Seq": str(preview.frame_seq), "X-Stream-Ts-Ms": f"{preview.stream_ts_ms:.1f}",
+            "X-Encoded-Unix-Ms": f"{preview.encoded_unix_ms:.0f}", "X-Boxes": json.dumps(preview.boxes_xyxy_px, separators=(",", ":")),
+        })
 
     host = preview_bind(cfg.bind or cfg.host)
-    server = serve_read_only(host, cfg.preview_port, PreviewHandler, f"edge-preview:{edge}")
+    names = [cfg.host, *(cfg.bind and [cfg.bind] or []), *dep.ui.allowed_hosts]
+    server = serve_read_only(host, cfg.preview_port, route, "preview", token=dep.ui.token, allowed_hosts=names)
     log.info("edge %s: previews on http://%s:%d/ (token %s)", edge, host, server.server_address[1],
              "required" if dep.ui.token else "not required")  # fmt: skip
     return server

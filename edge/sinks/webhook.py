@@ -5,8 +5,10 @@ waiting at most ``batch_wait_s`` after the first, and hands them to :meth:`Webho
 as ``[record, ...]`` with ``Content-Type: application/json`` (and ``Authorization: <auth_header>`` when set).
 
 - 2xx: every record of the batch is delivered.
-- a connection error, a timeout (``timeout_s`` to connect and for each read), 408, 429 or 5xx: the attempt is
-  counted (``vcascade_edge_sink_attempts_failed_total{reason}``) and the same batch is sent again after a capped,
+- a connection error, a timeout (``timeout_s`` to connect and for each read), an attempt still running at
+  ``deadline_s`` (``deadline``: a receiver trickling its answer), an answer longer than :data:`ANSWER_MAX_BYTES`
+  (``answer_too_large``; it is read no further), 408, 429 or 5xx: the attempt is counted
+  (``vcascade_edge_sink_attempts_failed_total{reason}``) and the same batch is sent again after a capped,
   fully jittered exponential backoff (:class:`vcascade.edge.capture.backoff.Backoff`), up to ``max_attempts`` sends; then
   its records are dropped as ``retries_exhausted``. Records arriving meanwhile wait in the bounded queue and go
   out in order afterwards. A retried batch may arrive twice (the receiver timed out after storing it):
@@ -17,15 +19,15 @@ as ``[record, ...]`` with ``Content-Type: application/json`` (and ``Authorizatio
 
 from __future__ import annotations
 
-from typing import Any
-
 import requests
+import urllib3
 import zmq
 
 from vcascade.core.config import WebhookSinkConfig
 from vcascade.core.redact import redact_url
 from vcascade.edge.capture.backoff import Backoff
 from vcascade.edge.sinks.books import SinkBooks
+from vcascade.edge.sinks.http_deadline import DeadlineSession
 from vcascade.edge.sinks.queue import Entry, QueuedSink, encoded
 
 RETRY_STATUSES = {408: "http_408", 429: "http_429"}
@@ -33,6 +35,9 @@ RETRY_STATUSES = {408: "http_408", 429: "http_429"}
 Too Many Requests), with their ``reason`` label."""
 BODY_SHOWN_CHARS = 200
 """Characters of a refusing response's body kept in the error text."""
+ANSWER_MAX_BYTES = 64 * 1024
+"""Bytes of an answer read at most: a receiver answers a POST of records with a status and a short text; more
+is counted as ``answer_too_large`` (the edge's memory stays its own)."""
 
 
 def batch_body(payloads: list[bytes]) -> bytes:
@@ -56,8 +61,8 @@ class WebhookSink:
         self.shown_url = redact_url(cfg.url)
         """The URL as logs and snapshots show it (``user:password@`` replaced)."""
         self.batch_max, self.batch_wait_s = cfg.batch_max, cfg.batch_wait_s
-        self._session = requests.Session()
-        self._headers = {"Content-Type": "application/json"}
+        self._http = DeadlineSession()
+        self._headers = {"Content-Type": "application/json", "Accept-Encoding": "identity"}
         if cfg.auth_header is not None:
             self._headers["Authorization"] = cfg.auth_header.get_secret_value()
 
@@ -86,31 +91,37 @@ class WebhookSink:
         ledger.settle(entries, "retries_exhausted", f"{self.cfg.max_attempts} sends failed, the last: {detail}")
 
     def _post(self, body: bytes) -> tuple[str, str]:
-        """One POST: ``("ok", "")``, ``("rejected", why)`` or ``(retry reason, why)``."""
-        try:
-            response = self._session.post(
-                self.cfg.url, data=body, headers=self._headers, timeout=(self.cfg.timeout_s, self.cfg.timeout_s),
-                verify=self.cfg.verify_tls, allow_redirects=False,
-            )
-        except requests.Timeout as exc:
-            return "timeout", f"no answer from {self.shown_url} within {self.cfg.timeout_s} s ({type(exc).__name__})"
-        except requests.RequestException as exc:
-            return "connection", redact_url(f"{self.shown_url}: {type(exc).__name__}: {exc}")
+        """One POST, its answer read to :data:`ANSWER_MAX_BYTES`, all within ``deadline_s``: ``("ok", "")``,
+        ``("rejected", why)`` or ``(retry reason, why)``."""
+        with self._http.attempt(self.cfg.deadline_s) as attempt:
+            try:
+                response = self._http.session.post(
+                    self.cfg.url, data=body, headers=self._headers, timeout=(self.cfg.timeout_s, self.cfg.timeout_s),
+                    verify=self.cfg.verify_tls, allow_redirects=False, stream=True,
+                )
+                try:
+                    answer = response.raw.read(ANSWER_MAX_BYTES + 1, decode_content=False)
+                finally:
+                    response.close()  # an answer not read to its end closes the connection, nothing more is read
+            except (requests.RequestException, urllib3.exceptions.HTTPError, OSError) as exc:
+                if attempt.expired:
+                    return "deadline", f"{self.shown_url} took longer than deadline_s = {self.cfg.deadline_s} s"
+                if isinstance(exc, requests.Timeout | urllib3.exceptions.TimeoutError | TimeoutError):
+                    return "timeout", f"no answer from {self.shown_url} within {self.cfg.timeout_s} s ({type(exc).__name__})"
+                return "connection", redact_url(f"{self.shown_url}: {type(exc).__name__}: {exc}")
+        if attempt.expired:  # cut off mid-answer: the read ended early at the shutdown
+            return "deadline", f"{self.shown_url} took longer than deadline_s = {self.cfg.deadline_s} s"
+        if len(answer) > ANSWER_MAX_BYTES:
+            return "answer_too_large", f"{self.shown_url} answered more than {ANSWER_MAX_BYTES} bytes"
         status = response.status_code
         if 200 <= status < 300:
             return "ok", ""
-        shown = _body_start(response)
+        shown = answer[:BODY_SHOWN_CHARS * 4].decode("utf-8", "replace")[:BODY_SHOWN_CHARS]
         if status >= 500 or status in RETRY_STATUSES:
             return RETRY_STATUSES.get(status, "http_5xx"), f"{self.shown_url} answered HTTP {status}: {shown}"
         return "rejected", f"{self.shown_url} refused the batch: HTTP {status}: {shown}"
 
     def close(self) -> None:
         """Close the connection pool."""
-        self._session.close()
+        self._http.close()
 
-
-def _body_start(response: Any) -> str:
-    try:
-        return response.text[:BODY_SHOWN_CHARS]
-    except (UnicodeDecodeError, LookupError):  # an undecodable body (or unknown charset) must not hide the status
-        return "(body not readable)"

@@ -67,8 +67,8 @@ def test_status_shows_a_live_broker_and_unreachable_components(tmp_path, free_po
     config = tmp_path / "deploy.yaml"
     config.write_text(yaml.safe_dump(data))
     stop = threading.Event()
-    settings = BrokerSettings.from_deployment(load_config(config)
-    thread = threading.Thread(target=run_broker, args=(settings, "broker-1"), stop), daemon=True)
+    settings = BrokerSettings.from_deployment(load_config(config), "broker-1")
+    thread = threading.Thread(target=run_broker, args=(settings, stop), daemon=True)
     thread.start()
     try:
         port = data["brokers"]["broker-1"]["metrics_port"]

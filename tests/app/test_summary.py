@@ -88,3 +88,19 @@ def test_the_start_up_line_counts_each_kind_and_says_what_it_waits_for():
     data["cameras"]["street-2"]["edge"] = "edge-9"
     line = starting_line(Deployment.model_validate(data))
     assert line.startswith("starting 1 broker, 2 workers, 2 edges: ") and "once every worker has loaded" in line
+
+
+def test_a_camera_removed_on_purpose_is_removed_and_no_problem():
+    """Issue 27: a camera taken out with ``vcascade camera remove`` was reported as ``problem:`` at shutdown (it had
+    ended, ``stopped``, and a live one that never connected had read no frame)."""
+    removed = {**CAMERA, "frames": 0, "sent": 0, "results": 0, "drops": {}, "p50_ms": None, "p99_ms": None,
+               "state": "ended", "reason": "stopped", "removal": "closed",
+               "fault": "connection_refused", "detail": "rtsp://cam/1: Connection refused"}  # fmt: skip
+    failed = {**removed, "state": "failed", "reason": "missing_file", "error": "/data/gone.mp4: no such file"}
+    assert camera_faults({"good": CAMERA, "unplugged": removed, "typo": failed}) == []
+    edge = {"component": "edge", "name": "e1", "final": True, "cameras": {"good": CAMERA, "unplugged": removed}}
+    text = _render(summary_tables({("edge", "e1"): edge}, 1.0))
+    row = next(line for line in text.splitlines() if line.startswith("│ unplugged"))
+    assert row.split("│")[2].strip() == "removed"
+    assert "camera unplugged: removed at run time after 0 frames (books closed)" in text
+    assert "never connected" not in text

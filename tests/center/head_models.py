@@ -1,7 +1,7 @@
 """Real models in the shape the worker's torch recognizer expects, and a text-line renderer, for the head tests.
 
 Imported by the tests and, by the worker, as a recognizer ``factory`` (``tests.center.head_models:...``; the
-repository root is on ``sys.path`` when pytest runs from it, as ``python -m pytest`` does).
+repository root is on the import path when pytest runs from it, as ``python -m pytest`` does).
 
 * :class:`OnnxModule` runs an ONNX model (PP-OCRv6_rec_small) with ONNX Runtime on the CPU inside a torch
   module, so the worker's torch stage runtime can serve it until the ONNX stage runtime (``type: onnx``) lands.

@@ -13,7 +13,8 @@ import torch
 
 from vcascade.center.heads import EmbeddingHead
 from vcascade.center.intake.preprocess import PreprocessSpec, decode_jpeg, stack_batch, to_input
-from vcascade.center.stages.torch_stages import TorchStage, run_chained
+from tests.center.chain import run_chained
+from vcascade.center.stages.torch_stages import TorchStage
 
 
 def _embed(embedder, spec: PreprocessSpec, payloads: list[bytes]) -> np.ndarray:

@@ -22,7 +22,8 @@ from prometheus_client import REGISTRY
 from tests.center.intake.test_preprocess import roi_item
 from vcascade.center.intake.microbatch import MicroBatch
 from vcascade.center.intake.preprocess import PreprocessSpec, prepare_micro_batch
-from vcascade.center.stages.torch_stages import load_stages, run_chained
+from tests.center.chain import run_chained
+from vcascade.center.stages.torch_stages import build_model, place_stages
 from vcascade.center.stage_group import load_stage_range
 from vcascade.center.stages.link import RemoteStageError, RemoteStages, StageUnreachable, decode_message, encode_message
 from vcascade.center.stages.engine import StageEngine
@@ -146,7 +147,8 @@ def test_two_process_chain_gives_the_same_embeddings_as_one_process(demo_raw, fr
     spec = PreprocessSpec.from_config(recognizer)
     prepared = prepare_micro_batch([roi_item(n, p) for n, p in crops.items()], spec, "cpu", time.perf_counter())
     tensor, ok = prepared.batch, prepared.items
-    expected = run_chained(load_stages(recognizer, ["cpu", "cpu"]), tensor)
+    expected = run_chained(place_stages(build_model(recognizer), recognizer.split_points, ["cpu", "cpu"], recognizer.input_hw),
+                           tensor)
 
     group = _start_group(config)
     try:

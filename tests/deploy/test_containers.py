@@ -82,12 +82,15 @@ def test_compose_runs_each_component_of_its_file_with_a_health_check_on_its_metr
     assert dep.brokers["broker-1"].host == "broker" and dep.edges["edge-1"].host == "edge"
     assert dep.security.curve.enabled
     assert services["edge"]["depends_on"]["broker"]["condition"] == "service_healthy"
+    # published metrics ports: every address inside the container, a token from the mounted keys folder
+    assert dep.metrics.bind == "0.0.0.0" and dep.metrics.token_file == "/etc/vcascade/keys/metrics.token"
 
 
 @pytest.mark.parametrize("path", DEPLOYMENT_FILES, ids=lambda p: str(p.relative_to(REPO / "deploy")))
 def test_every_embedding_recognizer_of_a_container_deployment_uses_the_shared_store(path, monkeypatch):
     """Workers in separate containers or pods would each get their own SQLite file: one identity space each."""
     monkeypatch.setenv("VCASCADE_UI_TOKEN", "containers-test-token-0123")
+    monkeypatch.setenv("VCASCADE_METRICS_TOKEN", "containers-metrics-token-0123")
     monkeypatch.delenv("VCASCADE_IDENTITY_REDIS_URL", raising=False)
     dep = load_config(path)
     stores = redis_stores(dep)  # raises AssertionError naming a recognizer without the shared store

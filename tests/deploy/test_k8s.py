@@ -29,6 +29,8 @@ kubernetes_validate = pytest.importorskip("kubernetes_validate", reason="pip ins
 REPO = Path(__file__).resolve().parents[2]
 UI_TOKEN = "k8s-test-token-0123456789"
 """What Secret vcascade-ui would hold (``${VCASCADE_UI_TOKEN}`` of the deployment file)."""
+METRICS_TOKEN = "k8s-metrics-token-0123456789"
+"""What Secret vcascade-metrics would hold (``${VCASCADE_METRICS_TOKEN}``)."""
 UI = "vcascade-ui"
 """The live view's Deployment: no CurveZMQ keys (it speaks HTTP only), nothing to drain."""
 REDIS = "vcascade-redis"
@@ -55,6 +57,7 @@ def _load(path: Path) -> Deployment:
     """The deployment file as its pods load it, with the view's token in the environment."""
     with pytest.MonkeyPatch.context() as env:
         env.setenv("VCASCADE_UI_TOKEN", UI_TOKEN)
+        env.setenv("VCASCADE_METRICS_TOKEN", METRICS_TOKEN)
         return load_config(path)
 
 
@@ -268,3 +271,15 @@ def test_the_keda_scaled_object_scales_a_real_worker_on_series_the_broker_export
     worker = dep.workers["worker-1"]
     assert "broker-1" in dep.brokers and worker.brokers == ["broker-1"]
     assert float(trigger["metadata"]["threshold"]) == worker.credits + worker.max_batch  # busy + one batch waiting
+
+
+@pytest.mark.parametrize("variant", ["base", "overlays/cpu"])
+def test_metrics_need_the_token_and_every_pod_that_reads_the_file_gets_it(k8s_copy, variant, tmp_path):
+    objects = _render(k8s_copy, variant)
+    dep = _deployment_file(objects, tmp_path)
+    assert dep.metrics.bind == "0.0.0.0" and dep.metrics.read_token() == METRICS_TOKEN
+    assert dep.metrics.allowed_hosts == ["*"]  # probes and Prometheus address pods by IP
+    token_from = {"secretKeyRef": {"name": "vcascade-metrics", "key": "token"}}
+    for deployment in [*_components(objects), _one(objects, "Deployment", UI)]:
+        (container,) = deployment["spec"]["template"]["spec"]["containers"]
+        assert {"name": "VCASCADE_METRICS_TOKEN", "valueFrom": token_from} in container["env"], deployment["metadata"]["name"]

@@ -1,4 +1,4 @@
-"""Chaos over real processes: scripts/chaos.py kills and freezes every kind of component of a supervised
+"""Chaos over real processes: tools/chaos.py kills and freezes every kind of component of a supervised
 `vcascade run` (edges, broker, worker, RTSP server) and floods the broker with malformed messages; its own
 checks (accounting, no duplicates, recovery, restarts) must all pass. Plus the launcher's restart-storm limit
 on a component that crashes at every start, and the fault schedule's coverage."""
@@ -15,9 +15,8 @@ import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "scripts"))
-from chaos import schedule  # noqa: E402
-from chaos_deploy import write_deployment  # noqa: E402
+from tools.chaos import schedule
+from tools.chaos_deploy import write_deployment
 
 pytestmark = [pytest.mark.e2e]
 
@@ -40,11 +39,12 @@ def test_schedule_kills_every_kind_once_injects_malformed_and_is_reproducible(tm
 @pytest.mark.timeout(CHAOS_TIMEOUT_S)
 def test_chaos_60_seconds_seed_1_has_no_violations(tmp_path, models_dir):
     if not shutil.which("ffmpeg") or not Path("/usr/bin/python3").exists():
-        pytest.skip("needs ffmpeg and the system Python with GStreamer (scripts/rtsp_server.py)")
+        pytest.skip("needs ffmpeg and the system Python with GStreamer (tools/rtsp_server.py)")
     out = tmp_path / "chaos"
     proc = subprocess.run(
-        [sys.executable, str(REPO / "scripts" / "chaos.py"), "--seconds", "60", "--seed", "1", "--out", str(out),
+        [sys.executable, "-m", "tools.chaos", "--seconds", "60", "--seed", "1", "--out", str(out),
          "--model-dir", str(models_dir)], capture_output=True, text=True, timeout=CHAOS_TIMEOUT_S - 30,
+        cwd=REPO,
     )  # fmt: skip
     report = proc.stdout + proc.stderr[-3000:]
     assert proc.returncode == 0, report + (out / "run.log").read_text()[-4000:]

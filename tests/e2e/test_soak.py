@@ -1,4 +1,4 @@
-"""Soak: scripts/soak.py runs a real deployment for 2 minutes (CI scale) with the same checks as the 30-minute
+"""Soak: tools/soak.py runs a real deployment for 2 minutes (CI scale) with the same checks as the 30-minute
 run (docs/BENCHMARKS.md); plus its arithmetic: histogram quantiles, the linear-fit rise, the growth checks."""
 
 from __future__ import annotations
@@ -12,8 +12,7 @@ import numpy as np
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "scripts"))
-from soak import (  # noqa: E402
+from tools.soak import (
     RSS_CHECK,
     RSS_GROWTH_MAX,
     RSS_RATE_MAX_MB_PER_MIN,
@@ -122,8 +121,8 @@ def test_soak_two_minutes_nothing_grows(tmp_path, models_dir):
     the soak looks for growth, not for the lag of an overloaded center (which bounded queues cap)."""
     out = tmp_path / "soak"
     proc = subprocess.run(
-        [sys.executable, str(REPO / "scripts" / "soak.py"), "--minutes", "2", "--interval-s", "5", "--detect-fps", "1",
-         "--out", str(out), "--model-dir", str(models_dir)], capture_output=True, text=True, timeout=840,
+        [sys.executable, "-m", "tools.soak", "--minutes", "2", "--interval-s", "5", "--detect-fps", "1",
+         "--out", str(out), "--model-dir", str(models_dir)], capture_output=True, text=True, timeout=840, cwd=REPO,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
     with open(out / "samples.csv") as f:

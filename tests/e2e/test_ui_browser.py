@@ -1,6 +1,6 @@
 """The live view in a real browser (issue 20, item 5): headless Chromium from Debian (``/usr/bin/chromium``, never
 a downloaded browser) driven by Playwright, against a real deployment started by ``vcascade run`` with
-``ui.enabled``: bikes.mp4 as a looping camera paced like a live one, and an RTSP camera (scripts/rtsp_server.py)
+``ui.enabled``: bikes.mp4 as a looping camera paced like a live one, and an RTSP camera (tools/rtsp_server.py)
 whose URL carries credentials.
 
 The page refuses a wrong token; it shows every camera; the frames change over time; boxes are drawn (the

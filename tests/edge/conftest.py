@@ -46,7 +46,7 @@ def long_video(tmp_path_factory) -> Path:
 
 
 class RtspServer:
-    """scripts/rtsp_server.py (gst-rtsp-server under the system Python) on a loopback port, under test control.
+    """tools/rtsp_server.py (gst-rtsp-server under the system Python) on a loopback port, under test control.
 
     ``kill()`` ends it (SIGKILL), ``freeze()``/``thaw()`` stop and continue it (SIGSTOP/SIGCONT: connections stay
     open, no data flows), ``start()`` runs it again on the same port. With ``user``, the server requires Basic
@@ -61,7 +61,7 @@ class RtspServer:
     def start(self) -> None:
         """Start the server and wait until it listens. Fails the test if it does not."""
         python = shutil.which("python3", path="/usr/bin") or "/usr/bin/python3"
-        cmd = [python, str(REPO / "scripts" / "rtsp_server.py"), "--port", str(self.port), "--path", self.path,
+        cmd = [python, str(REPO / "tools" / "rtsp_server.py"), "--port", str(self.port), "--path", self.path,
                str(self.video)]
         if self.user:
             cmd += ["--user", self.user, "--password", self.password]

@@ -55,7 +55,7 @@ COMMANDS: dict[str, Command] = {
     "check": Command("check", "validate a deployment file"),
     "run": Command("run", "run every component of the file as local processes"),
     **{kind: Command("component", f"run one {kind} of the file in this process") for kind in COMPONENT_KINDS},
-    "keys": Command("keys", "CurveZMQ key files (README, section Security)"),
+    "keys": Command("keys", "CurveZMQ key files (docs/SECURITY.md)"),
     "prometheus-config": Command("prometheus_config", "print a Prometheus scrape config for every component of FILE"),
     "status": Command("status", "live view of a deployment read from its components' metrics endpoints"),
     "ui": Command("ui", "serve the live view in the browser: every camera's annotated frames, states, numbers"),

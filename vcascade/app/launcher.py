@@ -16,7 +16,7 @@ The children leave SIGINT and SIGTERM to the launcher while it lives, and die wi
 (:mod:`vcascade.app.parent_death`): no component outlives ``vcascade run``.
 
 ``status_path`` (``vcascade run --status-file``): a JSON file rewritten about once a second with each
-component's pid, liveness and restarts, for tools such as scripts/chaos.py and scripts/soak.py.
+component's pid, liveness and restarts, for tools such as tools/chaos.py and tools/soak.py.
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ from rich.live import Live
 from vcascade.app.child import child_main
 from vcascade.app.commands import EXIT_NO_RESTART
 from vcascade.app.preflight_models import model_problems
+from vcascade.app.preflight_ports import check_ports
 from vcascade.app.summary import camera_faults, progress_line, restarts_table, starting_line, summary_tables
 from vcascade.app.supervise import RestartPolicy, RestartTracker
 from vcascade.app.ui.server import serve_view
@@ -312,7 +313,9 @@ def run_deployment(
         vcascade.core.runtime.models.ModelUnavailable: a model is missing and cannot be fetched, or a detector model fails
             its contract check; its message has one line per such model, each naming the key path
             (:func:`vcascade.app.preflight_models.model_problems`, run before any process starts).
+        vcascade.app.preflight_ports.PortsTaken: a port of the file cannot be bound on this host (checked first).
     """
+    check_ports(dep)
     problems = model_problems(dep, model_dir)
     if problems:
         raise ModelUnavailable("\n".join(problems))

@@ -1,7 +1,7 @@
 """Every metric family a vcascade process may export, read from the Prometheus registry: the metrics modules of
 the three components are imported (which declares their families) and :func:`vcascade.core.telemetry.metrics.metric_families`
 lists what the registry holds. No list of metrics is kept by hand: docs/OBSERVABILITY.md's table
-(scripts/gen_metrics_docs.py) and the dashboard and "every metric moves" tests read this one.
+(tools/gen_metrics_docs.py) and the dashboard and "every metric moves" tests read this one.
 """
 
 from __future__ import annotations

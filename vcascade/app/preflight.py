@@ -1,6 +1,7 @@
 """Pre-flight checks of a deployment on this host: every problem ``vcascade run`` would otherwise meet late.
 
-``vcascade check FILE --deep`` runs all of them; ``vcascade run`` runs the model part before it starts any process.
+``vcascade check FILE --deep`` runs all of them; ``vcascade run`` runs the port and model parts before it starts any
+process.
 Each check returns one line per problem, naming the key path of the file it is about:
 
 * models (:func:`vcascade.app.preflight_models.model_problems`): each edge's detector model is found (or fetched,
@@ -22,11 +23,10 @@ from __future__ import annotations
 import os
 
 from vcascade.app.preflight_models import MODEL_ERRORS, model_problems, onnx_file_problem
+from vcascade.app.preflight_ports import taken_ports
 from vcascade.center.stages.runtimes import runtime_of
 from vcascade.core.config import Deployment
-from vcascade.core.schema.checks import bound_ports
 from vcascade.core.transport.keys import component_names
-from vcascade.core.transport.ports import bind_error
 from vcascade.core.transport.security import SecurityError, check_keys
 from vcascade.core.transport.zap import check_roles
 from vcascade.edge.capture.probe import probe_camera
@@ -83,11 +83,6 @@ def key_problems(dep: Deployment) -> list[str]:
 
 
 def port_problems(dep: Deployment) -> list[str]:
-    """One line per TCP port of the file (:func:`vcascade.core.schema.checks.bound_ports`) that cannot be bound on
-    this host now, with the system's reason."""
-    problems = []
-    for key, port in bound_ports(dep):
-        error = bind_error(port, reuse_address=True)  # as the component will bind it
-        if error is not None:
-            problems.append(f"{key} = {port}: cannot bind it on this host: {error}")
-    return problems
+    """One line per TCP port of the file that cannot be bound on this host now, with the system's reason and the
+    process holding it (:func:`vcascade.app.preflight_ports.taken_ports`, the check ``vcascade run`` makes)."""
+    return [taken.line() for taken in taken_ports(dep)]

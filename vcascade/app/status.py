@@ -60,7 +60,8 @@ def scrape(target: MetricsTarget, timeout_s: float = SCRAPE_TIMEOUT_S) -> Scrape
     """Read ``target``'s ``/metrics`` and ``/readyz``. Never raises: failures land in ``Scrape.error``."""
     result = Scrape(target, time.monotonic())
     try:
-        body = urllib.request.urlopen(target.url("/metrics"), timeout=timeout_s).read().decode()
+        request, context = target.request("/metrics")
+        body = urllib.request.urlopen(request, timeout=timeout_s, context=context).read().decode()
         for family in text_string_to_metric_families(body):
             for sample in family.samples:
                 result.samples.setdefault(sample.name, {})[tuple(sorted(sample.labels.items()))] = sample.value
@@ -68,7 +69,8 @@ def scrape(target: MetricsTarget, timeout_s: float = SCRAPE_TIMEOUT_S) -> Scrape
         result.error = _reason(exc)
         return result
     try:
-        ready = json.loads(urllib.request.urlopen(target.url("/readyz"), timeout=timeout_s).read())
+        request, context = target.request("/readyz")
+        ready = json.loads(urllib.request.urlopen(request, timeout=timeout_s, context=context).read())
         result.ready = bool(ready.get("ready"))
     except urllib.error.HTTPError as exc:  # 503: not ready, with the failing checks
         result.not_ready = _json_or_empty(exc.read()).get("failing", {}) or {"readyz": f"HTTP {exc.code}"}

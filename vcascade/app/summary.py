@@ -55,7 +55,7 @@ def summary_tables(snapshots: Snapshots, elapsed_s: float) -> list[Table]:
     never squeezes the other columns; each camera's fault (:func:`camera_faults`) and its frames lost or damaged
     (:func:`frame_losses`) are listed below the table."""
     cameras = _cameras(snapshots)
-    faults = camera_faults(cameras) + frame_losses(cameras)
+    faults = camera_faults(cameras) + removed_cameras(cameras) + frame_losses(cameras)
     cams = Table(title=f"vcascade run summary ({elapsed_s:.1f} s)", caption="\n".join(faults) or None,
                  caption_justify="left")  # fmt: skip
     for col in ("camera", "state", "frames", "sent", "results", "drops", "accounted", "p50 ms", "p99 ms"):
@@ -66,7 +66,7 @@ def summary_tables(snapshots: Snapshots, elapsed_s: float) -> list[Table]:
         ok = c["sent"] == c["results"] + dropped
         drops = ", ".join(f"{r} {n}" for r, n in sorted(c["drops"].items())) or "0"
         cams.add_row(
-            name, c["state"], str(c["frames"]), str(c["sent"]),
+            name, "removed" if c.get("removal") else c["state"], str(c["frames"]), str(c["sent"]),
             str(c["results"]), drops, "yes" if ok else "NO",
             f"{c['p50_ms']:.0f}" if c["p50_ms"] is not None else "-",
             f"{c['p99_ms']:.0f}" if c["p99_ms"] is not None else "-",
@@ -91,15 +91,31 @@ def camera_faults(cameras: dict[str, dict[str, Any]]) -> list[str]:
     reports them). A camera that read no frame at all
     is a fault even when it ``ended`` without an error: after Ctrl-C a camera that never connected ends as
     ``stopped`` like any other, so its zero frames (and its last fault) are the only trace of its fault.
+    A camera removed at run time (``removal`` set, ``vcascade camera remove``) is never a fault: it was stopped on
+    purpose (:func:`removed_cameras` lists it).
     """
     lines = []
     for name, c in sorted(cameras.items()):
+        if c.get("removal"):
+            continue
         reason = f" ({c['reason']})" if c.get("reason") else ""
         if c.get("error"):
             lines.append(f"camera {name}: {c['state']}{reason}: {c['error']}")
         elif c["frames"] == 0 and c["state"] in ("ended", "failed"):
             last = f"; last fault {c['fault']}: {c.get('detail')}" if c.get("fault") else ""
             lines.append(f"camera {name}: {c['state']}{reason} without reading a frame (never connected{last})")
+    return lines
+
+
+def removed_cameras(cameras: dict[str, dict[str, Any]]) -> list[str]:
+    """One line per camera removed at run time (``removal``: ``closed`` once every ROI it sent has a result or a
+    drop, ``removing`` before; :class:`vcascade.edge.camera_set.CameraSet`), sorted by camera name. Not a problem:
+    its books are checked like any other camera's."""
+    lines = []
+    for name, c in sorted(cameras.items()):
+        if c.get("removal"):
+            books = "books closed" if c["removal"] == "closed" else "books still open at stop"
+            lines.append(f"camera {name}: removed at run time after {c['frames']} frames ({books})")
     return lines
 
 

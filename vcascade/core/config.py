@@ -63,6 +63,7 @@ from vcascade.core.schema import (  # noqa: F401  (re-exported: the schema is pa
     TopologyLinkConfig,
     TorchRecognizerConfig,
     TrackerConfig,
+    MetricsConfig,
     UiConfig,
     WebhookSinkConfig,
     WorkerConfig,

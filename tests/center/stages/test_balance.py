@@ -2,16 +2,26 @@
 
 from __future__ import annotations
 
+import itertools
 import random
+from collections.abc import Sequence
 
 import numpy as np
 import pytest
 import torch
 
-from vcascade.center.stages.balance import Plan, balance, brute_force, plan_for_cuts
+from vcascade.center.stages.balance import Plan, balance, plan_for_cuts
 from vcascade.center.stages.onnx_stages import load_onnx
 from vcascade.center.stages.profile import profile_onnx, profile_torch
 from vcascade.center.stages.torch_stages import build_model
+
+
+def brute_force(costs_ms: Sequence[float], num_stages: int, allowed: Sequence[int] | None = None) -> Plan:
+    """The optimal plan by trying every combination of K-1 allowed cuts (C(m, K-1) plans: small problems only),
+    the oracle the DP is checked against."""
+    positions = sorted(set(range(1, len(costs_ms)) if allowed is None else allowed))
+    plans = (plan_for_cuts(costs_ms, cuts) for cuts in itertools.combinations(positions, num_stages - 1))
+    return min(plans, key=lambda plan: plan.max_ms)
 
 
 @pytest.fixture(scope="module")

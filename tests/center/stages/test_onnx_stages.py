@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 
+from tests.center.chain import run_chained
 from vcascade.center.stages.onnx_stages import (
     OnnxStage,
     build_onnx_stages,
@@ -15,7 +16,6 @@ from vcascade.center.stages.onnx_stages import (
     cut_points,
     load_onnx,
     make_session,
-    run_chained,
     session_options,
     split_onnx,
 )

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from vcascade.center.stages.torch_stages import TorchStage, as_activations, import_factory, run_chained, split_model
+from tests.center.chain import run_chained
+from vcascade.center.stages.torch_stages import TorchStage, as_activations, import_factory, split_model
 
 REPO = Path(__file__).resolve().parents[3]
 

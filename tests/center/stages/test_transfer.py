@@ -1,10 +1,11 @@
-"""Stage placement (CPU paths; CUDA in scripts/gpu_center.py)."""
+"""Stage placement (CPU paths; CUDA in tools/gpu_center.py)."""
 
 from __future__ import annotations
 
 import torch
 
-from vcascade.center.stages.torch_stages import TorchStage, run_chained
+from tests.center.chain import run_chained
+from vcascade.center.stages.torch_stages import TorchStage
 from vcascade.center.stages.transfer import Placed, Placement
 
 

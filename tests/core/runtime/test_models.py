@@ -183,12 +183,12 @@ def test_ensure_never_downloads_to_a_missing_absolute_path(served, tmp_path, iso
         ensure_detector_model(config, None)
 
 
-# ---------------------------------------------------------------- scripts/fetch_models.py
+# ---------------------------------------------------------------- tools/fetch_models.py
 
 
 def _fetch_script(*args: str, xdg: Path) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k != "VCASCADE_MODEL_DIR"} | {"XDG_CACHE_HOME": str(xdg)}
-    command = [sys.executable, str(REPO / "scripts" / "fetch_models.py"), *args]
+    command = [sys.executable, "-m", "tools.fetch_models", *args]
     return subprocess.run(command, env=env, capture_output=True, text=True, timeout=120, cwd=REPO)
 
 

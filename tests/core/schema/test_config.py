@@ -130,6 +130,6 @@ def test_check_as_a_process_prints_no_traceback(tmp_path):
 
 
 def test_config_reference_is_current():
-    script = Path(__file__).resolve().parents[3] / "scripts" / "gen_config_docs.py"
-    proc = subprocess.run([sys.executable, str(script), "--check"], capture_output=True, text=True)
+    proc = subprocess.run([sys.executable, "-m", "tools.gen_config_docs", "--check"], capture_output=True, text=True,
+                          cwd=Path(__file__).resolve().parents[3])
     assert proc.returncode == 0, proc.stderr

@@ -33,7 +33,7 @@ def test_a_broker_gets_its_section_and_the_names_it_admits():
     assert settings.edges == () and settings.workers == ("worker-2",)
     assert BrokerSettings.from_deployment(dep, "broker-1").edges == ("edge-1",)
     assert settings.worker_timeout_s == dep.heartbeat.liveness * dep.heartbeat.interval_s
-    assert set(BrokerSettings.model_fields) == {"name", "broker", "security", "heartbeat", "edges", "workers"}
+    assert set(BrokerSettings.model_fields) == {"name", "broker", "security", "heartbeat", "metrics", "edges", "workers"}
 
 
 def test_a_worker_gets_its_recognizer_its_brokers_endpoints_and_its_stage_group():

@@ -32,8 +32,7 @@ from vcascade.core.config import YoloxDetectorConfig
 from vcascade.edge.detection import DetectorContractError, build_detector
 
 REPO = Path(__file__).resolve().parents[3]
-sys.path.insert(0, str(REPO / "scripts"))
-from chaos_deploy import write_deployment  # noqa: E402
+from tools.chaos_deploy import write_deployment
 
 RUN_TIMEOUT_S = 600
 

@@ -4,7 +4,6 @@ checked against what its README documents (FFmpeg's own decoding is the referenc
 from __future__ import annotations
 
 import logging
-import os
 import shutil
 import subprocess
 import sys
@@ -15,16 +14,8 @@ import pytest
 from prometheus_client import REGISTRY
 
 REPO = Path(__file__).resolve().parents[3]
-_SHARED = Path(os.environ.get("VCASCADE_TEST_MODELS", REPO.parent / "shared" / "models")).parent
-MEDIA = Path(os.environ.get("VCASCADE_TEST_MEDIA", _SHARED / "media")) / "bad-inputs"
-"""The corpus: $VCASCADE_TEST_MEDIA/bad-inputs, else media/bad-inputs beside the shared models folder
-($VCASCADE_TEST_MODELS/..), else ../shared/media/bad-inputs beside the checkout."""
-
-
-@pytest.fixture(autouse=True)
-def _corpus_present() -> None:
-    if not (MEDIA / "README.md").is_file():
-        pytest.fail(f"bad-inputs corpus not found in {MEDIA}; set VCASCADE_TEST_MEDIA to the shared media folder")
+# The corpus comes from the ``bad_inputs`` fixture (tests/conftest.py, tests/media.py): $VCASCADE_TEST_MEDIA is the
+# folder holding bad-inputs/ or bad-inputs/ itself; a missing corpus fails each test with the folders tried.
 
 
 def ffprobe_pts_ms(path: Path) -> list[float]:
@@ -36,10 +27,10 @@ def ffprobe_pts_ms(path: Path) -> list[float]:
 
 
 @pytest.fixture
-def media(tmp_path):
+def media(tmp_path, bad_inputs):
     """A copy of one bad-input file (the corpus is read-only)."""
     def copy(name: str) -> Path:
-        return Path(shutil.copy(MEDIA / name, tmp_path / name))
+        return Path(shutil.copy(bad_inputs / name, tmp_path / name))
     return copy
 
 
@@ -112,33 +103,33 @@ def _video_packets(path: Path) -> list[tuple[int, int, bool]]:
         return [(p.pts, p.size, p.is_corrupt) for p in container.demux(video=0) if p.size]
 
 
-def test_transport_stream_cut_on_a_pes_boundary_leaves_every_packet_whole():
+def test_transport_stream_cut_on_a_pes_boundary_leaves_every_packet_whole(bad_inputs):
     """Why trunc.ts cannot be told from a finished file: the cut falls where the next video PES packet starts, so
     the demuxer returns the first 118 packets of ten.ts byte for byte, none flagged corrupt."""
-    cut, whole = _video_packets(MEDIA / "trunc.ts"), _video_packets(MEDIA / "ten.ts")
+    cut, whole = _video_packets(bad_inputs / "trunc.ts"), _video_packets(bad_inputs / "ten.ts")
     assert len(cut) == 118 and cut == whole[: len(cut)]
     assert not any(corrupt for _, _, corrupt in cut)
-    data = (MEDIA / "trunc.ts").read_bytes()
+    data = (bad_inputs / "trunc.ts").read_bytes()
     assert len(data) % 188 == 0
-    after = (MEDIA / "ten.ts").read_bytes()[len(data) : len(data) + 188]
+    after = (bad_inputs / "ten.ts").read_bytes()[len(data) : len(data) + 188]
     assert after[1] & 0x40, "the first TS packet after the cut starts a new PES packet (payload_unit_start)"
 
 
-def test_a_trimmed_file_leaves_the_same_hole_at_its_end_and_is_no_error(read_all, tmp_path):
+def test_a_trimmed_file_leaves_the_same_hole_at_its_end_and_is_no_error(read_all, tmp_path, bad_inputs):
     """A file FFmpeg itself trims by stream copy (``-c copy -t``, a finished MP4 with its index) ends, like
     trunc.ts, with a reference frame whose B-frames were left out: the hole at the end is counted, and a rule
     calling it truncation would fail this valid file."""
     trimmed = tmp_path / "trimmed.mp4"
-    subprocess.run(["ffmpeg", "-v", "error", "-y", "-i", str(MEDIA / "ten.mp4"), "-c", "copy", "-t", "4.7",
+    subprocess.run(["ffmpeg", "-v", "error", "-y", "-i", str(bad_inputs / "ten.mp4"), "-c", "copy", "-t", "4.7",
                     str(trimmed)], check=True)
     reader, frames = read_all(str(trimmed))
     assert (reader.state, reader.reason) == ("ended", "end_of_file")
     assert len(frames) == 120 and reader.losses == {"pts_gap": 1}
 
 
-def test_truncated_container_is_an_error(read_all, tmp_path):
+def test_truncated_container_is_an_error(read_all, tmp_path, bad_inputs):
     whole = tmp_path / "faststart.mp4"  # ten.mp4 with its index first, then cut in the middle of its frames
-    subprocess.run(["ffmpeg", "-v", "error", "-y", "-i", str(MEDIA / "ten.mp4"), "-c", "copy", "-movflags",
+    subprocess.run(["ffmpeg", "-v", "error", "-y", "-i", str(bad_inputs / "ten.mp4"), "-c", "copy", "-movflags",
                     "+faststart", str(whole)], check=True)
     cut = tmp_path / "cut.mp4"
     cut.write_bytes(whole.read_bytes()[:30_000])
@@ -169,10 +160,10 @@ def test_ffmpeg_warnings_never_reach_the_terminal_raw(media):
     assert "PPS" not in done.stderr and "h264" not in done.stderr, done.stderr
 
 
-def test_frames_decoded_without_their_reference_are_counted(read_all, tmp_path):
+def test_frames_decoded_without_their_reference_are_counted(read_all, tmp_path, bad_inputs):
     """ten.h264 with one P-frame access unit removed: FFmpeg decodes the rest (249) and says references are
     missing for the frames that pointed at it."""
-    with av.open(str(MEDIA / "ten.h264")) as source:
+    with av.open(str(bad_inputs / "ten.h264")) as source:
         units = [(bytes(p), p.is_keyframe) for p in source.demux(source.streams.video[0]) if p.size]
     assert not units[5][1]  # a P-frame in the first GOP (keyframes every 50)
     path = tmp_path / "lost_unit.h264"

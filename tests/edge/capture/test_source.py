@@ -60,7 +60,7 @@ def rtsp_url(bikes_path, free_port):
     python = shutil.which("python3", path="/usr/bin")
     port = free_port()
     proc = subprocess.Popen(
-        [python or "/usr/bin/python3", str(REPO / "scripts" / "rtsp_server.py"), "--port", str(port), str(bikes_path)],
+        [python or "/usr/bin/python3", str(REPO / "tools" / "rtsp_server.py"), "--port", str(port), str(bikes_path)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     line = proc.stdout.readline()

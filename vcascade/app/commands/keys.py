@@ -1,4 +1,4 @@
-"""``vcascade keys generate|check``: CurveZMQ key files (README, section Security).
+"""``vcascade keys generate|check``: CurveZMQ key files (docs/SECURITY.md).
 
     vcascade keys generate DIR [--config FILE] [--name NAME ...] [--force]
     vcascade keys check --config FILE [--name NAME ...]

@@ -11,6 +11,7 @@ from pathlib import Path
 from vcascade.app.commands import EXIT_FAILURE
 from vcascade.app.commands.options import add_log_format, add_model_dir
 from vcascade.app.launcher import run_deployment
+from vcascade.app.preflight_ports import PortsTaken
 from vcascade.core.config import load_config
 from vcascade.core.telemetry.logs import FORMAT_ENV, configure_logging
 from vcascade.core.runtime.models import ModelUnavailable
@@ -29,14 +30,15 @@ def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    """Run the deployment; the launcher's exit code, or EXIT_FAILURE when a model is unavailable or the live
-    view's port is taken."""
+    """Run the deployment; the launcher's exit code, or EXIT_FAILURE when a port of the file is taken (before
+    anything starts, one line per port naming its key and holder), a model is unavailable or the live view's
+    port is taken."""
     dep = load_config(args.file)
     os.environ[FORMAT_ENV] = args.log_format  # the launcher's children inherit it
     configure_logging("WARNING", "vcascade")
     try:
         return run_deployment(dep, args.file, args.model_dir, args.log_level, args.summary_json, args.status_file)
-    except (ModelUnavailable, HttpPortInUse) as exc:  # one line per missing or invalid model, or the port taken
+    except (PortsTaken, ModelUnavailable, HttpPortInUse) as exc:  # one line per port taken or model missing
         for line in str(exc).splitlines():
             print(f"vcascade: {line}", file=sys.stderr)
         return EXIT_FAILURE

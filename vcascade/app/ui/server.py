@@ -16,7 +16,7 @@ path                                 answer
 ``/api/events``                      JSON: the recent events of every camera (the event feed)
 ===================================  ===================================================================
 
-Read-only (:mod:`vcascade.core.telemetry.http`: GET and HEAD only), bound to ``ui.bind`` (127.0.0.1 unless
+Read-only (:mod:`vcascade.core.telemetry.http`: GET and HEAD only, bounded and Host-checked), bound to ``ui.bind`` (127.0.0.1 unless
 configured; any other address needs ``ui.token``, a config check). A request that presents the token as
 ``?token=`` gets it back as an HttpOnly, SameSite=Strict cookie, so the page's own requests carry it.
 """
@@ -24,14 +24,14 @@ configured; any other address needs ``ui.token``, a config check). A request tha
 from __future__ import annotations
 
 import logging
-import time
-from http.server import ThreadingHTTPServer
+from collections.abc import Callable
 from importlib import resources
 from urllib.parse import unquote
 
 from vcascade.app.ui.deployment_view import DeploymentView, EdgeUnreachable
 from vcascade.core.config import Deployment
-from vcascade.core.telemetry.http import TOKEN_COOKIE, ReadOnlyHandler, serve_read_only
+from vcascade.core.telemetry.http import TOKEN_COOKIE, Request, Response, json_response, serve_read_only, text
+from vcascade.core.telemetry.http_server import BoundedHttpServer
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +41,8 @@ STATIC_TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript; ch
 MJPEG_BOUNDARY = "vcascade-frame"
 STREAM_MAX_S = 3600.0
 """An MJPEG stream ends after this long (the page reopens it), s: no connection is held forever."""
+PAGE_CSP = "default-src 'self'; img-src 'self' blob:; frame-ancestors 'none'"
+"""The page loads only its own scripts, styles and images, and no other site may frame it."""
 
 
 def static_file(name: str) -> bytes | None:
@@ -51,94 +53,82 @@ def static_file(name: str) -> bytes | None:
     return item.read_bytes() if item.is_file() else None
 
 
-def make_handler(view: DeploymentView) -> type[ReadOnlyHandler]:
-    """The request handler class serving ``view`` (token from ``view.dep.ui.token``)."""
+def make_route(view: DeploymentView) -> Callable[[Request], Response]:
+    """The function answering the requests of ``view`` (the token gate runs before it)."""
+    token = view.dep.ui.token
 
-    class ViewHandler(ReadOnlyHandler):
-        token = view.dep.ui.token
+    def route(request: Request) -> Response:
+        path = request.path
+        if path == "/":
+            return _static("index.html", request.query)
+        if path.startswith("/static/"):
+            return _static(path[len("/static/"):], request.query)
+        if path == "/api/overview":
+            return json_response(view.overview())
+        if path == "/api/events":
+            return json_response(view.events())
+        if path.startswith("/api/cameras/"):
+            camera, _, what = unquote(path[len("/api/cameras/"):]).partition("/")
+            return _camera(camera, what)
+        return text(404, "not found")
 
-        def route(self, path: str, query: dict[str, list[str]]) -> None:
-            if path == "/":
-                self._static("index.html", query)
-            elif path.startswith("/static/"):
-                self._static(path[len("/static/"):], query)
-            elif path == "/api/overview":
-                self.reply_json(view.overview())
-            elif path == "/api/events":
-                self.reply_json(view.events())
-            elif path.startswith("/api/cameras/"):
-                camera, _, what = unquote(path[len("/api/cameras/"):]).partition("/")
-                self._camera(camera, what)
-            else:
-                self.reply(404, "text/plain; charset=utf-8", b"not found\n")
+    def _static(name: str, query: dict[str, list[str]]) -> Response:
+        body = static_file(name)
+        if body is None:
+            return text(404, "not found")
+        headers = {"Content-Security-Policy": PAGE_CSP}
+        if query.get("token") and token:  # keep the token for the page's own requests
+            headers["Set-Cookie"] = f"{TOKEN_COOKIE}={token}; HttpOnly; SameSite=Strict; Path=/"
+        return Response(200, STATIC_TYPES[name[name.rindex("."):]], body, headers)
 
-        def _static(self, name: str, query: dict[str, list[str]]) -> None:
-            body = static_file(name)
-            if body is None:
-                self.reply(404, "text/plain; charset=utf-8", b"not found\n")
-                return
-            headers = {"Content-Security-Policy": "default-src 'self'; img-src 'self' blob:"}
-            if query.get("token") and self.token:  # keep the token for the page's own requests
-                headers["Set-Cookie"] = f"{TOKEN_COOKIE}={self.token}; HttpOnly; SameSite=Strict; Path=/"
-            self.reply(200, STATIC_TYPES[name[name.rindex("."):]], body, headers)
+    def _camera(camera: str, what: str) -> Response:
+        try:
+            if what == "frame.jpg":
+                preview = view.preview(camera)
+                return Response(204, "image/jpeg") if preview is None else Response(200, "image/jpeg", preview[0], preview[1])
+            if what == "stream.mjpg":
+                return _stream(camera)
+            if what == "recent":
+                return json_response(view.recent(camera))
+            return text(404, "not found")
+        except KeyError:
+            return text(404, "no such camera")
+        except EdgeUnreachable as exc:
+            return text(502, str(exc))
 
-        def _camera(self, camera: str, what: str) -> None:
+    def _stream(camera: str) -> Response:
+        """MJPEG of the camera's previews, a new part whenever the edge has a new one, checked at
+        ``preview_fps``; ends when the client goes away, the edge stops answering, or after STREAM_MAX_S."""
+        last_seq: list[str | None] = [None]
+        pending = [view.preview(camera)]  # raises before the headers go out when the camera is unknown
+
+        def next_part() -> bytes | None:
             try:
-                if what == "frame.jpg":
-                    preview = view.preview(camera)
-                    if preview is None:
-                        self.reply(204, "image/jpeg", b"")
-                    else:
-                        self.reply(200, "image/jpeg", preview[0], preview[1])
-                elif what == "stream.mjpg":
-                    self._stream(camera)
-                elif what == "recent":
-                    self.reply_json(view.recent(camera))
-                else:
-                    self.reply(404, "text/plain; charset=utf-8", b"not found\n")
-            except KeyError:
-                self.reply(404, "text/plain; charset=utf-8", b"no such camera\n")
-            except EdgeUnreachable as exc:
-                self.reply(502, "text/plain; charset=utf-8", f"{exc}\n".encode())
+                preview = pending.pop() if pending else view.preview(camera)
+            except EdgeUnreachable:
+                return None
+            if preview is None or preview[1].get("X-Frame-Seq") == last_seq[0]:
+                return b""
+            last_seq[0] = preview[1].get("X-Frame-Seq")
+            head = f"--{MJPEG_BOUNDARY}\r\nContent-Type: image/jpeg\r\nContent-Length: {len(preview[0])}\r\n\r\n"
+            return head.encode() + preview[0] + b"\r\n"
 
-        def _stream(self, camera: str) -> None:
-            """MJPEG of the camera's previews, a new part whenever the edge has a new one, checked at
-            ``preview_fps``; ends when the client goes away, the edge stops answering, or after STREAM_MAX_S."""
-            interval_s, last_seq = 1.0 / view.dep.ui.preview_fps, None
-            first = view.preview(camera)  # raises before the headers go out when the camera is unknown
-            self.send_response(200)
-            self.send_header("Content-Type", f"multipart/x-mixed-replace; boundary={MJPEG_BOUNDARY}")
-            self.send_header("Cache-Control", "no-store")
-            self.send_header("Connection", "close")
-            self.end_headers()
-            self.close_connection = True
-            if self.command == "HEAD":
-                return
-            ends_s = time.monotonic() + STREAM_MAX_S
-            preview = first
-            try:
-                while time.monotonic() < ends_s:
-                    if preview is not None and preview[1].get("X-Frame-Seq") != last_seq:
-                        last_seq = preview[1].get("X-Frame-Seq")
-                        head = f"--{MJPEG_BOUNDARY}\r\nContent-Type: image/jpeg\r\nContent-Length: {len(preview[0])}\r\n\r\n"
-                        self.wfile.write(head.encode() + preview[0] + b"\r\n")
-                        self.wfile.flush()
-                    time.sleep(interval_s)  # the rate cap: at most preview_fps parts per second
-                    preview = view.preview(camera)
-            except (EdgeUnreachable, BrokenPipeError, ConnectionResetError):
-                return
+        return Response(200, f"multipart/x-mixed-replace; boundary={MJPEG_BOUNDARY}", stream=next_part,
+                        stream_interval_s=1.0 / view.dep.ui.preview_fps, stream_max_s=STREAM_MAX_S)  # fmt: skip
 
-    return ViewHandler
+    return route
 
 
-def serve_view(dep: Deployment, host: str | None = None, port: int | None = None) -> ThreadingHTTPServer:
-    """Start the view for ``dep`` at ``host:port`` (default ``ui.bind:ui.port``) from a daemon thread.
+def serve_view(dep: Deployment, host: str | None = None, port: int | None = None) -> BoundedHttpServer:
+    """Start the view for ``dep`` at ``host:port`` (default ``ui.bind:ui.port``) from a daemon thread. ``Host``
+    may name loopback, the bind address or one of ``ui.allowed_hosts`` (421 otherwise).
 
     Raises:
         vcascade.core.telemetry.http.HttpPortInUse: the address cannot be bound.
     """
     host = dep.ui.bind if host is None else host
-    server = serve_read_only(host, dep.ui.port if port is None else port, make_handler(DeploymentView(dep)), "ui")
+    server = serve_read_only(host, dep.ui.port if port is None else port, make_route(DeploymentView(dep)), "ui",
+                             token=dep.ui.token, allowed_hosts=dep.ui.allowed_hosts)  # fmt: skip
     log.info("live view on http://%s:%d/ (token %s)", host, server.server_address[1],
              "required" if dep.ui.token else "not required")  # fmt: skip
     return server

@@ -211,7 +211,7 @@ class Result(_Header, tag="result"):
         roi_id: the id of the ROI this answers.
         worker: name of the worker that computed it.
         output: what the recognizer's head answered (one of :data:`HEAD_OUTPUTS`); None: an answer without
-            a head output (load generators such as ``scripts/bench_broker.py``).
+            a head output (load generators such as ``tools/bench_broker.py``).
         hops: latency account appended by the worker and the broker, in order, durations in ms.
     """
 

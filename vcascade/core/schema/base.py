@@ -95,7 +95,7 @@ def cpus_field() -> Any:
     return Field(
         None, ge=1, le=4096,
         description="Cores this process is given; thread defaults derive from it (None: its CPU affinity, capped by "
-        "its cgroup CPU quota; README, threads).",
+        "its cgroup CPU quota; docs/USAGE.md, 'Commands': threads).",
     )
 
 

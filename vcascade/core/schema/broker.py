@@ -103,7 +103,7 @@ class CurveConfig(ConfigModel):
 
 
 class SecurityConfig(ConfigModel):
-    """Transport security of the deployment (README, section Security)."""
+    """Transport security of the deployment (docs/SECURITY.md)."""
 
     curve: CurveConfig = Field(CurveConfig(), description="CurveZMQ on the broker links.")
     allow_plaintext_remote: bool = Field(

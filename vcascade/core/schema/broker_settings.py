@@ -11,6 +11,7 @@ from pydantic import Field
 from vcascade.core.schema.base import ConfigModel, Name
 from vcascade.core.schema.broker import BrokerConfig, HeartbeatConfig, SecurityConfig
 from vcascade.core.schema.deployment import Deployment
+from vcascade.core.schema.metrics import MetricsConfig
 
 
 class BrokerSettings(ConfigModel):
@@ -20,6 +21,7 @@ class BrokerSettings(ConfigModel):
     broker: BrokerConfig = Field(description="Its own section: ports, queue bounds, attempts.")
     security: SecurityConfig = Field(description="Transport security of its two sockets (CurveZMQ).")
     heartbeat: HeartbeatConfig = Field(description="Heartbeat interval and liveness of its links.")
+    metrics: MetricsConfig = Field(description="Where and how it serves its metrics (bind, token, TLS).")
     edges: tuple[Name, ...] = Field(description="The edges that send to it (the frontend admits only their keys).")
     workers: tuple[Name, ...] = Field(description="The workers that take from it (the backend admits only their keys).")
 
@@ -33,7 +35,7 @@ class BrokerSettings(ConfigModel):
         if name not in dep.brokers:
             raise KeyError(f"no broker named {name!r} (have: {', '.join(sorted(dep.brokers))})")
         return cls(
-            name=name, broker=dep.brokers[name], security=dep.security, heartbeat=dep.heartbeat,
+            name=name, broker=dep.brokers[name], security=dep.security, heartbeat=dep.heartbeat, metrics=dep.metrics,
             edges=tuple(edge for edge, cfg in dep.edges.items() if name in cfg.brokers),
             workers=tuple(worker for worker, cfg in dep.workers.items() if name in cfg.brokers),
         )

@@ -13,6 +13,7 @@ from vcascade.core.schema.base import ConfigModel, Name
 from vcascade.core.schema.broker import HeartbeatConfig, SecurityConfig
 from vcascade.core.schema.center import RecognizerConfig, StageGroupConfig, WorkerConfig
 from vcascade.core.schema.deployment import Deployment
+from vcascade.core.schema.metrics import MetricsConfig
 
 
 class WorkerSettings(ConfigModel):
@@ -31,6 +32,7 @@ class WorkerSettings(ConfigModel):
     )
     security: SecurityConfig = Field(description="Transport security of its links (CurveZMQ).")
     heartbeat: HeartbeatConfig = Field(description="Ready interval and liveness of its broker links.")
+    metrics: MetricsConfig = Field(description="Where and how it serves its metrics (bind, token, TLS).")
 
     @classmethod
     def from_deployment(cls, dep: Deployment, name: str) -> WorkerSettings:
@@ -46,7 +48,7 @@ class WorkerSettings(ConfigModel):
             name=name, worker=cfg, recognizer=dep.recognizers[cfg.recognizer],
             broker_endpoints=tuple(dep.brokers[broker].endpoint("backend") for broker in cfg.brokers),
             downstream=None if cfg.downstream is None else dep.stage_groups[cfg.downstream],
-            security=dep.security, heartbeat=dep.heartbeat,
+            security=dep.security, heartbeat=dep.heartbeat, metrics=dep.metrics,
         )
 
     @property
@@ -68,6 +70,7 @@ class StageGroupSettings(ConfigModel):
     )
     workers: tuple[Name, ...] = Field(description="The workers whose `downstream` it is (admitted by CurveZMQ).")
     security: SecurityConfig = Field(description="Transport security of its socket (CurveZMQ).")
+    metrics: MetricsConfig = Field(description="Where and how it serves its metrics (bind, token, TLS).")
 
     @classmethod
     def from_deployment(cls, dep: Deployment, name: str) -> StageGroupSettings:
@@ -87,5 +90,5 @@ class StageGroupSettings(ConfigModel):
         return cls(
             name=name, group=dep.stage_groups[name], recognizer_name=first.recognizer,
             recognizer=dep.recognizers[first.recognizer], first_stage=len(first.devices), workers=tuple(workers),
-            security=dep.security,
+            security=dep.security, metrics=dep.metrics,
         )

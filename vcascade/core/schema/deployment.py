@@ -10,6 +10,7 @@ from vcascade.core.schema.base import ConfigModel, Name
 from vcascade.core.schema.broker import BrokerConfig, HeartbeatConfig, SecurityConfig
 from vcascade.core.schema.center import RecognizerConfig, StageGroupConfig, WorkerConfig
 from vcascade.core.schema.edge import CameraConfig, EdgeConfig, RoiPolicyConfig, RouteConfig
+from vcascade.core.schema.metrics import MetricsConfig
 from vcascade.core.schema.ui import UiConfig
 
 # ---------------------------------------------------------------- supervision
@@ -47,6 +48,9 @@ class Deployment(ConfigModel):
         default_factory=dict, description="Stage-group processes by name (stages of a worker's recognizer)."
     )
     ui: UiConfig = Field(UiConfig(), description="The live view in the browser and the edges' previews (off by default).")
+    metrics: MetricsConfig = Field(
+        MetricsConfig(), description="Where every process serves Prometheus metrics (127.0.0.1 by default), token, TLS."
+    )
 
     def cameras_of(self, edge: str) -> dict[str, CameraConfig]:
         """The cameras read by one edge, by name."""

@@ -30,7 +30,7 @@ class TrackerConfig(ConfigModel):
 
 
 class RoiPolicyConfig(ConfigModel):
-    """Which detections become ROIs (the rules: edge/selection/roi_policy.py; README, "Tracking and ROI policy")."""
+    """Which detections become ROIs (rules: edge/selection/roi_policy.py; docs/USAGE.md, "Tracking and ROI policy")."""
 
     mode: Literal["track", "every_detection"] = Field(
         "track", description="`track`: send a track once, then on refresh or a better crop; `every_detection`: all."
@@ -52,7 +52,7 @@ class RoiPolicyConfig(ConfigModel):
 
 
 class RouteConfig(ConfigModel):
-    """Sends detections of some classes to one recognizer (README, "Routing"; first matching route wins)."""
+    """Sends detections of some classes to one recognizer (docs/USAGE.md, "Routing"; first matching route wins)."""
 
     recognizer: Name = Field(description="Name of the recognizer (key under `recognizers`) these ROIs go to.")
     classes: list[str] | None = Field(

@@ -95,6 +95,8 @@ class WebhookSinkConfig(ConfigModel):
     batch_max: int = Field(100, ge=1, le=100_000, description="Records per POST, at most.")
     batch_wait_s: float = Field(1.0, ge=0, le=3600, description="Longest wait for a fuller batch, s.")
     timeout_s: float = Field(5.0, gt=0, le=600, description="Connect and read timeout of one POST, s.")
+    deadline_s: float = Field(15.0, gt=0, le=3600, description="Whole time one POST may take, answer included, s; a "
+                              "receiver still sending then is cut off and the attempt counted as `deadline`.")
     max_attempts: int = Field(5, ge=1, le=1000, description="Sends of one batch at most, the first included; then "
                               "its records are counted as `retries_exhausted`.")
     backoff_initial_s: float = Field(0.5, gt=0, le=60, description="Cap of the first retry delay, s.")

@@ -32,6 +32,12 @@ class UiConfig(ConfigModel):
         "when either binds a non-loopback address. Sent as `Authorization: Bearer`, `?token=` or the cookie the "
         "view sets from it.",
     )
+    allowed_hosts: list[str] = Field(
+        default_factory=list,
+        description="Names the view and the previews answer to in the `Host` header besides loopback names, the "
+        "bind address and the edge's `host` (e.g. the view's DNS name behind a proxy; `*`: any). Others get 421, "
+        "which stops DNS rebinding.",
+    )
     preview_fps: float = Field(
         2.0, gt=0, le=15, description="Annotated previews per second an edge encodes for a watched camera, at most."
     )

@@ -12,7 +12,7 @@ class CameraViewConfig(ConfigModel):
 
     The operator's use: keep the part of a wide view that matters, undo a camera mounted mirrored, lower the
     resolution of a stream that is sharper than detection needs (DeepStream's ``nvvideoconvert`` ``src-crop``
-    and ``flip-method`` do the same). The demo and ``scripts/bench_reid.py`` use it to show one clip as a second,
+    and ``flip-method`` do the same). The demo and ``tools/bench_reid.py`` use it to show one clip as a second,
     different camera (edge/capture/views.py).
     """
 

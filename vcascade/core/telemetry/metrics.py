@@ -15,16 +15,18 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
-from collections.abc import Mapping
+import ssl
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import urlsplit
 
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, Gauge, generate_latest
 from prometheus_client.metrics import MetricWrapperBase
 
+from vcascade.core.schema.metrics import MetricsConfig
 from vcascade.core.telemetry.health import READINESS, Readiness
+from vcascade.core.telemetry.http_server import (
+    HTTP_REFUSED, BoundedHttpServer, HttpLimits, HttpPortInUse, Request, Response, serve_http, text, token_ok,
+)  # fmt: skip
 from vcascade.core.redact import redact_url
 
 log = logging.getLogger(__name__)
@@ -124,33 +126,78 @@ def safe_label(value: str) -> str:
 
 
 def serve_metrics(
-    port: int, host: str = "0.0.0.0", *, component: str | None = None, name: str | None = None,
-    readiness: Readiness = READINESS,
-) -> ThreadingHTTPServer:
-    """Serve ``/metrics``, ``/healthz`` and ``/readyz`` at ``http://host:port`` from a daemon thread.
+    port: int, host: str | None = None, *, component: str | None = None, name: str | None = None,
+    readiness: Readiness = READINESS, settings: MetricsConfig | None = None, host_names: Iterable[str] = (),
+) -> BoundedHttpServer:
+    """Serve ``/metrics``, ``/healthz`` and ``/readyz`` at ``http(s)://host:port`` from a daemon thread, on the
+    bounded server of :mod:`vcascade.core.telemetry.http_server` (label ``server="metrics"``).
 
     Args:
         port: TCP port (0: any free port, see the returned server's ``server_address``).
-        host: address to bind.
+        host: address to bind (default: ``settings.bind``, 127.0.0.1 without settings).
         component, name: when given, ``vcascade_build_info{component,name,version}`` is set to 1.
         readiness: the checks behind ``/readyz`` (default: the process-wide ones).
+        settings: the deployment's ``metrics:`` section (bind, token for ``/metrics``, TLS, allowed hosts).
+        host_names: names the component is reached by (its ``host`` in the file), accepted in ``Host``.
 
     Returns:
         The running server (``shutdown()`` stops it; tests only, processes just exit).
 
     Raises:
         MetricsPortInUse: the port cannot be bound.
+        ValueError: the token file or the TLS certificate/key cannot be read (message names the file).
     """
+    settings = settings or MetricsConfig()
+    host = settings.bind if host is None else host
     if component and name:
         BUILD_INFO.labels(component, name, _version()).set(1)
-    handler = type("MetricsHandler", (_Handler,), {"readiness": readiness})
+    token = settings.read_token()
+    context = _tls_context(settings)
     try:
-        server = _MetricsServer((host, port), handler)
-    except OSError as exc:
-        raise MetricsPortInUse(f"metrics port {port}: {exc.strerror}") from None
-    threading.Thread(target=server.serve_forever, name=f"metrics:{port}", daemon=True).start()
-    log.info("metrics on http://%s:%d/metrics (health: /healthz, /readyz)", host, server.server_address[1])
+        server = serve_http(
+            "metrics", host, port, _route(readiness, token), allowed_hosts=[*host_names, *settings.allowed_hosts],
+            ssl_context=context, limits=HttpLimits(max_connections=settings.max_connections),
+        )
+    except HttpPortInUse as exc:
+        raise MetricsPortInUse(f"metrics port {port}: {exc}") from None
+    scheme = "https" if context else "http"
+    log.info("metrics on %s://%s:%d/metrics (health: /healthz, /readyz; token %s)", scheme, host,
+             server.server_address[1], "required" if token else "not required")  # fmt: skip
     return server
+
+
+def _tls_context(settings: MetricsConfig) -> ssl.SSLContext | None:
+    if settings.tls_cert_file is None or settings.tls_key_file is None:
+        return None
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    try:
+        context.load_cert_chain(settings.tls_cert_file, settings.tls_key_file)
+    except (OSError, ssl.SSLError) as exc:
+        raise ValueError(f"metrics.tls_cert_file/tls_key_file ({settings.tls_cert_file}): {exc}") from None
+    return context
+
+
+def _route(readiness: Readiness, token: str | None) -> Callable[[Request], Response]:
+    """The metrics endpoint's handler: /metrics behind the token (401 counted as ``unauthorized``), health open."""
+
+    def route(request: Request) -> Response:
+        if request.path == "/metrics":
+            auth = request.headers.get("authorization", "")
+            bearer = auth[len("Bearer "):].strip() if auth.startswith("Bearer ") else None
+            if not token_ok(bearer, token):
+                HTTP_REFUSED.labels("metrics", "unauthorized").inc()
+                return Response(401, body=b"unauthorized: a valid bearer token is required\n",
+                                headers={"WWW-Authenticate": "Bearer"})  # fmt: skip
+            return Response(200, CONTENT_TYPE_LATEST, generate_latest(REGISTRY))
+        if request.path == "/healthz":
+            return Response(200, body=b"ok\n")
+        if request.path == "/readyz":
+            ready, failing = readiness.evaluate()
+            body = json.dumps({"ready": ready, "failing": failing}).encode() + b"\n"
+            return Response(200 if ready else 503, "application/json", body)
+        return text(404, "not found: try /metrics, /healthz, /readyz")
+
+    return route
 
 
 def _version() -> str:
@@ -160,43 +207,3 @@ def _version() -> str:
         return version("vcascade")
     except PackageNotFoundError:
         return "unknown"
-
-
-class _MetricsServer(ThreadingHTTPServer):
-    """Threaded HTTP server whose request errors (a scraper that timed out and closed its connection) are
-    logged at DEBUG instead of printing a traceback to stderr."""
-
-    daemon_threads = True
-
-    def handle_error(self, request, client_address) -> None:
-        log.debug("metrics request from %s failed", client_address[0], exc_info=True)
-
-
-class _Handler(BaseHTTPRequestHandler):
-    """GET /metrics, /healthz, /readyz; anything else 404. Never logs per request."""
-
-    readiness: Readiness = READINESS
-    server_version = "vcascade-metrics"
-
-    def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
-        path = urlsplit(self.path).path.rstrip("/") or "/"
-        if path == "/metrics":
-            self._reply(200, CONTENT_TYPE_LATEST, generate_latest(REGISTRY))
-        elif path == "/healthz":
-            self._reply(200, "text/plain; charset=utf-8", b"ok\n")
-        elif path == "/readyz":
-            ready, failing = self.readiness.evaluate()
-            body = json.dumps({"ready": ready, "failing": failing}).encode() + b"\n"
-            self._reply(200 if ready else 503, "application/json", body)
-        else:
-            self._reply(404, "text/plain; charset=utf-8", b"not found: try /metrics, /healthz, /readyz\n")
-
-    def _reply(self, code: int, content_type: str, body: bytes) -> None:
-        self.send_response(code)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args) -> None:  # noqa: A002 (signature of http.server)
-        pass

@@ -1,4 +1,4 @@
-"""``vcascade keys``: write CurveZMQ keypairs for the components of a deployment (README, section Security).
+"""``vcascade keys``: write CurveZMQ keypairs for the components of a deployment (docs/SECURITY.md).
 
 Keys are made by pyzmq's own :func:`zmq.auth.create_certificates` (libzmq's ``zmq_curve_keypair``, a
 Curve25519 keypair from the OS random source): ``NAME.key`` holds the public key, ``NAME.key_secret`` both keys

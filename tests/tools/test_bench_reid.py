@@ -1,0 +1,40 @@
+"""tools/bench_reid.py --quick on real footage, and its ground-truth labelling through a camera's view."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tools.bench_reid import THRESHOLDS, demo_view, true_identity
+
+from vcascade.core.config import CameraViewConfig
+from vcascade.core.detections import Detections
+from vcascade.edge.capture.views import view_boxes
+
+
+def test_a_roi_takes_the_true_identity_whose_box_it_covers_in_the_view():
+    truth = Detections(np.array([[10, 20, 110, 220], [300, 20, 400, 220]], np.float32), np.array([0.9, 0.8]),
+                       np.array([0, 1]), np.array([4, 7]))
+    view = demo_view()
+    assert view.mirror and view.crop_xyxy_frac is not None  # the demo's street-2 is not the recorded view
+    seen = view_boxes(truth.xyxy, view, 272, 640)
+    assert true_identity(seen[1] + 2.0, truth, view, (272, 640)) == 7  # a detector's box is a few px off
+    assert true_identity(seen[0], truth, view, (272, 640)) == 4
+    assert true_identity(truth.xyxy[1], truth, CameraViewConfig(mirror=True), (272, 640)) == -1  # wrong side
+
+
+def test_quick_run_scores_every_embedder_and_shows_the_several_galleries_bug(run_quick):
+    _, result = run_quick("bench_reid", 300)
+    scenario = result["scenario"]
+    assert [c["name"] for c in scenario["cameras"]] == ["cam-a", "cam-b"]
+    assert scenario["cameras"][1]["view"]["mirror"] is True
+    assert scenario["labelled_rois"] > 0.8 * scenario["rois"] and scenario["on_several_cameras"] >= 2
+    rows = result["rows"]
+    assert {r["embedder"] for r in rows} == {"mobilenetv2", "hsv-histogram"}
+    modes = ["1 worker", "2 workers, own galleries", "2 workers, shared space", "2 workers, shared space + topology"]
+    assert len(rows) == 2 * len(modes) * len(THRESHOLDS) and {r["assigner"] for r in rows} == set(modes)
+    for row in rows:
+        assert 0.0 <= row["idf1"] <= 1.0 and row["id_switches"] >= 0 and row["comparisons_per_roi"] >= 0
+    best = {a: max(r["idf1"] for r in rows if r["embedder"] == "mobilenetv2" and r["assigner"] == a) for a in modes}
+    assert best["1 worker"] > best["2 workers, own galleries"]  # issue 16: galleries per worker lose identities
+    assert best["2 workers, shared space"] > best["2 workers, own galleries"]  # the shared space gets some back
+    assert all(r["comparisons_per_roi"] > 0 for r in rows if r["assigner"] in modes[2:])  # counted by the space

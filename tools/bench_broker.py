@@ -1,0 +1,408 @@
+#!/usr/bin/env python3
+"""Broker throughput and added latency, against a C-level ``zmq.proxy`` between the same endpoints.
+
+    python -m tools.bench_broker [--seconds 2] [--reps 3] [--window 64] [--load 0.5] [--json FILE|-]
+
+Intermediaries, side by side on their own tcp ports: ``zmq.proxy(ROUTER, DEALER)`` in a process, and the real
+``vcascade broker`` in a subprocess. The same clients drive both: an edge-like DEALER sender per run (real
+``wire.Roi`` headers + ``--payload-kb`` payload) and one worker-like DEALER per intermediary that answers each
+ROI with a ``wire.Result`` at once, re-sends ``wire.Ready`` every second to the broker and ignores the rest.
+
+1. throughput: ``--window`` ROIs in flight; msgs/s = results / s; MB/s = msgs/s x payload / 1e6; ratio =
+   broker / proxy; plus the intermediary's CPU time per ROI round trip (``/proc``, robust to other load).
+2. added latency at quantile q: q-quantile of sender-measured round trips (send -> Result) through the
+   broker minus that through the proxy, both paced at ``--load`` x the broker's max rate; both paths cross
+   the same tcp hops and worker, so the difference is the broker's own work. Taken per interleaved pair of
+   runs, median over pairs.
+
+Runs alternate proxy, broker, proxy, broker... so load from other users falls on both alike. Goals (issue 4):
+ratio >= 35 %, added p50 <= 0.3 ms, p99 <= 1 ms. Method and numbers: docs/BENCHMARKS.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import yaml
+import zmq
+
+from vcascade.core.protocol import wire
+from vcascade.core.transport.ports import free_port
+from vcascade.core.transport.sockets import make_socket
+
+REPO = Path(__file__).resolve().parents[1]
+DEMO = REPO / "configs" / "demo.yaml"
+BROKER_NAME = "bench-broker"
+WORKER_CREDITS = 10_000
+"""Credits of the worker-like process: never the limit, so the broker forwards as fast as it can."""
+READY_EVERY_S = 1.0
+WARMUP_TIMEOUT_S = 60.0
+DRAIN_S = 2.0
+GOAL_RATIO, GOAL_P50_MS, GOAL_P99_MS = 0.35, 0.3, 1.0
+
+
+# ---------------------------------------------------------------- processes
+
+
+def run_proxy(frontend: str, backend: str) -> None:
+    """``zmq.proxy(ROUTER, DEALER)``; runs until terminated. No ROUTER_MANDATORY: late answers are dropped."""
+    ctx = zmq.Context()
+    front, back = make_socket(ctx, zmq.ROUTER), make_socket(ctx, zmq.DEALER)
+    front.setsockopt(zmq.ROUTER_MANDATORY, 0)  # a proxy must not die on an answer to a sender that left
+    front.bind(frontend)
+    back.bind(backend)
+    zmq.proxy(front, back)
+
+
+def run_worker(backend: str, name: str, send_ready: bool) -> None:
+    """Worker-like DEALER: answers every ROI with a Result at once; Ready every second when ``send_ready``."""
+    ctx = zmq.Context()
+    sock = make_socket(ctx, zmq.DEALER, identity=name)
+    sock.connect(backend)
+    ready = wire.encode(wire.Ready(worker=name, credits=WORKER_CREDITS, recognizer="bench"))
+    next_ready_s = 0.0
+    while True:
+        now_s = time.perf_counter()
+        if send_ready and now_s >= next_ready_s:
+            sock.send(ready)
+            next_ready_s = now_s + READY_EVERY_S
+        if not sock.poll(100):
+            continue
+        for _ in range(1000):
+            try:
+                frames = sock.recv_multipart(zmq.NOBLOCK, copy=False)
+            except zmq.Again:
+                break
+            _answer(sock, frames, name)
+
+
+def _answer(sock: zmq.Socket, frames: list[zmq.Frame], name: str) -> None:
+    """Reply ``[envelope..., Result]`` to ``[envelope..., Roi, payload]``; ignore anything else."""
+    if len(frames) < 2:
+        return  # Heartbeat and other single-frame messages from the broker
+    try:
+        header = wire.decode(frames[-2].buffer)
+    except wire.MalformedMessage:
+        return
+    if isinstance(header, wire.Roi):
+        envelope = [f.bytes for f in frames[:-2]]  # the proxy's routing frame; none through the broker
+        sock.send_multipart([*envelope, wire.encode(wire.Result(roi_id=header.roi_id, worker=name))])
+
+
+def run_sender(frontend: str, run_id: str, seconds: float, window: int, rate: float, payload_kb: int, out) -> None:
+    """Edge-like DEALER. ``rate == 0``: keep ``window`` in flight (throughput); else send ``rate`` ROIs/s.
+
+    Puts ``{"answers", "sent", "elapsed_s", "drops", "rtt_ms": [...]}`` (round trips within the run) on ``out``.
+    """
+    ctx = zmq.Context()
+    sock = make_socket(ctx, zmq.DEALER)
+    sock.connect(frontend)
+    sender = _Sender(sock, run_id, bytes(payload_kb * 1024))
+    sender.warm_up()
+    if rate > 0:
+        sender.paced(seconds, rate, window)
+    else:
+        sender.windowed(seconds, window)
+    sender.drain()
+    out.put(sender.summary())
+    sock.close(linger=0)
+    ctx.term()
+
+
+class _Sender:
+    def __init__(self, sock: zmq.Socket, run_id: str, payload: bytes) -> None:
+        self.sock, self.run_id, self.payload = sock, run_id, payload
+        self.sent_s: dict[str, float] = {}
+        self.rtt_ms: list[float] = []
+        self.counter = self.answers = self.drops = 0
+        self.measuring = False
+        self.t0_s = self.t1_s = 0.0
+
+    def send(self) -> None:
+        self.counter += 1
+        roi_id = f"{self.run_id}-{self.counter}"
+        header = wire.Roi(
+            roi_id=roi_id, camera="bench", frame_seq=self.counter, stream_ts_ms=0.0, capture_unix_ms=time.time() * 1e3,
+            xyxy=(0.0, 0.0, 128.0, 128.0), crop_xyxy=(0, 0, 128, 128), class_id=0, score=0.9,
+        )  # fmt: skip
+        self.sent_s[roi_id] = time.perf_counter()
+        self.sock.send_multipart([wire.encode(header), self.payload], copy=False)
+
+    def receive(self, timeout_ms: int) -> None:
+        """Take every answer waiting (after up to ``timeout_ms`` for the first)."""
+        if not self.sock.poll(timeout_ms):
+            return
+        while True:
+            try:
+                frame = self.sock.recv(zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            self._on_answer(frame, time.perf_counter())
+
+    def _on_answer(self, frame: bytes, now_s: float) -> None:
+        try:
+            header = wire.decode(frame)
+        except wire.MalformedMessage:
+            return
+        if not isinstance(header, (wire.Result, wire.Drop)):
+            return  # heartbeats
+        sent_s = self.sent_s.pop(header.roi_id, None)
+        if sent_s is None:
+            return
+        if isinstance(header, wire.Drop):
+            self.drops += 1
+        elif self.measuring and sent_s >= self.t0_s:
+            self.answers += 1
+            self.rtt_ms.append((now_s - sent_s) * 1e3)
+
+    def warm_up(self) -> None:
+        """One ROI through and back: the intermediary and the worker are connected and registered."""
+        self.send()
+        deadline_s = time.perf_counter() + WARMUP_TIMEOUT_S
+        while self.sent_s and time.perf_counter() < deadline_s:
+            self.receive(100)
+        if self.sent_s:
+            raise RuntimeError(f"no answer through {self.sock.LAST_ENDPOINT.decode()} in {WARMUP_TIMEOUT_S} s")
+
+    def windowed(self, seconds: float, window: int) -> None:
+        self.measuring, self.t0_s = True, time.perf_counter()
+        while time.perf_counter() < self.t0_s + seconds:
+            while len(self.sent_s) < window:
+                self.send()
+            self.receive(100)
+        self.measuring, self.t1_s = False, time.perf_counter()
+
+    def paced(self, seconds: float, rate: float, window: int) -> None:
+        self.measuring, self.t0_s = True, time.perf_counter()
+        interval_s, next_s = 1.0 / rate, self.t0_s
+        while next_s < self.t0_s + seconds:
+            now_s = time.perf_counter()
+            if now_s >= next_s:
+                if len(self.sent_s) < window:
+                    self.send()
+                next_s += interval_s
+                continue
+            wait_ms = int((next_s - now_s) * 1000)
+            if wait_ms >= 1:
+                self.receive(wait_ms)
+            else:
+                self.receive(0)
+                time.sleep(max(0.0, next_s - time.perf_counter()))
+        self.measuring, self.t1_s = False, time.perf_counter()
+
+    def drain(self) -> None:
+        deadline_s = time.perf_counter() + DRAIN_S
+        while self.sent_s and time.perf_counter() < deadline_s:
+            self.receive(50)
+
+    def summary(self) -> dict:
+        elapsed_s = self.t1_s - self.t0_s
+        return dict(answers=self.answers, sent=self.counter, elapsed_s=elapsed_s, drops=self.drops, rtt_ms=self.rtt_ms)
+
+
+# ---------------------------------------------------------------- orchestration
+
+
+def _cpu_s(pid: int) -> float:
+    """User + system CPU time of process ``pid`` so far, s (Linux ``/proc/PID/stat`` fields 14-15, in ticks)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _endpoints() -> tuple[str, str]:
+    return f"tcp://127.0.0.1:{free_port()}", f"tcp://127.0.0.1:{free_port()}"
+
+
+def _broker_config(folder: Path, frontend_port: int, backend_port: int) -> Path:
+    """The demo deployment with one broker ``bench-broker`` on the given ports."""
+    raw = yaml.safe_load(DEMO.read_text())
+    raw["brokers"] = {
+        BROKER_NAME: {
+            "frontend_port": frontend_port, "backend_port": backend_port,
+            "metrics_port": free_port(), "queue_max": 100_000,
+        }
+    }  # fmt: skip
+    for section in ("edges", "workers"):
+        for component in raw[section].values():
+            component["brokers"] = [BROKER_NAME]
+    path = folder / "bench.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return path
+
+
+class Bench:
+    """Starts both intermediaries and their worker-like processes; runs senders against either."""
+
+    def __init__(self, args: argparse.Namespace, folder: Path) -> None:
+        self.args = args
+        self.mp = mp.get_context("spawn")
+        self.out = self.mp.Queue()
+        self.procs: list = []
+        self.endpoints = {"proxy": _endpoints(), "broker": _endpoints()}
+        self._start_proxy()
+        self._start_broker(folder)
+        self.pids = {"proxy": self.procs[0].pid, "broker": self.broker.pid}
+        for target, (_, backend) in self.endpoints.items():
+            self._spawn(run_worker, backend, f"bench-worker-{target}", target == "broker")
+        self.runs = 0
+
+    def _spawn(self, fn, *args) -> None:
+        proc = self.mp.Process(target=fn, args=args, daemon=True)
+        proc.start()
+        self.procs.append(proc)
+
+    def _start_proxy(self) -> None:
+        self._spawn(run_proxy, *self.endpoints["proxy"])
+
+    def _start_broker(self, folder: Path) -> None:
+        front, back = (int(ep.rsplit(":", 1)[1]) for ep in self.endpoints["broker"])
+        config = _broker_config(folder, front, back)
+        cmd = [sys.executable, "-m", "vcascade", "broker", "--config", str(config), "--name", BROKER_NAME]
+        self.broker = subprocess.Popen([*cmd, "--log-level", "WARNING"], stdout=subprocess.DEVNULL)
+
+    def run(self, target: str, seconds: float, rate: float = 0.0) -> dict:
+        """One sender run against ``target`` (``proxy`` or ``broker``); returns its summary."""
+        self.runs += 1
+        window = self.args.window if rate == 0 else 100_000
+        args = (self.endpoints[target][0], f"r{self.runs}", seconds, window, rate, self.args.payload_kb, self.out)
+        sender = self.mp.Process(target=run_sender, args=args, daemon=True)
+        cpu_before_s = _cpu_s(self.pids[target])
+        sender.start()
+        result = self.out.get(timeout=WARMUP_TIMEOUT_S + seconds + 30)
+        sender.join(10)
+        result["cpu_us_per_roi"] = (_cpu_s(self.pids[target]) - cpu_before_s) / result["sent"] * 1e6
+        return result
+
+    def close(self) -> None:
+        self.broker.terminate()
+        self.broker.wait(15)
+        for proc in self.procs:
+            proc.terminate()
+            proc.join(5)
+
+
+def measure(args: argparse.Namespace) -> dict:
+    """Interleaved throughput runs, then interleaved paced runs at half the broker's max rate."""
+    with tempfile.TemporaryDirectory() as folder:
+        bench = Bench(args, Path(folder))
+        try:
+            return _measure(bench, args)
+        finally:
+            bench.close()
+
+
+def _measure(bench: Bench, args: argparse.Namespace) -> dict:
+    payload_bytes = args.payload_kb * 1024
+    rates: dict[str, list[float]] = {"proxy": [], "broker": []}
+    cpu_us: dict[str, list[float]] = {"proxy": [], "broker": []}
+    for _ in range(args.reps):
+        for target in ("proxy", "broker"):
+            r = bench.run(target, args.seconds)
+            rates[target].append(r["answers"] / r["elapsed_s"])
+            cpu_us[target].append(r["cpu_us_per_roi"])
+    msgs_s = {t: statistics.median(v) for t, v in rates.items()}
+    half_rate = msgs_s["broker"] * args.load
+    rtts: dict[str, list[float]] = {"proxy": [], "broker": []}
+    added: dict[int, list[float]] = {50: [], 99: []}
+    paced_cpu_us: dict[str, list[float]] = {"proxy": [], "broker": []}
+    drops = 0
+    for _ in range(args.reps):
+        rep = {}
+        for target in ("proxy", "broker"):
+            r = bench.run(target, args.seconds, rate=half_rate)
+            rtts[target].extend(r["rtt_ms"])
+            rep[target] = r["rtt_ms"]
+            paced_cpu_us[target].append(r["cpu_us_per_roi"])
+            drops += r["drops"]
+        for p in added:  # per interleaved pair: noise that hits both runs of a pair cancels
+            added[p].append(_quantile(rep["broker"], p) - _quantile(rep["proxy"], p))
+    q = {t: {p: _quantile(v, p) for p in (50, 99)} for t, v in rtts.items()}
+    return {
+        "payload_bytes": payload_bytes, "window": args.window, "seconds": args.seconds, "reps": args.reps,
+        "cpus": os.cpu_count(),
+        "throughput": {
+            t: {"msgs_s": msgs_s[t], "mb_s": msgs_s[t] * payload_bytes / 1e6, "reps_msgs_s": rates[t],
+                "cpu_us_per_roi": statistics.median(cpu_us[t])}
+            for t in rates
+        },
+        "ratio": msgs_s["broker"] / msgs_s["proxy"],
+        "latency": {
+            "rate_msgs_s": half_rate, "load": args.load, "drops": drops,
+            "cpu_us_per_roi": {t: statistics.median(v) for t, v in paced_cpu_us.items()},
+            "rtt_ms": {t: {**q[t], "n": len(rtts[t])} for t in rtts},
+            "added_ms": {"p50": statistics.median(added[50]), "p99": statistics.median(added[99])},
+            "added_ms_reps": {"p50": added[50], "p99": added[99]},
+        },
+    }  # fmt: skip
+
+
+def _quantile(values: list[float], percent: float) -> float:
+    return float(np.percentile(values, percent)) if values else float("nan")
+
+
+# ---------------------------------------------------------------- output
+
+
+def print_table(res: dict) -> None:
+    """The results as a rich table, with each goal of issue 4 and whether it is met."""
+    from rich.console import Console
+    from rich.table import Table
+
+    tp, lat, kb = res["throughput"], res["latency"], res["payload_bytes"] // 1024
+    rtt, added = lat["rtt_ms"], lat["added_ms"]
+    title = f"Broker vs zmq.proxy: {kb} KB ROIs, window {res['window']}, {res['reps']} x {res['seconds']} s"
+    table = Table(title=title)
+    for column in ("measure", "proxy", "broker", "goal", "met"):
+        table.add_column(column, justify="left" if column == "measure" else "right")
+    rows = [
+        ("msgs/s (median of runs)", f"{tp['proxy']['msgs_s']:,.0f}", f"{tp['broker']['msgs_s']:,.0f}", None, None),
+        ("MB/s (payload)", f"{tp['proxy']['mb_s']:,.1f}", f"{tp['broker']['mb_s']:,.1f}", None, None),
+        ("broker / proxy", "", f"{res['ratio']:.0%}", f">= {GOAL_RATIO:.0%}", res["ratio"] >= GOAL_RATIO),
+        ("CPU per ROI and its result, us", f"{tp['proxy']['cpu_us_per_roi']:.0f}",
+         f"{tp['broker']['cpu_us_per_roi']:.0f}", None, None),
+        (f"round trip p50 at {lat['rate_msgs_s']:,.0f}/s, ms", f"{rtt['proxy'][50]:.3f}", f"{rtt['broker'][50]:.3f}",
+         None, None),
+        ("round trip p99, ms", f"{rtt['proxy'][99]:.3f}", f"{rtt['broker'][99]:.3f}", None, None),
+        ("CPU per ROI when paced, us", f"{lat['cpu_us_per_roi']['proxy']:.0f}",
+         f"{lat['cpu_us_per_roi']['broker']:.0f}", None, None),
+        ("added latency p50, ms", "", f"{added['p50']:.3f}", f"<= {GOAL_P50_MS}", added["p50"] <= GOAL_P50_MS),
+        ("added latency p99, ms", "", f"{added['p99']:.3f}", f"<= {GOAL_P99_MS}", added["p99"] <= GOAL_P99_MS),
+    ]  # fmt: skip
+    for name, proxy, broker, goal, met in rows:
+        mark = "" if met is None else ("[green]yes[/]" if met else "[red]no[/]")
+        table.add_row(name, proxy, broker, goal or "", mark)
+    Console().print(table)
+    print("round trips pooled over the paced runs; added latency = median over interleaved pairs (see --help)")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seconds", type=float, default=2.0, help="length of each run, s (default 2)")
+    parser.add_argument("--reps", type=int, default=3, help="repetitions per intermediary and mode (default 3)")
+    parser.add_argument("--window", type=int, default=64, help="ROIs in flight in throughput runs (default 64)")
+    parser.add_argument("--payload-kb", type=int, default=48, help="ROI payload, KiB (default 48)")
+    parser.add_argument("--load", type=float, default=0.5, help="paced rate / broker max rate (default 0.5)")
+    parser.add_argument("--json", help="also write the results as JSON to this file ('-': stdout, no table)")
+    args = parser.parse_args(argv)
+    res = measure(args)
+    if args.json == "-":
+        print(json.dumps(res, indent=2))
+        return 0
+    print_table(res)
+    if args.json:
+        Path(args.json).write_text(json.dumps(res, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
