@@ -1,12 +1,13 @@
 """The edge: camera readers, detection, tracking and ROI policy, crops, the broker link with its accounting,
 and sinks.
 
-Follow one ROI from :func:`vcascade.edge.node.run_edge`: :mod:`vcascade.edge.capture.source` (camera supervisor, capture sessions,
+Follow one ROI from :func:`vcascade.edge.process.run_edge`: :mod:`vcascade.edge.capture.source` (camera supervisor, capture sessions,
 :mod:`vcascade.edge.capture.state`; decoding with PyAV in :mod:`vcascade.edge.capture.av_reader`, fault reasons in
 :mod:`vcascade.edge.capture.faults`, FFmpeg's log lines in :mod:`vcascade.edge.capture.ffmpeg_log`, one-shot checks in
 :mod:`vcascade.edge.capture.probe`) -> :mod:`vcascade.edge.capture.frames` -> :mod:`vcascade.edge.detection` -> :mod:`vcascade.edge.selection.tracking` ->
 :mod:`vcascade.edge.selection.roi_policy` (:mod:`vcascade.edge.selection.routing`) -> :mod:`vcascade.edge.selection.roi_selection` -> :mod:`vcascade.edge.selection.roi` -> :mod:`vcascade.edge.link.broker_link` (-> broker -> worker ->) :mod:`vcascade.edge.link.account`
--> :mod:`vcascade.edge.sinks.registry` (and :mod:`vcascade.edge.selection.identity_cache` for later detections of the same track).
+-> :mod:`vcascade.edge.way_back` (:mod:`vcascade.edge.selection.identity_cache` for later detections of the same track,
+:mod:`vcascade.edge.analytics.events`, :mod:`vcascade.edge.preview.hub`) -> :mod:`vcascade.edge.sinks.lines` -> :mod:`vcascade.edge.sinks.queue`.
 """
 
 from vcascade.core.exports import lazy_exports
@@ -27,7 +28,9 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "CameraTelemetry": ".metrics",
     "EdgeTelemetry": ".metrics",
     "EdgeNode": ".node",
-    "run_edge": ".node",
+    "EdgeProcess": ".process",
+    "run_edge": ".process",
+    "WayBack": ".way_back",
     "crop_pixels": ".selection.roi",
     "encode_jpeg": ".selection.roi",
     "roi_header": ".selection.roi",

@@ -37,7 +37,7 @@ import zmq
 from pydantic import TypeAdapter, ValidationError
 
 from vcascade.core.protocol.bounded_decode import MalformedMessage
-from vcascade.core.config import CameraConfig, Deployment, Name
+from vcascade.core.config import CameraConfig, Name
 from vcascade.core.protocol.control import (  # noqa: F401  (re-exported: the protocol is part of this module's API)
     PROTOCOL_VERSION,
     CameraAdd,
@@ -50,9 +50,10 @@ from vcascade.core.protocol.control import (  # noqa: F401  (re-exported: the pr
 )
 from vcascade.core.transport.disconnects import watch_connections
 from vcascade.core.redact import redact_url
+from vcascade.core.schema.edge_settings import EdgeSettings
 from vcascade.core.transport.security import secure_server
 from vcascade.core.transport.sockets import make_socket
-from vcascade.core.transport.zap import OPERATORS, admitted_names, start_authenticator
+from vcascade.core.transport.zap import OPERATORS, start_authenticator
 from vcascade.edge.camera_set import CameraChangeError, CameraSet
 from vcascade.edge.metrics import EdgeTelemetry
 
@@ -106,8 +107,8 @@ class ControlServer(threading.Thread):
     """The control socket of one edge (a daemon thread) and the queue of changes for the edge's loop thread.
 
     Args:
-        edge: the edge's name.
-        dep: the deployment (the edge's ``control_port``, ``bind``/``host`` and ``security``).
+        settings: the edge's settings (its ``control_port``, ``bind``/``host``, ``security``, the file's component
+            names).
         ctx: the process's ZeroMQ context.
         cameras: the edge's camera set, changed only by :meth:`apply_pending`.
 
@@ -116,21 +117,22 @@ class ControlServer(threading.Thread):
         zmq.ZMQError: the control port cannot be bound.
     """
 
-    def __init__(self, edge: str, dep: Deployment, ctx: zmq.Context, cameras: CameraSet) -> None:
+    def __init__(self, settings: EdgeSettings, ctx: zmq.Context, cameras: CameraSet) -> None:
         super().__init__(name="edge-control", daemon=True)
+        edge = settings.name
         self.edge, self.cameras = edge, cameras
         self.telemetry = EdgeTelemetry(edge)
         self._pending: queue.Queue[tuple[CameraAdd | CameraRemove | CameraList, Future]] = queue.Queue()
         self._stop_event = threading.Event()
-        self._auth = start_authenticator(ctx, dep.security)
+        self._auth = start_authenticator(ctx, settings.security)
         self._sock = make_socket(ctx, zmq.ROUTER)
-        secure_server(self._sock, dep.security, edge)
+        secure_server(self._sock, settings.security, edge)
         refusals = None
         if self._auth is not None:  # CurveZMQ: the edge itself and the operators, no other component
-            gate = self._auth.admit(self._sock, OPERATORS, admitted_names(dep, edge)[OPERATORS], operators_of=dep)
+            gate = self._auth.admit(self._sock, OPERATORS, [edge], components=settings.component_names)
             refusals = gate.refusal_reason
         watch_connections(self._sock, "edge", edge, "control", curve=self._auth is not None, refusals=refusals)
-        endpoint = dep.edges[edge].control_endpoint(bind=True)
+        endpoint = settings.edge.control_endpoint(bind=True)
         self._sock.bind(endpoint)
         log.info("edge %s: control socket on %s", edge, endpoint)
 
@@ -209,14 +211,14 @@ class ControlServer(threading.Thread):
         return Reply(ok=True, cameras=describe(self.cameras))
 
 
-def start_control(edge: str, dep: Deployment, ctx: zmq.Context, cameras: CameraSet) -> ControlServer | None:
+def start_control(settings: EdgeSettings, ctx: zmq.Context, cameras: CameraSet) -> ControlServer | None:
     """Start the control socket thread when ``edges.<edge>.control_port`` is set; None otherwise.
 
     Raises:
         vcascade.core.transport.security.SecurityError, zmq.ZMQError: see :class:`ControlServer`.
     """
-    if dep.edges[edge].control_port is None:
+    if settings.edge.control_port is None:
         return None
-    server = ControlServer(edge, dep, ctx, cameras)
+    server = ControlServer(settings, ctx, cameras)
     server.start()
     return server

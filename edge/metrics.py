@@ -57,6 +57,11 @@ CAMERA_STATE = Gauge(
 CAMERA_TRANSITIONS = Counter(
     "vcascade_edge_camera_transitions_total", "Entries into each camera state, by reason.", ["edge", "camera", "state", "reason"]
 )
+CAMERA_URL_REFUSALS = Counter(
+    "vcascade_edge_camera_url_refusals_total",
+    "Camera URLs refused before or at opening, by reason (protocol_not_allowed, host_not_allowed, "
+    "redirect_refused, not_video; vcascade.edge.capture.url_policy).", ["edge", "reason"],
+)
 CAMERA_RECONNECTS = Counter(
     "vcascade_edge_camera_reconnects_total", "Reconnect attempts of a live camera after a failure or stall.", ["edge", "camera"]
 )
@@ -73,6 +78,20 @@ FRAMES_CORRUPT = Counter(
     "Frames lost or damaged: corrupt (decoder flag or undecodable packet), missing_reference, before_keyframe, "
     "pts_gap (frames missing from the stream), pts_not_increasing, bad_image.",
     ["edge", "camera", "reason"],
+)
+DECODER_FALLBACKS = Counter(
+    "vcascade_edge_decoder_fallbacks_total",
+    "Openings where a hardware decoder (device: cuda, qsv) could not be used and the next one or software was.",
+    ["edge", "camera", "device", "reason"],
+)
+CAMERA_DECODER = Gauge(
+    "vcascade_edge_camera_decoder", "1 for the decoder the camera uses (software, cuda, qsv), 0 for the others.",
+    ["edge", "camera", "decoder"],
+)
+TIMESTAMP_DISCONTINUITIES = Counter(
+    "vcascade_edge_timestamp_discontinuities_total",
+    "Restarts of a camera's stream clock (reconnect, PTS restart) joined into its timeline; not lost frames.",
+    ["edge", "camera"],
 )
 FFMPEG_LOG_LINES = Counter(
     "vcascade_edge_ffmpeg_log_lines_total",
@@ -306,6 +325,21 @@ class CameraTelemetry:
     def frames_corrupt(self, reason: str, count: int) -> None:
         """``count`` frames lost or damaged, for ``reason`` (:data:`vcascade.edge.capture.faults.FRAME_LOSS_REASONS`)."""
         FRAMES_CORRUPT.labels(self.edge, self.camera, reason).inc(count)
+
+    def timestamp_discontinuities(self, count: int) -> None:
+        """``count`` restarts of the camera's stream clock joined into its timeline
+        (:class:`vcascade.edge.capture.timing.Timeline`)."""
+        TIMESTAMP_DISCONTINUITIES.labels(self.edge, self.camera).inc(count)
+
+    def decoder_fallback(self, device: str, reason: str) -> None:
+        """Hardware decoder ``device`` was not used when the source opened, for ``reason``
+        (:data:`vcascade.edge.capture.hwdecode.FALLBACK_REASONS`)."""
+        DECODER_FALLBACKS.labels(self.edge, self.camera, device, reason).inc()
+
+    def decoder_in_use(self, decoder: str) -> None:
+        """The camera decodes with ``decoder`` (``software``, ``cuda``, ``qsv``): 1 for it, 0 for the others."""
+        for name in ("software", "cuda", "qsv"):
+            CAMERA_DECODER.labels(self.edge, self.camera, name).set(1 if name == decoder else 0)
 
     def reconnecting(self) -> None:
         """One reconnect attempt of a live camera after a failure or stall."""

@@ -67,7 +67,7 @@ def video_run(model_dir: Path, frames: int, cfg: AnalyticsConfig) -> dict[str, A
     )
     tracker = CameraTracker(RoiPolicyConfig().tracker)
     policy = RoiPolicy(RoiPolicyConfig(), 16, 4)
-    records: list[dict] = []
+    records: list = []  # the EventRaised of each event (the way back formats their lines, on the link thread)
     analytics = CameraAnalytics("bench", "cam", cfg, detector.class_names, IdentityCache("bench"), records.append)
     cap = cv2.VideoCapture(str(resolve(VIDEO)))
     cpu = {"decode": 0.0, "detect": 0.0, "track_policy": 0.0, "analytics": 0.0}
@@ -111,7 +111,7 @@ def synthetic_run(cfg: AnalyticsConfig, tracks: int, frames: int = 500) -> dict[
     start = rng.uniform([0, 40], [640, 272], (tracks, 2))
     velocity = rng.uniform(-6, 6, (tracks, 2))
     image = np.zeros((272, 640, 3), np.uint8)
-    records: list[dict] = []
+    records: list = []  # the EventRaised of each event (the way back formats their lines, on the link thread)
     analytics = CameraAnalytics("bench", "synthetic", cfg, CLASSES, IdentityCache("bench"), records.append)
     ids = np.arange(tracks)
     alive = set(ids.tolist())

@@ -40,7 +40,7 @@ from vcascade.center.stages.runtimes import load_recognizer_stages, stage_input,
 from vcascade.core.config import RoiConfig, RoiPolicyConfig, load_config  # noqa: E402
 from vcascade.core.runtime.resources import resolve  # noqa: E402
 from vcascade.core.runtime.threads import set_process_threads  # noqa: E402
-from vcascade.edge.node import build_detector  # noqa: E402
+from vcascade.edge.process import load_detector  # noqa: E402
 from vcascade.edge.selection.roi import crop_pixels, encode_jpeg  # noqa: E402
 from vcascade.edge.selection.roi_policy import RoiPolicy  # noqa: E402
 from vcascade.edge.selection.tracking import CameraTracker  # noqa: E402
@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     cores = 1 if args.mode == "calibrate" else args.cores
     dep = _with_threads(dep, edge_name, cores)
     set_process_threads(cores, opencv_threads=1)  # as the cascade's processes: torch, OpenCV and numpy's BLAS
-    detector, _ = build_detector(dep, edge_name, args.model_dir)
+    detector, _ = load_detector(dep.edges[edge_name], args.model_dir)
     worker = next(iter(dep.workers.values()))
     rec_cfg = dep.recognizers[worker.recognizer]
     model = recognizer(with_stage_threads(rec_cfg, cores), args.model_dir)

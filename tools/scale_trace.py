@@ -81,18 +81,19 @@ def record(model_dir: str | None, out: Path, refresh_s: float | None = None) -> 
 
     from vcascade.core.config import load_config
     from vcascade.core.runtime.resources import resolve
-    from vcascade.edge.node import CameraTracking, build_detector
+    from vcascade.edge.node import CameraTracking
+    from vcascade.edge.process import load_detector
     from vcascade.edge.selection.routing import ClassRouter
 
     dep = load_config(DEMO)
     edge = "edge-1"
     camera = min(dep.cameras_of(edge))
-    detector, _ = build_detector(dep, edge, model_dir)
+    detector, _ = load_detector(dep.edges[edge], model_dir)
     policy = dep.roi_policy_of(camera)
     if refresh_s is not None:
         policy = policy.model_copy(update={"refresh_s": refresh_s})
     tracking = CameraTracking(policy, dep.edges[edge].roi,
-                              ClassRouter.for_camera(dep, camera, detector.class_names))  # fmt: skip
+                              ClassRouter(dep.routes_of(camera), detector.class_names))  # fmt: skip
     cap = cv2.VideoCapture(resolve(dep.cameras[camera].url))
     rows = []
     while True:

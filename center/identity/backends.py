@@ -22,7 +22,7 @@ def state_path(path: str) -> Path:
 
 
 def _sqlite(cfg: Any, space: str) -> IdentityStore:
-    return SqliteStore(state_path(cfg.path), space, cfg.timeout_s)
+    return SqliteStore(state_path(cfg.path), space, cfg.timeout_s, cfg.file_mode, cfg.dir_mode)
 
 
 def _redis(cfg: Any, space: str) -> IdentityStore:

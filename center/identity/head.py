@@ -13,7 +13,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from vcascade.center.identity.backends import build_store
+from vcascade.center.identity.backends import build_store, state_path
+from vcascade.center.identity.guard import IdGuard
 from vcascade.center.identity.metrics import IdentityTelemetry
 from vcascade.center.identity.space import IdentitySpace
 from vcascade.center.identity.store import IdentityStore, Sighting
@@ -59,8 +60,9 @@ class IdentityHead:
         topology = None if ident.topology is None else Topology.from_config(ident.topology)
         space = IdentitySpace(cfg.match_threshold, cfg.max_identities, ident.index, topology)
         telemetry = IdentityTelemetry(worker)
+        guard = IdGuard(state_path(f"identity-ids.{space_name}.{worker}.json"), telemetry)
         sync = StoreSync(space, store or build_store(ident.store, space_name), telemetry, ident.sync_interval_s,
-                         ident.id_block, ident.retention_s, cfg.max_identities)  # fmt: skip
+                         ident.id_block, ident.retention_s, cfg.max_identities, guard=guard)  # fmt: skip
         return cls(space, sync, telemetry, "stream" if topology is None else ident.topology.clock)
 
     def __call__(self, embeddings: np.ndarray, rois: Sequence[Roi] | None = None) -> list[EmbeddingOutput]:

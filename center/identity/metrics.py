@@ -42,11 +42,32 @@ DROPPED_UPDATES = Counter(
     "vcascade_identity_dropped_updates_total",
     "Matches the store did not take because their identity had been evicted meanwhile.", ["worker"],
 )
+RECORDS_SKIPPED = Counter(
+    "vcascade_identity_store_records_skipped_total",
+    "Identity records pulled from the store and skipped, by reason (malformed: a field that is not a number, a "
+    "vector of bytes that are not float32; wrong_length: a vector of another size than the space's); the others "
+    "pulled with them are kept.", ["worker", "reason"],
+)
+STORE_RESETS = Counter(
+    "vcascade_identity_store_resets_total",
+    "Times the identity store was found to have lost its data, by how (generation_changed: its generation marker "
+    "changed; ids_went_back: its id counter was below ids already seen).", ["worker", "reason"],
+)
+IDS_REFUSED = Counter(
+    "vcascade_identity_ids_refused_total",
+    "Ids the store handed out at or below ids this worker had already seen, refused (never given to anyone).",
+    ["worker"],
+)
 
+
+SKIP_REASONS = ("malformed", "wrong_length")
+"""``reason`` label values of ``vcascade_identity_store_records_skipped_total``."""
+RESET_REASONS = ("generation_changed", "ids_went_back")
+"""``reason`` label values of ``vcascade_identity_store_resets_total``."""
 
 MERGE_KINDS = ("duplicate", "reconciled")
 """``kind`` label values of ``vcascade_identity_merges_total``."""
-STORE_OPS = ("reserve", "write", "changes", "merge", "sweep")
+STORE_OPS = ("reserve", "write", "changes", "merge", "sweep", "generation", "raise_ids")
 """``op`` label values: the :class:`vcascade.center.identity.store.IdentityStore` calls."""
 
 
@@ -55,12 +76,16 @@ class IdentityTelemetry:
 
     def __init__(self, worker: str) -> None:
         self.worker = worker
-        for family in (GALLERY, ENROLMENTS, MATCHES, PROVISIONAL, COMPARISONS, DROPPED_UPDATES):
+        for family in (GALLERY, ENROLMENTS, MATCHES, PROVISIONAL, COMPARISONS, DROPPED_UPDATES, IDS_REFUSED):
             family.labels(worker)  # exported from the start, at 0
         for kind in MERGE_KINDS:
             MERGES.labels(worker, kind)
         for op in STORE_OPS:
             STORE_ERRORS.labels(worker, op)
+        for reason in SKIP_REASONS:
+            RECORDS_SKIPPED.labels(worker, reason)
+        for reason in RESET_REASONS:
+            STORE_RESETS.labels(worker, reason)
 
     def matched(self, stats: MatchStats, gallery_size: int) -> None:
         """One micro-batch matched (:class:`vcascade.center.identity.space.MatchStats`); the gallery's size after."""
@@ -91,3 +116,17 @@ class IdentityTelemetry:
         """``count`` pushed matches that the store dropped (identity evicted)."""
         if count:
             DROPPED_UPDATES.labels(self.worker).inc(count)
+
+    def records_skipped(self, reason: str, count: int = 1) -> None:
+        """``count`` pulled records skipped (``malformed`` or ``wrong_length``)."""
+        if count:
+            RECORDS_SKIPPED.labels(self.worker, reason).inc(count)
+
+    def store_reset(self, reason: str) -> None:
+        """The store was found to have lost its data (``generation_changed`` or ``ids_went_back``)."""
+        STORE_RESETS.labels(self.worker, reason).inc()
+
+    def ids_refused(self, count: int) -> None:
+        """``count`` reserved ids refused: at or below ids already seen."""
+        if count:
+            IDS_REFUSED.labels(self.worker).inc(count)

@@ -12,15 +12,20 @@ so it is atomic and versions follow commit order; vector sums are added inside t
 library). A push is a pipeline of such scripts: if the connection breaks midway, a prefix of it is applied, and
 the numbers make sending it again apply the rest only.
 
-The server must persist (``appendonly yes``): a Redis restarted empty would count ids from 1 again.
+The server must persist (``appendonly yes``). A Redis that lost its data anyway (restarted empty, flushed) is
+noticed by its ``generation`` key and by ids going back (:mod:`.guard`); a record another program wrote that
+cannot be read is answered as :data:`~vcascade.center.identity.store.MALFORMED` and skipped, never stopping the
+pull of the others.
 """
 
 from __future__ import annotations
 
+import secrets
+
 import numpy as np
 import redis
 
-from vcascade.center.identity.store import LIVE, WRITER_TTL_S, Sighting, StoredIdentity, StoreWrite
+from vcascade.center.identity.store import EVICTED, LIVE, MALFORMED, MERGED, WRITER_TTL_S, Sighting, StoredIdentity, StoreWrite
 
 APPLIED, DROPPED, SKIPPED = 1, 0, 2
 """What the write script answers: applied, dropped (identity evicted), skipped (applied before)."""
@@ -125,6 +130,13 @@ return #old
 """
 
 
+RAISE_IDS = """
+local key, floor = ARGV[1] .. ':next_id', tonumber(ARGV[2])
+if tonumber(redis.call('GET', key) or '0') < floor then redis.call('SET', key, floor) end
+return 1
+"""
+
+
 class RedisStore:
     """:class:`vcascade.center.identity.store.IdentityStore` on a Redis server.
 
@@ -143,6 +155,7 @@ class RedisStore:
         self._write = self._redis.register_script(WRITE)
         self._merge = self._redis.register_script(MERGE)
         self._sweep = self._redis.register_script(SWEEP)
+        self._raise_ids = self._redis.register_script(RAISE_IDS)
 
     def reserve_ids(self, n: int) -> list[int]:
         last = int(self._redis.incrby(f"{self.prefix}:next_id", n))
@@ -168,8 +181,17 @@ class RedisStore:
         pipe = self._redis.pipeline(transaction=False)
         for ident, _ in changed:
             pipe.hgetall(f"{self.prefix}:id:{int(ident)}")
-        found = [_stored(int(ident), fields) for (ident, _), fields in zip(changed, pipe.execute())]
+        found = [_stored(ident, fields) for (ident, _), fields in zip(changed, pipe.execute())]
         return found, max([cursor, *(int(score) for _, score in changed)])
+
+    def generation(self) -> str:
+        pipe = self._redis.pipeline(transaction=False)
+        pipe.set(f"{self.prefix}:generation", secrets.token_hex(8), nx=True)
+        pipe.get(f"{self.prefix}:generation")
+        return pipe.execute()[-1].decode("ascii", "replace")
+
+    def raise_ids(self, floor: int) -> None:
+        self._raise_ids(args=[self.prefix, floor])
 
     def merge(self, loser: int, survivor: int) -> bool:
         return bool(self._merge(args=[self.prefix, loser, survivor]))
@@ -181,12 +203,35 @@ class RedisStore:
         self._redis.close()
 
 
-def _stored(ident: int, fields: dict[bytes, bytes]) -> StoredIdentity:
+def _stored(member: bytes, fields: dict[bytes, bytes]) -> StoredIdentity:
+    """The record of id ``member`` from its hash; :data:`MALFORMED` (id -1 when the id itself is not a number)
+    when a field cannot be read: another program, or an attacker with access to the server, wrote it."""
+    try:
+        ident = int(member)
+    except ValueError:
+        return StoredIdentity(-1, MALFORMED)
+    try:
+        return _parse(ident, fields)
+    except (KeyError, ValueError, UnicodeDecodeError):
+        return StoredIdentity(ident, MALFORMED)
+
+
+def _vector(data: bytes) -> np.ndarray:
+    """float32 vector from its bytes; ValueError when they are not whole float32 values or not finite."""
+    vector = np.frombuffer(data, np.float32).copy()  # ValueError: a length not a multiple of 4
+    if not vector.size or not np.isfinite(vector).all():
+        raise ValueError("empty or non-finite vector")
+    return vector
+
+
+def _parse(ident: int, fields: dict[bytes, bytes]) -> StoredIdentity:
     state = fields.get(b"state", b"evicted").decode()
     if state != LIVE:
+        if state not in (MERGED, EVICTED):
+            raise ValueError(f"unknown state {state!r}")
         return StoredIdentity(ident, state, merged_into=int(fields.get(b"merged_into", -1)))
     seen = Sighting(fields[b"camera"].decode(), float(fields[b"t_ms"]), float(fields[b"wall_s"]))
     first = fields.get(b"first")
-    return StoredIdentity(ident, state, np.frombuffer(fields[b"sum"], np.float32).copy(), int(fields[b"count"]), seen,
-                          first=None if first is None else np.frombuffer(first, np.float32).copy(),
+    return StoredIdentity(ident, state, _vector(fields[b"sum"]), int(fields[b"count"]), seen,
+                          first=None if first is None else _vector(first),
                           enrolled_version=int(fields.get(b"enrolled", 0)))  # fmt: skip

@@ -24,7 +24,7 @@ thread (:mod:`vcascade.center.identity.sync`), which hands this class the store'
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -80,10 +80,12 @@ class SyncNews:
         duplicates: ``(loser, survivor)`` pairs: an enrolment that landed since the previous pull and the
             earlier-landed identity it duplicates (at or above the match threshold), in landing order.
         merged: identities this worker held that the store merged into another (by any worker).
+        wrong_length: live records skipped: their vector's size is not the space's (the others are taken).
     """
 
     duplicates: list[tuple[int, int]] = field(default_factory=list)
     merged: int = 0
+    wrong_length: int = 0
 
 
 class IdentitySpace:
@@ -265,8 +267,11 @@ class IdentitySpace:
         news = SyncNews()
         with self._lock:
             landed = []  # (version, id): enrolments that reached the store since the previous pull
+            self._settle_dim(records)
             for record in records:
-                if record.state == LIVE:
+                if record.state == LIVE and not self._fits(record):
+                    news.wrong_length += 1
+                elif record.state == LIVE:
                     if self._take_live(record) and self._loaded and record.enrolled_version > since_version:
                         landed.append((record.enrolled_version, record.identity_id))
                 elif self._slot.get(record.identity_id) is not None:
@@ -326,6 +331,18 @@ class IdentitySpace:
         return pairs
 
     # ------------------------------------------------------------------ slots
+
+    def _settle_dim(self, records: list[StoredIdentity]) -> None:
+        """Before the first vector is known: the space's size is the most common among the live records."""
+        if self._dim is None:
+            sizes = Counter(len(r.vector_sum) for r in records if r.state == LIVE and r.vector_sum is not None)
+            if sizes:
+                self._ensure_dim(sizes.most_common(1)[0][0])
+
+    def _fits(self, record: StoredIdentity) -> bool:
+        """A live record whose vectors have the space's size."""
+        return record.vector_sum is not None and len(record.vector_sum) == self._dim and (
+            record.first is None or len(record.first) == self._dim)
 
     def _ensure_dim(self, dim: int) -> None:
         if self._dim is None:

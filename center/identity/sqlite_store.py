@@ -11,6 +11,7 @@ lost is skipped) and the updates its latest push dropped (answered again, so the
 
 from __future__ import annotations
 
+import secrets
 import sqlite3
 from pathlib import Path
 
@@ -19,6 +20,7 @@ import numpy as np
 from vcascade.center.identity.store import (
     EVICTED,
     LIVE,
+    MALFORMED,
     MERGED,
     WRITER_TTL_S,
     Sighting,
@@ -26,6 +28,7 @@ from vcascade.center.identity.store import (
     StoreWrite,
     add_sighting,
 )
+from vcascade.core.private_files import DIR_MODE, FILE_MODE, create_private
 
 RESERVED = "reserved"
 """State of an id handed to a worker and not yet written."""
@@ -48,6 +51,7 @@ CREATE TABLE IF NOT EXISTS identities (
 CREATE INDEX IF NOT EXISTS identities_changes ON identities (space, version);
 CREATE INDEX IF NOT EXISTS identities_seen ON identities (space, state, wall_s);
 CREATE TABLE IF NOT EXISTS versions (space TEXT PRIMARY KEY, version INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS generations (space TEXT PRIMARY KEY, token TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS writers (
     space TEXT NOT NULL,
     writer TEXT NOT NULL,
@@ -73,13 +77,16 @@ class SqliteStore:
         path: database file (its folder is created).
         space: identity space name (the recognizer's).
         timeout_s: longest wait for the write lock, s (``sqlite3.OperationalError: database is locked`` after).
+        file_mode, dir_mode: permission modes of the file and of the folders created for it (an embedding of
+            every person seen: owner only by default; :mod:`vcascade.core.private_files`).
 
     Raises:
         sqlite3.Error: the file cannot be opened or is not a database.
     """
 
-    def __init__(self, path: str | Path, space: str, timeout_s: float = 2.0) -> None:
-        Path(path).expanduser().parent.mkdir(parents=True, exist_ok=True)
+    def __init__(self, path: str | Path, space: str, timeout_s: float = 2.0, file_mode: int = FILE_MODE,
+                 dir_mode: int = DIR_MODE) -> None:
+        create_private(path, file_mode, dir_mode)  # SQLite gives its -wal and -shm files this file's mode
         self.space = space
         self._db = sqlite3.connect(str(Path(path).expanduser()), timeout=timeout_s, isolation_level=None,
                                    check_same_thread=False)  # fmt: skip
@@ -119,8 +126,20 @@ class SqliteStore:
             "FROM identities "
             "WHERE space = ? AND version > ? AND state != ? ORDER BY version", (self.space, cursor, RESERVED),
         ).fetchall()
-        found = [_stored(row) for row in rows]
+        found = [_stored_or_malformed(row) for row in rows]
         return found, max([cursor, *(row[-1] for row in rows)])
+
+    def generation(self) -> str:
+        with self._transaction() as db:
+            db.execute("INSERT OR IGNORE INTO generations (space, token) VALUES (?, ?)",
+                       (self.space, secrets.token_hex(8)))  # fmt: skip
+            return db.execute("SELECT token FROM generations WHERE space = ?", (self.space,)).fetchone()[0]
+
+    def raise_ids(self, floor: int) -> None:
+        with self._transaction() as db:  # AUTOINCREMENT hands out max(seq, largest id) + 1
+            if db.execute("UPDATE sqlite_sequence SET seq = max(seq, ?) WHERE name = 'identities'", (floor,)).rowcount:
+                return
+            db.execute("INSERT INTO sqlite_sequence (name, seq) VALUES ('identities', ?)", (floor,))
 
     def merge(self, loser: int, survivor: int) -> bool:
         with self._transaction() as db:
@@ -229,6 +248,14 @@ class _Immediate:
 
 def _blob(vector: np.ndarray) -> bytes:
     return np.asarray(vector, dtype=np.float32).tobytes()
+
+
+def _stored_or_malformed(row: tuple) -> StoredIdentity:
+    """The record of a row; :data:`MALFORMED` when a column cannot be read (another program wrote it)."""
+    try:
+        return _stored(row)
+    except (TypeError, ValueError):
+        return StoredIdentity(int(row[0]), MALFORMED)
 
 
 def _stored(row: tuple) -> StoredIdentity:

@@ -27,6 +27,9 @@ import numpy as np
 
 LIVE, MERGED, EVICTED = "live", "merged", "evicted"
 """Identity states in a store."""
+MALFORMED = "malformed"
+"""State of a pulled record the backend could not read (a field that is not a number, a vector whose bytes are not
+float32): the sync skips and counts it, the others pulled with it are kept."""
 
 WRITER_TTL_S = 86_400
 """How long a store remembers a writer's highest applied write number after its last push, s. A worker sends a
@@ -118,6 +121,15 @@ class IdentityStore(Protocol):
 
     def changes(self, cursor: int) -> tuple[list[StoredIdentity], int]:
         """Identities changed after version ``cursor`` (0: all), and the version to ask from next time."""
+        ...
+
+    def generation(self) -> str:
+        """The store's generation marker: a random token set the first time it is asked for, gone with the
+        store's data (a flushed or replaced store answers a new one)."""
+        ...
+
+    def raise_ids(self, floor: int) -> None:
+        """Make every id reserved from now on larger than ``floor`` (a store that lost its data)."""
         ...
 
     def merge(self, loser: int, survivor: int) -> bool:

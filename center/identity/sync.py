@@ -28,9 +28,10 @@ import threading
 import time
 from typing import Any, Callable
 
+from vcascade.center.identity.guard import IdGuard
 from vcascade.center.identity.metrics import IdentityTelemetry
 from vcascade.center.identity.space import IdentitySpace
-from vcascade.center.identity.store import IdentityStore, StoreWrite
+from vcascade.center.identity.store import MALFORMED, IdentityStore, StoredIdentity, StoreWrite
 
 log = logging.getLogger(__name__)
 
@@ -52,11 +53,14 @@ class StoreSync:
         retention_s: store retention (wall time since last sighting), s.
         capacity: identities the store keeps at most.
         clock: wall clock, s since the Unix epoch (tests pass their own).
+        guard: the watermark of ids seen and the store's generation (:mod:`.guard`); None: kept in memory only.
     """
 
     def __init__(self, space: IdentitySpace, store: IdentityStore, telemetry: IdentityTelemetry, interval_s: float,
-                 id_block: int, retention_s: float, capacity: int, clock: Callable[[], float] = time.time) -> None:  # fmt: skip
+                 id_block: int, retention_s: float, capacity: int, clock: Callable[[], float] = time.time,
+                 guard: IdGuard | None = None) -> None:  # fmt: skip
         self.space, self.store, self.telemetry = space, store, telemetry
+        self.guard = guard or IdGuard(None, telemetry)
         self.interval_s, self.id_block = interval_s, id_block
         self.retention_s, self.capacity = retention_s, capacity
         self.clock = clock
@@ -103,9 +107,12 @@ class StoreSync:
         self.cycle()
 
     def _exchange(self) -> None:
+        if not self.guard.check_generation(self._call("generation", self.store.generation)):
+            self.cursor = 0  # its versions start again too: read every record it has now
+            self._call("raise_ids", self.store.raise_ids, self.guard.max_id)
         wanted = self.space.ids_wanted(self.id_block)
         if wanted:
-            reconciled = self.space.add_ids(self._call("reserve", self.store.reserve_ids, wanted))
+            reconciled = self.space.add_ids(self._reserve(wanted))
             self.telemetry.merged("reconciled", len(reconciled))
         self._push()  # the one that failed last time, if any
         self._unanswered, self._first_seq = self.space.take_writes(), self._next_seq
@@ -113,7 +120,12 @@ class StoreSync:
         self._push()
         since = self.cursor
         records, self.cursor = self._call("changes", self.store.changes, since)
-        news = self.space.apply(records, since)
+        news = self.space.apply(self._readable(records), since)
+        if news.wrong_length:
+            log.warning("identity store: %d records with a vector of another size skipped", news.wrong_length)
+            self.telemetry.records_skipped("wrong_length", news.wrong_length)
+        self.guard.saw([r.identity_id for r in records if r.identity_id > 0])
+        self.guard.save()
         self._merges.extend(news.duplicates)
         while self._merges:  # in order; one the store did not take stays for the next cycle (the pull has moved on)
             loser, survivor = self._merges[0]
@@ -125,6 +137,27 @@ class StoreSync:
             self._call("sweep", self.store.sweep, now_s, self.retention_s, self.capacity)
             self._next_sweep_s = now_s + SWEEP_INTERVAL_S
         self.telemetry.gallery(len(self.space))
+
+    def _reserve(self, wanted: int) -> list[int]:
+        """``wanted`` fresh ids, all above every id this worker has seen: a store whose counter went back has it
+        raised first, and the ids it handed out at or below it are refused (counted, never used)."""
+        got = self._call("reserve", self.store.reserve_ids, wanted)
+        went_back = bool(got) and self.guard.counter_went_back(min(got) - 1)  # logged and counted
+        ids = self.guard.accept(got)  # those at or below what was seen: refused, counted
+        if went_back:
+            self._call("raise_ids", self.store.raise_ids, self.guard.max_id)
+            ids += self.guard.accept(self._call("reserve", self.store.reserve_ids, wanted - len(ids)))
+        self.guard.save()
+        return ids
+
+    def _readable(self, records: list[StoredIdentity]) -> list[StoredIdentity]:
+        """``records`` without the malformed ones (counted and logged: each is skipped, the rest kept)."""
+        bad = [r.identity_id for r in records if r.state == MALFORMED]
+        if not bad:
+            return records
+        log.warning("identity store: %d unreadable records skipped (ids %s)", len(bad), bad[:10])
+        self.telemetry.records_skipped("malformed", len(bad))
+        return [r for r in records if r.state != MALFORMED]
 
     def _push(self) -> None:
         """Push the unanswered writes (none: nothing to do); they stay unanswered if the call fails."""

@@ -2,8 +2,9 @@
 sinks (docs/EVENTS.md).
 
 :mod:`~vcascade.edge.analytics.geometry` (pure geometry) -> :mod:`~vcascade.edge.analytics.counting` (pure state
-machine per camera) -> :mod:`~vcascade.edge.analytics.camera` (the edge's step: records, metrics) ->
-:mod:`~vcascade.edge.analytics.events` (records, and their updates when recognition arrives later).
+machine per camera) -> :mod:`~vcascade.edge.analytics.camera` (the edge's step: events, metrics) ->
+:mod:`~vcascade.edge.analytics.events` (their updates when recognition arrives later); the lines are written by
+:mod:`vcascade.edge.sinks.lines`.
 """
 
 from vcascade.core.exports import lazy_exports
@@ -13,6 +14,5 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "AnalyticsEvent": ".counting",
     "TrackAnalytics": ".counting",
     "EventUpdates": ".events",
-    "event_record": ".events",
     "AnalyticsTelemetry": ".metrics",
 })

@@ -1,22 +1,22 @@
 """One camera's analytics step on the edge: after tracking, the frame's tracks move the lines' and zones' state
-(:mod:`vcascade.edge.analytics.counting`), and each event becomes a record for the sinks with the identity its
-track has now (:mod:`vcascade.edge.analytics.events`), counted in the metrics (:mod:`vcascade.edge.analytics.metrics`).
+(:mod:`vcascade.edge.analytics.counting`), and each event goes down the way back with the identity its
+track has now (:class:`vcascade.edge.way_back.EventRaised`) (:mod:`vcascade.edge.analytics.events`), counted in the metrics (:mod:`vcascade.edge.analytics.metrics`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
 
 import numpy as np
 
 from vcascade.core.detections import Detections
 from vcascade.core.schema.analytics import AnalyticsConfig
 from vcascade.edge.analytics.counting import AnalyticsEvent, TrackAnalytics
-from vcascade.edge.analytics.events import event_record, new_event_id
+from vcascade.edge.analytics.events import new_event_id
 from vcascade.edge.analytics.metrics import AnalyticsTelemetry
 from vcascade.edge.capture.frames import Frame
 from vcascade.edge.selection.identity_cache import IdentityCache
+from vcascade.edge.way_back import EventRaised
 
 NO_DETECTIONS = Detections(np.zeros((0, 4), np.float32), np.zeros(0, np.float32), np.zeros(0, np.int64))
 
@@ -32,7 +32,7 @@ class CameraAnalytics:
         cfg: the camera's ``analytics``.
         class_names: the detector's class names.
         identities: the edge's identity cache (the identity a track has when its event fires).
-        publish: hands a record to the sinks (:meth:`BrokerLink.publish`).
+        publish: hands an event to the way back (:meth:`BrokerLink.publish`).
 
     Raises:
         ValueError: a line's or zone's ``classes`` names a class the detector does not have (its names came from
@@ -41,7 +41,7 @@ class CameraAnalytics:
 
     def __init__(
         self, edge: str, camera: str, cfg: AnalyticsConfig, class_names: Sequence[str], identities: IdentityCache,
-        publish: Callable[[dict[str, Any]], None],
+        publish: Callable[[EventRaised], None],
     ) -> None:
         self.camera = camera
         self.counting = TrackAnalytics(cfg, class_names)
@@ -69,7 +69,7 @@ class CameraAnalytics:
     def _publish_all(self, events: list[AnalyticsEvent]) -> None:
         for event in events:
             identity = self._identities.get(self.camera, event.track_id)
-            self._publish(event_record(self.camera, event, identity, new_event_id()))
+            self._publish(EventRaised(self.camera, event, identity, new_event_id()))
             self.telemetry.event_emitted(event.type)
             if event.type == "line_cross":
                 self.telemetry.line_crossed(event.place, str(event.direction), event.class_name)

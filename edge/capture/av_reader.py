@@ -10,7 +10,10 @@ Decoding rules (docs/CAMERAS.md):
 * Only the first video stream is demuxed (audio and data streams are never read).
 * ``stream_ts_ms`` is the frame's PTS in ms from the stream's start time (FFmpeg's ``start_time``, else the
   first PTS). A stream without timestamps (raw Annex-B H.264) gets them from its frame durations, else from its
-  frame rate: 0, 40, 80... ms at 25 fps.
+  frame rate: 0, 40, 80... ms at 25 fps. An untimed first frame of a stream with a start time (RTSP, before
+  its first RTCP report) is one frame interval before it. A PTS jumping back by more than
+  :data:`vcascade.edge.capture.timing.RESTART_MS` is a restart of the stream's timeline (a concatenated file, a
+  camera that reset), not a lost frame: the camera's :class:`vcascade.edge.capture.timing.Timeline` counts it.
 * Frames FFmpeg decodes are delivered, also those it concealed; a frame decoded while FFmpeg said a reference
   frame it needs is missing (:data:`MISSING_REFERENCE_MESSAGES`) is counted ``missing_reference``, another frame
   the decoder flags corrupt ``corrupt``; a packet it cannot decode is counted ``corrupt``, packets before the first
@@ -44,11 +47,17 @@ import numpy as np
 from av.video.reformatter import VideoReformatter
 
 from vcascade.core.config import CameraConfig
-from vcascade.core.redact import redact_url
+from vcascade.core.redact import redact_url, remember_url
 from vcascade.core.runtime.resources import resolve
 from vcascade.edge.capture.faults import CameraFault, check_file, classify, is_unfinished_mp4
-from vcascade.edge.capture.kinds import device_index, is_live
-from vcascade.edge.capture.timing import GAP_SLACK, PacketGaps
+from vcascade.edge.capture.hwdecode import Fallback, open_decoding
+from vcascade.edge.capture.kinds import (
+    SEQUENCE_START_RANGE, device_index, image_pattern, is_image, is_live, sequence_files,
+)
+from vcascade.edge.capture.timing import GAP_SLACK, PacketGaps, is_restart
+from vcascade.edge.capture.url_policy import (
+    PROTOCOLS, check_format, check_host, ffmpeg_options, follow_redirects, scheme_of,
+)
 
 TIMEOUT_SLACK = 0.9
 """An FFmpeg error after this fraction of a live source's timeout is that timeout (PyAV's interrupt callback makes
@@ -93,24 +102,44 @@ class StreamInfo:
     height_px: int
 
 
-def open_source(cfg: CameraConfig) -> tuple[av.container.InputContainer, av.VideoStream]:
+def open_source(
+    cfg: CameraConfig, on_decoder: Callable[[str], None] | None = None, on_fallback: Fallback | None = None,
+) -> tuple[av.container.InputContainer, av.VideoStream]:
     """Open a camera's source with FFmpeg and find its first video stream.
 
-    Files are checked first (:func:`vcascade.edge.capture.faults.check_file`); ``device://N`` opens
+    Files are checked first (:func:`vcascade.edge.capture.faults.check_file`); an image sequence pattern
+    (:func:`vcascade.edge.capture.kinds.image_pattern`) must name at least one file and opens with FFmpeg's
+    ``image2`` demuxer; ``device://N`` opens
     ``/dev/videoN`` with FFmpeg's ``v4l2`` input; network URLs get ``rtsp_transport`` (RTSP) and PyAV's
-    ``(open_timeout_s, read_timeout_s)`` interrupt timeouts.
+    ``(open_timeout_s, read_timeout_s)`` interrupt timeouts. Video files and network streams decode with
+    ``cfg.decoder`` (:func:`vcascade.edge.capture.hwdecode.open_decoding`): ``on_decoder(decoder)`` is told the
+    decoder in use, ``on_fallback(device, reason, message)`` each hardware decoder skipped; images and capture
+    devices always decode in software.
 
     Raises:
         CameraFault: with the real cause (:data:`vcascade.edge.capture.faults.FAULT_REASONS`), credentials redacted.
     """
+    remember_url(cfg.url)  # an echo of its secrets by FFmpeg or the OS is hidden too, wherever it goes
     shown = redact_url(cfg.url)
     try:
         url = resolve(cfg.url)
     except FileNotFoundError as exc:
         raise CameraFault("missing_file", str(exc)) from None
     target, kwargs = url, {}
-    if not is_live(url):
+    if "://" in url and scheme_of(url) not in PROTOCOLS and device_index(url) is None \
+            and not url.lower().startswith("device://"):
+        ffmpeg_options(url, cfg.edge, shown)  # raises protocol_not_allowed
+    if (pattern := image_pattern(url)) is not None:
+        files = sequence_files(url, pattern)
+        if not files:
+            first = "" if pattern == "glob" else f" (FFmpeg starts a numbered sequence at 0 to {SEQUENCE_START_RANGE - 1})"
+            raise CameraFault("missing_file", f"{shown}: no file matches this image sequence pattern{first}")
+        check_file(files[0], redact_url(files[0]))
+        options = {"pattern_type": pattern, **ffmpeg_options("file", cfg.edge, shown)}
+        kwargs = {"format": "image2", "options": options}
+    elif not is_live(url):
         check_file(url, shown)
+        kwargs = {"options": ffmpeg_options("file", cfg.edge, shown)}  # a playlist file cannot reach the network
     elif (index := device_index(url)) is not None:
         target = f"/dev/video{index}"
         if not os.path.exists(target):
@@ -119,11 +148,24 @@ def open_source(cfg: CameraConfig) -> tuple[av.container.InputContainer, av.Vide
     elif url.lower().startswith("device://"):
         raise CameraFault("bad_url", f"{shown}: a device URL is device://N with N the device number (e.g. device://0)")
     else:
-        options = {"rtsp_transport": cfg.rtsp_transport} if url.lower().startswith(("rtsp://", "rtsps://")) else {}
+        check_host(url, cfg.edge, shown)
+        options = ffmpeg_options(url, cfg.edge, shown)
+        if scheme_of(url) in ("rtsp", "rtsps"):
+            options["rtsp_transport"] = cfg.rtsp_transport
         kwargs = {"options": options, "timeout": (cfg.open_timeout_s, cfg.read_timeout_s)}
     started_s = time.monotonic()
     try:
-        container = av.open(target, **kwargs)
+        try:
+            container, decoder = _open(target, kwargs, cfg, on_fallback)
+        except (av.error.FFmpegError, OSError):
+            # FFmpeg follows no redirect (max_redirects 0): one the policy allows is followed here, once
+            allowed = follow_redirects(url, cfg.open_timeout_s, cfg.edge, shown) if scheme_of(url) in (
+                "http", "https") else url
+            if allowed == url:
+                raise
+            container, decoder = _open(allowed, kwargs, cfg, on_fallback)
+        if on_decoder is not None:
+            on_decoder(decoder)
     except (av.error.FFmpegError, OSError) as exc:  # every PyAV error is classified; none escapes as a crash
         waited_s = time.monotonic() - started_s
         if "timeout" in kwargs and waited_s >= TIMEOUT_SLACK * cfg.open_timeout_s:  # the interrupt fired
@@ -138,11 +180,29 @@ def open_source(cfg: CameraConfig) -> tuple[av.container.InputContainer, av.Vide
         kinds = ", ".join(sorted({s.type for s in container.streams})) or "none"
         container.close()
         raise CameraFault("no_video_stream", f"{shown}: no video stream (streams: {kinds})")
+    if not is_live(url):  # a video stream, but read from text, an image...: not a video file
+        try:
+            check_format(container.format.name, cfg.edge, shown, image=is_image(url))
+        except CameraFault:
+            container.close()
+            raise
     stream = container.streams.video[0]
     if stream.codec_context is None or not stream.codec_context.is_decoder:
         container.close()
         raise CameraFault("unsupported_codec", f"{shown}: no decoder for its video codec")
     return container, stream
+
+
+def _open(target: str, kwargs: dict, cfg: CameraConfig, on_fallback: Fallback | None
+          ) -> tuple[av.container.InputContainer, str]:
+    """``av.open`` with the camera's decoder for video files and streams; images and devices in software."""
+    if not is_image(target) and device_index(target) is None and not target.startswith("/dev/video"):
+        return open_decoding(target, kwargs, cfg.decoder, on_fallback or _no_fallback)
+    return av.open(target, **kwargs), "software"
+
+
+def _no_fallback(device: str, reason: str, message: str) -> None:
+    """A hardware decoder skipped, with nobody counting it (probes)."""
 
 
 def stream_info(stream: av.VideoStream) -> StreamInfo:
@@ -205,7 +265,9 @@ class StreamDecoder:
         last_packet, packet_s = None, time.monotonic()
         try:
             for packet in self.container.demux(self.stream):
-                packet_s = time.monotonic()
+                waited_s, packet_s = time.monotonic() - packet_s, time.monotonic()
+                if self._timed_out(waited_s):  # FFmpeg's interrupt fired; the demuxer handed out what it held
+                    raise CameraFault("read_timeout", f"{shown}: no data for {waited_s:.1f} s (FFmpeg read timeout)")
                 if packet.size:
                     last_packet = packet
                     self._watch_packet(packet)
@@ -223,13 +285,14 @@ class StreamDecoder:
                     yield self._image(frame), self._stamp_ms(frame)
                 if missing_ref:  # the damaged frame is still inside the decoder (reordering): counted now
                     self.count_loss("missing_reference", 1)
+                packet_s = time.monotonic()  # the next read starts now (delivering frames is not reading)
         except CameraFault:
             raise
         except av.error.EOFError:
             pass
         except av.error.FFmpegError as exc:
             waited_s = time.monotonic() - packet_s
-            if self.read_timeout_s is not None and waited_s >= TIMEOUT_SLACK * self.read_timeout_s:
+            if self._timed_out(waited_s):
                 raise CameraFault("read_timeout", f"{shown}: no data for {waited_s:.1f} s (FFmpeg read timeout)") from None
             fault = classify(exc, shown, opening=False)
             if fault.reason in ("invalid_data", "read_error") and not is_live(self.container.name):
@@ -240,6 +303,13 @@ class StreamDecoder:
             self.count_loss("before_keyframe", max(0, self._before_key - self._frames_out))
         if last_packet is not None and last_packet.is_corrupt:
             raise CameraFault("truncated_file", f"{shown}: truncated: the demuxer flags its last packet incomplete")
+
+    def _timed_out(self, waited_s: float) -> bool:
+        """True when a read of a live source took its ``read_timeout_s`` (PyAV's interrupt fired). A packet that
+        still comes out of such a read is not fresh data: FFmpeg's RTSP demuxer hands out the packets it held back
+        (its reorder queue) when the read is interrupted, and taking it as a frame restarts the timeout, so a frozen
+        server would be seen only at twice ``read_timeout_s``."""
+        return self.read_timeout_s is not None and waited_s >= TIMEOUT_SLACK * self.read_timeout_s
 
     def _watch_packet(self, packet: av.Packet) -> None:
         if not self._keyframe_seen:
@@ -261,16 +331,19 @@ class StreamDecoder:
     def _stamp_ms(self, frame: av.VideoFrame) -> float:
         self._frames_out += 1
         if frame.pts is not None:
-            self._tail_pts.append(frame.pts)
             if self._origin is None:
                 self._origin = frame.pts
             pts_ms = (frame.pts - self._origin) * self._tb_ms
-        elif self._last_ms is None:
-            pts_ms = 0.0
+        elif self._last_ms is None:  # untimed first frame: before the stream's start time if it has one (RTSP)
+            pts_ms = 0.0 if self._origin is None else -self._rate_step_ms
         else:
             pts_ms = self._last_ms + (frame.duration * self._tb_ms if frame.duration else self._rate_step_ms)
-        if self._last_ms is not None and pts_ms <= self._last_ms:
+        if self._last_ms is not None and is_restart(self._last_ms, pts_ms):
+            self._tail_pts.clear()  # a new timeline (a PTS restart): counted by the camera's Timeline, not lost
+        elif self._last_ms is not None and pts_ms <= self._last_ms:
             self.count_loss("pts_not_increasing", 1)
+        if frame.pts is not None:
+            self._tail_pts.append(frame.pts)
         self._last_ms = pts_ms
         return pts_ms
 

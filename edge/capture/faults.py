@@ -41,6 +41,10 @@ FAULT_REASONS: tuple[str, ...] = (
     "bad_url",  # the URL itself is malformed (e.g. device://abc)
     "stream_ended",  # a live stream ended (the server closed it); the camera reconnects
     "read_error",  # any other error while reading (the detail says which)
+    "protocol_not_allowed",  # a URL scheme that is no camera kind (vcascade.edge.capture.url_policy)
+    "host_not_allowed",  # a network camera on a host edges.<name>.camera_hosts does not hold
+    "redirect_refused",  # an HTTP camera redirected to another host (or protocol) not allowed
+    "not_video",  # a file FFmpeg reads with a demuxer that is not a video one (text, image, audio)
 )
 """Every cause of a camera fault, as the fixed word used in metrics, logs and snapshots."""
 

@@ -40,7 +40,7 @@ from vcascade.edge.capture.kinds import SourceError, is_live, normalize_image
 from vcascade.edge.capture.ffmpeg_log import CameraLog
 from vcascade.edge.capture.frames import Frame, FramePolicy, FrameSlots
 from vcascade.edge.metrics import CameraTelemetry
-from vcascade.edge.capture.timing import Pacer, RateGate
+from vcascade.edge.capture.timing import Pacer, RateGate, Timeline
 from vcascade.edge.capture.views import apply_view
 
 __all__ = ["CameraReader", "CaptureSession", "SourceError", "is_live", "open_source", "resolve_or_same"]
@@ -90,6 +90,10 @@ class CameraReader(threading.Thread):
         corrupt_frames: frames counted lost or damaged (see :mod:`vcascade.edge.capture.av_reader`).
         losses: the same by reason (:data:`vcascade.edge.capture.faults.FRAME_LOSS_REASONS`).
         loops: times a ``loop: true`` file started again.
+        decoder: the decoder of the last opening: ``software``, ``cuda`` or ``qsv`` (``decoder`` setting).
+        decoder_fallbacks: hardware decoders skipped, ``"device:reason"`` -> count.
+        timeline: the camera's ``stream_ts_ms`` across reconnects and PTS restarts (never backwards, never repeated;
+            ``timeline.discontinuities`` counts the joins, metric ``vcascade_edge_timestamp_discontinuities_total``).
         removal: None, or for a camera removed at run time ``removing`` (reader stopping, ROIs in flight) and
             then ``closed`` (its books are final); set by :class:`vcascade.edge.camera_set.CameraSet`.
     """
@@ -110,6 +114,11 @@ class CameraReader(threading.Thread):
         self._blocked_done_s = 0.0
         self.session: CaptureSession | None = None
         self._backoff = Backoff(cfg.backoff_initial_s, cfg.backoff_max_s)
+        self.timeline = Timeline(self.live)
+        self.decoder = "software"
+        self.decoder_fallbacks: dict[str, int] = {}
+        self._frame_span_s: tuple[float, float] | None = None  # perf_counter of the first and last frame decoded
+        self._discontinuities_published = 0
         slots.add_camera(name, self.policy, depth=FILE_SLOT_DEPTH)
 
     @property
@@ -123,6 +132,16 @@ class CameraReader(threading.Thread):
         session = self.session
         waiting_s = time.perf_counter() - session.phase_since_s if session is not None and self.blocked else 0.0
         return self._blocked_done_s + max(0.0, waiting_s)
+
+    @property
+    def decode_fps(self) -> float | None:
+        """The measured decode rate, frames/s: frames decoded after the first one over the seconds from the first
+        to the last (reconnect outages and backpressure included: the rate the camera really delivered). None
+        before two frames."""
+        span = self._frame_span_s
+        if span is None or self.frames < 2 or span[1] <= span[0]:
+            return None
+        return (self.frames - 1) / (span[1] - span[0])
 
     @property
     def blocked(self) -> bool:
@@ -223,21 +242,45 @@ class CameraReader(threading.Thread):
         self._backoff.reset()
         if session.gate is not None and not session.gate.accept(frame.stream_ts_ms):
             self.rate_skipped += 1
+            self._frame_decoded(frame.capture_s)
             return True
         if session.pacer is not None:
             session.set_phase("pacing")
             if not session.pacer.wait(frame.stream_ts_ms, session.cancel):
                 return False
             frame = replace(frame, capture_s=time.perf_counter(), capture_unix_ms=time.time() * 1000.0)
+        self._frame_decoded(frame.capture_s)
         session.set_phase("delivering")
         stored = self.slots.put(frame, session.cancel)
         self._blocked_done_s += time.perf_counter() - session.phase_since_s
         return stored
 
+    def use_decoder(self, decoder: str) -> None:
+        """The source opened decoding with ``decoder`` (``software``, ``cuda``, ``qsv``); shown as a metric."""
+        self.decoder = decoder
+        self.telemetry.decoder_in_use(decoder)
+
+    def count_fallback(self, device: str, reason: str, message: str) -> None:
+        """Hardware decoder ``device`` was not used for ``reason`` (:data:`vcascade.edge.capture.hwdecode.FALLBACK_REASONS`)."""
+        key = f"{device}:{reason}"
+        if key not in self.decoder_fallbacks:
+            log.warning("camera %s: %s decoder not used (%s): %s; decoding in software", self.camera, device, reason,
+                        redact_url(message))
+        self.decoder_fallbacks[key] = self.decoder_fallbacks.get(key, 0) + 1
+        self.telemetry.decoder_fallback(device, reason)
+
+    def _frame_decoded(self, at_s: float) -> None:
+        """Extend the span of :attr:`decode_fps` to a frame decoded (or released by the pacer) at ``at_s``."""
+        self._frame_span_s = (at_s if self._frame_span_s is None else self._frame_span_s[0], at_s)
+
     def publish_totals(self) -> None:
         """Publish the running totals of frames decoded, rate-skipped, skipped and blocked time as metrics."""
         skipped = self.slots.skipped.get(self.camera, 0)
         self.telemetry.publish_reader_totals(self.frames, self.rate_skipped, self._blocked_done_s, skipped)
+        discontinuities = self.timeline.discontinuities
+        if discontinuities > self._discontinuities_published:
+            self.telemetry.timestamp_discontinuities(discontinuities - self._discontinuities_published)
+            self._discontinuities_published = discontinuities
 
     def count_corrupt(self, reason: str, n: int) -> None:
         """Count ``n`` frames lost or damaged for ``reason`` (:data:`vcascade.edge.capture.faults.FRAME_LOSS_REASONS`)."""
@@ -270,9 +313,7 @@ class CaptureSession(threading.Thread):
         self.outcome: Outcome | None = None
         self.gate = RateGate(self.cfg.detect_fps) if self.cfg.detect_fps else None
         self.pacer = Pacer() if self.cfg.realtime and not reader.live else None
-        self._pts_offset_ms = 0.0
-        self._last_pts_ms: float | None = None
-        self._last_step_ms: float | None = None
+        reader.timeline.new_segment("reconnect")  # ignored before the camera's first frame
 
     def set_phase(self, phase: str) -> None:
         """Enter a phase (the watchdog times the ``opening`` and ``reading`` phases)."""
@@ -292,7 +333,7 @@ class CaptureSession(threading.Thread):
         session_frames = 0
         while True:
             try:
-                container, stream = open_source(self.cfg)
+                container, stream = open_source(self.cfg, self.reader.use_decoder, self.reader.count_fallback)
             except CameraFault as fault:
                 return self._lost(fault.reason, fault.detail)
             try:
@@ -330,11 +371,10 @@ class CaptureSession(threading.Thread):
         return (("ended", "stopped", "") if self.cancel.is_set() else None), frames
 
     def _frame(self, image, pts_ms: float) -> Frame | None:
+        if self.cancel.is_set():  # abandoned: its late frame must not move the camera's timeline
+            return None
         now_s, now_unix_ms = time.perf_counter(), time.time() * 1000.0
-        pts_ms += self._pts_offset_ms
-        if self._last_pts_ms is not None and pts_ms > self._last_pts_ms:
-            self._last_step_ms = pts_ms - self._last_pts_ms
-        self._last_pts_ms = pts_ms
+        pts_ms = self.reader.timeline.place(pts_ms, now_s)
         pixels = normalize_image(image)
         if pixels is None:
             self.reader.count_corrupt("bad_image", 1)
@@ -345,7 +385,7 @@ class CaptureSession(threading.Thread):
 
     def _restart(self) -> None:
         """``loop: true``: the file is opened again; its PTS continue one frame interval after the last one."""
-        self._pts_offset_ms = (self._last_pts_ms or 0.0) + (self._last_step_ms or 40.0)
+        self.reader.timeline.new_segment("loop")
         self.reader.loops += 1
         log.info("camera %s: end of file, looping (%d)", self.reader.camera, self.reader.loops)
 

@@ -28,7 +28,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal, get_args
+from typing import Literal, get_args
 
 from vcascade.core.redact import redact_url
 from vcascade.edge.capture.faults import FAULT_REASONS
@@ -81,13 +81,6 @@ def listen_states(edge: str, listener: StateListener) -> Callable[[], None]:
                 _LISTENERS[edge].remove(listener)
 
     return remove
-
-
-def camera_state_record(camera: str, step: Transition) -> dict[str, Any]:
-    """The sink record of one state change: ``{"kind": "camera_state", "camera", "state", "reason", "detail",
-    "wall_ts_ms"}`` (``state``: the state entered; ``detail`` with credentials redacted)."""
-    return {"kind": "camera_state", "camera": camera, "state": step.target, "reason": step.reason,
-            "detail": step.detail, "wall_ts_ms": round(step.wall_ts_ms, 3)}  # fmt: skip
 
 
 class CameraStateMachine:

@@ -112,3 +112,67 @@ class PacketGaps:
                 return missing
         self._steps.append(step)
         return missing
+
+
+RESTART_MS = 1000.0
+"""A PTS this far (ms) or more behind the previous frame's is a restart of the stream's timeline (concatenated
+MPEG-TS, a camera or server that reset its clock), not a late frame: a decoder's reordering delay is a few frames,
+far below a second."""
+MONOTONIC_STEP_MS = 0.001
+"""A frame whose timestamp would not be after the previous one is placed this far (ms) after it, so that the
+camera's timestamps never repeat (the frame is still counted ``pts_not_increasing`` by the decoder)."""
+
+
+def is_restart(previous_ms: float, pts_ms: float) -> bool:
+    """True when ``pts_ms`` (a frame's PTS, ms) is a restart of the timeline after ``previous_ms`` (see
+    :data:`RESTART_MS`)."""
+    return pts_ms <= previous_ms - RESTART_MS
+
+
+class Timeline:
+    """One camera's ``stream_ts_ms`` across sessions: never backwards, never repeated.
+
+    Each stream (a connection, a loop of a file) has its own PTS origin; the timeline places them one after the
+    other. The camera's first frame keeps its PTS (moved to 0 if negative). A new segment (:meth:`new_segment`:
+    a reconnect, a loop) or a PTS restart inside a stream (:func:`is_restart`) continues after the last frame: one
+    frame interval later for files, and for live sources by the time that really passed (the wall-clock time since
+    the last frame, at least one interval), so a 5 s outage is a 5 s step. Each such join except a planned loop
+    is a *discontinuity* (:attr:`discontinuities`): time that the stream's own clock does not account for,
+    counted, never taken for lost frames.
+
+    Attributes:
+        discontinuities: reconnects and PTS restarts joined so far.
+    """
+
+    def __init__(self, live: bool) -> None:
+        self.live = live
+        self.discontinuities = 0
+        self._offset_ms = 0.0
+        self._last_ms: float | None = None
+        self._last_raw_ms: float | None = None
+        self._last_s = 0.0
+        self._step_ms = 40.0
+        self._segment: str | None = None
+
+    def new_segment(self, why: str) -> None:
+        """The next frame starts a new stream: ``why`` is ``reconnect`` (counted) or ``loop`` (not counted)."""
+        self._segment = why
+
+    def place(self, raw_ms: float, now_s: float) -> float:
+        """The camera's timestamp (ms) of a frame with stream PTS ``raw_ms`` (ms) decoded at ``now_s``
+        (``time.perf_counter()``, s)."""
+        if self._last_ms is None:
+            self._offset_ms = max(0.0, -raw_ms)
+        elif self._segment is not None or is_restart(self._last_raw_ms, raw_ms):
+            if self._segment != "loop":
+                self.discontinuities += 1
+            gap_ms = max(self._step_ms, (now_s - self._last_s) * 1000.0) if self.live else self._step_ms
+            self._offset_ms = self._last_ms + gap_ms - raw_ms
+        elif raw_ms > self._last_raw_ms:
+            self._step_ms = raw_ms - self._last_raw_ms
+        self._segment = None
+        placed_ms = raw_ms + self._offset_ms
+        if self._last_ms is not None and placed_ms <= self._last_ms:
+            placed_ms = self._last_ms + MONOTONIC_STEP_MS
+        self._last_ms, self._last_raw_ms, self._last_s = placed_ms, raw_ms, now_s
+        return placed_ms

@@ -1,4 +1,5 @@
-"""The edge's record of one ROI in flight, and how its latency account is closed when the answer arrives.
+"""The edge's record of one ROI in flight, and how its latency account is closed when the answer arrives
+(the output lines are written by :mod:`vcascade.edge.sinks.lines`).
 
 Every duration is measured on one host's monotonic clock (DESIGN.md): the edge measures its own hops and
 the round trip; the broker and the worker report their own hold times as hops in the result. The network
@@ -14,20 +15,9 @@ RFC 5905 section 8). All hops sum to ``end_to_end`` (capture to result on the ed
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
-import msgspec
-
-from vcascade.core.coco import COCO_CLASSES
 from vcascade.core.protocol.wire import Result, Roi
-from vcascade.edge.capture.frames import Frame
-from vcascade.edge.selection.identity_cache import TrackIdentity
-
-RESULT_KIND = "result"
-"""``kind`` of the result, drop and ``tracked`` lines (sinks also carry ``event``, ``event_update``, ``camera_state``
-records; MQTT topics end in the kind)."""
 
 
 @dataclass
@@ -57,54 +47,6 @@ class PendingRoi:
     @property
     def camera(self) -> str:
         return self.roi.camera
-
-    def base_record(self) -> dict[str, Any]:
-        """Fields every output line has, result or drop (``kind: "result"``, :func:`detection_fields` with the ROI's
-        id)."""
-        roi = self.roi
-        return {
-            "kind": RESULT_KIND,
-            "roi_id": roi.roi_id,
-            **detection_fields(
-                roi.camera, roi.frame_seq, roi.stream_ts_ms, roi.capture_unix_ms, roi.xyxy, roi.class_id, roi.score,
-                roi.track_id, self.class_name,
-            ),
-            "send_reason": self.send_reason or None,
-            "recognizer": roi.recognizer or None,
-            "attempt": roi.attempt,
-        }
-
-
-def detection_fields(
-    camera: str,
-    frame_seq: int,
-    stream_ts_ms: float,
-    capture_unix_ms: float,
-    xyxy: Sequence[float],
-    class_id: int,
-    score: float,
-    track_id: int,
-    class_name: str | None = None,
-) -> dict[str, Any]:
-    """The fields describing one detection in every output line (ROI result, drop, or ``tracked`` line).
-
-    ``xyxy`` is the box in original-frame pixels; times are ms (PTS, and Unix epoch for ``capture_unix_ms``);
-    ``track_id`` is -1 for a detection without a confirmed track; ``class_name`` is the detector's name for
-    ``class_id`` (None: looked up among the 80 COCO names, the default class list).
-    """
-    if class_name is None:
-        class_name = COCO_CLASSES[class_id] if 0 <= class_id < len(COCO_CLASSES) else str(class_id)
-    return {
-        "camera": camera,
-        "frame_seq": frame_seq,
-        "stream_ts_ms": round(stream_ts_ms, 3),
-        "capture_unix_ms": round(capture_unix_ms, 3),
-        "bbox_xyxy": [round(float(v), 2) for v in xyxy],
-        "class_id": class_id,
-        "class_name": class_name,
-        "score": round(score, 4),
-        "track_id": track_id,
-    }
 
 
 WORKER_HOPS_BEFORE_STAGES = ("batch_wait", "preprocess")
@@ -141,75 +83,3 @@ def close_account(pending: PendingRoi, result: Result, received_s: float) -> dic
     account["transit_back"] = transit_ms / 2.0
     account["end_to_end"] = (received_s - pending.capture_s) * 1000.0
     return {hop: round(ms, 3) for hop, ms in account.items()}
-
-
-def result_record(pending: PendingRoi, result: Result, received_s: float) -> dict[str, Any]:
-    """The output line for an ROI that got a result."""
-    return {
-        **pending.base_record(),
-        "status": "ok",
-        "worker": result.worker,
-        **head_fields(result),
-        "latency_ms": close_account(pending, result, received_s),
-    }
-
-
-HEAD_FIELD_DECIMALS = 4
-"""Decimals kept of the head output's float fields (similarities, scores) in output lines."""
-
-
-def head_fields(result: Result) -> dict[str, Any]:
-    """The fields of the result's head output, by field name, for the result line (nothing when the result has
-    no output): the embedding head's ``identity_id``, ``similarity``, ``enrolled``; the classifier's ``labels``/
-    ``label_scores``; the text head's ``text``/``text_score`` (``''`` when nothing was read). Written generically
-    from the output struct's fields (:data:`vcascade.core.protocol.wire.HEAD_OUTPUTS`): tuples as lists, floats rounded to
-    :data:`HEAD_FIELD_DECIMALS` decimals; the ``head`` tag is not written (``recognizer`` names the recognizer)."""
-    output = result.output
-    if output is None:
-        return {}
-    return {field.name: _line_value(getattr(output, field.name)) for field in msgspec.structs.fields(output)}
-
-
-def _line_value(value: Any) -> Any:
-    if isinstance(value, float):
-        return round(value, HEAD_FIELD_DECIMALS)
-    if isinstance(value, (tuple, list)):
-        return [_line_value(item) for item in value]
-    return value
-
-
-def drop_record(pending: PendingRoi, reason: str, where: str) -> dict[str, Any]:
-    """The output line for an ROI that ended without a result (counted drop)."""
-    return {**pending.base_record(), "status": "dropped", "reason": reason, "where": where}
-
-
-
-def tracked_record(
-    frame: Frame,
-    xyxy: Sequence[float],
-    class_id: int,
-    score: float,
-    track_id: int,
-    identity: TrackIdentity | None,
-    class_name: str | None = None,
-) -> dict[str, Any]:
-    """The output line for a followed detection that was not sent (``status: "tracked"``; not an ROI).
-
-    It carries the track's last identity (``identity_id``/``similarity``/``identity_roi_id``: the ROI whose
-    result gave it; ``identity_id`` -1 when a head other than the embedding head gave it) and the other head
-    fields of that result (``TrackIdentity.extra``), or nulls when no result for the track has arrived yet.
-    ``roi_id`` is null: these lines are outside the ``sent = results + drops`` account.
-    """
-    return {
-        "kind": RESULT_KIND,
-        "roi_id": None,
-        **detection_fields(
-            frame.camera, frame.seq, frame.stream_ts_ms, frame.capture_unix_ms, xyxy, class_id, score, track_id,
-            class_name,
-        ),
-        "status": "tracked",
-        "identity_id": None if identity is None else identity.identity_id,
-        "similarity": None if identity is None else round(identity.similarity, 4),
-        "identity_roi_id": None if identity is None else identity.roi_id,
-        **({} if identity is None else identity.extra),
-    }

@@ -1,9 +1,14 @@
-"""The edge's link to its brokers: send queue, in-flight window, liveness, retries, answers, sinks, accounting.
+"""The edge's link to its brokers: send queue, in-flight window, liveness, retries, answers, the way back, accounting.
 
 One thread (:class:`BrokerLink`) owns every socket of the edge. The detector thread hands it ROIs with
 :meth:`BrokerLink.submit`; a socketpair wakes the link thread at once. Each ROI ends exactly once: as a
-result or as a drop with a reason, both written to the sinks and counted per camera, so that
+result or as a drop with a reason, both sent down the way back and counted per camera, so that
 ``sent = results + drops`` holds per camera at any quiet moment and at the end.
+
+Every ending becomes one typed event on the way back (:class:`vcascade.edge.way_back.Answered` or
+:class:`~vcascade.edge.way_back.Dropped`), counted with one call to the link's books
+(:class:`vcascade.edge.link.state.LinkBooks`) and handed, on the link thread and in order with what the detector
+thread publishes (``tracked`` detections, events), to the edge's :class:`~vcascade.edge.way_back.WayBack`.
 
 Reliability (DESIGN.md, "The edge's retries and failover"): the link sends a ``Heartbeat`` to every broker
 each ``heartbeat.interval_s`` and tracks each broker's liveness (:mod:`vcascade.edge.link.state`). An ROI goes to the
@@ -29,14 +34,14 @@ import msgspec
 import zmq
 
 from vcascade.core.protocol import wire
-from vcascade.core.config import Deployment
+from vcascade.core.schema.edge_settings import EdgeSettings
 from vcascade.core.transport.sockets import waiting_messages
-from vcascade.edge.link.account import PendingRoi, drop_record, result_record
-from vcascade.edge.selection.degrade import shed_level
+from vcascade.edge.link.account import PendingRoi, close_account
 from vcascade.edge.link.sockets import broker_socket, close_broker_socket, disconnected
-from vcascade.edge.link.state import LATENCY_SAMPLES, BrokerTable, CameraTally, Flight, may_retry
+from vcascade.edge.link.state import LATENCY_SAMPLES, BrokerTable, CameraTally, Flight, LinkBooks, may_retry
 from vcascade.edge.metrics import EdgeTelemetry
-from vcascade.edge.sinks.registry import Sink
+from vcascade.edge.selection.degrade import shed_level
+from vcascade.edge.way_back import Answered, Dropped, WayBack, WayBackEvent
 
 log = logging.getLogger(__name__)
 
@@ -45,19 +50,27 @@ POLL_MS = 50
 
 
 class BrokerLink(threading.Thread):
-    """Sends ROIs to live brokers and turns every answer, drop, timeout or lost broker into one output record."""
+    """Sends ROIs to live brokers and turns every answer, drop, timeout or lost broker into one event on the way
+    back.
 
-    def __init__(self, edge: str, dep: Deployment, ctx: zmq.Context, sinks: list[Sink]) -> None:
+    Args:
+        settings: the edge's settings (its section, brokers' endpoints, heartbeat, security).
+        ctx: the process's ZeroMQ context.
+        way_back: where every event goes, on the link thread (:class:`vcascade.edge.way_back.WayBack`).
+    """
+
+    def __init__(self, settings: EdgeSettings, ctx: zmq.Context, way_back: WayBack) -> None:
         super().__init__(name="broker-link", daemon=True)
-        self.edge, self.cfg = edge, dep.edges[edge]
-        self.telemetry = EdgeTelemetry(edge)
-        self.tally: dict[str, CameraTally] = {cam: CameraTally() for cam in dep.cameras_of(edge)}
-        self._sinks = sinks
+        self.edge, self.cfg = settings.name, settings.edge
+        self.telemetry = EdgeTelemetry(self.edge)
+        self.books = LinkBooks(self.telemetry, settings.cameras, self.cfg.roi.deadline_ms)
+        self.tally = self.books.tally
+        self.way_back = way_back
         self._lock = threading.Condition()
         self._queue: deque[tuple[PendingRoi, bytes]] = deque()  # new ROIs waiting for the window
         self._retries: OrderedDict[str, Flight] = OrderedDict()  # ROIs to send again, before new ones
         self._in_flight: OrderedDict[str, Flight] = OrderedDict()  # in send order
-        self._brokers = BrokerTable(self.cfg.brokers, dep.heartbeat.interval_s, dep.heartbeat.liveness)
+        self._brokers = BrokerTable(self.cfg.brokers, settings.heartbeat.interval_s, settings.heartbeat.liveness)
         self._backlog_ms = [0.0] * len(self.cfg.brokers)  # per broker, from its last heartbeat
         self.shed_level = 0
         """What the ROI policy stops sending while the brokers report a backlog (:mod:`vcascade.edge.selection.degrade`);
@@ -67,14 +80,14 @@ class BrokerLink(threading.Thread):
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_r.setblocking(False)
         self._wake_w.setblocking(False)
-        self._outbox: deque[dict] = deque()  # finished records, written to the sinks by the link thread only
+        self._outbox: deque[WayBackEvent] = deque()  # handed to the way back by the link thread only
         self._sockets: list[zmq.Socket] = []
         self._monitors: list[zmq.Socket] = []
         self._identities: list[str] = []
         for name in self.cfg.brokers:
-            identity = f"{edge}-{os.getpid()}-{name}"
+            identity = f"{self.edge}-{os.getpid()}-{name}"
             sock, monitor = broker_socket(
-                ctx, identity, dep.brokers[name].endpoint("frontend"), dep.security, edge, name
+                ctx, identity, settings.broker_endpoints[name], settings.security, self.edge, name
             )
             self._sockets.append(sock)
             self._monitors.append(monitor)
@@ -84,7 +97,7 @@ class BrokerLink(threading.Thread):
     def add_camera(self, camera: str) -> None:
         """Open the books of a camera added at run time (a camera added again continues its earlier books)."""
         with self._lock:
-            self.tally.setdefault(camera, CameraTally())
+            self.books.open_camera(camera)
 
     def tally_copy(self) -> dict[str, CameraTally]:
         """A consistent copy of the per-camera accounting, safe to read from any thread."""
@@ -120,8 +133,7 @@ class BrokerLink(threading.Thread):
         otherwise (``overflow: block``) this waits for room.
         """
         with self._lock:
-            self.tally[pending.camera].sent += 1
-            self.telemetry.roi_submitted(pending.roi)
+            self.books.submitted(pending)
             while len(self._queue) >= self.cfg.send_queue_max and not self._closing:
                 if not self._brokers.any_alive:
                     self._finish_drop(self._queue.popleft()[0], "no_broker", self.edge)
@@ -133,10 +145,11 @@ class BrokerLink(threading.Thread):
             self.telemetry.send_queue_depth(len(self._queue))
         self._wake()
 
-    def publish(self, record: dict) -> None:
-        """Queue a record that is not an ROI (a ``tracked`` line) for the sinks; it enters no accounting."""
+    def publish(self, event: WayBackEvent) -> None:
+        """Queue an event that is not an ROI's end (a ``tracked`` detection, an analytics event) for the way back,
+        in order with the answers (any thread); it enters no accounting."""
         with self._lock:
-            self._outbox.append(record)
+            self._outbox.append(event)
         self._wake()
 
     def drain(self, timeout_s: float, on_tick: Callable[[], None] | None = None) -> None:
@@ -348,15 +361,10 @@ class BrokerLink(threading.Thread):
             if isinstance(answer, wire.Drop):
                 self._finish_drop(flight.pending, answer.reason, answer.where)
                 return
-            record = result_record(flight.pending, answer, received_s)
-            tally = self.tally[flight.pending.camera]
-            tally.results += 1
-            tally.end_to_end_ms.append(record["latency_ms"]["end_to_end"])
-            self._outbox.append(record)
+            answered = Answered(flight.pending, answer, close_account(flight.pending, answer, received_s))
+            self.books.answered(flight.pending, answered.latency_ms)
+            self._outbox.append(answered)
             self._lock.notify_all()
-        self.telemetry.result_received(flight.pending.roi, record["latency_ms"])
-        if self.cfg.roi.deadline_ms > 0:
-            self.telemetry.result_timeliness(record["latency_ms"]["end_to_end"] <= self.cfg.roi.deadline_ms)
 
     def _expire(self, now_s: float) -> None:
         """Retry (or drop as ``timeout``) ROIs unanswered for ``roi_timeout_s`` (the table is in send order)."""
@@ -384,28 +392,21 @@ class BrokerLink(threading.Thread):
         self.telemetry.roi_retried(reason)
 
     def _finish_drop(self, pending: PendingRoi, reason: str, where: str) -> None:
-        """Count a drop and queue its record for the sinks. Caller holds the lock."""
-        tally = self.tally[pending.camera]
-        tally.drops[reason] = tally.drops.get(reason, 0) + 1
-        self.telemetry.roi_dropped(pending.camera, reason)
-        self._outbox.append(drop_record(pending, reason, where))
+        """Count a drop and queue it for the way back. Caller holds the lock."""
+        self.books.dropped(pending, reason)
+        self._outbox.append(Dropped(pending, reason, where))
         self._lock.notify_all()
 
     def _set_in_flight_gauge(self) -> None:
         self.telemetry.in_flight(len(self._in_flight))
 
     def _flush_outbox(self) -> None:
-        """Hand finished records to every sink (link thread). An output sink never raises and never blocks: it queues
-        the record for its own delivery thread, which delivers it or counts it lost
-        (:class:`vcascade.edge.sinks.queue.QueuedSink`), so the books and each sink's records agree (written + lost =
-        records, once its queue is empty)."""
+        """Hand the queued events to the way back, in order (link thread). Its consumers never block: the output
+        sinks queue each line for their own delivery thread, which delivers it or counts it lost
+        (:class:`vcascade.edge.sinks.queue.QueuedSink`), so the books and each sink's lines agree (written + lost =
+        lines, once its queue is empty)."""
         while self._outbox:
-            record = self._outbox.popleft()
-            for sink in self._sinks:
-                try:
-                    sink.write(record)
-                except Exception:  # a failing sink must not stop the others or the accounting
-                    log.exception("sink %s failed", type(sink).__name__)
+            self.way_back.deliver(self._outbox.popleft())
 
     def _shutdown(self) -> None:
         with self._lock:

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 from vcascade.core.transport.liveness import PeerLiveness
 from vcascade.edge.link.account import PendingRoi
+from vcascade.edge.metrics import EdgeTelemetry
 
 LATENCY_SAMPLES = 20_000
 """End-to-end latencies kept per camera for the run summary's percentiles (a sliding window)."""
@@ -39,6 +40,48 @@ class CameraTally:
     @property
     def dropped(self) -> int:
         return sum(self.drops.values())
+
+
+class LinkBooks:
+    """The link's accounting: per camera, what was sent and how each ROI ended, kept in step with the metrics.
+
+    Each event of an ROI's life is one call here (:meth:`submitted`, :meth:`answered`, :meth:`dropped`), which
+    updates both the camera's :class:`CameraTally` (the snapshot's books) and the edge's metrics. Not
+    thread-safe: the link calls it under its lock.
+
+    Args:
+        telemetry: the edge's metrics.
+        cameras: the cameras whose books open at start.
+        deadline_ms: the edge's ``roi.deadline_ms`` (0: results are not counted as on time or late).
+    """
+
+    def __init__(self, telemetry: EdgeTelemetry, cameras: Iterable[str], deadline_ms: float) -> None:
+        self.telemetry, self.deadline_ms = telemetry, deadline_ms
+        self.tally: dict[str, CameraTally] = {camera: CameraTally() for camera in cameras}
+
+    def open_camera(self, camera: str) -> None:
+        """Open the books of a camera added at run time (a camera added again continues its earlier books)."""
+        self.tally.setdefault(camera, CameraTally())
+
+    def submitted(self, pending: PendingRoi) -> None:
+        """An ROI was handed to the link."""
+        self.tally[pending.camera].sent += 1
+        self.telemetry.roi_submitted(pending.roi)
+
+    def answered(self, pending: PendingRoi, latency_ms: dict[str, float]) -> None:
+        """An ROI got its result; ``latency_ms`` is its closed account (ms per hop, with ``end_to_end``)."""
+        tally = self.tally[pending.camera]
+        tally.results += 1
+        tally.end_to_end_ms.append(latency_ms["end_to_end"])
+        self.telemetry.result_received(pending.roi, latency_ms)
+        if self.deadline_ms > 0:
+            self.telemetry.result_timeliness(latency_ms["end_to_end"] <= self.deadline_ms)
+
+    def dropped(self, pending: PendingRoi, reason: str) -> None:
+        """An ROI ended without a result, for ``reason``."""
+        tally = self.tally[pending.camera]
+        tally.drops[reason] = tally.drops.get(reason, 0) + 1
+        self.telemetry.roi_dropped(pending.camera, reason)
 
 
 @dataclass

@@ -7,8 +7,9 @@ for ``ui.watch_lease_s`` after the last request, the edge's loop thread draws an
 (:mod:`vcascade.edge.preview.annotate`), and the hub keeps that camera's last ``ui.recent_results`` result lines and
 events. A camera nobody watches costs one dictionary look-up per frame and per result line.
 
-Threads: the loop thread calls :meth:`PreviewHub.due` and :meth:`PreviewHub.offer`; the link thread writes
-result lines (:meth:`PreviewHub.write`, the :class:`~vcascade.edge.sinks.registry.Sink` protocol); HTTP threads call
+Threads: the loop thread calls :meth:`PreviewHub.due` and :meth:`PreviewHub.offer`; the link thread hands it the
+way back's events (:meth:`PreviewHub.take`, :class:`vcascade.edge.way_back.WayBack`), kept as they are and formatted
+into lines (:mod:`vcascade.edge.sinks.lines`) only when asked for; HTTP threads call
 :meth:`PreviewHub.watch`, :meth:`PreviewHub.latest` and :meth:`PreviewHub.recent`. One lock guards the maps.
 """
 
@@ -28,13 +29,11 @@ from vcascade.core.detections import Detections
 from vcascade.edge.preview.annotate import NO_GEOMETRY, Geometry, annotate
 from vcascade.edge.capture.frames import Frame
 from vcascade.edge.selection.identity_cache import IdentityCache
+from vcascade.edge.sinks.lines import line
+from vcascade.edge.way_back import Answered, Dropped, EventRaised, WayBackEvent
 
 PREVIEW_JPEG_QUALITY = 80
 """JPEG quality of previews (a preview is for eyes, not for recognition)."""
-TRACKED = "tracked"
-"""``status`` of the lines written for detections not sent (edge/link/account.py ``tracked_record``)."""
-EVENT_KIND = "event"
-"""``kind`` of event records (the events feature); they are kept apart from result lines."""
 
 
 @dataclass(frozen=True)
@@ -72,8 +71,8 @@ class PreviewHub:
         self._watched_until_s: dict[str, float] = {}
         self._next_due_s: dict[str, float] = {}
         self._latest: dict[str, Preview] = {}
-        self._results: dict[str, deque[dict[str, Any]]] = {}
-        self._events: dict[str, deque[dict[str, Any]]] = {}
+        self._results: dict[str, deque[Answered | Dropped]] = {}
+        self._events: dict[str, deque[EventRaised]] = {}
         self.encoded: dict[str, int] = {}
 
     # ------------------------------------------------------------ viewers (HTTP threads)
@@ -95,7 +94,8 @@ class PreviewHub:
     def recent(self, camera: str) -> dict[str, list[dict[str, Any]]]:
         """The camera's recent ``results`` (result and drop lines, oldest first) and ``events``."""
         with self._lock:
-            return {"results": list(self._results.get(camera, ())), "events": list(self._events.get(camera, ()))}
+            results, events = list(self._results.get(camera, ())), list(self._events.get(camera, ()))
+        return {"results": [line(event) for event in results], "events": [line(event) for event in events]}
 
     # ------------------------------------------------------------ the loop thread
 
@@ -134,11 +134,7 @@ class PreviewHub:
             return text
         text += f" #{track_id}"
         known = self.identities.get(camera, track_id)
-        if known is None:
-            return text
-        if known.identity_id >= 0:
-            return f"{text} id {known.identity_id}"
-        answer = known.extra.get("text") or (known.extra.get("labels") or [None])[0]
+        answer = None if known is None else known.short_label()
         return f"{text} {answer}" if answer else text
 
     def forget(self, camera: str) -> None:
@@ -147,17 +143,19 @@ class PreviewHub:
             for table in (self._watched_until_s, self._next_due_s, self._latest, self._results, self._events):
                 table.pop(camera, None)
 
-    # ------------------------------------------------------------ the link thread (Sink protocol)
+    # ------------------------------------------------------------ the link thread (the way back)
 
-    def write(self, record: dict[str, Any]) -> None:
-        """Keep a finished line of a watched camera (events apart); lines of unwatched cameras, and ``tracked``
-        lines (a track's cached identity repeated at frame rate, already drawn on the preview), are ignored."""
-        camera = record.get("camera")
-        if not isinstance(camera, str) or record.get("status") == TRACKED or not self.watching(camera):
+    def take(self, event: WayBackEvent) -> None:
+        """Keep an answer, a drop or an event of a watched camera; other events (``tracked`` detections: a track's
+        cached identity repeated at frame rate, already drawn on the preview), and those of unwatched cameras, are
+        ignored."""
+        if isinstance(event, (Answered, Dropped)):
+            table: dict[str, deque] = self._results
+        elif isinstance(event, EventRaised):
+            table = self._events
+        else:
             return
-        table = self._events if record.get("kind") == EVENT_KIND else self._results
+        if not self.watching(event.camera):
+            return
         with self._lock:
-            table.setdefault(camera, deque(maxlen=self.ui.recent_results)).append(record)
-
-    def close(self) -> None:
-        """Nothing to release (Sink protocol)."""
+            table.setdefault(event.camera, deque(maxlen=self.ui.recent_results)).append(event)

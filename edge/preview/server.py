@@ -24,7 +24,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from vcascade.core.config import Deployment
+from vcascade.core.schema.edge_settings import EdgeSettings
 from vcascade.core.telemetry.http import Request, Response, json_response, serve_read_only, text
 from vcascade.core.telemetry.http_server import BoundedHttpServer
 from vcascade.core.redact import redact_url
@@ -49,7 +49,7 @@ def camera_states(readers: list[CameraReader]) -> dict[str, dict[str, Any]]:
 
 
 def serve_previews(
-    edge: str, dep: Deployment, hub: PreviewHub, readers: Callable[[], list[CameraReader]]
+    settings: EdgeSettings, hub: PreviewHub, readers: Callable[[], list[CameraReader]]
 ) -> BoundedHttpServer | None:
     """Start the preview endpoint when ``edges.<edge>.preview_port`` is set (None otherwise). ``Host`` may name
     loopback, the edge's ``host``/``bind`` or one of ``ui.allowed_hosts`` (421 otherwise).
@@ -57,7 +57,7 @@ def serve_previews(
     Raises:
         vcascade.core.telemetry.http.HttpPortInUse: the port cannot be bound.
     """
-    cfg = dep.edges[edge]
+    edge, cfg, ui = settings.name, settings.edge, settings.ui
     if cfg.preview_port is None:
         return None
 
@@ -85,8 +85,8 @@ def serve_previews(
         })
 
     host = preview_bind(cfg.bind or cfg.host)
-    names = [cfg.host, *(cfg.bind and [cfg.bind] or []), *dep.ui.allowed_hosts]
-    server = serve_read_only(host, cfg.preview_port, route, "preview", token=dep.ui.token, allowed_hosts=names)
+    names = [cfg.host, *(cfg.bind and [cfg.bind] or []), *ui.allowed_hosts]
+    server = serve_read_only(host, cfg.preview_port, route, "preview", token=ui.token, allowed_hosts=names)
     log.info("edge %s: previews on http://%s:%d/ (token %s)", edge, host, server.server_address[1],
-             "required" if dep.ui.token else "not required")  # fmt: skip
+             "required" if ui.token else "not required")  # fmt: skip
     return server

@@ -1,93 +1,73 @@
 """The identity last recognised for each live track, so that later detections of it need no round trip.
 
-Filled from results: :class:`IdentityCache` is a :class:`~edge.sinks.registry.Sink` that the broker link writes every
-finished record to (on the link thread); read by the detector thread when it writes ``tracked`` lines.
-Bounded: only tracks the camera's tracker still keeps are stored (:meth:`IdentityCache.retain`), so a result
-for a track that expired meanwhile is ignored.
+Filled from answers: the way back (:class:`vcascade.edge.way_back.WayBack`) hands :meth:`IdentityCache.remember`
+every ROI answered, first of its subscribers (on the link thread); read by the detector thread when it writes
+``tracked`` lines and raises events, and by the preview. Bounded: only tracks the camera's tracker still keeps are
+stored (:meth:`IdentityCache.retain`), so an answer for a track that expired meanwhile is ignored.
 """
 
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
-from vcascade.core.protocol.wire import HEAD_OUTPUTS
-from vcascade.edge.metrics import EdgeTelemetry
+from vcascade.core.protocol.wire import HeadOutput, Roi
 
 
 @dataclass(frozen=True)
 class TrackIdentity:
-    """A track's last recognition result.
+    """A track's last recognition answer.
 
     Attributes:
-        identity_id: gallery identity from the center (-1 when the head is not an embedding head).
-        similarity: cosine similarity to that identity, -1..1.
-        roi_id: the ROI whose result this is.
-        stream_ts_ms: PTS of that ROI's frame, ms (a result for an older crop never replaces a newer one).
-        extra: that result's other head fields (:data:`EXTRA_FIELDS` present in its line: ``enrolled``,
-            ``text``/``text_score``, ``labels``/``label_scores``, ...), repeated on the track's ``tracked`` lines.
+        output: the head's answer (one of :data:`vcascade.core.protocol.wire.HEAD_OUTPUTS`; None: an answer without
+            a head output). Read through its accessors (``gallery_identity()``, ``read_text()``, ...).
+        roi_id: the ROI whose answer this is.
+        stream_ts_ms: PTS of that ROI's frame, ms (an answer for an older crop never replaces a newer one).
     """
 
-    identity_id: int
-    similarity: float
+    output: HeadOutput | None
     roi_id: str
     stream_ts_ms: float
-    extra: dict[str, Any] = field(default_factory=dict)
 
+    def gallery_identity(self) -> int | None:
+        """The gallery identity of the answer (>= 0), None without one (another head, or provisional)."""
+        return None if self.output is None else self.output.gallery_identity()
 
-IDENTITY_FIELDS = ("identity_id", "similarity")
-"""Result-line fields a ``tracked`` line always has (null before the track's first result)."""
+    def read_text(self) -> str | None:
+        """The text the answer read (``''``: nothing), None when its head reads none."""
+        return None if self.output is None else self.output.read_text()
 
-EXTRA_FIELDS = tuple(dict.fromkeys(
-    field for output in HEAD_OUTPUTS for field in output.__struct_fields__ if field not in IDENTITY_FIELDS
-))
-"""The other head-output fields of result lines (every head's, edge/link/account.py ``head_fields``) kept per track."""
+    def short_label(self) -> str | None:
+        """The answer's label for a preview box, None: nothing to show."""
+        return None if self.output is None else self.output.short_label()
 
 
 class IdentityCache:
-    """Per-camera ``track_id -> TrackIdentity``; thread-safe. Implements the :class:`~edge.sinks.registry.Sink` protocol."""
+    """Per-camera ``track_id -> TrackIdentity``; thread-safe."""
 
     def __init__(self, edge: str) -> None:
         self.edge = edge
-        self.telemetry = EdgeTelemetry(edge)
         self._lock = threading.Lock()
         self._alive: dict[str, set[int]] = {}
         self._identities: dict[str, dict[int, TrackIdentity]] = {}
 
-    def write(self, record: dict[str, Any]) -> None:
-        """Take the identity from a result record (``status: "ok"`` with ``track_id >= 0``); ignore others.
-        A result of a non-embedding head has identity -1 and keeps its own fields in ``extra``.
-
-        A record without the expected fields is counted (``vcascade_edge_malformed_messages_total`` with
-        reason ``bad_record``) and ignored.
-        """
-        if record.get("status") != "ok":
+    def remember(self, roi: Roi, output: HeadOutput | None) -> None:
+        """Keep the answer ``output`` for the ROI ``roi`` as its track's identity (link thread). Ignored for an
+        untracked ROI (``track_id`` -1), a track no longer alive, or an answer older (by stream time) than the
+        one kept."""
+        if roi.track_id < 0:
             return
-        try:
-            camera, track_id = str(record["camera"]), int(record.get("track_id", -1))
-            entry = TrackIdentity(
-                int(record.get("identity_id", -1)), float(record.get("similarity", 0.0)), str(record["roi_id"]),
-                float(record["stream_ts_ms"]), {k: record[k] for k in EXTRA_FIELDS if k in record},
-            )
-        except (KeyError, TypeError, ValueError):
-            self.telemetry.malformed("bad_record")
-            return
-        if track_id < 0:
-            return
+        entry = TrackIdentity(output, roi.roi_id, roi.stream_ts_ms)
         with self._lock:
-            if track_id not in self._alive.get(camera, ()):
+            if roi.track_id not in self._alive.get(roi.camera, ()):
                 return
-            cached = self._identities.setdefault(camera, {})
-            previous = cached.get(track_id)
+            cached = self._identities.setdefault(roi.camera, {})
+            previous = cached.get(roi.track_id)
             if previous is None or entry.stream_ts_ms >= previous.stream_ts_ms:
-                cached[track_id] = entry
-
-    def close(self) -> None:
-        """Nothing to release (Sink protocol)."""
+                cached[roi.track_id] = entry
 
     def get(self, camera: str, track_id: int) -> TrackIdentity | None:
-        """The track's last identity, or None when no result for it has arrived yet."""
+        """The track's last identity, or None when no answer for it has arrived yet."""
         with self._lock:
             return self._identities.get(camera, {}).get(track_id)
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from vcascade.core.config import Deployment, RouteConfig
+from vcascade.core.config import RouteConfig
 
 ANY_RECOGNIZER = ""
 """The recognizer of ROIs from a camera without routes (no single recognizer known): any worker takes them."""
@@ -51,11 +51,6 @@ class ClassRouter:
                     raise ValueError(f"route to {route.recognizer!r}: class {name!r} is not a detector class name")
                 self._by_class.setdefault(index[name], route.recognizer)
         self._pinned: dict[int, str] = {}
-
-    @classmethod
-    def for_camera(cls, dep: Deployment, camera: str, class_names: Sequence[str]) -> ClassRouter:
-        """The router of ``camera`` from the deployment (:meth:`Deployment.routes_of`). Raises ValueError."""
-        return cls(dep.routes_of(camera), class_names)
 
     def route(self, class_id: int, track_id: int = -1) -> str | None:
         """The recognizer for a detection, or None when no route takes its class.

@@ -242,12 +242,6 @@ class QueuedSink:
             return batch
 
 
-def write_all(sinks: Sequence[QueuedSink], record: dict[str, Any]) -> None:
-    """Queue ``record`` on every sink (any thread: a queued sink's :meth:`QueuedSink.write` is thread-safe)."""
-    for sink in sinks:
-        sink.write(record)
-
-
 def close_sinks(sinks: Sequence[Any]) -> None:
     """Close several sinks with one drain wait: every queued sink stops taking records first, then each waits until
     its own deadline (sinks drain at the same time, so the shutdown lasts the longest ``drain_timeout_s``, not

@@ -32,8 +32,12 @@ from typing import Any, Protocol
 import msgspec
 import zmq
 
-from vcascade.core.config import JsonlSinkConfig, SinkConfig, ZmqPubSinkConfig
+from vcascade.core.config import JsonlSinkConfig, SecurityConfig, SinkConfig, ZmqPubSinkConfig
+from vcascade.core.private_files import open_private
+from vcascade.core.transport.disconnects import watch_connections
+from vcascade.core.transport.security import secure_server
 from vcascade.core.transport.sockets import make_socket
+from vcascade.core.transport.zap import start_authenticator
 from vcascade.edge.sinks.books import SinkBooks, delivered_key, json_line
 from vcascade.edge.sinks.mqtt import MqttSink
 from vcascade.edge.sinks.queue import Delivery, Entry, QueuedSink, close_sinks
@@ -66,6 +70,10 @@ ERRNO_REASONS = {
     errno.ENOTSOCK: "closed", zmq.ETERM: "closed", errno.EIO: "io_error",
 }
 """The loss reason of a failed write, by its ``errno`` (``OSError`` of a file, ``zmq.ZMQError`` of a socket)."""
+
+SUBSCRIBERS = "subscribers"
+"""ZAP domain of the PUB sink's socket under CurveZMQ."""
+
 
 class LineSink:
     """Base of the line sinks (JSONL, ZeroMQ PUB): encodes each record as one strict JSON line, hands it to
@@ -132,7 +140,8 @@ class LineSink:
 
 
 class JsonlSink(LineSink):
-    """Appends (or, with ``mode: truncate``, rewrites) a JSON-lines file; one line per record, each handed to the
+    """Appends (or, with ``mode: truncate``, rewrites) a JSON-lines file, created with ``file_mode`` (0600) in folders
+    made with ``dir_mode`` (0700) (:mod:`vcascade.core.private_files`); one line per record, each handed to the
     kernel in one ``write`` call as it comes (no buffer in the process to lose at a crash).
 
     A write that stops part-way (disk full, file size limit) leaves no partial line: the part written is cut off
@@ -145,10 +154,8 @@ class JsonlSink(LineSink):
 
     def __init__(self, cfg: JsonlSinkConfig, ctx: zmq.Context, edge: str = "", label: str = "jsonl") -> None:
         super().__init__(edge, label)
-        path = Path(cfg.path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC | (os.O_TRUNC if cfg.mode == "truncate" else 0)
-        self._fd = os.open(path, flags, 0o644)
+        flags = os.O_WRONLY | os.O_APPEND | (os.O_TRUNC if cfg.mode == "truncate" else 0)
+        self._fd = open_private(Path(cfg.path), flags, cfg.file_mode, cfg.dir_mode)  # personal data: 0600 default
         self._torn_bytes = 0  # bytes of a partly written line still at the end of the file (a cut that failed)
 
     def _deliver(self, record: dict[str, Any], body: bytes) -> None:
@@ -192,18 +199,46 @@ class ZmqPubSink(LineSink):
     PUB semantics: with no subscriber, or one slower than the high-water mark, ZeroMQ discards messages without
     telling the sender, so ``written`` counts lines handed to ZeroMQ. The JSONL sink and the metrics are the
     accounting record; this sink is a live feed.
+
+    With CurveZMQ on (``security.curve.enabled``) the socket is a CURVE server holding the edge's keypair, and
+    only the subscribers whose public keys are in the authorized folder (``subscribers`` names them; None: any
+    key there) can connect: the others' handshakes are refused and counted in
+    ``vcascade_edge_auth_failures_total``. It runs on a ZeroMQ context of its own, so its ZAP handler is not the
+    control socket's. ``vcascade check`` refuses a non-loopback endpoint without CurveZMQ.
+
+    Raises:
+        vcascade.core.transport.security.SecurityError: CurveZMQ is on and a key file is missing or malformed.
+        zmq.ZMQError: the endpoint cannot be bound.
     """
 
-    def __init__(self, cfg: ZmqPubSinkConfig, ctx: zmq.Context, edge: str = "", label: str = "zmq_pub") -> None:
+    def __init__(self, cfg: ZmqPubSinkConfig, ctx: zmq.Context, edge: str = "", label: str = "zmq_pub",
+                 security: SecurityConfig | None = None) -> None:  # fmt: skip
         super().__init__(edge, label)
+        self._ctx = self._auth = None
+        if security is not None and security.curve.enabled:
+            self._ctx = ctx = zmq.Context()
+            self._auth = start_authenticator(ctx, security)
         self._sock = make_socket(ctx, zmq.PUB)
-        self._sock.bind(cfg.endpoint)
+        try:
+            if self._auth is not None:
+                secure_server(self._sock, security, edge)
+                names = cfg.subscribers if cfg.subscribers is not None else list(self._auth.keys)
+                gate = self._auth.admit(self._sock, SUBSCRIBERS, names)
+                watch_connections(self._sock, "edge", edge, label, curve=True, refusals=gate.refusal_reason)
+            self._sock.bind(cfg.endpoint)
+        except BaseException:
+            self.close()
+            raise
 
     def _deliver(self, record: dict[str, Any], body: bytes) -> None:
         self._sock.send_multipart([str(record.get("camera", "")).encode(), body], flags=zmq.NOBLOCK)
 
     def close(self) -> None:
         self._sock.close()
+        if self._auth is not None:
+            self._auth.stop()
+        if self._ctx is not None:
+            self._ctx.term()
 
 
 SINKS: dict[str, Callable[[Any, zmq.Context, str, str], Delivery]] = {
@@ -213,17 +248,25 @@ SINKS: dict[str, Callable[[Any, zmq.Context, str, str], Delivery]] = {
 label)."""
 
 
-def open_sinks(configs: list[SinkConfig], ctx: zmq.Context, edge: str = "") -> list[QueuedSink]:
+def open_sinks(
+    configs: list[SinkConfig], ctx: zmq.Context, edge: str = "", security: SecurityConfig | None = None
+) -> list[QueuedSink]:
     """Open the configured sinks of edge ``edge``, each behind its bounded queue and delivery thread
     (:class:`~vcascade.edge.sinks.queue.QueuedSink`), labelled ``TYPE[INDEX]`` (position in ``configs``).
+    ``security``: the deployment's (the ZeroMQ PUB sink uses CurveZMQ when it is on).
 
     Raises:
         OSError, zmq.ZMQError: a file or endpoint is unusable (sinks opened before it are closed again).
+        vcascade.core.transport.security.SecurityError: CurveZMQ is on and a key file is missing or malformed.
     """
     sinks: list[QueuedSink] = []
     try:
         for index, cfg in enumerate(configs):
-            backend = SINKS[cfg.type](cfg, ctx, edge, f"{cfg.type}[{index}]")
+            label = f"{cfg.type}[{index}]"
+            if cfg.type == "zmq_pub":  # the one sink that is a ZeroMQ server
+                backend = ZmqPubSink(cfg, ctx, edge, label, security)
+            else:
+                backend = SINKS[cfg.type](cfg, ctx, edge, label)
             sinks.append(QueuedSink(backend, cfg.queue_max, cfg.drain_timeout_s))
     except BaseException:
         close_sinks(sinks)

@@ -41,6 +41,9 @@ NOT_ON_DASHBOARD = {
     "vcascade_broker_recognizer_rois_dispatched_total", "vcascade_edge_control_requests_total",
     "vcascade_worker_stage_errors_total", "vcascade_worker_link_discarded_total", "vcascade_stage_group_batches_total",
     "vcascade_stage_group_stage_seconds", "vcascade_stage_group_malformed_messages_total",
+    # refusals of damaged stores and camera URLs (issue 28): rare faults, each logged at WARNING or above
+    "vcascade_identity_store_records_skipped_total", "vcascade_identity_store_resets_total",
+    "vcascade_identity_ids_refused_total", "vcascade_edge_camera_url_refusals_total",
     # the process collector's other families
     "process_max_fds", "process_open_fds", "process_start_time_seconds", "process_virtual_memory_bytes",
 }

@@ -50,10 +50,10 @@ def test_a_failed_camera_keeps_the_columns_intact_and_its_reason_is_listed_below
     text = console.export_text()
     header = next(line for line in text.splitlines() if "camera" in line and "accounted" in line)
     assert [cell.strip() for cell in header.split("┃")[1:-1]] == [
-        "camera", "state", "frames", "sent", "results", "drops", "accounted", "p50 ms", "p99 ms"
+        "camera", "state", "frames", "fps", "decoder", "sent", "results", "drops", "accounted", "p50 ms", "p99 ms"
     ]  # fmt: skip
     row = next(line for line in text.splitlines() if line.startswith("│ garbage"))
-    assert [cell.strip() for cell in row.split("│")[1:-1]] == ["garbage", "failed", "0", "0", "0", "0", "yes", "-", "-"]
+    assert [cell.strip() for cell in row.split("│")[1:-1]] == ["garbage", "failed", "0", "-", "-", "0", "0", "0", "yes", "-", "-"]
     below = text[text.index(row):]
     assert "camera garbage: failed (open_failed): /data/garbage.mp4: cannot open" in " ".join(below.split())
 
@@ -104,3 +104,24 @@ def test_a_camera_removed_on_purpose_is_removed_and_no_problem():
     assert row.split("│")[2].strip() == "removed"
     assert "camera unplugged: removed at run time after 0 frames (books closed)" in text
     assert "never connected" not in text
+
+
+def test_each_camera_row_shows_its_measured_decode_rate():
+    cameras = {"fast": {**CAMERA, "fps": 24.87}, "slow": {**CAMERA, "fps": 1.0}, "new": {**CAMERA, "fps": None}}
+    edge = {"component": "edge", "name": "e1", "final": True, "cameras": cameras}
+    text = _render(summary_tables({("edge", "e1"): edge}, 1.0)[:1])
+    fps = {cells[0]: cells[3] for line in text.splitlines() if line.startswith("│ ")
+           and len(cells := [c.strip() for c in line.split("│")[1:-1]]) == 11}  # fmt: skip
+    assert fps == {"fast": "24.9", "slow": "1.0", "new": "-"}
+
+
+def test_decoder_in_use_is_a_column_and_hardware_fallbacks_are_listed_below():
+    cameras = {"gpu": {**CAMERA, "decoder": "cuda"},
+               "cpu": {**CAMERA, "decoder": "software", "decoder_fallbacks": {"cuda:no_device": 2, "qsv:not_in_ffmpeg": 2}}}
+    edge = {"component": "edge", "name": "e1", "final": True, "cameras": cameras}
+    text = _render(summary_tables({("edge", "e1"): edge}, 1.0)[:1])
+    decoder = {cells[0]: cells[4] for line in text.splitlines() if line.startswith("│ ")
+               and len(cells := [c.strip() for c in line.split("│")[1:-1]]) == 11}  # fmt: skip
+    assert decoder == {"gpu": "cuda", "cpu": "software"}
+    assert ("camera cpu: decoding with software; hardware not used (cuda no_device 2, qsv not_in_ffmpeg 2)"
+            in " ".join(text.split()))

@@ -16,9 +16,10 @@ from tests.center.head_models import OCR_HW, PPOCR_MEAN_STD, embed_crops, protot
 from tests.center.heads.test_classifier_head import CLASSES
 from tests.center.test_worker import _deployment, _roi
 from tests.edge.link.test_account import _pending
+from tests.edge.sinks.test_lines import result_record
 from vcascade.center.heads import read_model_charset
 from vcascade.core.protocol import wire
-from vcascade.edge.link.account import head_fields, result_record
+from vcascade.edge.sinks.lines import head_fields
 
 LINES = ["VCASCADE 2026", "Hello World 42"]
 MODULE = "tests.center.head_models"
@@ -53,7 +54,7 @@ def test_text_head_end_to_end(demo_raw, free_port, models_dir: Path, tmp_path):
         assert isinstance(result.output, wire.TextOutput), result  # no identity, no labels
         assert result.output.text == line and result.output.text_score > 0.9, result
         assert [name for name, _ in result.hops] == ["batch_wait", "preprocess", "stage0", "head"]
-        assert head_fields(result) == {"text": line, "text_score": round(result.output.text_score, 4)}
+        assert head_fields(result.output) == {"text": line, "text_score": round(result.output.text_score, 4)}
 
 
 @pytest.fixture
@@ -81,7 +82,7 @@ def test_classifier_head_end_to_end(demo_raw, free_port, crops, classifier_weigh
         assert isinstance(result.output, wire.ClassifierOutput), result  # no text
         assert len(result.output.labels) == len(result.output.label_scores) == 2
         assert 1.0 >= result.output.label_scores[0] >= result.output.label_scores[1] >= 0.0
-    line = head_fields(answers["b"])
+    line = head_fields(answers["b"].output)
     assert line["labels"] == list(answers["b"].output.labels) and set(line) == {"labels", "label_scores"}
 
 

@@ -105,6 +105,16 @@ class Cluster:
         key = (name, tuple(sorted({"edge": "edge-1", **labels}.items())))
         return self.edge_metrics().get(key, 0.0)
 
+    def broker_metric(self, broker: str, name: str) -> float:
+        """The value of the unlabelled-by-camera sample ``name`` on one broker; 0 while it is not serving."""
+        port = self.data["brokers"][broker]["metrics_port"]
+        try:
+            text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+        except OSError:
+            return 0.0
+        return max((s.value for f in text_string_to_metric_families(text) for s in f.samples if s.name == name),
+                   default=0.0)  # fmt: skip
+
     def wait_for(self, condition, what: str) -> None:
         deadline = time.monotonic() + STEP_TIMEOUT_S
         while not condition():
@@ -145,6 +155,11 @@ def test_kill_and_restart_a_broker_mid_stream(tmp_path, free_port, cluster_facto
     for name in ("broker-1", "broker-2"):
         cluster.start("broker", name)
     cluster.start("worker", "worker-1")
+    # the worker's models load slowly under load: the edge's 250 frames must meet a worker on both brokers
+    cluster.wait_for(
+        lambda: all(cluster.broker_metric(b, "vcascade_broker_workers") >= 1 for b in ("broker-1", "broker-2")),
+        "the worker on both brokers",
+    )
     cluster.start("edge", "edge-1")
 
     def sent_to(broker: str) -> float:

@@ -150,6 +150,10 @@ SCENARIOS: dict[str, str] = {
     "vcascade_identity_store_seconds": "covered:tests/center/identity/test_identity_metrics.py",
     "vcascade_identity_store_errors_total": "covered:tests/center/identity/test_identity_metrics.py",
     "vcascade_identity_dropped_updates_total": "covered:tests/center/identity/test_identity_metrics.py",
+    "vcascade_identity_store_records_skipped_total": "covered:tests/center/identity/test_store_damage.py",
+    "vcascade_identity_store_resets_total": "covered:tests/center/identity/test_store_damage.py",
+    "vcascade_identity_ids_refused_total": "covered:tests/center/identity/test_store_damage.py",
+    "vcascade_edge_camera_url_refusals_total": "covered:tests/edge/capture/test_url_policy.py",
     # stage group (a process this deployment does not run)
     "vcascade_stage_group_batches_total": "covered:tests/e2e/test_stage_group_cascade.py",
     "vcascade_stage_group_stage_seconds": "unstaged: tests/e2e/test_stage_group_cascade.py reads only the "
@@ -270,6 +274,25 @@ def _check_alive(config: Path, procs: dict[str, subprocess.Popen]) -> None:
     stderr of one that exited, rather than wait out the deadline for metrics it will never move."""
     for name, proc in procs.items():
         assert proc.poll() is None or name.startswith("edge"), f"{name} exited: {_stderr(config, name)[-3000:]}"
+
+
+def _wait_for_worker(config: Path, procs: dict[str, subprocess.Popen], broker_ports: list[int]) -> None:
+    """Until every broker's ``vcascade_broker_workers`` gauge is 1 (the worker's models load slowly under load)."""
+    deadline = time.monotonic() + DEADLINE_S
+    while not all(_gauge(port, "vcascade_broker_workers") >= 1 for port in broker_ports):
+        _check_alive(config, procs)
+        assert time.monotonic() < deadline, f"the worker never joined: {_stderr(config, 'worker-1')[-3000:]}"
+        time.sleep(0.5)
+
+
+def _gauge(port: int, name: str) -> float:
+    """One unlabelled-or-single-series sample of ``name`` at ``127.0.0.1:port/metrics``; 0 while not serving."""
+    try:
+        text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    except OSError:
+        return 0.0
+    return max((s.value for f in text_string_to_metric_families(text) for s in f.samples if s.name == name),
+               default=0.0)  # fmt: skip
 
 
 def _send_malformed(ctx: zmq.Context, broker: dict) -> None:

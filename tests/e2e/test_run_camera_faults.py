@@ -71,10 +71,10 @@ def test_failed_and_never_connected_cameras_are_listed_below_an_intact_table(tmp
     lines = out.splitlines()
     header = next(line for line in lines if "camera" in line and "accounted" in line)
     assert [cell.strip() for cell in header.split("┃")[1:-1]] == [
-        "camera", "state", "frames", "sent", "results", "drops", "accounted", "p50 ms", "p99 ms"
+        "camera", "state", "frames", "fps", "decoder", "sent", "results", "drops", "accounted", "p50 ms", "p99 ms"
     ]  # fmt: skip
     rows = {cells[0]: cells for line in lines if line.startswith("│ ")
-            and len(cells := [c.strip() for c in line.split("│")[1:-1]]) == 9}  # fmt: skip
+            and len(cells := [c.strip() for c in line.split("│")[1:-1]]) == 11}  # fmt: skip
     assert rows["missing"][1:3] == ["failed", "0"] and rows["refused"][1:3] == ["ended", "0"]
     assert rows["street-1"][1] == "ended" and int(rows["street-1"][2]) > 0
     text = " ".join(out.split())

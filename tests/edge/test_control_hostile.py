@@ -19,7 +19,10 @@ from vcascade.core.transport.sockets import MAX_MESSAGE_BYTES, make_socket
 from vcascade.edge.camera_set import CameraSet
 from vcascade.edge.control import ControlServer
 from vcascade.edge.capture.frames import FrameSlots
+from vcascade.core.schema.edge_settings import EdgeSettings
 from vcascade.edge.link.broker_link import BrokerLink
+from vcascade.edge.sinks.lines import OutputLines
+from vcascade.edge.way_back import WayBack
 
 pytestmark = pytest.mark.timeout(60)
 EDGE = "edge-1"
@@ -32,9 +35,9 @@ def control_endpoint(free_port):
     data["edges"][EDGE]["control_port"] = free_port()
     dep = Deployment.model_validate(data)
     ctx = zmq.Context()
-    link = BrokerLink(EDGE, dep, ctx, [])  # not started: only its books are read (no cameras, all zero)
+    link = BrokerLink(EdgeSettings.from_deployment(dep, EDGE), ctx, WayBack(OutputLines([])))  # not started: only its books are read (no cameras, all zero)
     cameras = CameraSet(EDGE, FrameSlots(), SimpleNamespace(link=link))  # the edge node's part that list reads
-    server = ControlServer(EDGE, dep, ctx, cameras)
+    server = ControlServer(EdgeSettings.from_deployment(dep, EDGE), ctx, cameras)
     server.start()
     stop = threading.Event()
     loop = threading.Thread(target=_apply_until, args=(stop, server))

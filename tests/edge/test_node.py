@@ -13,12 +13,16 @@ from prometheus_client import REGISTRY
 from tests.demo import demo_data
 from vcascade.core.config import Deployment, UiConfig
 from vcascade.core.detections import Detections
+from vcascade.core.schema.edge_settings import EdgeSettings
 from vcascade.edge.capture.frames import Frame
-from vcascade.edge.selection.identity_cache import IdentityCache
 from vcascade.edge.link.broker_link import BrokerLink
-from vcascade.edge.node import EdgeNode, build_detector
+from vcascade.edge.node import EdgeNode
 from vcascade.edge.preview.hub import PreviewHub
+from vcascade.edge.process import load_detector
+from vcascade.edge.selection.identity_cache import IdentityCache
 from vcascade.edge.selection.roi_selection import SUPPRESS_REASONS
+from vcascade.edge.sinks.lines import OutputLines
+from vcascade.edge.way_back import Tracked, WayBack
 
 EDGE, CAMERA = "edge-1", "street-1"
 
@@ -30,11 +34,12 @@ def node(models_dir, free_port):
     for broker in raw["brokers"].values():
         broker["frontend_port"], broker["backend_port"], broker["metrics_port"] = free_port(), free_port(), free_port()
     dep = Deployment.model_validate(raw)
-    detector, _ = build_detector(dep, EDGE, models_dir)
+    detector, _ = load_detector(dep.edges[EDGE], models_dir)
     ctx = zmq.Context()
     identities = IdentityCache(EDGE)
-    link = BrokerLink(EDGE, dep, ctx, [identities])  # never started: ROIs wait in its queue, lines in its outbox
-    yield EdgeNode(EDGE, dep, detector, link, identities)
+    settings = EdgeSettings.from_deployment(dep, EDGE)
+    link = BrokerLink(settings, ctx, WayBack(OutputLines([]), identities))  # never started: events wait in its outbox
+    yield EdgeNode(settings, detector, link, identities)
     ctx.destroy(linger=0)
 
 
@@ -65,6 +70,8 @@ def test_a_track_is_sent_once_and_the_rest_is_counted_per_reason_and_followed(no
     counted = {reason: n - suppressed_before[reason] for reason, n in _suppressed().items()}
     assert counted == {"class": 0, "size": 3, "score": 0, "no_route": 0, "tentative": 1, "sent_recently": 1, "backlog": 0}
     assert _tracked_lines() - lines_before == 2  # the tentative and the sent_recently rows; never a size-filtered one
+    tracked = [event for event in node.link._outbox if isinstance(event, Tracked)]
+    assert [(event.frame_seq, event.class_name, event.identity) for event in tracked] == [(0, "person", None), (2, "person", None)]
     assert node.link.tally_copy()[CAMERA].sent == 1
 
 

@@ -45,7 +45,7 @@ class ComponentKind(NamedTuple):
 
 
 COMPONENT_KINDS: dict[str, ComponentKind] = {
-    "edge": ComponentKind("edges", "vcascade.edge.node:run_edge", True),
+    "edge": ComponentKind("edges", "vcascade.edge.process:run_edge", True),
     "broker": ComponentKind("brokers", "vcascade.broker.server:run_broker", False, BrokerSettings),
     "worker": ComponentKind("workers", "vcascade.center.worker:run_worker", True, WorkerSettings),
     "stage-group": ComponentKind(

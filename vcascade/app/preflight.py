@@ -30,6 +30,7 @@ from vcascade.core.transport.keys import component_names
 from vcascade.core.transport.security import SecurityError, check_keys
 from vcascade.core.transport.zap import check_roles
 from vcascade.edge.capture.probe import probe_camera
+from vcascade.edge.capture.url_policy import allow_hosts
 
 
 def deep_problems(dep: Deployment, model_dir: str | os.PathLike[str] | None, camera_timeout_s: float) -> list[str]:
@@ -60,10 +61,14 @@ def split_point_problems(dep: Deployment, model_dir: str | os.PathLike[str] | No
 def camera_problems(dep: Deployment, timeout_s: float) -> list[str]:
     """One line per camera that cannot be opened or decoded within ``timeout_s`` seconds: its reason and detail."""
     problems = []
-    for name, cam in dep.cameras.items():
-        probe = probe_camera(cam, timeout_s)
-        if not probe.ok:
-            problems.append(f"cameras.{name}: {probe.reason}: {probe.detail}")
+    try:
+        for name, cam in dep.cameras.items():
+            allow_hosts(dep.edges[cam.edge].camera_hosts)  # the camera's own edge's allow-list, as that edge would
+            probe = probe_camera(cam, timeout_s)
+            if not probe.ok:
+                problems.append(f"cameras.{name}: {probe.reason}: {probe.detail}")
+    finally:
+        allow_hosts(None)
     return problems
 
 

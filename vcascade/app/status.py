@@ -176,11 +176,12 @@ def components_table(after: dict[str, Scrape]) -> Table:
 
 
 def cameras_table(before: dict[str, Scrape], after: dict[str, Scrape]) -> Table:
-    """Per camera: state (with its reason, :func:`camera_state`), decoded fps, detected fps, ROIs/s, results/s,
-    drops (total, by reason), e2e p50/p99."""
+    """Per camera: state (with its reason, :func:`camera_state`), decoded fps, its decoder (``software``, ``cuda``,
+    ``qsv``; ``-`` before it opened), detected fps, ROIs/s, results/s, drops (total, by reason), e2e p50/p99."""
     table = Table(title="cameras", title_justify="left")
-    for col in ("edge", "camera", "state", "fps", "det fps", "ROIs/s", "results/s", "drops", "e2e p50 ms", "p99 ms"):
-        table.add_column(col, justify="left" if col in ("edge", "camera", "state", "drops") else "right")
+    for col in ("edge", "camera", "state", "fps", "decoder", "det fps", "ROIs/s", "results/s", "drops", "e2e p50 ms",
+                "p99 ms"):
+        table.add_column(col, justify="left" if col in ("edge", "camera", "state", "decoder", "drops") else "right")
     for name, s in after.items():
         if s.target.kind != "edge" or s.error:
             continue
@@ -196,6 +197,8 @@ def cameras_table(before: dict[str, Scrape], after: dict[str, Scrape]) -> Table:
             table.add_row(
                 name, cam, state,
                 _num(rate(prev, s, "vcascade_edge_frames_decoded_total", camera=cam)),
+                next((dict(k)["decoder"] for k, v in s.series("vcascade_edge_camera_decoder", camera=cam).items() if v),
+                     "-"),
                 _num(rate(prev, s, "vcascade_edge_frames_detected_total", camera=cam)),
                 _num(rate(prev, s, "vcascade_edge_rois_sent_total", camera=cam)),
                 _num(rate(prev, s, "vcascade_edge_results_total", camera=cam)),

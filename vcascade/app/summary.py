@@ -49,16 +49,20 @@ def progress_line(snapshots: Snapshots, elapsed_s: float) -> str:
 
 def summary_tables(snapshots: Snapshots, elapsed_s: float) -> list[Table]:
     """Per-camera accounting and latency, one row per broker and worker, then (when edges have sinks) one row per
-    edge sink with its lines written and lost.
+    edge sink with its lines written and lost. ``fps`` is each camera's measured decode rate (frames/s from its
+    first to its last frame, :attr:`vcascade.edge.capture.source.CameraReader.decode_fps`), ``-`` before two frames;
+    ``decoder`` the decoder it used (``software``, ``cuda``, ``qsv``), the hardware ones it could not use listed
+    below the table (:func:`decoder_fallbacks`).
 
     The camera table's cells stay short (the state column holds the state word only), so a long failure reason
     never squeezes the other columns; each camera's fault (:func:`camera_faults`) and its frames lost or damaged
     (:func:`frame_losses`) are listed below the table."""
     cameras = _cameras(snapshots)
-    faults = camera_faults(cameras) + removed_cameras(cameras) + frame_losses(cameras)
+    faults = camera_faults(cameras) + removed_cameras(cameras) + frame_losses(cameras) + decoder_fallbacks(cameras)
     cams = Table(title=f"vcascade run summary ({elapsed_s:.1f} s)", caption="\n".join(faults) or None,
                  caption_justify="left")  # fmt: skip
-    for col in ("camera", "state", "frames", "sent", "results", "drops", "accounted", "p50 ms", "p99 ms"):
+    for col in ("camera", "state", "frames", "fps", "decoder", "sent", "results", "drops", "accounted", "p50 ms",
+                "p99 ms"):
         cams.add_column(col, justify="left" if col in ("camera", "state", "drops") else "right",
                         no_wrap=col != "drops")
     for name, c in sorted(cameras.items()):
@@ -66,7 +70,8 @@ def summary_tables(snapshots: Snapshots, elapsed_s: float) -> list[Table]:
         ok = c["sent"] == c["results"] + dropped
         drops = ", ".join(f"{r} {n}" for r, n in sorted(c["drops"].items())) or "0"
         cams.add_row(
-            name, "removed" if c.get("removal") else c["state"], str(c["frames"]), str(c["sent"]),
+            name, "removed" if c.get("removal") else c["state"], str(c["frames"]),
+            f"{c['fps']:.1f}" if c.get("fps") is not None else "-", c.get("decoder", "-"), str(c["sent"]),
             str(c["results"]), drops, "yes" if ok else "NO",
             f"{c['p50_ms']:.0f}" if c["p50_ms"] is not None else "-",
             f"{c['p99_ms']:.0f}" if c["p99_ms"] is not None else "-",
@@ -81,6 +86,17 @@ def summary_tables(snapshots: Snapshots, elapsed_s: float) -> list[Table]:
         center.add_row(f"{kind} {name}", counts)
     sinks = _sinks_table(snapshots)
     return [cams, center] if sinks is None else [cams, center, sinks]
+
+
+def decoder_fallbacks(cameras: dict[str, dict[str, Any]]) -> list[str]:
+    """One line per camera that could not use a hardware decoder it was set to try (``decoder_fallbacks``:
+    ``"device:reason"`` -> openings; :mod:`vcascade.edge.capture.hwdecode`), sorted by camera name."""
+    lines = []
+    for name, c in sorted(cameras.items()):
+        if fallbacks := c.get("decoder_fallbacks"):
+            detail = ", ".join(f"{key.replace(':', ' ', 1)} {n}" for key, n in sorted(fallbacks.items()))
+            lines.append(f"camera {name}: decoding with {c.get('decoder', 'software')}; hardware not used ({detail})")
+    return lines
 
 
 def camera_faults(cameras: dict[str, dict[str, Any]]) -> list[str]:

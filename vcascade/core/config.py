@@ -21,6 +21,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from vcascade.core.redact import redact, remember_config
 from vcascade.core.schema.checks import check_deployment
 from vcascade.core.schema.messages import describe, dotted
 from vcascade.core.schema import (  # noqa: F401  (re-exported: the schema is part of this module's API)
@@ -90,13 +91,14 @@ def load_config(path: str | os.PathLike[str]) -> Deployment:
     """
     path = Path(path)
     raw = _interpolate(_read_yaml(path), (), path)
+    remember_config(raw)  # every later output hides these secrets (vcascade.core.redact)
     try:
         deployment = Deployment.model_validate(raw)
     except ValidationError as exc:
-        raise ConfigError("\n".join(f"{path}: {describe(err)}" for err in exc.errors())) from None
+        raise ConfigError(redact("\n".join(f"{path}: {describe(err)}" for err in exc.errors()))) from None
     problems = check_deployment(deployment)
     if problems:
-        raise ConfigError("\n".join(f"{path}: {p}" for p in problems))
+        raise ConfigError(redact("\n".join(f"{path}: {p}" for p in problems)))
     return deployment
 
 

@@ -19,7 +19,10 @@ from vcascade.core.config import Deployment
 from vcascade.edge.camera_set import CameraSet
 from vcascade.edge.control import ControlServer
 from vcascade.edge.capture.frames import FrameSlots
+from vcascade.core.schema.edge_settings import EdgeSettings
 from vcascade.edge.link.broker_link import BrokerLink
+from vcascade.edge.sinks.lines import OutputLines
+from vcascade.edge.way_back import WayBack
 
 pytestmark = pytest.mark.timeout(90)
 EDGE = "edge-1"
@@ -34,10 +37,10 @@ def config(tmp_path, free_port):
     path.write_text(yaml.safe_dump(data))
     dep = Deployment.model_validate(data)
     ctx = zmq.Context()
-    link = BrokerLink(EDGE, dep, ctx, [])  # not started: only its books are read
+    link = BrokerLink(EdgeSettings.from_deployment(dep, EDGE), ctx, WayBack(OutputLines([])))  # not started: only its books are read
     node = SimpleNamespace(link=link, add_camera=lambda camera, cfg: link.add_camera(camera))  # no detector here
     cameras = CameraSet(EDGE, FrameSlots(), node)
-    server = ControlServer(EDGE, dep, ctx, cameras)
+    server = ControlServer(EdgeSettings.from_deployment(dep, EDGE), ctx, cameras)
     server.start()
     stop = threading.Event()
     loop = threading.Thread(target=_loop, args=(stop, server, cameras))

@@ -7,6 +7,7 @@ import numpy as np
 from prometheus_client import REGISTRY
 
 from vcascade.center.identity import IdentityHead, RedisStore
+from vcascade.center.identity.metrics import STORE_OPS
 from vcascade.core.config import EmbeddingHeadConfig
 
 D = 12
@@ -51,7 +52,7 @@ def test_every_identity_metric_moves_with_its_event(redis_server):
     redis_server.stop()
     assert not a.sync.cycle()
     assert sum(value("vcascade_identity_store_errors_total", "idm-a", op=op)
-               for op in ("reserve", "write", "changes", "merge", "sweep")) >= 1  # fmt: skip
+               for op in STORE_OPS) >= 1  # fmt: skip
     for i in range(2, 8):  # more new objects than reserved ids: provisional ids
         a(obj(i))
     assert value("vcascade_identity_provisional_results_total", "idm-a") == 6

@@ -166,3 +166,18 @@ def test_embedding_output_carries_provisional_and_merged_ids_and_reads_a_peer_wi
                                              "enrolled": False, "merged_from": ["x"]}})  # fmt: skip
     with pytest.raises(wire.MalformedMessage):
         wire.decode(bad)
+
+
+def test_head_outputs_answer_the_way_backs_questions_through_their_accessors_after_decoding():
+    """The edge's consumers read an answer through these accessors, never by a head's field names."""
+    def decoded(output):
+        return wire.decode(wire.encode(wire.Result(roi_id="r", worker="w", output=output))).output
+
+    embedding, provisional = decoded(wire.EmbeddingOutput(7, 0.9, False)), decoded(wire.EmbeddingOutput(-3, 1.0, True, True))
+    assert (embedding.gallery_identity(), embedding.read_text(), embedding.short_label()) == (7, None, "id 7")
+    assert (provisional.gallery_identity(), provisional.short_label()) == (None, None)
+    text, nothing = decoded(wire.TextOutput("KA 12", 0.9)), decoded(wire.TextOutput("", 0.0))
+    assert (text.gallery_identity(), text.read_text(), text.short_label()) == (None, "KA 12", "KA 12")
+    assert (nothing.read_text(), nothing.short_label()) == ("", None)
+    labels = decoded(wire.ClassifierOutput(("car", "bus"), (0.6, 0.2)))
+    assert (labels.gallery_identity(), labels.read_text(), labels.short_label()) == (None, None, "car")

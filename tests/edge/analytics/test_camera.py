@@ -1,6 +1,6 @@
-"""The edge's analytics step: events become records with the identity their track has, metrics move (counts per
+"""The edge's analytics step: events become lines with the identity their track has, metrics move (counts per
 line, direction and class; zone visits and occupancy; records emitted), and an event fired before its track's
-first result gets one ``event_update`` after it, in order, from the broker link's sinks (real identity cache,
+first result gets one ``event_update`` after it, in order, down the way back (real identity cache, real WayBack,
 real JSONL sink, real EdgeNode)."""
 
 from __future__ import annotations
@@ -17,13 +17,20 @@ from prometheus_client import REGISTRY
 from tests.demo import demo_data
 from vcascade.core.config import AnalyticsConfig, Deployment, JsonlSinkConfig
 from vcascade.core.detections import Detections
+from vcascade.core.protocol.wire import EmbeddingOutput, Result, Roi, TextOutput
+from vcascade.core.schema.edge_settings import EdgeSettings
 from vcascade.edge.analytics.camera import CameraAnalytics
+from vcascade.edge.analytics.counting import AnalyticsEvent
 from vcascade.edge.analytics.events import MAX_PENDING_TRACKS, EventUpdates
 from vcascade.edge.capture.frames import Frame
-from vcascade.edge.selection.identity_cache import IdentityCache
+from vcascade.edge.link.account import PendingRoi
 from vcascade.edge.link.broker_link import BrokerLink
-from vcascade.edge.node import EdgeNode, build_detector
+from vcascade.edge.node import EdgeNode
+from vcascade.edge.process import load_detector
+from vcascade.edge.selection.identity_cache import IdentityCache
+from vcascade.edge.sinks.lines import OutputLines, line
 from vcascade.edge.sinks.registry import JsonlSink
+from vcascade.edge.way_back import Answered, EventRaised, WayBack
 
 EDGE = "edge-an"
 CFG = AnalyticsConfig(
@@ -31,6 +38,11 @@ CFG = AnalyticsConfig(
     zones=[{"name": "dock", "polygon": [[0, 250], [640, 250], [640, 400], [0, 400]], "dwell_s": 0.2}],
 )
 IMAGE = np.zeros((480, 640, 3), np.uint8)
+
+
+def lines_of(records: list[dict]):
+    """A publish function that keeps the line of each event raised."""
+    return lambda event: records.append(line(event))
 
 
 def metric(name: str, **labels: str) -> float:
@@ -54,7 +66,7 @@ def walk(analytics: CameraAnalytics, camera: str, ys: list[float], track_id: int
 def test_events_become_records_and_move_the_metrics():
     records: list[dict] = []
     identities = IdentityCache(EDGE)
-    analytics = CameraAnalytics(EDGE, "cam-a", CFG, ["person", "bicycle", "car"], identities, records.append)
+    analytics = CameraAnalytics(EDGE, "cam-a", CFG, ["person", "bicycle", "car"], identities, lines_of(records))
     crossed = metric("vcascade_edge_line_crossings_total", camera="cam-a", line="stop", direction="out", **{"class": "car"})
     entered = metric("vcascade_edge_zone_visits_total", camera="cam-a", zone="dock", event="enter", **{"class": "car"})
     emitted = metric("vcascade_edge_events_total", camera="cam-a", type="line_cross")
@@ -83,16 +95,15 @@ def test_an_event_carries_the_identity_its_track_has_when_it_fires():
     records: list[dict] = []
     identities = IdentityCache(EDGE)
     identities.retain("cam-b", {4})
-    identities.write({"status": "ok", "camera": "cam-b", "track_id": 4, "roi_id": "r1", "stream_ts_ms": 0.0,
-                      "identity_id": -1, "similarity": 0.0, "text": "AB123", "text_score": 0.9})
-    analytics = CameraAnalytics(EDGE, "cam-b", CFG, ["person", "bicycle", "car"], identities, records.append)
+    identities.remember(_roi("cam-b", 4, "r1", 0.0), TextOutput("AB123", 0.9))
+    analytics = CameraAnalytics(EDGE, "cam-b", CFG, ["person", "bicycle", "car"], identities, lines_of(records))
     walk(analytics, "cam-b", [150, 220])
     assert (records[0]["identity_id"], records[0]["text"]) == (None, "AB123")
 
 
 def test_a_removed_camera_exits_its_tracks_and_its_occupancy_goes_back_to_zero():
     records: list[dict] = []
-    analytics = CameraAnalytics(EDGE, "cam-c", CFG, ["person", "bicycle", "car"], IdentityCache(EDGE), records.append)
+    analytics = CameraAnalytics(EDGE, "cam-c", CFG, ["person", "bicycle", "car"], IdentityCache(EDGE), lines_of(records))
     walk(analytics, "cam-c", [300, 310])
     assert metric("vcascade_edge_zone_occupancy", camera="cam-c", zone="dock", **{"class": "car"}) == 1
     assert analytics.close() == 1
@@ -102,9 +113,15 @@ def test_a_removed_camera_exits_its_tracks_and_its_occupancy_goes_back_to_zero()
     assert exit_record["capture_ts_ms"] == 1.7e12 + 100.0 and exit_record["dwell_s"] == pytest.approx(0.1)
 
 
-def _ok(track_id: int, identity_id: int, roi_id: str = "r9") -> dict:
-    return {"status": "ok", "camera": "cam-d", "track_id": track_id, "roi_id": roi_id, "stream_ts_ms": 50.0,
-            "identity_id": identity_id, "similarity": 0.8}
+def _roi(camera: str, track_id: int, roi_id: str, stream_ts_ms: float) -> Roi:
+    return Roi(roi_id=roi_id, camera=camera, frame_seq=0, stream_ts_ms=stream_ts_ms, capture_unix_ms=0.0,
+               xyxy=(0.0, 0.0, 1.0, 1.0), crop_xyxy=(0, 0, 1, 1), class_id=2, score=0.5, track_id=track_id)
+
+
+def _ok(track_id: int, identity_id: int, roi_id: str = "r9") -> Answered:
+    pending = PendingRoi(_roi("cam-d", track_id, roi_id, 50.0), 0.0, 0.0, 0.0, 0.0)
+    result = Result(roi_id=roi_id, worker="w", output=EmbeddingOutput(identity_id, 0.8, False))
+    return Answered(pending, result, {"end_to_end": 1.0})
 
 
 def _lines(path: Path) -> list[dict]:
@@ -112,57 +129,53 @@ def _lines(path: Path) -> list[dict]:
 
 
 @pytest.fixture
-def link_sinks(tmp_path):
-    """What the edge's link writes to, in its order: an output sink, the identity cache, the event updates."""
+def way_back(tmp_path):
+    """The edge's way back: identity cache, event updates, output lines to a JSONL sink."""
     out = JsonlSink(JsonlSinkConfig(type="jsonl", path=str(tmp_path / "out.jsonl")), zmq.Context.instance(), EDGE)
     identities = IdentityCache(EDGE)
     identities.retain("cam-d", {4, 5})
-    updates = EventUpdates(EDGE, identities, [out])
-    yield [out, identities, updates], tmp_path / "out.jsonl", updates
+    updates = EventUpdates(EDGE, identities)
+    yield WayBack(OutputLines([out]), identities, updates), tmp_path / "out.jsonl", updates
     out.close()
 
 
-def write_all(sinks: list, record: dict) -> None:
-    for sink in sinks:
-        sink.write(record)
-
-
-def test_an_event_without_identity_is_updated_by_its_tracks_first_result(link_sinks):
-    sinks, path, updates = link_sinks
-    records: list[dict] = []
-    analytics = CameraAnalytics(EDGE, "cam-d", CFG, ["person", "bicycle", "car"], sinks[1], records.append)
+def test_an_event_without_identity_is_updated_by_its_tracks_first_result(way_back):
+    way_back, path, updates = way_back
+    events: list[EventRaised] = []
+    analytics = CameraAnalytics(EDGE, "cam-d", CFG, ["person", "bicycle", "car"], way_back.identities, events.append)
     walk(analytics, "cam-d", [150, 220])
     before = metric("vcascade_edge_events_total", camera="cam-d", type="event_update")
-    for record in records:
-        write_all(sinks, record)
+    for event in events:
+        way_back.deliver(event)
     assert updates.pending() == 1
-    write_all(sinks, _ok(5, 3))  # another track's result: no update
-    write_all(sinks, _ok(4, 7))
-    write_all(sinks, _ok(4, 8, "r10"))  # a later result: the event was updated once already
+    way_back.deliver(_ok(5, 3))  # another track's result: no update
+    way_back.deliver(_ok(4, 7))
+    way_back.deliver(_ok(4, 8, "r10"))  # a later result: the event was updated once already
     lines = _lines(path)
-    assert [line.get("kind", line.get("status")) for line in lines] == ["event", "ok", "ok", "event_update", "ok"]
+    assert [line.get("status") or line["kind"] for line in lines] == ["event", "ok", "ok", "event_update", "ok"]
     update = lines[3]
-    assert update == {"kind": "event_update", "event_id": records[0]["event_id"], "camera": "cam-d", "track_id": 4,
+    assert update == {"kind": "event_update", "event_id": events[0].event_id, "camera": "cam-d", "track_id": 4,
                       "identity_id": 7, "text": None, "roi_id": "r9", "stream_ts_ms": 50.0}
     assert updates.pending() == 0
     assert metric("vcascade_edge_events_total", camera="cam-d", type="event_update") == before + 1
 
 
-def test_a_result_that_arrived_while_the_event_was_queued_updates_it_at_once(link_sinks):
-    sinks, path, updates = link_sinks
-    event = {"kind": "event", "event_id": "e1", "type": "zone_enter", "camera": "cam-d", "zone": "dock",
-             "class": "car", "track_id": 5, "identity_id": None, "text": None}
-    write_all(sinks, _ok(5, 3))
-    write_all(sinks, event)
-    assert [line.get("kind", line.get("status")) for line in _lines(path)] == ["ok", "event", "event_update"]
+def _zone_enter(camera: str, track_id: int) -> AnalyticsEvent:
+    return AnalyticsEvent("zone_enter", "dock", track_id, "car", 0.0, 0.0)
+
+
+def test_a_result_that_arrived_while_the_event_was_queued_updates_it_at_once(way_back):
+    way_back, path, updates = way_back
+    way_back.deliver(_ok(5, 3))
+    way_back.deliver(EventRaised("cam-d", _zone_enter("cam-d", 5), None, "e1"))
+    assert [line.get("status") or line["kind"] for line in _lines(path)] == ["ok", "event", "event_update"]
     assert updates.pending() == 0
 
 
-def test_pending_updates_are_bounded(link_sinks):
-    _, _, updates = link_sinks
+def test_pending_updates_are_bounded(way_back):
+    _, _, updates = way_back
     for track_id in range(MAX_PENDING_TRACKS + 3):
-        updates.write({"kind": "event", "event_id": f"e{track_id}", "camera": "cam-x", "track_id": track_id,
-                       "identity_id": None, "text": None})
+        updates.follow_ups(EventRaised("cam-x", _zone_enter("cam-x", track_id), None, f"e{track_id}"))
     assert updates.pending() == MAX_PENDING_TRACKS and updates.given_up == 3
 
 
@@ -174,11 +187,12 @@ def test_edge_node_runs_the_camera_analytics_after_tracking(models_dir, free_por
     for broker in raw["brokers"].values():
         broker["frontend_port"], broker["backend_port"], broker["metrics_port"] = free_port(), free_port(), free_port()
     dep = Deployment.model_validate(raw)
-    detector, _ = build_detector(dep, "edge-1", models_dir)
+    detector, _ = load_detector(dep.edges["edge-1"], models_dir)
     ctx = zmq.Context()
     identities = IdentityCache("edge-1")
-    link = BrokerLink("edge-1", dep, ctx, [identities])  # never started: records wait in its outbox
-    node = EdgeNode("edge-1", dep, detector, link, identities)
+    settings = EdgeSettings.from_deployment(dep, "edge-1")
+    link = BrokerLink(settings, ctx, WayBack(OutputLines([]), identities))  # never started: events wait in its outbox
+    node = EdgeNode(settings, detector, link, identities)
     labels = {"edge": "edge-1", "camera": "street-1", "type": "line_cross"}
     before = REGISTRY.get_sample_value("vcascade_edge_events_total", labels) or 0.0
     for seq, y in enumerate(range(180, 320, 20)):  # small steps: the tracker keeps one track

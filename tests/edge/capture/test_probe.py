@@ -105,6 +105,16 @@ def test_refused_connection_and_unknown_host(free_port):
     assert probe(f"http://127.0.0.1:{port}/video.mjpg").reason == "connection_refused"
 
 
+def test_check_deep_hides_a_password_with_at_slash_and_space_and_a_query_password(free_port):
+    """Issue 28, item 4: the old pattern stopped at the first '@' and knew nothing of the query."""
+    port = free_port()
+    result = probe(f"rtsp://admin:p@ss w/rd9@127.0.0.1:{port}/cam?user=admin&pwd=Query9secret")
+    assert not result.ok  # FFmpeg cuts the host at the '/': name_not_resolved
+    for part in ("p@ss", "ss w", "w/rd9", "Query9secret"):
+        assert part not in result.detail, result.detail
+    assert "127.0.0.1" in result.detail
+
+
 def test_rtsp_good_wrong_password_no_password_and_wrong_path(rtsp_auth_server):
     server = rtsp_auth_server
     good = probe(server.url, 10.0)

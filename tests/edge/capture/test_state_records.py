@@ -1,17 +1,20 @@
-"""Camera state changes become ``camera_state`` sink records through a listener per edge (edge/capture/state.py)."""
+"""Camera state changes become ``camera_state`` lines through a listener per edge (edge/capture/state.py) and the
+way back (:meth:`vcascade.edge.way_back.WayBack.camera_state`)."""
 
 from __future__ import annotations
 
 import time
 
-from vcascade.edge.capture.state import CameraStateMachine, camera_state_record, listen_states
+from vcascade.edge.capture.state import CameraStateMachine, listen_states
 from vcascade.edge.metrics import CameraTelemetry
+from vcascade.edge.sinks.lines import OutputLines
+from vcascade.edge.way_back import WayBack
 
 
 def test_each_state_change_of_the_edges_cameras_reaches_its_listener_as_a_record():
     records: list[dict] = []
     other_edge: list[dict] = []
-    remove = listen_states("edge-states", lambda camera, step: records.append(camera_state_record(camera, step)))
+    remove = listen_states("edge-states", WayBack(OutputLines([type("S", (), {"write": lambda _, r: records.append(r)})()])).camera_state)
     remove_other = listen_states("edge-other", lambda camera, step: other_edge.append({}))
     machine = CameraStateMachine(CameraTelemetry("edge-states", "gate"))
     before_ms = time.time() * 1000.0

@@ -12,11 +12,15 @@ import zmq
 
 from tests.demo import demo_data
 from vcascade.core.config import Deployment
-from vcascade.edge.detection import Yolov8Detector
+from vcascade.core.schema.edge_settings import EdgeSettings
 from vcascade.edge.capture.frames import Frame, FrameSlots
-from vcascade.edge.selection.identity_cache import IdentityCache
+from vcascade.edge.detection import Yolov8Detector
+from vcascade.edge.detection.pool import detect_frames
 from vcascade.edge.link.broker_link import BrokerLink
 from vcascade.edge.node import EdgeNode
+from vcascade.edge.selection.identity_cache import IdentityCache
+from vcascade.edge.sinks.lines import OutputLines
+from vcascade.edge.way_back import WayBack
 
 REPO = Path(__file__).resolve().parents[3]
 S = 64
@@ -67,8 +71,9 @@ def node(dynamic_detector, free_port):
     edge = next(iter(dep.edges))
     ctx = zmq.Context()
     identities = IdentityCache(edge)
-    link = BrokerLink(edge, dep, ctx, [identities])  # never started: nothing is detected, nothing is sent
-    yield EdgeNode(edge, dep, dynamic_detector, link, identities), list(dep.cameras_of(edge))
+    settings = EdgeSettings.from_deployment(dep, edge)
+    link = BrokerLink(settings, ctx, WayBack(OutputLines([]), identities))  # never started: nothing is sent
+    yield EdgeNode(settings, dynamic_detector, link, identities), list(dep.cameras_of(edge))
     ctx.destroy(linger=0)
 
 
@@ -76,7 +81,7 @@ def test_frames_of_several_cameras_share_one_session_run(node):
     edge_node, cameras = node
     assert edge_node.detector.frames_per_run == 8
     frames = [_frame(cam, 0, hw) for cam, hw in zip(cameras, [(48, 80), (100, 30)])]
-    assert edge_node.process_batch(frames) == 0
+    assert edge_node.handle(detect_frames(edge_node.detector, frames)) == 0
     assert edge_node.detector.session_runs == 1
 
 
@@ -84,5 +89,5 @@ def test_a_bad_frame_is_skipped_and_the_others_are_still_detected(node):
     edge_node, cameras = node
     bad = Frame(cameras[0], 0, np.zeros((4, 4, 3), np.float32), 0.0, 0.0, 0.0)  # not uint8: the detector refuses it
     good = _frame(cameras[1], 0)
-    assert edge_node.process_batch([bad, good]) == 0
+    assert edge_node.handle(detect_frames(edge_node.detector, [bad, good])) == 0
     assert edge_node.detector.session_runs == 1  # the good frame alone, after the batch was refused

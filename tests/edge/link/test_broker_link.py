@@ -20,8 +20,11 @@ from tests.edge.sinks.test_sinks import strict_loads
 from vcascade.core.protocol import wire
 from vcascade.core.config import Deployment, JsonlSinkConfig
 from vcascade.edge.link.account import PendingRoi
+from vcascade.core.schema.edge_settings import EdgeSettings
 from vcascade.edge.link.broker_link import BrokerLink
+from vcascade.edge.sinks.lines import OutputLines
 from vcascade.edge.sinks.registry import JsonlSink
+from vcascade.edge.way_back import WayBack
 
 REPO = Path(__file__).resolve().parents[3]
 INTERVAL_S = 0.1
@@ -118,7 +121,8 @@ def make_link(ctx, free_port, tmp_path):
         ports = [free_port() for _ in range(n_peers)]
         peers = [Peer(ctx, port, f"b{i}") for i, port in enumerate(ports)] if bound else ports
         sink = JsonlSink(JsonlSinkConfig(type="jsonl", path=str(tmp_path / "out.jsonl")), ctx, EDGE, "jsonl[0]")
-        link = BrokerLink(EDGE, _deployment(ports, free_port, liveness, **edge_overrides), ctx, [sink, *extra_sinks])
+        settings = EdgeSettings.from_deployment(_deployment(ports, free_port, liveness, **edge_overrides), EDGE)
+        link = BrokerLink(settings, ctx, WayBack(OutputLines([sink, *extra_sinks])))
         link.start()
         links.append((link, sink, peers))
         return link, peers

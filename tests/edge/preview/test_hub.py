@@ -12,10 +12,14 @@ import pytest
 
 from vcascade.core.config import AnalyticsConfig, CameraConfig, CountingLineConfig, UiConfig, ZoneConfig
 from vcascade.core.detections import Detections
-from vcascade.edge.preview.annotate import camera_geometry
+from vcascade.core.protocol.wire import EmbeddingOutput, Result, Roi, TextOutput
+from vcascade.edge.analytics.counting import AnalyticsEvent
 from vcascade.edge.capture.frames import Frame
-from vcascade.edge.selection.identity_cache import IdentityCache
+from vcascade.edge.link.account import PendingRoi
+from vcascade.edge.preview.annotate import camera_geometry
 from vcascade.edge.preview.hub import PreviewHub
+from vcascade.edge.selection.identity_cache import IdentityCache, TrackIdentity
+from vcascade.edge.way_back import Answered, EventRaised, Tracked
 
 NAMES = ["person", "bicycle"]
 
@@ -78,10 +82,8 @@ def test_preview_is_capped_in_width_and_draws_the_boxes(bikes_frame):
 def test_labels_carry_class_score_track_and_the_identity_or_text(bikes_frame):
     identities = IdentityCache("e")
     identities.retain("cam", {3, 4})
-    identities.write({"status": "ok", "camera": "cam", "track_id": 3, "identity_id": 7, "similarity": 0.9,
-                      "roi_id": "r1", "stream_ts_ms": 1.0})  # fmt: skip
-    identities.write({"status": "ok", "camera": "cam", "track_id": 4, "identity_id": -1, "similarity": 0.0,
-                      "roi_id": "r2", "stream_ts_ms": 1.0, "text": "AB123"})  # fmt: skip
+    identities.remember(roi("cam", 3, "r1"), EmbeddingOutput(7, 0.9, False))
+    identities.remember(roi("cam", 4, "r2"), TextOutput("AB123", 0.9))
     previews = hub(identities)
     dets = Detections(np.array([[0, 0, 10, 10]] * 4, np.float32), np.array([0.9, 0.8, 0.5, 0.7]),
                       np.array([0, 1, 0, 1]), np.array([3, 4, 5, -1]))  # fmt: skip
@@ -106,17 +108,29 @@ def test_lines_and_zones_of_the_camera_analytics_are_drawn(bikes_frame, coordina
     assert np.abs(image[19:22, 420:580].astype(int) - raw[19:22, 420:580].astype(int)).mean() > 40
 
 
+def roi(camera: str, track_id: int, roi_id: str) -> Roi:
+    return Roi(roi_id=roi_id, camera=camera, frame_seq=0, stream_ts_ms=1.0, capture_unix_ms=0.0,
+               xyxy=(0.0, 0.0, 1.0, 1.0), crop_xyxy=(0, 0, 1, 1), class_id=0, score=0.5, track_id=track_id)
+
+
+def answered(camera: str, roi_id: str) -> Answered:
+    pending = PendingRoi(roi(camera, 1, roi_id), 0.0, 0.0, 0.0, 0.0)
+    return Answered(pending, Result(roi_id=roi_id, worker="w", output=EmbeddingOutput(1, 0.9, False)), {"end_to_end": 1.0})
+
+
 def test_recent_lines_are_kept_only_for_watched_cameras_events_apart_tracked_lines_left_out():
     previews = hub(recent_results=2)
-    previews.write({"camera": "cam", "status": "ok", "roi_id": "0"})  # nobody watches yet: ignored
+    previews.take(answered("cam", "0"))  # nobody watches yet: ignored
     previews.watch("cam")
     for i in range(3):
-        previews.write({"camera": "cam", "status": "ok", "roi_id": str(i + 1)})
-    previews.write({"camera": "cam", "kind": "event", "event_id": "e1"})
-    previews.write({"camera": "cam", "status": "tracked", "roi_id": None})  # repeats a track's identity: not kept
-    previews.write({"status": "ok"})  # no camera: ignored
+        previews.take(answered("cam", str(i + 1)))
+    previews.take(answered("other", "9"))  # another camera, not watched: ignored
+    previews.take(EventRaised("cam", AnalyticsEvent("zone_enter", "dock", 1, "person", 0.0, 0.0), None, "e1"))
+    identity = TrackIdentity(EmbeddingOutput(1, 0.9, False), "3", 1.0)
+    previews.take(Tracked("cam", 5, 1.0, 0.0, (0.0, 0.0, 1.0, 1.0), 0, "person", 0.9, 1, identity))  # not kept
     recent = previews.recent("cam")
     assert [line["roi_id"] for line in recent["results"]] == ["2", "3"]  # bounded, oldest first
+    assert recent["results"][0]["status"] == "ok" and recent["results"][0]["identity_id"] == 1  # the sinks' lines
     assert [e["event_id"] for e in recent["events"]] == ["e1"]
     previews.forget("cam")
     assert previews.recent("cam") == {"results": [], "events": []} and not previews.watching("cam")

@@ -16,6 +16,7 @@ import yaml
 from tests.demo import demo_data
 from vcascade.core.config import load_config
 from vcascade.core.detections import Detections
+from vcascade.core.schema.edge_settings import EdgeSettings
 from vcascade.edge.capture.frames import Frame, FrameSlots
 from vcascade.edge.selection.identity_cache import IdentityCache
 from vcascade.edge.preview.hub import PreviewHub
@@ -46,7 +47,7 @@ def edge(tmp_path, free_port, bikes_path):
     readers = [CameraReader("edge-1", name, dep.cameras[name], slots, stop) for name in ("street-1", "door")]
     readers[1].start()
     hub = PreviewHub(dep.ui, ["person"], IdentityCache("edge-1"))
-    server = serve_previews("edge-1", dep, hub, lambda: readers)
+    server = serve_previews(EdgeSettings.from_deployment(dep, "edge-1"), hub, lambda: readers)
     yield dep, hub, server.server_address[1]
     server.shutdown()
     stop.set()

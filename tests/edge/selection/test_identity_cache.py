@@ -1,4 +1,4 @@
-"""The track -> identity cache: filled from result records on one thread, read from another, bounded by live tracks."""
+"""The track -> identity cache: filled from answers on one thread, read from another, bounded by live tracks."""
 
 import threading
 
@@ -7,59 +7,48 @@ import numpy as np
 import pytest
 
 from tests.edge.link.test_account import _pending
-from vcascade.core.protocol.wire import ClassifierOutput, EmbeddingOutput, Result, TextOutput
-from vcascade.edge.link.account import result_record, tracked_record
+from tests.edge.sinks.test_lines import result_record, tracked_record
+from vcascade.core.protocol.wire import ClassifierOutput, EmbeddingOutput, Result, Roi, TextOutput
 from vcascade.edge.capture.frames import Frame
 from vcascade.edge.selection.identity_cache import IdentityCache
 
 
-def ok(track_id, identity_id, ts_ms, camera="cam", roi_id="r"):
-    return {
-        "status": "ok", "camera": camera, "track_id": track_id, "identity_id": identity_id, "similarity": 0.9,
-        "roi_id": roi_id, "stream_ts_ms": ts_ms,
-    }
+def answer(cache, track_id, identity_id, ts_ms, camera="cam", roi_id="r", output=None):
+    roi = Roi(roi_id=roi_id, camera=camera, frame_seq=0, stream_ts_ms=ts_ms, capture_unix_ms=0.0,
+              xyxy=(0.0, 0.0, 1.0, 1.0), crop_xyxy=(0, 0, 1, 1), class_id=0, score=0.5, track_id=track_id)
+    cache.remember(roi, output or EmbeddingOutput(identity_id, 0.9, False))
 
 
-def test_results_of_live_tracks_are_cached():
+def test_answers_for_live_tracks_are_cached():
     cache = IdentityCache("e")
     cache.retain("cam", {1, 2})
-    cache.write(ok(1, 7, 100.0, roi_id="a"))
-    cache.write(ok(3, 9, 100.0))  # not a live track: ignored
-    cache.write({"status": "dropped", "camera": "cam", "track_id": 2})
-    cache.write(ok(-1, 5, 100.0))  # untracked
+    answer(cache, 1, 7, 100.0, roi_id="a")
+    answer(cache, 3, 9, 100.0)  # not a live track: ignored
+    answer(cache, -1, 5, 100.0)  # untracked
     got = cache.get("cam", 1)
-    assert got is not None and got.identity_id == 7 and got.roi_id == "a" and got.similarity == 0.9
+    assert got is not None and got.gallery_identity() == 7 and got.roi_id == "a" and got.output.similarity == 0.9
     assert cache.get("cam", 2) is None and cache.get("cam", 3) is None and cache.get("other", 1) is None
 
 
 def test_newer_crop_wins_whatever_the_arrival_order():
     cache = IdentityCache("e")
     cache.retain("cam", {1})
-    cache.write(ok(1, 8, 200.0))
-    cache.write(ok(1, 7, 100.0))  # an older crop's result arriving late
-    assert cache.get("cam", 1).identity_id == 8
-    cache.write(ok(1, 9, 300.0))
-    assert cache.get("cam", 1).identity_id == 9
+    answer(cache, 1, 8, 200.0)
+    answer(cache, 1, 7, 100.0)  # an older crop's answer arriving late
+    assert cache.get("cam", 1).gallery_identity() == 8
+    answer(cache, 1, 9, 300.0)
+    assert cache.get("cam", 1).gallery_identity() == 9
 
 
 def test_expired_tracks_are_forgotten_per_camera():
     cache = IdentityCache("e")
     cache.retain("a", {1})
     cache.retain("b", {1})
-    cache.write(ok(1, 7, 0.0, camera="a"))
-    cache.write(ok(1, 8, 0.0, camera="b"))
+    answer(cache, 1, 7, 0.0, camera="a")
+    answer(cache, 1, 8, 0.0, camera="b")
     cache.retain("a", set())
     assert cache.get("a", 1) is None and cache.size("a") == 0
-    assert cache.get("b", 1).identity_id == 8
-
-
-def test_bad_records_are_ignored():
-    cache = IdentityCache("e")
-    cache.retain("cam", {1})
-    cache.write({"status": "ok", "camera": "cam", "track_id": 1})  # no identity
-    cache.write({"status": "ok", "camera": "cam", "track_id": "x", "identity_id": 1})
-    cache.write({"status": "ok"})
-    assert cache.size("cam") == 0
+    assert cache.get("b", 1).gallery_identity() == 8
 
 
 def test_writer_and_reader_threads():
@@ -68,7 +57,7 @@ def test_writer_and_reader_threads():
 
     def writer():
         for i in range(2000):
-            cache.write(ok(i % 100, i, float(i)))
+            answer(cache, i % 100, i, float(i))
 
     thread = threading.Thread(target=writer)
     thread.start()
@@ -77,21 +66,21 @@ def test_writer_and_reader_threads():
         cache.get("cam", i % 100)
     thread.join()
     assert cache.size("cam") == 100
-    assert cache.get("cam", 99).identity_id == 1999
+    assert cache.get("cam", 99).gallery_identity() == 1999
 
 
-def test_a_text_result_is_cached_with_its_text_and_repeated_on_tracked_lines():
-    """Regression: a text head's result line has no identity fields; it was counted as a bad record and its
-    track's ``tracked`` lines never showed what was read."""
+def test_a_text_answer_is_cached_with_its_text_and_repeated_on_tracked_lines():
+    """Regression: a text head's answer has no identity; its track's ``tracked`` lines show what was read."""
     cache = IdentityCache("e")
     cache.retain("cam", {4})
-    cache.write({"status": "ok", "camera": "cam", "track_id": 4, "roi_id": "t", "stream_ts_ms": 40.0,
-                 "text": "KA 123", "text_score": 0.93})
+    answer(cache, 4, 0, 40.0, roi_id="t", output=TextOutput("KA 123", 0.93))
     got = cache.get("cam", 4)
-    assert got is not None and got.identity_id == -1 and got.extra == {"text": "KA 123", "text_score": 0.93}
+    assert got is not None and got.gallery_identity() is None and got.read_text() == "KA 123"
+    assert got.short_label() == "KA 123"
     frame = Frame("cam", 2, np.zeros((4, 4, 3), np.uint8), 80.0, 0.0, 0.0)
     line = tracked_record(frame, (0.0, 0.0, 2.0, 2.0), 2, 0.8, 4, got, "car")
     assert line["text"] == "KA 123" and line["identity_roi_id"] == "t" and line["status"] == "tracked"
+    assert line["identity_id"] == -1 and line["similarity"] == 0.0
 
 
 @pytest.mark.parametrize(("output", "identity"), [
@@ -107,7 +96,7 @@ def test_tracked_lines_repeat_the_head_fields_of_their_tracks_result_line(output
     record = result_record(pending, Result(roi_id=pending.roi_id, worker="w", output=output, hops=[]), 100.1)
     cache = IdentityCache("e")
     cache.retain("cam", {4})
-    cache.write(record)
+    cache.remember(pending.roi, output)
     frame = Frame("cam", 9, np.zeros((4, 4, 3), np.uint8), 360.0, 0.0, 0.0)
     line = tracked_record(frame, (0.0, 0.0, 2.0, 2.0), 2, 0.8, 4, cache.get("cam", 4))
     head_keys = set(output.__struct_fields__)

@@ -124,7 +124,7 @@ def _deployment(edge_routes=None, camera_routes=None, recognizers=("embedder",))
 def test_routes_of_a_camera_default_to_the_single_served_recognizer():
     dep = _deployment()
     assert dep.recognizers_served("edge-1") == ["embedder"]
-    assert ClassRouter.for_camera(dep, "street-1", COCO_CLASSES).route(DOG) == "embedder"
+    assert ClassRouter(dep.routes_of("street-1"), COCO_CLASSES).route(DOG) == "embedder"
 
 
 def test_camera_routes_override_the_edge_routes():
@@ -133,8 +133,8 @@ def test_camera_routes_override_the_edge_routes():
         camera_routes=[{"recognizer": "b"}],
         recognizers=("a", "b"),
     )
-    assert ClassRouter.for_camera(dep, "street-1", COCO_CLASSES).route(CAR) is None
-    assert ClassRouter.for_camera(dep, "street-2", COCO_CLASSES).route(CAR) == "b"
+    assert ClassRouter(dep.routes_of("street-1"), COCO_CLASSES).route(CAR) is None
+    assert ClassRouter(dep.routes_of("street-2"), COCO_CLASSES).route(CAR) == "b"
 
 
 def test_an_edge_whose_brokers_have_no_worker_routes_to_the_files_only_recognizer():
@@ -146,4 +146,4 @@ def test_an_edge_whose_brokers_have_no_worker_routes_to_the_files_only_recognize
     data["edges"]["edge-1"]["brokers"] = ["broker-2"]
     dep = Deployment.model_validate(data)
     assert dep.recognizers_served("edge-1") == []
-    assert ClassRouter.for_camera(dep, "street-1", COCO_CLASSES).route(DOG) == "mobilenetv2-embedder"
+    assert ClassRouter(dep.routes_of("street-1"), COCO_CLASSES).route(DOG) == "mobilenetv2-embedder"

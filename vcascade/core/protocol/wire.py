@@ -132,7 +132,24 @@ class _HeadOutputBase(msgspec.Struct, tag_field="head", frozen=True):
     names are the line's keys and must not collide with the line's other keys (``roi_id``, ``camera``, ...).
     The structs live here, not with the heads (``vcascade.center.heads``), because every receiver of a
     ``Result`` (broker, edge) decodes and validates them and must not import the center.
+
+    Readers outside the head's own type and the edge's line formatter (``vcascade.edge.sinks.lines``) use the
+    accessors below, never a head's field names: a new head answers them for itself.
     """
+
+    def gallery_identity(self) -> int | None:
+        """The gallery identity this answer names (an id >= 0 of the recognizer's identity space); None when
+        the head gives none, or the id is provisional (< 0)."""
+        return None
+
+    def read_text(self) -> str | None:
+        """The text this answer read (``''``: nothing read or under the head's ``min_score``); None when the
+        head reads no text."""
+        return None
+
+    def short_label(self) -> str | None:
+        """A few characters for a person looking at the track (a preview's box label); None: nothing to show."""
+        return None
 
 
 class EmbeddingOutput(_HeadOutputBase, tag="embedding"):
@@ -163,6 +180,13 @@ class EmbeddingOutput(_HeadOutputBase, tag="embedding"):
     runner_up_id: int = -1
     runner_up_similarity: float | None = None
 
+    def gallery_identity(self) -> int | None:
+        return self.identity_id if self.identity_id >= 0 else None
+
+    def short_label(self) -> str | None:
+        identity = self.gallery_identity()
+        return None if identity is None else f"id {identity}"
+
 
 class ClassifierOutput(_HeadOutputBase, tag="classifier"):
     """The classifier head's answer: the top-k labels, best first.
@@ -183,6 +207,9 @@ class ClassifierOutput(_HeadOutputBase, tag="classifier"):
         if len(self.labels) != len(self.label_scores):
             raise ValueError(f"{len(self.labels)} labels but {len(self.label_scores)} label_scores")
 
+    def short_label(self) -> str | None:
+        return self.labels[0] if self.labels else None
+
 
 class TextOutput(_HeadOutputBase, tag="text"):
     """The text head's answer (CTC text recognition).
@@ -194,6 +221,12 @@ class TextOutput(_HeadOutputBase, tag="text"):
 
     text: str
     text_score: float
+
+    def read_text(self) -> str | None:
+        return self.text
+
+    def short_label(self) -> str | None:
+        return self.text or None
 
 
 HEAD_OUTPUTS = (EmbeddingOutput, ClassifierOutput, TextOutput)

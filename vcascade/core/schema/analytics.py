@@ -9,14 +9,29 @@ outside 0..1, a name used twice.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
+import numpy as np
 from pydantic import Field, model_validator
 
 from vcascade.core.schema.base import ConfigModel, Name, key_problem
 
-Point = tuple[float, float]
-"""(x, y): pixels of the upright frame, x to the right and y down, or fractions of its width and height."""
+COORDINATE_LIMIT = 100_000.0
+"""Largest magnitude of a coordinate, px: ~6x the width of a 16K frame (15,360 px), so any line or zone of a real
+frame fits, with room for points placed outside it, while sums and products of coordinates stay exact enough in
+float64 (1e308 overflowed to inf in them, and the events silently stopped)."""
+
+MAX_CORNERS = 1024
+"""Corners of one camera's zones plus two per line, at most. Bounds what the edge computes per frame (every anchor
+against every edge) and what ``check`` validates
+(tools/bench_geometry.py measures both for the largest geometry allowed)."""
+
+Coordinate = Annotated[float, Field(allow_inf_nan=False, ge=-COORDINATE_LIMIT, le=COORDINATE_LIMIT)]
+"""One coordinate: a finite number within +-:data:`COORDINATE_LIMIT`."""
+
+Point = tuple[Coordinate, Coordinate]
+"""(x, y): pixels of the upright frame, x to the right and y down, or fractions of its width and height; finite,
+within +-:data:`COORDINATE_LIMIT`."""
 
 ANCHORS = ("bottom_center", "center", "top_center", "bottom_left", "bottom_right")
 """The point of a detection box that stands for the object: ``bottom_center`` (where it touches the ground) by
@@ -98,6 +113,10 @@ class AnalyticsConfig(ConfigModel):
             for i, name in enumerate(names):
                 if name in names[:i]:
                     raise key_problem(f"{kind}[{i}].name", name, "used twice: each line and zone needs its own name")
+        corners = sum(2 for _ in self.lines) + sum(len(zone.polygon) for zone in self.zones)
+        if corners > MAX_CORNERS:
+            raise key_problem("zones", f"{corners} corners", f"lines (2 points each) and zones have at most "
+                              f"{MAX_CORNERS} corners per camera: what every frame is checked against")
         if self.coordinates == "normalized":
             for key, points in self._point_lists():
                 for point in points:
@@ -119,19 +138,43 @@ def first_crossing(polygon: list[Point]) -> tuple[int, int] | None:
     share, or None for a simple polygon. Edge i joins corner i to corner i+1 (the last to the first).
 
     A polygon of zero area (all corners on one line) has overlapping edges and is reported too. O(n^2) in the
-    corners (at most 256), once at load time. Orientation test: Cormen et al., *Introduction to Algorithms*,
+    corners (at most 256), once at load time, as array operations over all pairs of edges at once (the scalar
+    version took 0.25 s per 256-corner zone). Orientation test: Cormen et al., *Introduction to Algorithms*,
     section 33.1 (segment intersection, collinear cases included)."""
     n = len(polygon)
     edges = [(polygon[i], polygon[(i + 1) % n]) for i in range(n)]
-    for i in range(n):
-        for j in range(i + 1, n):
-            adjacent = j == i + 1 or (i == 0 and j == n - 1)
-            if adjacent:
-                if _fold_back(edges[i], edges[j], shared_end_of_first=(j == i + 1)):
-                    return i, j
-            elif _segments_meet(*edges[i], *edges[j]):
-                return i, j
-    return None
+    meet = _all_segments_meet(np.array(polygon, np.float64))  # (n, n): edge i and edge j share a point
+    i_index, j_index = np.triu_indices(n, 1)
+    adjacent = (j_index == i_index + 1) | ((i_index == 0) & (j_index == n - 1))
+    found = meet[i_index, j_index] & ~adjacent
+    for k in np.flatnonzero(adjacent):  # n of them: neighbours share a corner, so only folding back counts
+        i, j = int(i_index[k]), int(j_index[k])
+        found[k] = _fold_back(edges[i], edges[j], shared_end_of_first=(j == i + 1))
+    hits = np.flatnonzero(found)
+    return None if not len(hits) else (int(i_index[hits[0]]), int(j_index[hits[0]]))  # row-major: the first pair
+
+
+def _all_segments_meet(corners: np.ndarray) -> np.ndarray:
+    """(n, n) bool: closed edges i and j of the closed polygon ``corners`` (n, 2) share a point (they cross
+    properly, or an end of one lies on the other), for every pair at once."""
+    a, b = corners, np.roll(corners, -1, axis=0)
+
+    def orientation(p: np.ndarray, q: np.ndarray, r: np.ndarray) -> np.ndarray:
+        return (q[..., 0] - p[..., 0]) * (r[..., 1] - p[..., 1]) - (q[..., 1] - p[..., 1]) * (r[..., 0] - p[..., 0])
+
+    def on_segment(p: np.ndarray, q: np.ndarray, r: np.ndarray) -> np.ndarray:
+        return ((np.minimum(p[..., 0], q[..., 0]) <= r[..., 0]) & (r[..., 0] <= np.maximum(p[..., 0], q[..., 0]))
+                & (np.minimum(p[..., 1], q[..., 1]) <= r[..., 1]) & (r[..., 1] <= np.maximum(p[..., 1], q[..., 1])))
+
+    ai, bi = a[:, None, :], b[:, None, :]  # edge i along axis 0
+    cj, dj = a[None, :, :], b[None, :, :]  # edge j along axis 1
+    d1, d2 = orientation(cj, dj, ai), orientation(cj, dj, bi)
+    d3, d4 = orientation(ai, bi, cj), orientation(ai, bi, dj)
+    proper = (((d1 > 0) & (d2 < 0)) | ((d1 < 0) & (d2 > 0))) & (((d3 > 0) & (d4 < 0)) | ((d3 < 0) & (d4 > 0)))
+    return proper | (
+        ((d1 == 0) & on_segment(cj, dj, ai)) | ((d2 == 0) & on_segment(cj, dj, bi))
+        | ((d3 == 0) & on_segment(ai, bi, cj)) | ((d4 == 0) & on_segment(ai, bi, dj))
+    )
 
 
 def _orientation(a: Point, b: Point, c: Point) -> float:
@@ -140,18 +183,6 @@ def _orientation(a: Point, b: Point, c: Point) -> float:
 
 def _on_segment(a: Point, b: Point, p: Point) -> bool:
     return min(a[0], b[0]) <= p[0] <= max(a[0], b[0]) and min(a[1], b[1]) <= p[1] <= max(a[1], b[1])
-
-
-def _segments_meet(a: Point, b: Point, c: Point, d: Point) -> bool:
-    """Whether closed segments ab and cd share a point."""
-    d1, d2 = _orientation(c, d, a), _orientation(c, d, b)
-    d3, d4 = _orientation(a, b, c), _orientation(a, b, d)
-    if ((d1 > 0 > d2) or (d1 < 0 < d2)) and ((d3 > 0 > d4) or (d3 < 0 < d4)):
-        return True
-    return (
-        (d1 == 0 and _on_segment(c, d, a)) or (d2 == 0 and _on_segment(c, d, b))
-        or (d3 == 0 and _on_segment(a, b, c)) or (d4 == 0 and _on_segment(a, b, d))
-    )
 
 
 def _fold_back(first: tuple[Point, Point], second: tuple[Point, Point], shared_end_of_first: bool) -> bool:

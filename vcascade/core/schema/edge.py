@@ -6,6 +6,7 @@ from typing import Annotated, Literal, Union
 
 from pydantic import Field
 
+from vcascade.core.private_files import DIR_MODE, FILE_MODE, Mode, mode_field
 from vcascade.core.schema.analytics import AnalyticsConfig
 from vcascade.core.schema.base import ConfigModel, Name, Port, cpus_field
 from vcascade.core.schema.detector import DetectorConfig, YoloxDetectorConfig
@@ -72,6 +73,11 @@ class CameraConfig(ConfigModel):
     )
     edge: Name = Field(description="Name of the edge (key under `edges`) that reads this camera.")
     rtsp_transport: Literal["tcp", "udp"] = Field("tcp", description="RTSP transport (rtsp:// URLs only).")
+    decoder: Literal["software", "auto", "cuda", "qsv"] = Field(
+        "software",
+        description="Video decoder: software (CPU), cuda (NVIDIA), qsv (Intel) or auto (cuda, then qsv); a hardware "
+        "decoder that cannot be used falls back to software, counted in vcascade_edge_decoder_fallbacks_total.",
+    )
     max_frames: int | None = Field(None, ge=1, description="Stop after this many decoded frames (None: to the end).")
     open_timeout_s: float = Field(
         10.0, gt=0, le=600, description="Give up opening after this many seconds (live: back off and retry; file: fail)."
@@ -134,6 +140,8 @@ class JsonlSinkConfig(ConfigModel):
     type: Literal["jsonl"] = Field(description="Sink kind.")
     path: str = Field(description="Output file; relative paths are relative to the working directory.")
     mode: Literal["append", "truncate"] = Field("append", description="Keep earlier lines, or start the file afresh.")
+    file_mode: Annotated[int, Mode] = mode_field(FILE_MODE, "file")
+    dir_mode: Annotated[int, Mode] = mode_field(DIR_MODE, "folder")
     queue_max: int = queue_max_field()
     drain_timeout_s: float = drain_timeout_field()
 
@@ -142,7 +150,15 @@ class ZmqPubSinkConfig(ConfigModel):
     """Publish each result as a JSON frame on a ZeroMQ PUB socket (topic frame = camera name)."""
 
     type: Literal["zmq_pub"] = Field(description="Sink kind.")
-    endpoint: str = Field(pattern=r"^(tcp|ipc|inproc)://", description="Bind address, e.g. tcp://127.0.0.1:5570.")
+    endpoint: str = Field(
+        pattern=r"^(tcp|ipc|inproc)://",
+        description="Bind address, e.g. tcp://127.0.0.1:5570; a non-loopback tcp address needs "
+        "`security.curve.enabled` (or `security.allow_plaintext_remote`).",
+    )
+    subscribers: list[Name] | None = Field(
+        None, description="With CurveZMQ: the names of the public keys (`NAME.key` in the authorized folder) "
+        "allowed to subscribe (None: every key there).",
+    )
     queue_max: int = queue_max_field()
     drain_timeout_s: float = drain_timeout_field()
 
@@ -156,6 +172,12 @@ class EdgeConfig(ConfigModel):
     """One edge process: reads its cameras, detects, crops and sends ROIs, joins results, writes sinks."""
 
     brokers: list[Name] = Field(min_length=1, description="Brokers to send ROIs to.")
+    camera_hosts: list[Annotated[str, Field(pattern=r"^[A-Za-z0-9.:\[\]-]+(/[0-9]{1,3})?$")]] | None = Field(
+        None, min_length=1,
+        description="Hosts this edge's network cameras may be on: names (`cam-1.example.com`), addresses or "
+        "networks (`10.20.0.0/16`); a redirect to a host not listed is refused (None: any host; redirects to "
+        "another host are refused).",
+    )
     detector: DetectorConfig = Field(YoloxDetectorConfig(), description="Object detector settings.")
     roi: RoiConfig = Field(RoiConfig(), description="Crop settings.")
     sinks: list[SinkConfig] = Field(default_factory=list, description="Where results are written.")

@@ -11,6 +11,7 @@ from typing import Annotated, Literal, Union
 
 from pydantic import Field, Tag, model_validator
 
+from vcascade.core.private_files import DIR_MODE, FILE_MODE, Mode, mode_field
 from vcascade.core.schema.base import ConfigModel, Name, type_discriminator
 
 
@@ -24,6 +25,8 @@ class SqliteStoreConfig(ConfigModel):
         "`state` in the working directory (folders created). Recognizers may share a file (one space each).",
     )
     timeout_s: float = Field(2.0, gt=0, le=60, description="Longest wait for the file's write lock, s.")
+    file_mode: Annotated[int, Mode] = mode_field(FILE_MODE, "database file (its -wal and -shm files follow it)")
+    dir_mode: Annotated[int, Mode] = mode_field(DIR_MODE, "folder")
 
 
 class RedisStoreConfig(ConfigModel):

@@ -17,6 +17,8 @@ import os
 import threading
 import time
 
+from vcascade.core.redact import RedactingFilter
+
 LOG_FORMATS = ("text", "json")
 FORMAT_ENV = "VCASCADE_LOG_FORMAT"
 """Environment variable holding the log format; the CLI sets it so the launcher's children inherit it."""
@@ -76,7 +78,7 @@ class JsonFormatter(logging.Formatter):
         if getattr(record, "repeated", 0):
             line["repeated"] = record.repeated
         if record.exc_info:
-            line["exc"] = self.formatException(record.exc_info)
+            line["exc"] = record.exc_text or self.formatException(record.exc_info)  # exc_text: redacted
         return json.dumps(line, default=str)
 
 
@@ -108,7 +110,8 @@ def configure_logging(
         handler.setFormatter(JsonFormatter(component, name))
     else:
         handler.setFormatter(logging.Formatter(f"%(asctime)s {who} %(levelname)s %(name)s: %(message)s"))
-    handler.addFilter(RateLimitFilter(interval_s))
+    handler.addFilter(RateLimitFilter(interval_s))  # first: it keys on the message template (record.msg)
+    handler.addFilter(RedactingFilter())  # then: formats the message and hides secrets before any formatter
     root = logging.getLogger()
     for old in list(root.handlers):
         root.removeHandler(old)

@@ -34,7 +34,6 @@ import zmq
 from zmq.auth.thread import ThreadAuthenticator
 
 from vcascade.core.config import Deployment, SecurityConfig
-from vcascade.core.transport.keys import component_names
 from vcascade.core.transport.security import PUBLIC_SUFFIX, SecurityError, authorized_dir, load_authorized
 
 log = logging.getLogger(__name__)
@@ -111,7 +110,7 @@ class RoleAuthenticator(ThreadAuthenticator):
         self.keys = keys
 
     def admit(
-        self, sock: zmq.Socket, role: str, names: Iterable[str], *, operators_of: Deployment | None = None
+        self, sock: zmq.Socket, role: str, names: Iterable[str], *, components: Iterable[str] | None = None
     ) -> RoleGate:
         """Set ``sock``'s ZAP domain to ``role`` and admit there the authorized keys named ``names``. Call before
         ``bind``.
@@ -120,7 +119,8 @@ class RoleAuthenticator(ThreadAuthenticator):
             sock: a CURVE server socket (:func:`vcascade.core.transport.security.secure_server`).
             role: the ZAP domain, one per socket of the context (``edges``, ``workers``, ``operators``).
             names: component names whose ``NAME.key`` this socket admits (absent files are logged, not raised).
-            operators_of: also admit every authorized key that is no component of this deployment.
+            components: also admit every authorized key that is none of these component names (the operators;
+                :func:`vcascade.core.transport.keys.component_names` of the deployment).
 
         Returns:
             The socket's gate; its :meth:`RoleGate.refusal_reason` feeds the socket's auth-failure monitor.
@@ -131,8 +131,8 @@ class RoleAuthenticator(ThreadAuthenticator):
         if role in self.credentials_providers:
             raise ValueError(f"ZAP domain {role!r} is already admitted on another socket of this context")
         wanted = set(names)
-        if operators_of is not None:
-            wanted |= set(self.keys) - set(component_names(operators_of))  # operators: no component's name
+        if components is not None:
+            wanted |= set(self.keys) - set(components)  # operators: no component's name
         missing = sorted(n for n in wanted if n not in self.keys)
         if missing:
             log.warning("CurveZMQ %s: no key file in the authorized folder for %s: they will be refused",

@@ -66,7 +66,26 @@ def check_security(dep: Deployment) -> list[str]:
         *_check_loopback("brokers", dep.brokers, _LOOPBACK_REASON),
         *_check_loopback("edges", controlled, control_reason),
         *_check_loopback("stage_groups", dep.stage_groups, _LOOPBACK_REASON),
+        *_check_pub_sinks(dep),
     ]
+
+
+def _check_pub_sinks(dep: Deployment) -> list[str]:
+    """ZeroMQ PUB sinks bound to a non-loopback tcp address (``*``, an interface, another host's address): any
+    host could subscribe to every result in plaintext."""
+    problems = []
+    for name, edge in dep.edges.items():
+        for index, sink in enumerate(edge.sinks):
+            if sink.type != "zmq_pub" or not sink.endpoint.startswith("tcp://"):
+                continue
+            host = sink.endpoint.removeprefix("tcp://").rpartition(":")[0]
+            if not is_loopback(host):
+                problems.append(
+                    f"edges.{name}.sinks[{index}].endpoint = {sink.endpoint!r}: expected a loopback address while "
+                    "security.curve.enabled is false (enable CurveZMQ, or set security.allow_plaintext_remote: true "
+                    "on a trusted network)"
+                )
+    return problems
 
 
 def _check_loopback(
