@@ -1,7 +1,8 @@
 """What the broker keeps per ROI and counts per run, and the small calculations on them (no sockets, no clock).
 
 * :class:`Envelope`: the routing id and frames of a queued ROI, forwarded as received.
-* :class:`Stats`: the run's counters behind the ``report`` dict (the accounting line of a broker).
+* :class:`Stats`: the run's counters behind the ``report`` dict (the accounting line of a broker), kept by
+  :class:`vcascade.broker.metrics.BrokerTelemetry` in the same call that counts the metric.
 * :func:`remaining_ttl_ms`: the deadline an ROI still has when dispatched (DESIGN.md, "Deadlines").
 * :func:`send_failure_reason`: the metric reason of a send ZeroMQ refused.
 """

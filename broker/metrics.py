@@ -3,7 +3,9 @@ object that counts events into them.
 
 Declared once per process in the default registry (served by :func:`vcascade.core.telemetry.metrics.serve_metrics`);
 :class:`BrokerTelemetry` binds them to one broker name (so several brokers, in tests, can share a process) and
-offers one method per event. The broker's report counts are :class:`vcascade.broker.books.Stats`.
+offers one method per event: the only counting call the broker makes for it. The broker's ``report`` counts
+(:class:`vcascade.broker.books.Stats`, :attr:`BrokerTelemetry.counts`) are kept by the same calls, never
+separately.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import re
 
 from prometheus_client import Counter, Gauge, Histogram
 
+from vcascade.broker.books import Stats
 from vcascade.core.config import NAME_PATTERN
 from vcascade.core.transport.disconnects import disconnects_counter
 from vcascade.core.transport.security import auth_failures_counter
@@ -112,7 +115,8 @@ exported from the start)."""
 class BrokerTelemetry:
     """Counts the events of one broker into its metrics. Not thread-safe beyond prometheus_client's own locks:
     the label bounds are kept by the broker's loop thread, its only user. The broker-wide series (dispatched,
-    results, occupancy gauges, queue time, re-dispatched) read 0 from construction on.
+    results, occupancy gauges, queue time, re-dispatched) read 0 from construction on. Each counting method
+    adds to the Prometheus series and to :attr:`counts` in the same call, so the two never disagree.
 
     Args:
         broker: the broker's name from the deployment file (label value).
@@ -120,6 +124,8 @@ class BrokerTelemetry:
 
     def __init__(self, broker: str) -> None:
         self.broker = broker
+        self.counts = Stats()
+        """This broker's run totals behind its ``report`` dict, kept by the counting methods below."""
         self._dispatched = ROIS_DISPATCHED.labels(broker=broker)
         self._results = RESULTS.labels(broker=broker)
         self._queue_depth = QUEUE_DEPTH.labels(broker=broker)
@@ -137,20 +143,28 @@ class BrokerTelemetry:
 
     def roi_received(self, camera: str) -> None:
         """Count one well-formed ROI from ``camera`` (label bounded, see :data:`MAX_CAMERA_LABELS`)."""
+        self.counts.received += 1
         ROIS_RECEIVED.labels(broker=self.broker, camera=self.camera_label(camera)).inc()
 
     def dispatched(self, recognizer: str, queued_s: float) -> None:
         """One ROI for ``recognizer`` (``""``: any) forwarded to a worker after waiting ``queued_s`` seconds here."""
+        self.counts.forwarded += 1
         self._dispatched.inc()
         RECOGNIZER_DISPATCHED.labels(broker=self.broker, recognizer=self.recognizer_label(recognizer)).inc()
         self._queue_seconds.observe(queued_s)
 
     def result_forwarded(self) -> None:
         """One result forwarded from a worker to its edge."""
+        self.counts.results += 1
         self._results.inc()
+
+    def worker_drop_forwarded(self) -> None:
+        """One worker's Drop forwarded to its edge (a report count only: the worker counts its own drops)."""
+        self.counts.worker_drops += 1
 
     def redispatched(self, count: int) -> None:
         """``count`` ROIs taken back from a lost worker and queued again."""
+        self.counts.redispatched += count
         self._redispatched.inc(count)
 
     def overdue(self, count: int) -> None:
@@ -181,10 +195,12 @@ class BrokerTelemetry:
 
     def dropped(self, reason: str, n: int = 1) -> None:
         """Count ``n`` broker drops with ``reason`` (snake_case)."""
+        self.counts.drops[reason] += n
         DROPS.labels(broker=self.broker, reason=reason).inc(n)
 
     def malformed(self, side: str, reason: str) -> None:
         """Count one malformed message on ``side`` (``frontend`` or ``backend``)."""
+        self.counts.malformed += 1
         MALFORMED.labels(broker=self.broker, side=side, reason=reason).inc()
 
     def worker_label(self, worker: str) -> str:

@@ -29,11 +29,12 @@ import zmq
 
 from vcascade.broker.backlog import QueueBacklog, finite_ms
 from vcascade.broker.bind import broker_sockets
-from vcascade.broker.books import Envelope, Stats, broker_hops, ms, remaining_ttl_ms, send_failure_reason
+from vcascade.broker.books import Envelope, broker_hops, ms, remaining_ttl_ms, send_failure_reason
 from vcascade.broker.dispatch import ByteBounds, Dispatcher, InFlight, Pending, RecognizerChanged, WorkerLimit
 from vcascade.broker.metrics import BrokerTelemetry
 from vcascade.core.protocol import wire
-from vcascade.core.config import Deployment, HeartbeatConfig
+from vcascade.core.schema.broker import HeartbeatConfig
+from vcascade.core.schema.broker_settings import BrokerSettings
 from vcascade.core.telemetry.health import READINESS
 from vcascade.core.transport.liveness import PeerLiveness
 from vcascade.core.transport.sockets import waiting_messages
@@ -62,40 +63,38 @@ MAX_CREDITS = 100_000
 
 
 def run_broker(
-    deployment: Deployment,
-    name: str,
+    settings: BrokerSettings,
     stop: StopFlag,
     report: Callable[[dict], None] | None = None,
     *,
     worker_timeout_s: float | None = None,
     drain_timeout_s: float = DRAIN_TIMEOUT_S,
 ) -> None:
-    """Run broker ``name`` of the deployment until ``stop`` is set, then drain and return.
+    """Run the broker ``settings`` describe until ``stop`` is set, then drain and return.
 
     Args:
-        deployment: the validated deployment; ``deployment.brokers[name]`` gives ports and ``queue_max``.
-        name: the broker's key in ``deployment.brokers``.
+        settings: the broker's settings (:meth:`BrokerSettings.from_deployment`); ``settings.broker`` gives ports
+            and ``queue_max``.
         stop: set it to shut down; the broker then answers queued ROIs with Drop ``shutdown``, waits up to
             ``drain_timeout_s`` for in-flight results, answers the rest with Drop ``shutdown`` and returns.
         report: called about once a second, and once at the end with ``final=True``, with a dict
             ``{"component": "broker", "name", "final", "received", "forwarded", "results", "worker_drops",
             "drops": {reason: n}, "malformed", "redispatched", "workers", "queued", "in_flight"}``.
-        worker_timeout_s: a worker silent for longer is declared lost, seconds (default: the deployment's
-            ``heartbeat.liveness * heartbeat.interval_s``).
+        worker_timeout_s: a worker silent for longer is declared lost, seconds (default:
+            :attr:`BrokerSettings.worker_timeout_s`, ``heartbeat.liveness * heartbeat.interval_s``).
         drain_timeout_s: shutdown wait for in-flight results, seconds.
 
     Raises:
-        KeyError: ``name`` is not a broker of the deployment.
         vcascade.core.telemetry.metrics.MetricsPortInUse: the metrics port is taken.
         zmq.ZMQError: a frontend/backend port cannot be bound.
     """
-    cfg = deployment.brokers[name]
-    serve_metrics(cfg.metrics_port, component="broker", name=name, settings=deployment.metrics, host_names=[cfg.host])
+    cfg, name = settings.broker, settings.name
+    serve_metrics(cfg.metrics_port, component="broker", name=name, settings=settings.metrics, host_names=[cfg.host])
     ctx = zmq.Context.instance()  # the process's one context, shared with anything else in the process
-    auth = start_authenticator(ctx, deployment.security)  # CurveZMQ: the authorized keys, admitted per role
-    frontend, backend = broker_sockets(ctx, deployment, name, auth)
-    beat = deployment.heartbeat
-    window_s = beat.liveness * beat.interval_s if worker_timeout_s is None else worker_timeout_s
+    auth = start_authenticator(ctx, settings.security)  # CurveZMQ: the authorized keys, admitted per role
+    frontend, backend = broker_sockets(ctx, settings, auth)
+    beat = settings.heartbeat
+    window_s = settings.worker_timeout_s if worker_timeout_s is None else worker_timeout_s
     try:
         frontend.bind(cfg.endpoint("frontend", bind=True))
         backend.bind(cfg.endpoint("backend", bind=True))
@@ -140,7 +139,6 @@ class _BrokerLoop:
         self._last_heartbeat_s = 0.0
         self.report = report
         self.telemetry = BrokerTelemetry(name)
-        self.stats = Stats()
         self.worker_names: dict[bytes, str] = {}
         self.accepting = True
         self.poller = zmq.Poller()
@@ -218,7 +216,6 @@ class _BrokerLoop:
         if not isinstance(header, wire.Roi):
             self._malformed("frontend", "wrong_kind")
             return
-        self.stats.received += 1
         self.telemetry.roi_received(header.camera)
         envelope = Envelope(edge, frames[1:], header)
         size_bytes = sum(len(frame) for frame in frames[1:])  # header and crop as received
@@ -284,7 +281,6 @@ class _BrokerLoop:
         hops.append(("broker_return", ms(time.perf_counter() - now_s)))
         answer = msgspec.structs.replace(result, hops=hops)
         if self._send_edge(flight.pending.data.edge, [wire.encode(answer)]):
-            self.stats.results += 1
             self.telemetry.result_forwarded()
 
     def _on_worker_drop(self, worker: bytes, drop: wire.Drop, header_frame: zmq.Frame, now_s: float) -> None:
@@ -292,7 +288,7 @@ class _BrokerLoop:
         if flight is None:
             return
         if self._send_edge(flight.pending.data.edge, [header_frame]):  # forwarded unchanged
-            self.stats.worker_drops += 1
+            self.telemetry.worker_drop_forwarded()
 
     def _complete(self, roi_id: str, worker: bytes) -> InFlight | None:
         """The in-flight record an answer completes; None (counted) for a late, duplicate or unknown answer."""
@@ -328,7 +324,6 @@ class _BrokerLoop:
             flight.pending.attempts -= 1  # never delivered: not an attempt
             self._worker_lost(flight.worker, "unreachable")
             return
-        self.stats.forwarded += 1
         self.telemetry.dispatched(flight.pending.recognizer, flight.dispatched_s - flight.pending.received_s)
         self.backlog.waited(flight.dispatched_s - flight.pending.received_s)
 
@@ -355,7 +350,6 @@ class _BrokerLoop:
         else:
             given_up, overflow = [flight.pending for flight in flights], []
         redispatched = len(flights) - len(given_up)
-        self.stats.redispatched += redispatched
         self.telemetry.redispatched(redispatched)
         log.info(
             "broker %s: worker %s %s: %d ROIs taken back, %d re-queued, %d dropped",
@@ -422,11 +416,9 @@ class _BrokerLoop:
         return header
 
     def _malformed(self, side: str, reason: str) -> None:
-        self.stats.malformed += 1
         self.telemetry.malformed(side, reason)
 
     def _count_drop(self, reason: str) -> None:
-        self.stats.drops[reason] += 1
         self.telemetry.dropped(reason)
 
     # ------------------------------------------------------------------ reporting
@@ -441,7 +433,8 @@ class _BrokerLoop:
         if self.report is None:
             return
         d = self.dispatcher
-        report = self.stats.report(self.name, final, workers=d.workers, queued=d.queued, in_flight=d.in_flight)
+        counts = self.telemetry.counts
+        report = counts.report(self.name, final, workers=d.workers, queued=d.queued, in_flight=d.in_flight)
         try:
             self.report(report)
         except Exception:  # a failing observer must not take the broker down

@@ -30,13 +30,14 @@ from vcascade.center.stages.runtimes import Stage, load_recognizer_stages, with_
 from vcascade.center.stages.link import decode_message, encode_message
 from vcascade.center.stages.engine import StageEngine
 from vcascade.core.protocol.bounded_decode import MalformedMessage
-from vcascade.core.config import Deployment, RecognizerConfig
+from vcascade.core.schema.center import RecognizerConfig
+from vcascade.core.schema.center_settings import StageGroupSettings
 from vcascade.core.transport.security import secure_server
 from vcascade.core.transport.sockets import make_socket, waiting_messages
 from vcascade.core.runtime.stop import StopFlag
 from vcascade.core.telemetry.metrics import serve_metrics
 from vcascade.core.runtime.threads import set_process_threads, stage_threads_of
-from vcascade.core.transport.zap import WORKERS, admitted_names, start_authenticator
+from vcascade.core.transport.zap import WORKERS, start_authenticator
 
 log = logging.getLogger(__name__)
 
@@ -46,18 +47,6 @@ REPORT_INTERVAL_S = 1.0
 """Period of the ``report`` snapshot, s."""
 DRAIN_TIMEOUT_S = 5.0
 """On stop, time allowed for the micro-batches in flight to finish, s."""
-
-
-def group_position(deployment: Deployment, name: str) -> tuple[str, int]:
-    """``(recognizer name, index of the group's first stage)``: from the (first) worker whose downstream it is.
-
-    Raises:
-        KeyError: no worker names the group as ``downstream`` (the config check rejects that already).
-    """
-    for worker in deployment.workers.values():
-        if worker.downstream == name:
-            return worker.recognizer, len(worker.devices)
-    raise KeyError(f"no worker has downstream {name!r}")
 
 
 def load_stage_range(
@@ -83,32 +72,33 @@ def load_stage_range(
 
 
 def run_stage_group(
-    deployment: Deployment, name: str, stop: StopFlag, report: Callable[[dict], None] | None = None
+    settings: StageGroupSettings, stop: StopFlag, report: Callable[[dict], None] | None = None
 ) -> None:
-    """Run stage group ``name`` until ``stop`` is set, then finish the micro-batches in flight and return.
+    """Run the stage group ``settings`` describe (:meth:`StageGroupSettings.from_deployment`: its section, its
+    recognizer and first stage, the workers it admits) until ``stop`` is set, then finish the micro-batches in
+    flight and return.
 
     Raises:
-        KeyError: no such group; vcascade.core.telemetry.metrics.MetricsPortInUse; vcascade.core.transport.security.SecurityError;
+        vcascade.core.telemetry.metrics.MetricsPortInUse; vcascade.core.transport.security.SecurityError;
         model build errors (see :func:`vcascade.center.stages.torch_stages.build_model`).
     """
-    cfg = deployment.stage_groups[name]
-    recognizer, first = group_position(deployment, name)
+    cfg, first = settings.group, settings.first_stage
     threads = stage_threads_of(cfg)  # per stage thread, from the cores given (vcascade.core.runtime.threads)
     set_process_threads(threads, opencv_threads=1)
-    serve_metrics(cfg.metrics_port, settings=deployment.metrics, host_names=[cfg.host])
-    stages = load_stage_range(with_stage_threads(deployment.recognizers[recognizer], threads), cfg.devices, first)
-    _Group(deployment, name, stages, first, threads).run(stop, report or (lambda snapshot: None))
+    serve_metrics(cfg.metrics_port, settings=settings.metrics, host_names=[cfg.host])
+    stages = load_stage_range(with_stage_threads(settings.recognizer, threads), cfg.devices, first)
+    _Group(settings, stages, threads).run(stop, report or (lambda snapshot: None))
 
 
 class _Group:
     """State shared by the group's threads; see the module docstring for who runs what."""
 
-    def __init__(self, deployment: Deployment, name: str, stages: list[Stage], first: int, threads: int) -> None:
-        self.cfg = deployment.stage_groups[name]
-        self.name = name
-        self.security = deployment.security
-        self.workers = admitted_names(deployment, name)[WORKERS]  # CurveZMQ: only the workers sending here
-        self.first = first
+    def __init__(self, settings: StageGroupSettings, stages: list[Stage], threads: int) -> None:
+        self.cfg = settings.group
+        self.name = name = settings.name
+        self.security = settings.security
+        self.workers = list(settings.workers)  # CurveZMQ: only the workers sending here
+        self.first = first = settings.first_stage
         self.telemetry = StageGroupTelemetry(name)
         self.engine = StageEngine(
             stages, self.cfg.stage_queue, self._answer, self._fail, self.telemetry.stage_computed,

@@ -48,7 +48,8 @@ from vcascade.center.stage_group import load_stage_range
 from vcascade.center.stages.link import RemoteStages
 from vcascade.center.stages.engine import StageEngine
 from vcascade.core.protocol import wire
-from vcascade.core.config import Deployment
+from vcascade.core.schema.center import StageGroupConfig
+from vcascade.core.schema.center_settings import WorkerSettings
 from vcascade.core.telemetry.health import READINESS
 from vcascade.core.transport.liveness import PeerLiveness
 from vcascade.core.transport.security import secure_client, watch_auth_failures
@@ -72,30 +73,30 @@ DRAIN_TIMEOUT_S = 5.0
 
 
 def run_worker(
-    deployment: Deployment, name: str, stop: StopFlag, report: Callable[[dict], None] | None = None,
+    settings: WorkerSettings, stop: StopFlag, report: Callable[[dict], None] | None = None,
     model_dir: str | None = None,
 ) -> None:
-    """Run worker ``name`` of ``deployment`` until ``stop`` is set, then drain and return.
+    """Run the worker ``settings`` describe until ``stop`` is set, then drain and return.
 
     Blocks. Splits the recognizer (a few seconds), serves metrics on ``metrics_port``, then serves ROIs. On
     stop: finishes the micro-batches in flight and sends their results (at most ``DRAIN_TIMEOUT_S``), sends
     ``Bye`` to every broker and closes its sockets.
 
     Args:
-        deployment: the validated deployment; ``deployment.workers[name]`` is this worker.
-        name: worker name (key under ``workers``).
+        settings: the worker's settings (:meth:`WorkerSettings.from_deployment`): its section, recognizer,
+            brokers' endpoints and stage group.
         stop: set it to stop the worker.
         report: called about once a second and once at the end with
             :meth:`vcascade.center.metrics.WorkerTelemetry.snapshot` (``final`` True the last time).
         model_dir: folder searched first for an ONNX recognizer's ``model`` name (``--model-dir``).
 
     Raises:
-        KeyError: no such worker; vcascade.core.telemetry.metrics.MetricsPortInUse; model build errors
+        vcascade.core.telemetry.metrics.MetricsPortInUse; model build errors
         (see :func:`vcascade.center.stages.torch_stages.build_model`).
     """
-    cfg = deployment.workers[name]
-    serve_metrics(cfg.metrics_port, component="worker", name=name, settings=deployment.metrics)
-    worker = _Worker(deployment, name, model_dir)
+    cfg, name = settings.worker, settings.name
+    serve_metrics(cfg.metrics_port, component="worker", name=name, settings=settings.metrics)
+    worker = _Worker(settings, model_dir)
     worker.telemetry.set_credits(cfg.credits)
     READINESS.set(f"worker:{name}:stages", True)  # _Worker loaded them
     READINESS.add_check(f"worker:{name}:brokers", worker.brokers_alive)
@@ -108,18 +109,18 @@ def run_worker(
 class _Worker:
     """State shared by the worker's threads; see the module docstring for who runs what."""
 
-    def __init__(self, deployment: Deployment, name: str, model_dir: str | None = None) -> None:
-        cfg = deployment.workers[name]
+    def __init__(self, settings: WorkerSettings, model_dir: str | None = None) -> None:
+        cfg, name = settings.worker, settings.name
         threads = stage_threads_of(cfg)  # per stage thread, from the cores given (vcascade.core.runtime.threads)
         set_process_threads(threads, cfg.opencv_threads)  # before the model is built
-        recognizer = with_stage_threads(deployment.recognizers[cfg.recognizer], threads)
+        recognizer = with_stage_threads(settings.recognizer, threads)
         self.name = name
         self.cfg = cfg
-        self.endpoints = [deployment.brokers[b].endpoint("backend") for b in cfg.brokers]
+        self.endpoints = list(settings.broker_endpoints)
         self.broker_names = list(cfg.brokers)
-        self.security = deployment.security
-        self.ready_interval_s = deployment.heartbeat.interval_s
-        self.liveness_s = deployment.heartbeat.liveness * deployment.heartbeat.interval_s
+        self.security = settings.security
+        self.ready_interval_s = settings.heartbeat.interval_s
+        self.liveness_s = settings.liveness_s
         self.identity = f"{name}-{socket.gethostname()}-{os.getpid()}"  # replicas of one name (containers: pid 1)
         self.broker_liveness = PeerLiveness(self.liveness_s, len(self.endpoints))  # broker index: last message
         self.connected_s = [0.0] * len(self.endpoints)  # per broker socket: its (re)connect, time.monotonic()
@@ -133,7 +134,7 @@ class _Worker:
             local = stages = load_recognizer_stages(recognizer, cfg.devices, model_dir=model_dir)
         else:  # the first stages here, the rest in the stage group (one asynchronous stage of the engine)
             local = load_stage_range(recognizer, cfg.devices, 0, model_dir)
-            stages = [*local, self._remote_stages(deployment)]
+            stages = [*local, self._remote_stages(settings.downstream)]
         largest = min(cfg.max_batch, cfg.credits * len(cfg.brokers))  # no micro-batch holds more ROIs
         warm_s = warm_up(local, recognizer, self.first_device, largest)  # memory at its plateau first
         log.info("worker %s: warm-up micro-batch of %d in %.0f ms", name, largest, warm_s * 1e3)
@@ -156,10 +157,9 @@ class _Worker:
         alive = any(self.broker_liveness.alive(index, now) for index in range(len(self.endpoints)))
         return alive, "" if alive else f"no broker heard within {self.liveness_s:g} s"
 
-    def _remote_stages(self, deployment: Deployment) -> RemoteStages:
+    def _remote_stages(self, group: StageGroupConfig) -> RemoteStages:
         """The downstream stage group as an async stage (CurveZMQ client of the group when enabled)."""
         group_name = self.cfg.downstream
-        group = deployment.stage_groups[group_name]
         return RemoteStages(
             zmq.Context.instance(), group.endpoint(), len(group.devices), group.timeout_s,
             secure=lambda sock: secure_client(sock, self.security, self.name, group_name),

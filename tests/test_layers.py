@@ -85,6 +85,106 @@ def imported_modules(path: Path, module: str) -> list[tuple[int, str]]:
     return [(line, name) for line, name in found if name == "vcascade" or name.startswith("vcascade.")]
 
 
+def lazy_exported(path: Path, package: str) -> dict[str, str]:
+    """``{public name: defining module}`` of a package ``__init__`` that re-exports with
+    :func:`vcascade.core.exports.lazy_exports` (relative module names resolved); empty for any other file."""
+    table = {}
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "lazy_exports" and len(node.args) == 2:
+            names = node.args[1]
+            assert isinstance(names, ast.Dict), f"{path}: lazy_exports takes a dict literal (read by this test)"
+            for key, value in zip(names.keys, names.values):
+                target = value.value
+                table[key.value] = package + target if target.startswith(".") else target
+    return table
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Module -> the package modules it needs, read from every ``import`` statement, those under
+    ``if TYPE_CHECKING:`` included. ``from P import x`` needs ``P.x`` when that is a module, the module ``P``
+    lazily re-exports ``x`` from when ``P`` does (:func:`lazy_exported`), else ``P`` itself; a package's lazy
+    re-exports are not imports of its own (they load on first use)."""
+    modules = source_modules()
+    lazy = {name: lazy_exported(path, name) for name, path in modules.items() if path.name == "__init__.py"}
+    graph: dict[str, set[str]] = {}
+    for module, path in modules.items():
+        package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+        needs = set()
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                needs |= {alias.name for alias in node.names}
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                    source = f"{base}.{node.module}" if node.module else base
+                else:
+                    source = node.module or ""
+                for alias in node.names:
+                    submodule = f"{source}.{alias.name}"
+                    needs.add(submodule if submodule in modules else lazy.get(source, {}).get(alias.name, source))
+        graph[module] = {target for target in needs if target in modules and target != module}
+    return graph
+
+
+def import_circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm, iterative), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    circles = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, targets = work[-1]
+            target = next(targets, None)
+            if target is not None:
+                if target not in index:
+                    index[target] = low[target] = len(index)
+                    stack.append(target)
+                    on_stack.add(target)
+                    work.append((target, iter(sorted(graph[target]))))
+                elif target in on_stack:
+                    low[node] = min(low[node], index[target])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    circles.append(sorted(component))
+    return circles
+
+
+def test_no_import_circle_not_even_for_type_checking():
+    """No module needs itself through others, counting ``if TYPE_CHECKING:`` imports: an annotation-only import
+    back up is still a circle between the modules' concepts (a cross-section check living in a section)."""
+    circles = import_circles(import_graph())
+    assert not circles, "import circles:\n" + "\n".join(" <-> ".join(c) for c in circles)
+
+
+def test_the_circle_finder_sees_a_type_checking_import(tmp_path):
+    """The finder itself: a circle closed only under ``if TYPE_CHECKING:`` is found, a chain is not."""
+    assert import_circles({"a": {"b"}, "b": {"c"}, "c": set()}) == []
+    assert import_circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    source = tmp_path / "m.py"
+    source.write_text("from typing import TYPE_CHECKING\n"
+                      "if TYPE_CHECKING:\n    from vcascade.core.schema.deployment import D\n")
+    assert imported_modules(source, "vcascade.core.schema.ui") == [(3, "vcascade.core.schema.deployment")]
+
+
 def test_every_import_points_down_or_sideways_within_a_component():
     broken = []
     for module, path in sorted(source_modules().items()):

@@ -52,6 +52,7 @@ from vcascade.center.stages.runtimes import auto_split, default_sample, runtime_
 from vcascade.center.stages.engine import StageEngine  # noqa: E402
 from vcascade.core.protocol import wire  # noqa: E402
 from vcascade.core.config import Deployment  # noqa: E402
+from vcascade.core.schema import WorkerSettings  # noqa: E402
 from vcascade.core.transport.ports import free_port  # noqa: E402
 from vcascade.core.runtime.resources import resolve  # noqa: E402
 from vcascade.core.transport.sockets import make_socket  # noqa: E402
@@ -295,7 +296,8 @@ def bench_worker(raw: dict, crops: list[bytes], batch: int, device: str = "cpu",
     router = make_socket(zmq.Context.instance(), zmq.ROUTER)
     router.bind(dep.brokers["broker-1"].endpoint("backend", bind=True))
     stop = threading.Event()
-    thread = threading.Thread(target=run_worker, args=(dep, "worker-1", stop, None), daemon=True)
+    settings = WorkerSettings.from_deployment(dep, "worker-1")
+    thread = threading.Thread(target=run_worker, args=(settings, stop, None), daemon=True)
     thread.start()
     try:
         identity = _ready(router)

@@ -1,4 +1,5 @@
-"""Object detectors of the YOLO family, chosen by the detector config's ``type`` from :data:`DETECTOR_TYPES`.
+"""Object detectors of the YOLO family, chosen by the detector config's ``type`` from the registry
+(:data:`vcascade.edge.detection.registry.DETECTOR_FAMILIES`).
 
 =========  ======================  ============================================  ===================================
 type       output                  preprocessing                                 module
@@ -23,18 +24,10 @@ from vcascade.edge.detection.base import Detector, OnnxDetector
 from vcascade.edge.detection.contract import DetectorContractError
 from vcascade.edge.detection.letterbox import PAD_VALUE, Placement, letterbox_centered, letterbox_top_left, to_bgr
 from vcascade.edge.detection.nms import batched_nms, select_detections
+from vcascade.edge.detection.registry import DETECTOR_FAMILIES, DetectorFamily
 from vcascade.edge.detection.yolov5 import Yolov5Detector
 from vcascade.edge.detection.yolov8 import Yolov8Detector
 from vcascade.edge.detection.yolox import YoloxDetector
-
-DETECTOR_TYPES: dict[str, type[OnnxDetector]] = {
-    "yolox": YoloxDetector,
-    "yolov5": Yolov5Detector,
-    "yolov8": Yolov8Detector,
-}
-"""Registry: detector config ``type`` -> detector class (each ``type`` has its own config class,
-:mod:`vcascade.core.schema.detector`; its model file is found by
-:data:`vcascade.edge.detection.model_file.MODEL_FILES`)."""
 
 
 def load_class_names(spec: list[str] | tuple[str, ...] | str | os.PathLike[str] | None) -> tuple[str, ...]:
@@ -65,7 +58,7 @@ def load_class_names(spec: list[str] | tuple[str, ...] | str | os.PathLike[str] 
 def build_detector(
     cfg: DetectorConfig, model_path: str | os.PathLike[str], *, device: str = "cpu"
 ) -> OnnxDetector:
-    """Open the detector a config describes (the :data:`DETECTOR_TYPES` entry of its ``type``) on the model file
+    """Open the detector a config describes (the :data:`DETECTOR_FAMILIES` entry of its ``type``) on the model file
     ``model_path`` (located by :func:`vcascade.edge.detection.model_file.ensure_detector_model`).
     ``cfg.intra_op_threads`` None means 1 here; the edge fills it in from its cores first
     (:func:`vcascade.core.runtime.threads.detector_threads`).
@@ -81,7 +74,7 @@ def build_detector(
     if unknown:
         raise ValueError(f"detector classes {unknown} are not among the model's class names")
     class_ids = None if cfg.classes is None else {names.index(c) for c in cfg.classes}
-    return DETECTOR_TYPES[cfg.type](
+    return DETECTOR_FAMILIES[cfg.type].detector(
         model_path, input_size=cfg.input_size, score_threshold=cfg.score_threshold, nms_iou=cfg.nms_iou,
         class_ids=class_ids, class_names=names, max_batch=cfg.max_batch,
         intra_op_threads=cfg.intra_op_threads or 1, allow_spinning=cfg.allow_spinning, device=device,
@@ -89,7 +82,8 @@ def build_detector(
 
 
 __all__ = [
-    "DETECTOR_TYPES", "PAD_VALUE", "Detector", "DetectorContractError", "OnnxDetector", "Placement",
+    "DETECTOR_FAMILIES", "PAD_VALUE", "Detector", "DetectorContractError", "DetectorFamily", "OnnxDetector",
+    "Placement",
     "Yolov5Detector", "Yolov8Detector", "YoloxDetector", "batched_nms", "build_detector", "letterbox_centered",
     "letterbox_top_left", "load_class_names", "select_detections", "to_bgr",
 ]

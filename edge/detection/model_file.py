@@ -1,7 +1,7 @@
-"""The edge detector's model file, found the way its config ``type`` says (:data:`MODEL_FILES`): a YOLOX model
-name found on disk, or downloaded once from the detector's ``url`` and verified by loading it
-(:mod:`vcascade.core.runtime.models` has the search order and the atomic download); a user model's local ``path``
-(every ``yolov5``/``yolov8`` model, a YOLOX one when given) used as is.
+"""The edge detector's model file, found the way its config's keys say: a local ``path`` used as is (every user
+model's: required by the families of :class:`vcascade.core.schema.detector.UserModelDetectorConfig`, optional for
+YOLOX), else a YOLOX model name found on disk, or downloaded once from the detector's ``url`` and verified by
+loading it (:mod:`vcascade.core.runtime.models` has the search order and the atomic download).
 """
 
 from __future__ import annotations
@@ -9,15 +9,9 @@ from __future__ import annotations
 import functools
 import logging
 import os
-from collections.abc import Callable
 from pathlib import Path
 
-from vcascade.core.config import (
-    DetectorConfig,
-    Yolov5DetectorConfig,
-    Yolov8DetectorConfig,
-    YoloxDetectorConfig,
-)
+from vcascade.core.config import DetectorConfig, YoloxDetectorConfig
 from vcascade.core.runtime.models import (
     MODEL_DIR_ENV,
     ModelUnavailable,
@@ -50,12 +44,16 @@ def verify_yolox(path: str | os.PathLike[str], input_size: int = 416) -> None:
 
 
 def ensure_detector_model(detector_cfg: DetectorConfig, model_dir: str | os.PathLike[str] | None) -> Path:
-    """Path to the detector's model file, found the way its ``type`` says (:data:`MODEL_FILES`).
+    """Path to the detector's model file: its ``path`` when set (a user model, never downloaded; ``model_dir`` is
+    not searched), else the YOLOX model :func:`yolox_model_file` finds or downloads (only YOLOX configs have no
+    required ``path``).
 
     Raises:
-        ModelUnavailable: see :func:`yolox_model_file` and :func:`user_model_file`.
+        ModelUnavailable: ``path`` does not exist; see :func:`yolox_model_file`.
     """
-    return MODEL_FILES[detector_cfg.type](detector_cfg, model_dir)
+    if detector_cfg.path is not None:
+        return _local_model(detector_cfg.path)
+    return yolox_model_file(detector_cfg, model_dir)
 
 
 def yolox_model_file(detector_cfg: YoloxDetectorConfig, model_dir: str | os.PathLike[str] | None) -> Path:
@@ -86,26 +84,6 @@ def yolox_model_file(detector_cfg: YoloxDetectorConfig, model_dir: str | os.Path
     dest = download_model(detector_cfg.url, dest, verify=verify)
     log.info("verified detector model %s", dest)
     return dest
-
-
-def user_model_file(
-    detector_cfg: Yolov5DetectorConfig | Yolov8DetectorConfig, model_dir: str | os.PathLike[str] | None
-) -> Path:
-    """Path to a user model of the Ultralytics families: ``detector_cfg.path`` as is, never downloaded
-    (``model_dir`` is not searched).
-
-    Raises:
-        ModelUnavailable: the file does not exist.
-    """
-    return _local_model(detector_cfg.path)
-
-
-MODEL_FILES: dict[str, Callable[..., Path]] = {
-    "yolox": yolox_model_file,
-    "yolov5": user_model_file,
-    "yolov8": user_model_file,
-}
-"""Registry: detector config ``type`` -> how its model file is found, called with the matching config class."""
 
 
 def _local_model(path: str) -> Path:

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from vcascade.core.schema.base import family_tag
+from vcascade.core.schema.detector import Yolov5DetectorConfig
 from vcascade.edge.detection.contract import OutputLayout
 from vcascade.edge.detection.nms import xywh_to_xyxy
 from vcascade.edge.detection.ultralytics import UltralyticsDetector
 
-LAYOUT = OutputLayout("yolov5", "[B, N, 5+C]", values_axis=2, extra=5)
+LAYOUT = OutputLayout(family_tag(Yolov5DetectorConfig), "[B, N, 5+C]", values_axis=2, extra=5)
 
 
 def decode_yolov5(raw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from vcascade.core.schema.base import family_tag
+from vcascade.core.schema.detector import Yolov8DetectorConfig
 from vcascade.edge.detection.contract import OutputLayout
 from vcascade.edge.detection.nms import xywh_to_xyxy
 from vcascade.edge.detection.ultralytics import UltralyticsDetector
 
-LAYOUT = OutputLayout("yolov8", "[B, 4+C, N]", values_axis=1, extra=4)
+LAYOUT = OutputLayout(family_tag(Yolov8DetectorConfig), "[B, 4+C, N]", values_axis=1, extra=4)
 
 
 def decode_yolov8(raw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

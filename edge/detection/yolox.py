@@ -17,6 +17,8 @@ from typing import Any
 import numpy as np
 import onnxruntime as ort
 
+from vcascade.core.schema.base import family_tag
+from vcascade.core.schema.detector import YoloxDetectorConfig
 from vcascade.edge.detection.base import OnnxDetector
 from vcascade.edge.detection.contract import OutputLayout, check_contract
 from vcascade.edge.detection.letterbox import Placement, letterbox_top_left
@@ -35,7 +37,8 @@ def expected_anchors(size: int, strides: Sequence[int] = STRIDES) -> int:
 
 def yolox_layout(input_size: int, strides: Sequence[int] = STRIDES) -> OutputLayout:
     """The YOLOX output layout for a square input: ``[B, A, 5+C]`` with A = :func:`expected_anchors`."""
-    return OutputLayout("yolox", "[B, A, 5+C]", values_axis=2, extra=5, boxes=expected_anchors(input_size, strides))
+    boxes = expected_anchors(input_size, strides)
+    return OutputLayout(family_tag(YoloxDetectorConfig), "[B, A, 5+C]", values_axis=2, extra=5, boxes=boxes)
 
 
 @functools.lru_cache(maxsize=8)

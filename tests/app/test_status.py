@@ -25,6 +25,7 @@ from vcascade.app.status import (
     scrape,
 )
 from vcascade.broker.server import run_broker
+from vcascade.core.schema import BrokerSettings
 from vcascade.core.config import CameraConfig, load_config
 from vcascade.core.telemetry.metrics import serve_metrics
 from vcascade.edge.capture.frames import FrameSlots
@@ -66,7 +67,8 @@ def test_status_shows_a_live_broker_and_unreachable_components(tmp_path, free_po
     config = tmp_path / "deploy.yaml"
     config.write_text(yaml.safe_dump(data))
     stop = threading.Event()
-    thread = threading.Thread(target=run_broker, args=(load_config(config), "broker-1", stop), daemon=True)
+    settings = BrokerSettings.from_deployment(load_config(config), "broker-1")
+    thread = threading.Thread(target=run_broker, args=(settings, stop), daemon=True)
     thread.start()
     try:
         port = data["brokers"]["broker-1"]["metrics_port"]

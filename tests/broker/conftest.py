@@ -15,6 +15,7 @@ from prometheus_client import REGISTRY
 from vcascade.broker import run_broker
 from vcascade.core.protocol import wire
 from vcascade.core.config import Deployment
+from vcascade.core.schema import BrokerSettings
 from vcascade.core.transport.sockets import make_socket
 
 DEMO = Path(__file__).resolve().parents[2] / "configs" / "demo.yaml"
@@ -97,8 +98,9 @@ def start_broker(free_port):
         deployment = make_deployment(name, ports, queue_max, max_attempts, heartbeat_s, **(config or {}))
         stop = threading.Event()
         reports: list[dict] = []
+        settings = BrokerSettings.from_deployment(deployment, name)
         thread = threading.Thread(
-            target=run_broker, args=(deployment, name, stop, reports.append), kwargs=kwargs, daemon=True
+            target=run_broker, args=(settings, stop, reports.append), kwargs=kwargs, daemon=True
         )
         handle = BrokerHandle(name, deployment, stop, thread, reports)
         thread.start()

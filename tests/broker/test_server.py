@@ -9,7 +9,9 @@ import urllib.request
 import msgspec
 import pytest
 import zmq
+from prometheus_client import REGISTRY
 
+from tests.waiting import until
 from vcascade.core.protocol import wire
 
 pytestmark = pytest.mark.timeout(60)
@@ -353,3 +355,34 @@ def test_stop_answers_queued_and_in_flight_rois_then_returns(start_broker):
     assert (final["received"], final["forwarded"], final["results"]) == (5, 2, 1)
     assert final["drops"] == {"shutdown": 4}
     assert (final["queued"], final["in_flight"], final["workers"]) == (0, 0, 1)
+
+
+def test_the_report_and_the_metrics_are_one_count(start_broker):
+    """Each event is counted once, by the broker's telemetry: the final report's totals are the Prometheus
+    series of the same run, event for event (results, worker drops, malformed, broker drops, re-dispatches)."""
+    b = start_broker(worker_timeout_s=0.5, drain_timeout_s=0.5)
+    edge, worker = b.edge("e1"), b.worker("w1", credits=2)
+    for i in range(4):
+        send_roi(edge, f"r{i}")
+    held = recv_n(worker, 2)
+    answer(worker, held[0])
+    worker.send(wire.encode(wire.Drop(roi_id=held[1].roi_id, reason="stage_error", where="w1")))
+    edge.send(b"\xc1 not msgpack")
+    worker.send(wire.encode(wire.Drop(roi_id="never-sent", reason="stage_error", where="w1")))
+    recv_n(edge, 2)  # the result and the worker's drop
+    held = recv_n(worker, 2)  # r2, r3: then the worker goes silent and loses them
+    assert until(lambda: b.sample("vcascade_broker_rois_redispatched_total") == 2, timeout_s=10)
+    b.shut()
+    final = b.reports[-1]
+    assert final["final"] and (final["results"], final["worker_drops"], final["redispatched"]) == (1, 1, 2)
+    assert final["received"] == b.sample("vcascade_broker_rois_received_total", camera="cam-1") == 4
+    assert final["forwarded"] == b.sample("vcascade_broker_rois_dispatched_total") >= 4
+    assert final["results"] == b.sample("vcascade_broker_results_total")
+    assert final["redispatched"] == b.sample("vcascade_broker_rois_redispatched_total")
+    labels = {"broker": b.name, "side": "frontend", "reason": _reason(b"\xc1 not msgpack")}
+    malformed = REGISTRY.get_sample_value("vcascade_broker_malformed_messages_total", labels)
+    assert final["malformed"] == malformed == 1
+    assert final["drops"]["unknown_roi"] == 1 and sum(final["drops"].values()) == 3  # r2, r3 never answered
+    for reason, n in final["drops"].items():
+        assert b.sample("vcascade_broker_drops_total", reason=reason) == n, reason
+

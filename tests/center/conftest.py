@@ -16,6 +16,7 @@ import zmq
 from tests.demo import demo_data
 from vcascade.center.stages.torch_stages import build_model, split_model
 from vcascade.center.worker import run_worker
+from vcascade.core.schema import WorkerSettings
 from vcascade.core.protocol import wire
 from vcascade.core.config import Deployment
 from vcascade.core.transport.sockets import make_socket
@@ -99,7 +100,8 @@ def serve_rois(
     router.bind(deployment.brokers["broker-1"].endpoint("backend", bind=True))
     stop = threading.Event()
     report = reports.append if reports is not None else None
-    thread = threading.Thread(target=run_worker, args=(deployment, "worker-1", stop, report, model_dir), daemon=True)
+    settings = WorkerSettings.from_deployment(deployment, "worker-1")
+    thread = threading.Thread(target=run_worker, args=(settings, stop, report, model_dir), daemon=True)
     thread.start()
     answers: dict[str, wire.Message] = {}
     deadline = time.monotonic() + timeout_s

@@ -28,6 +28,7 @@ from vcascade.center.stage_group import load_stage_range
 from vcascade.center.stages.link import RemoteStageError, RemoteStages, StageUnreachable, decode_message, encode_message
 from vcascade.center.stages.engine import StageEngine
 from vcascade.center.worker import run_worker
+from vcascade.core.schema import WorkerSettings
 from vcascade.core.protocol import wire
 from vcascade.core.config import ConfigError, load_config
 from vcascade.core.transport.keys import generate_keys
@@ -231,7 +232,8 @@ def test_worker_with_a_stage_group_survives_its_death_and_reconnects(demo_raw, f
     group = _start_group(config)
     stop = threading.Event()
     reports: list[dict] = []
-    worker = threading.Thread(target=run_worker, args=(dep, "worker-1", stop, reports.append), daemon=True)
+    settings = WorkerSettings.from_deployment(dep, "worker-1")
+    worker = threading.Thread(target=run_worker, args=(settings, stop, reports.append), daemon=True)
     worker.start()
     try:
         deadline = time.monotonic() + 180

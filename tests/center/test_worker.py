@@ -11,6 +11,7 @@ import zmq
 from prometheus_client import REGISTRY
 
 from vcascade.center.worker import run_worker
+from vcascade.core.schema import WorkerSettings
 from vcascade.core.protocol import wire
 from vcascade.core.config import Deployment
 from vcascade.core.transport.sockets import make_socket
@@ -64,7 +65,8 @@ def test_worker_answers_every_roi_once_counts_malformed_and_says_bye(broker, cro
     deployment, router = broker
     stop = threading.Event()
     reports: list[dict] = []
-    thread = threading.Thread(target=run_worker, args=(deployment, "worker-1", stop, reports.append), daemon=True)
+    settings = WorkerSettings.from_deployment(deployment, "worker-1")
+    thread = threading.Thread(target=run_worker, args=(settings, stop, reports.append), daemon=True)
     thread.start()
     identity = _wait_ready(router)
     assert identity.startswith(b"worker-1-")
@@ -120,7 +122,8 @@ def test_worker_answers_every_roi_once_counts_malformed_and_says_bye(broker, cro
 def test_stop_drains_micro_batches_in_flight_before_bye(broker, crops):
     deployment, router = broker
     stop = threading.Event()
-    thread = threading.Thread(target=run_worker, args=(deployment, "worker-1", stop, None), daemon=True)
+    settings = WorkerSettings.from_deployment(deployment, "worker-1")
+    thread = threading.Thread(target=run_worker, args=(settings, stop, None), daemon=True)
     thread.start()
     identity = _wait_ready(router)
     received = lambda: REGISTRY.get_sample_value("vcascade_worker_rois_received_total", {"worker": "worker-1"}) or 0
@@ -159,7 +162,8 @@ def test_silent_broker_gets_a_fresh_socket_and_a_new_ready(demo_raw, free_port):
     router.bind(deployment.brokers["broker-1"].endpoint("backend", bind=True))
     monitor = router.get_monitor_socket(zmq.EVENT_ACCEPTED)
     stop = threading.Event()
-    thread = threading.Thread(target=run_worker, args=(deployment, "worker-1", stop, None), daemon=True)
+    settings = WorkerSettings.from_deployment(deployment, "worker-1")
+    thread = threading.Thread(target=run_worker, args=(settings, stop, None), daemon=True)
     thread.start()
     try:
         identity = _wait_ready(router)

@@ -1,35 +1,56 @@
 """Run one component of a deployment in the current process (used by the launcher's children and the CLI).
 
 Each kind's runner is named by its module path and resolved when a process runs it, so a broker process never
-imports torch or OpenCV, and the launcher, which only starts children, imports none of the components.
+imports torch or OpenCV, and the launcher, which only starts children, imports none of the components. A kind
+with a settings type gets only its own settings, built from the file (``Settings.from_deployment(dep, name)``),
+never the whole deployment.
 """
 
 from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol, Self
 
-from vcascade.core.config import load_config
+from vcascade.core.config import Deployment, load_config
+from vcascade.core.schema.broker_settings import BrokerSettings
+from vcascade.core.schema.center_settings import StageGroupSettings, WorkerSettings
 from vcascade.core.runtime.stop import StopFlag
 
 
+class ComponentSettings(Protocol):
+    """What one component process needs from the file (e.g. :class:`BrokerSettings`), built from it by name."""
+
+    name: str
+
+    @classmethod
+    def from_deployment(cls, dep: Deployment, name: str) -> Self:
+        """The settings of the component ``name`` of ``dep``; KeyError when there is none."""
+        ...
+
+
 class ComponentKind(NamedTuple):
-    """Where a kind's entries live in the deployment file and which function runs one."""
+    """Where a kind's entries live in the deployment file, what of the file one gets, and which function runs it."""
 
     section: str
     """Deployment attribute holding this kind's entries by name (``edges``, ``brokers``, ...)."""
     runner: str
-    """``module:function`` that runs one entry: ``(deployment, name, stop, report[, model_dir])``."""
+    """``module:function`` that runs one entry: ``(settings, stop, report[, model_dir])``, or
+    ``(deployment, name, stop, report[, model_dir])`` for a kind without :attr:`settings`."""
     takes_model_dir: bool
     """True when the runner takes the ``--model-dir`` argument (it may fetch models)."""
+    settings: type[ComponentSettings] | None = None
+    """The settings type the runner takes (built with ``from_deployment(dep, name)``); None: the runner takes
+    the whole deployment and the name."""
 
 
 COMPONENT_KINDS: dict[str, ComponentKind] = {
     "edge": ComponentKind("edges", "vcascade.edge.process:run_edge", True),
-    "broker": ComponentKind("brokers", "vcascade.broker.server:run_broker", False),
-    "worker": ComponentKind("workers", "vcascade.center.worker:run_worker", True),
-    "stage-group": ComponentKind("stage_groups", "vcascade.center.stage_group:run_stage_group", False),
+    "broker": ComponentKind("brokers", "vcascade.broker.server:run_broker", False, BrokerSettings),
+    "worker": ComponentKind("workers", "vcascade.center.worker:run_worker", True, WorkerSettings),
+    "stage-group": ComponentKind(
+        "stage_groups", "vcascade.center.stage_group:run_stage_group", False, StageGroupSettings
+    ),
 }
 """The component kinds a deployment file declares, by the name the CLI uses."""
 
@@ -55,7 +76,8 @@ def run_component(
         raise KeyError(f"no {kind} named {name!r} in {config_path} (have: {', '.join(sorted(section))})")
     module, function = component.runner.split(":")
     runner = getattr(importlib.import_module(module), function)
+    given = (dep, name) if component.settings is None else (component.settings.from_deployment(dep, name),)
     if component.takes_model_dir:
-        runner(dep, name, stop, report, model_dir)
+        runner(*given, stop, report, model_dir)
     else:
-        runner(dep, name, stop, report)
+        runner(*given, stop, report)

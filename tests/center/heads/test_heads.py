@@ -11,7 +11,15 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from vcascade.center.heads import HEADS, ClassifierHead, EmbeddingHead, TextHead, build_head, l2_normalise
+from vcascade.center.heads import (
+    HEADS,
+    ClassifierHead,
+    EmbeddingHead,
+    TextHead,
+    build_head,
+    head_registry,
+    l2_normalise,
+)
 from vcascade.center.identity import IdentityHead
 from vcascade.core.protocol import wire
 from vcascade.core.config import (
@@ -178,6 +186,11 @@ def test_each_head_answers_with_its_own_typed_output_tagged_by_its_registry_key(
 
 def test_every_head_kind_has_an_output_type_on_the_wire():
     assert {t.__struct_config__.tag for t in wire.HEAD_OUTPUTS} == set(HEADS)
+
+
+def test_the_head_registry_pairs_every_config_class_of_the_schema_with_a_builder():
+    with pytest.raises(ValueError, match=r"differ from the schema's \['classifier', 'embedding', 'text'\]"):
+        head_registry((EmbeddingHeadConfig, HEADS["embedding"]))
 
 
 def test_head_config_is_chosen_by_type_and_embedding_stays_the_default(demo_raw):

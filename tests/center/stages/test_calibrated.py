@@ -15,6 +15,7 @@ from pydantic import ValidationError
 from vcascade.center.stages.calibrated import CalibratedStage, service_time_ms
 from vcascade.center.stages.runtimes import load_recognizer_stages
 from vcascade.center.worker import run_worker
+from vcascade.core.schema import WorkerSettings
 from vcascade.core.protocol import wire
 from vcascade.core.config import CalibratedRecognizerConfig, Deployment
 from vcascade.core.transport.sockets import make_socket
@@ -100,7 +101,8 @@ def calibrated_worker(demo_raw: dict, free_port, service_ms: dict, **worker_fiel
     router = make_socket(zmq.Context.instance(), zmq.ROUTER)
     router.bind(deployment.brokers["broker-1"].endpoint("backend", bind=True))
     stop = threading.Event()
-    thread = threading.Thread(target=run_worker, args=(deployment, "worker-1", stop), daemon=True)
+    settings = WorkerSettings.from_deployment(deployment, "worker-1")
+    thread = threading.Thread(target=run_worker, args=(settings, stop), daemon=True)
     thread.start()
     try:
         assert router.poll(60_000), "no Ready"

@@ -13,6 +13,7 @@ from prometheus_client import REGISTRY
 from zmq.utils.monitor import recv_monitor_message
 
 from vcascade.broker import run_broker
+from vcascade.core.schema import BrokerSettings
 from vcascade.core.protocol import wire
 from vcascade.core.config import Deployment
 from vcascade.core.transport.sockets import LINGER_MS, MAX_MESSAGE_BYTES, RECV_BATCH, make_socket, waiting_messages
@@ -143,7 +144,7 @@ def test_broker_keeps_serving_after_an_oversized_roi(ctx, free_port):
     name = "broker-oversize"
     dep = _deployment(name, [free_port(), free_port(), free_port()])
     stop = threading.Event()
-    thread = threading.Thread(target=run_broker, args=(dep, name, stop), daemon=True)
+    thread = threading.Thread(target=run_broker, args=(BrokerSettings.from_deployment(dep, name), stop), daemon=True)
     thread.start()
     cfg = dep.brokers[name]
     sockets = []

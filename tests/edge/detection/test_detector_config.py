@@ -19,8 +19,11 @@ from vcascade.core.config import (
     load_config,
 )
 from vcascade.core.runtime.models import ModelUnavailable
-from vcascade.edge.detection import DETECTOR_TYPES
-from vcascade.edge.detection.model_file import MODEL_FILES, ensure_detector_model
+from vcascade.core.schema.base import family_union
+from vcascade.core.schema.detector import DETECTOR_CONFIGS
+from vcascade.edge.detection import DETECTOR_FAMILIES, DetectorFamily, YoloxDetector
+from vcascade.edge.detection.model_file import ensure_detector_model
+from vcascade.edge.detection.registry import registry
 
 DEMO = Path(__file__).resolve().parents[3] / "configs" / "demo.yaml"
 
@@ -76,11 +79,26 @@ def test_path_is_used_as_is_and_never_downloaded(tmp_path):
         ensure_detector_model(Yolov8DetectorConfig(type="yolov8", path=str(tmp_path / "absent.onnx")), None)
 
 
-def test_each_detector_type_has_its_config_class_detector_and_model_file():
+def test_each_detector_type_has_its_config_class_and_detector():
     (union, _) = get_args(DetectorConfig)
-    config_types = {get_args(member)[0].model_fields["type"].default: get_args(member)[0] for member in get_args(union)}
-    assert config_types == {"yolox": YoloxDetectorConfig, "yolov5": Yolov5DetectorConfig, "yolov8": Yolov8DetectorConfig}
-    assert set(DETECTOR_TYPES) == set(MODEL_FILES) == set(config_types)
+    members = [get_args(member)[0] for member in get_args(union)]
+    assert members == list(DETECTOR_CONFIGS) == [YoloxDetectorConfig, Yolov5DetectorConfig, Yolov8DetectorConfig]
+    assert {name: family.config for name, family in DETECTOR_FAMILIES.items()} == {
+        "yolox": YoloxDetectorConfig, "yolov5": Yolov5DetectorConfig, "yolov8": Yolov8DetectorConfig,
+    }  # fmt: skip
+
+
+def test_a_family_missing_on_either_side_is_refused_at_import():
+    """The edge's registry must pair every config class of the schema with a detector, and nothing else; the
+    schema's union refuses two classes of one ``type``."""
+    with pytest.raises(ValueError, match=r"differ from the schema's \['yolov5', 'yolov8', 'yolox'\]"):
+        registry(DetectorFamily(YoloxDetectorConfig, YoloxDetector))
+    with pytest.raises(ValueError, match="each once"):
+        family_union([Yolov8DetectorConfig, Yolov8DetectorConfig], default=Yolov8DetectorConfig)
+
+
+def test_an_unknown_type_names_every_registered_family(tmp_path):
+    assert "type = 'yolov9': expected 'yolox', 'yolov5' or 'yolov8'" in _errors(tmp_path, {"type": "yolov9"})
 
 
 def test_the_default_detector_is_the_downloaded_yolox_nano():

@@ -8,9 +8,9 @@ bad value and the reason, which :mod:`vcascade.core.config` prints as one line.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Annotated, Any, ClassVar
+from typing import Annotated, Any, ClassVar, Union, get_args
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
 from pydantic_core import PydanticCustomError
 
 from vcascade.core.names import NAME_PATTERN
@@ -53,6 +53,38 @@ def type_discriminator(default: str, tags: Sequence[str]) -> Discriminator:
         type_of, custom_error_type=KEY_PROBLEM, custom_error_message=f"Input should be {expected}",
         custom_error_context={"key": "type", "reason": f"expected {expected}"},
     )
+
+
+def family_tag(member: type[ConfigModel]) -> str:
+    """The ``type`` of a backend's config class: the one value of its ``type: Literal[...]`` field, the only place
+    a backend family's name is written in the schema.
+
+    Raises:
+        TypeError: the class has no ``type`` field of one literal value.
+    """
+    field = member.model_fields.get("type")
+    tags = get_args(field.annotation) if field is not None else ()
+    if len(tags) != 1 or not isinstance(tags[0], str):
+        raise TypeError(f"{member.__name__}: a backend config class needs a `type: Literal['name']` field")
+    return tags[0]
+
+
+def family_union(members: Sequence[type[ConfigModel]], default: type[ConfigModel]) -> Any:
+    """The discriminated union of a registry of backend config classes, tagged by each one's :func:`family_tag`
+    and picked by :func:`type_discriminator` (``default``'s family when ``type`` is omitted).
+
+    Args:
+        members: the config classes, in the order errors list their types.
+        default: the member used when the ``type`` key is omitted.
+
+    Raises:
+        ValueError: two members share a ``type``, or ``default`` is not a member.
+    """
+    tags = [family_tag(member) for member in members]
+    if len(set(tags)) != len(tags) or default not in members:
+        raise ValueError(f"backend types {tags}: each once, default {default.__name__} among them")
+    tagged = tuple(Annotated[member, Tag(tag)] for member, tag in zip(members, tags))
+    return Annotated[Union[tagged], type_discriminator(family_tag(default), tags)]
 
 
 # ---------------------------------------------------------------- threads (vcascade/core/runtime/threads.py)

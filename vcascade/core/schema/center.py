@@ -4,16 +4,16 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import Field, Tag, field_validator
+from pydantic import Field, field_validator
 
 from vcascade.core.schema.base import (
     ConfigModel,
     Name,
     Port,
     cpus_field,
+    family_union,
     spinning_field,
     torch_threads_field,
-    type_discriminator,
 )
 from vcascade.core.schema.identity import IdentitySpaceConfig
 
@@ -56,14 +56,11 @@ class TextHeadConfig(ConfigModel):
     )
 
 
-HeadConfig = Annotated[
-    Union[
-        Annotated[EmbeddingHeadConfig, Tag("embedding")],
-        Annotated[ClassifierHeadConfig, Tag("classifier")],
-        Annotated[TextHeadConfig, Tag("text")],
-    ],
-    type_discriminator("embedding", ("embedding", "classifier", "text")),
-]
+HEAD_CONFIGS: tuple[type[ConfigModel], ...] = (EmbeddingHeadConfig, ClassifierHeadConfig, TextHeadConfig)
+"""Registry of the heads' config classes (a new head: its class here, its builder in
+:data:`vcascade.center.heads.HEADS`, its output in :data:`vcascade.core.protocol.wire.HEAD_OUTPUTS`)."""
+
+HeadConfig = family_union(HEAD_CONFIGS, default=EmbeddingHeadConfig)
 """A recognizer's head, chosen by its ``type`` key (``embedding`` when omitted, as before other head types existed)."""
 
 

@@ -2,16 +2,17 @@
 
 ``yolox`` (the default) finds its model by file name and downloads the official YOLOX-Nano release when it is
 missing; ``yolov5`` and ``yolov8`` (also YOLO11) are user models given by a local ``path``, never downloaded.
-The edge's registry (:mod:`vcascade.edge.detection`) is keyed by the same ``type``.
+A family is registered here once, in :data:`DETECTOR_CONFIGS` (its name is written only in its class's ``type``
+literal), and once at the edge with its detector (:mod:`vcascade.edge.detection.registry`).
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, Union
+from typing import Literal
 
-from pydantic import Field, Tag, model_validator
+from pydantic import Field, model_validator
 
-from vcascade.core.schema.base import ConfigModel, key_problem, spinning_field, type_discriminator
+from vcascade.core.schema.base import ConfigModel, family_tag, family_union, key_problem, spinning_field
 
 YOLOX_NANO_URL = "https://github.com/Megvii-BaseDetection/YOLOX/releases/download/0.1.1rc0/yolox_nano.onnx"
 """Official YOLOX-Nano ONNX release asset (Megvii-BaseDetection/YOLOX, release 0.1.1rc0, Apache-2.0)."""
@@ -59,40 +60,41 @@ class YoloxDetectorConfig(DetectorConfigBase):
         return self
 
 
-def _user_model_notes(family: str) -> dict[str, str]:
-    """Messages for the keys a user-model family requires (``path``) or lacks (``model``, ``url``: YOLOX only)."""
-    only_yolox = f"only used by type yolox; set `path` to the {family} model file"
-    return {
-        "path": f"missing (required for type {family}: only yolox models are downloaded)",
-        "model": only_yolox,
-        "url": only_yolox,
-    }
+class UserModelDetectorConfig(DetectorConfigBase):
+    """Base of the families whose model is a user's local file (never downloaded): ``path`` is required, and the
+    messages for ``path`` missing or ``model``/``url`` given name the family (from its ``type``)."""
+
+    path: str = Field(description="Local ONNX file of the model, used as is (never downloaded).")
+
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs) -> None:
+        super().__pydantic_init_subclass__(**kwargs)
+        family = family_tag(cls)
+        only_yolox = f"only used by type {family_tag(YoloxDetectorConfig)}; set `path` to the {family} model file"
+        cls.key_notes = {
+            "path": f"missing (required for type {family}: only yolox models are downloaded)",
+            "model": only_yolox,
+            "url": only_yolox,
+        }
 
 
-class Yolov5DetectorConfig(DetectorConfigBase):
+class Yolov5DetectorConfig(UserModelDetectorConfig):
     """YOLOv5 (Ultralytics ``export.py --include onnx``): a user model at a local ``path``."""
 
-    type: Literal["yolov5"] = Field("yolov5", description="Detector family (registry key).")
-    path: str = Field(description="Local ONNX file of the model, used as is (never downloaded).")
-
-    key_notes = _user_model_notes("yolov5")
+    type: Literal["yolov5"] = Field(description="Detector family (registry key).")
 
 
-class Yolov8DetectorConfig(DetectorConfigBase):
+class Yolov8DetectorConfig(UserModelDetectorConfig):
     """YOLOv8 or YOLO11 (Ultralytics ``yolo export format=onnx``): a user model at a local ``path``."""
 
-    type: Literal["yolov8"] = Field("yolov8", description="Detector family (registry key); also YOLO11.")
-    path: str = Field(description="Local ONNX file of the model, used as is (never downloaded).")
-
-    key_notes = _user_model_notes("yolov8")
+    type: Literal["yolov8"] = Field(description="Detector family (registry key); also YOLO11.")
 
 
-DetectorConfig = Annotated[
-    Union[
-        Annotated[YoloxDetectorConfig, Tag("yolox")],
-        Annotated[Yolov5DetectorConfig, Tag("yolov5")],
-        Annotated[Yolov8DetectorConfig, Tag("yolov8")],
-    ],
-    type_discriminator("yolox", ("yolox", "yolov5", "yolov8")),
-]
+DETECTOR_CONFIGS: tuple[type[DetectorConfigBase], ...] = (
+    YoloxDetectorConfig, Yolov5DetectorConfig, Yolov8DetectorConfig,
+)
+"""Registry of the detector families' config classes (a new family: its class here, its detector in
+:mod:`vcascade.edge.detection.registry`)."""
+
+DetectorConfig = family_union(DETECTOR_CONFIGS, default=YoloxDetectorConfig)
 """The edge's detector, chosen by its ``type`` key (``yolox`` when omitted)."""

@@ -7,15 +7,12 @@ shared by the workers of one host; the default) or ``redis`` (workers on several
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Literal, Union
+from typing import Annotated, Literal, Union
 
 from pydantic import Field, Tag, model_validator
 
 from vcascade.core.private_files import DIR_MODE, FILE_MODE, Mode, mode_field
 from vcascade.core.schema.base import ConfigModel, Name, type_discriminator
-
-if TYPE_CHECKING:  # annotations only: the deployment module imports this one (through center)
-    from vcascade.core.schema.deployment import Deployment
 
 
 class SqliteStoreConfig(ConfigModel):
@@ -95,24 +92,3 @@ class IdentitySpaceConfig(ConfigModel):
     index: Literal["exact", "ann"] = Field("exact", description="Local vector index: exact search or approximate.")
     topology: TopologyConfig | None = Field(None, description="Camera topology pruning; None: compare with all.")
 
-
-def identity_problems(dep: Deployment) -> list[str]:
-    """Topology links naming a camera the deployment does not have (one message per bad ``source``/``target``).
-
-    A misspelt camera matches no ROI's camera, so the link would silently do nothing useful, and the real camera
-    at its other end, now named in a link, would be pruned: its ROIs would never be compared with identities
-    last seen on the camera meant. The message names the key path, e.g.
-    ``recognizers.embedder.head.identity.topology.links[0].source = 'street-9': expected one of the cameras [...]``.
-    """
-    problems = []
-    for name, rec in dep.recognizers.items():
-        topology = rec.head.identity.topology if rec.head.type == "embedding" else None
-        for i, link in enumerate(topology.links if topology else []):
-            for end in ("source", "target"):
-                camera = getattr(link, end)
-                if camera not in dep.cameras:
-                    problems.append(
-                        f"recognizers.{name}.head.identity.topology.links[{i}].{end} = {camera!r}: expected one of "
-                        f"the cameras {sorted(dep.cameras)}"
-                    )
-    return problems

@@ -2,21 +2,17 @@
 on-demand annotated previews it shows (``edges.<name>.preview_port``, vcascade/edge/preview/hub.py).
 
 Safe by default: the view is off, read-only, and binds 127.0.0.1. Any other bind address, for the view or for
-an edge's preview endpoint, needs ``token`` (checked by :func:`ui_problems`); keep it in the environment
+an edge's preview endpoint, needs ``token`` (checked by
+:func:`vcascade.core.schema.checks.network.check_previews`); keep it in the environment
 (``token: ${VCASCADE_UI_TOKEN}``), never in the file.
 """
 
 from __future__ import annotations
 
 import ipaddress
-from typing import TYPE_CHECKING
-
 from pydantic import Field, model_validator
 
 from vcascade.core.schema.base import ConfigModel, Port, key_problem
-
-if TYPE_CHECKING:  # annotations only: the deployment module imports this one
-    from vcascade.core.schema.deployment import Deployment
 
 TOKEN_MIN_CHARS = 16
 """Shortest accepted token: 16 characters of a random string are beyond guessing over HTTP."""
@@ -76,18 +72,3 @@ def preview_bind(host: str) -> str:
     """The address an HTTP server binds for a component's ``bind``/``host`` (``*`` is every address)."""
     return "0.0.0.0" if host == "*" else host
 
-
-def ui_problems(dep: Deployment) -> list[str]:
-    """An edge preview endpoint bound to a non-loopback address without ``ui.token`` (one message per edge)."""
-    if dep.ui.token is not None:
-        return []
-    problems = []
-    for name, edge in dep.edges.items():
-        address = edge.bind or edge.host
-        if edge.preview_port is not None and not is_loopback(address):
-            key = "bind" if edge.bind else "host"
-            problems.append(
-                f"edges.{name}.{key} = {address!r}: the preview endpoint (preview_port) on a non-loopback address "
-                "needs ui.token (e.g. token: ${VCASCADE_UI_TOKEN})"
-            )
-    return problems
