@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import zmq
 
-from vcascade.core.config import Deployment, EdgeConfig
+from vcascade.core.config import EdgeConfig
 from vcascade.core.runtime.stop import StopFlag
 from vcascade.core.runtime.threads import DetectorThreads, cores_given, detector_threads, set_process_threads
 from vcascade.core.schema.edge_settings import EdgeSettings
@@ -163,13 +163,12 @@ class EdgeProcess:
 
 
 def run_edge(
-    dep: Deployment,
-    name: str,
+    settings: EdgeSettings,
     stop: StopFlag,
     report: Callable[[dict[str, Any]], None] | None = None,
     model_dir: str | Path | None = None,
 ) -> dict[str, Any]:
-    """Run edge ``name`` of ``dep`` until its file cameras end or ``stop`` is set, then drain in-flight ROIs
+    """Run the edge ``settings`` describe until its file cameras end or ``stop`` is set, then drain in-flight ROIs
     (:class:`EdgeProcess`); ``report`` gets :func:`snapshot` dicts about twice a second and the final one.
 
     Returns:
@@ -178,7 +177,7 @@ def run_edge(
     Raises:
         Those of :class:`EdgeProcess` (model unavailable, metrics port taken, control socket keys or port).
     """
-    return EdgeProcess(EdgeSettings.from_deployment(dep, name), model_dir).run(stop, report)
+    return EdgeProcess(settings, model_dir).run(stop, report)
 
 
 def _register_readiness(name: str, link: BrokerLink, readers: Callable[[], list[CameraReader]]) -> None:

@@ -18,6 +18,7 @@ import msgspec
 
 from vcascade.core.coco import COCO_CLASSES
 from vcascade.core.protocol.wire import HeadOutput
+from vcascade.core.redact import redact_url
 from vcascade.edge.link.account import PendingRoi
 from vcascade.edge.selection.identity_cache import TrackIdentity
 from vcascade.edge.way_back import (
@@ -56,9 +57,10 @@ def line(event: WayBackEvent) -> dict[str, Any]:
             "stream_ts_ms": round(event.identity.stream_ts_ms, 3),
         }
     if isinstance(event, CameraStateChanged):
-        step = event.step  # ``state``: the state entered; ``detail`` with credentials redacted
+        step = event.step  # ``state``: the state entered; ``detail`` with credentials redacted (again: any
+        # Transition, not only the state machine's, reaches the sinks through here)
         return {"kind": "camera_state", "camera": event.camera, "state": step.target, "reason": step.reason,
-                "detail": step.detail, "wall_ts_ms": round(step.wall_ts_ms, 3)}  # fmt: skip
+                "detail": redact_url(step.detail), "wall_ts_ms": round(step.wall_ts_ms, 3)}  # fmt: skip
     raise TypeError(f"no output line for {type(event).__name__}")
 
 

@@ -19,7 +19,9 @@ from vcascade.core.redact import (
     RedactingFilter, forget_all, redact, redact_webhook_url, remember_config, remember_url,
 )
 from vcascade.edge.capture.faults import CameraFault
-from vcascade.edge.capture.state import Transition, camera_state_record
+from vcascade.edge.capture.state import Transition
+from vcascade.edge.sinks.lines import line
+from vcascade.edge.way_back import CameraStateChanged
 
 # secrets of the kind cameras get: printable, with the characters that broke the old pattern ('@', '/', ' ', ':')
 SECRET = st.text(alphabet=string.ascii_letters + string.digits + "@/: !$%*+,.~-", min_size=6, max_size=24).filter(
@@ -58,7 +60,7 @@ def _exits(text: str) -> dict[str, str]:
     finally:
         logger.removeHandler(handler)
     fault = CameraFault("connection_refused", text)
-    record = camera_state_record("street-1", Transition(0.0, "connecting", "failed", "error", text))
+    record = line(CameraStateChanged("street-1", Transition(0.0, "connecting", "failed", "error", text)))
     return {"redact": redact(text), "log": stream.getvalue(), "fault": str(fault) + fault.detail,
             "camera_state": yaml.safe_dump(record)}
 

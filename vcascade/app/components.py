@@ -2,8 +2,8 @@
 
 Each kind's runner is named by its module path and resolved when a process runs it, so a broker process never
 imports torch or OpenCV, and the launcher, which only starts children, imports none of the components. A kind
-with a settings type gets only its own settings, built from the file (``Settings.from_deployment(dep, name)``),
-never the whole deployment.
+gets only its own settings, built from the file (``Settings.from_deployment(dep, name)``), never the whole
+deployment.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from typing import Any, NamedTuple, Protocol, Self
 from vcascade.core.config import Deployment, load_config
 from vcascade.core.schema.broker_settings import BrokerSettings
 from vcascade.core.schema.center_settings import StageGroupSettings, WorkerSettings
+from vcascade.core.schema.edge_settings import EdgeSettings
 from vcascade.core.runtime.stop import StopFlag
 
 
@@ -35,17 +36,15 @@ class ComponentKind(NamedTuple):
     section: str
     """Deployment attribute holding this kind's entries by name (``edges``, ``brokers``, ...)."""
     runner: str
-    """``module:function`` that runs one entry: ``(settings, stop, report[, model_dir])``, or
-    ``(deployment, name, stop, report[, model_dir])`` for a kind without :attr:`settings`."""
+    """``module:function`` that runs one entry: ``(settings, stop, report[, model_dir])``."""
     takes_model_dir: bool
     """True when the runner takes the ``--model-dir`` argument (it may fetch models)."""
-    settings: type[ComponentSettings] | None = None
-    """The settings type the runner takes (built with ``from_deployment(dep, name)``); None: the runner takes
-    the whole deployment and the name."""
+    settings: type[ComponentSettings]
+    """The settings type the runner takes (built with ``from_deployment(dep, name)``)."""
 
 
 COMPONENT_KINDS: dict[str, ComponentKind] = {
-    "edge": ComponentKind("edges", "vcascade.edge.process:run_edge", True),
+    "edge": ComponentKind("edges", "vcascade.edge.process:run_edge", True, EdgeSettings),
     "broker": ComponentKind("brokers", "vcascade.broker.server:run_broker", False, BrokerSettings),
     "worker": ComponentKind("workers", "vcascade.center.worker:run_worker", True, WorkerSettings),
     "stage-group": ComponentKind(
@@ -76,8 +75,8 @@ def run_component(
         raise KeyError(f"no {kind} named {name!r} in {config_path} (have: {', '.join(sorted(section))})")
     module, function = component.runner.split(":")
     runner = getattr(importlib.import_module(module), function)
-    given = (dep, name) if component.settings is None else (component.settings.from_deployment(dep, name),)
+    settings = component.settings.from_deployment(dep, name)
     if component.takes_model_dir:
-        runner(*given, stop, report, model_dir)
+        runner(settings, stop, report, model_dir)
     else:
-        runner(*given, stop, report)
+        runner(settings, stop, report)
