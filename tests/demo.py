@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from prometheus_client.parser import text_string_to_metric_families
 
 DEMO = Path(__file__).resolve().parents[1] / "configs" / "demo.yaml"
 EMBEDDER, TEXT = "mobilenetv2-embedder", "ppocr-text"
@@ -65,3 +66,11 @@ def scrape_metrics(port: int) -> str:
             return resp.read().decode()
     except (OSError, http.client.HTTPException):
         return ""
+
+
+def largest_sample(port: int, name: str) -> float:
+    """The largest value of the samples named ``name`` on 127.0.0.1:``port``'s ``/metrics`` (whatever their
+    labels); 0 while nothing answers there or no such sample exists yet."""
+    text = scrape_metrics(port)
+    return max((s.value for f in text_string_to_metric_families(text) for s in f.samples if s.name == name),
+               default=0.0)  # fmt: skip

@@ -23,7 +23,7 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.demo import demo_data
+from tests.demo import demo_data, largest_sample
 from tests.records import result_lines
 
 pytestmark = pytest.mark.e2e
@@ -106,14 +106,8 @@ class Cluster:
         return self.edge_metrics().get(key, 0.0)
 
     def broker_metric(self, broker: str, name: str) -> float:
-        """The value of the unlabelled-by-camera sample ``name`` on one broker; 0 while it is not serving."""
-        port = self.data["brokers"][broker]["metrics_port"]
-        try:
-            text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
-        except OSError:
-            return 0.0
-        return max((s.value for f in text_string_to_metric_families(text) for s in f.samples if s.name == name),
-                   default=0.0)  # fmt: skip
+        """The largest sample ``name`` on one broker; 0 while it is not serving."""
+        return largest_sample(self.data["brokers"][broker]["metrics_port"], name)
 
     def wait_for(self, condition, what: str) -> None:
         deadline = time.monotonic() + STEP_TIMEOUT_S

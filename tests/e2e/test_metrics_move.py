@@ -39,7 +39,7 @@ import yaml
 import zmq
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.demo import demo_data
+from tests.demo import demo_data, largest_sample
 from vcascade.app.metric_list import exported_families
 from vcascade.core.protocol import wire
 from vcascade.core.transport.sockets import make_socket
@@ -285,20 +285,10 @@ def _check_alive(config: Path, procs: dict[str, subprocess.Popen]) -> None:
 def _wait_for_worker(config: Path, procs: dict[str, subprocess.Popen], broker_ports: list[int]) -> None:
     """Until every broker's ``vcascade_broker_workers`` gauge is 1 (the worker's models load slowly under load)."""
     deadline = time.monotonic() + DEADLINE_S
-    while not all(_gauge(port, "vcascade_broker_workers") >= 1 for port in broker_ports):
+    while not all(largest_sample(port, "vcascade_broker_workers") >= 1 for port in broker_ports):
         _check_alive(config, procs)
         assert time.monotonic() < deadline, f"the worker never joined: {_stderr(config, 'worker-1')[-3000:]}"
         time.sleep(0.5)
-
-
-def _gauge(port: int, name: str) -> float:
-    """One unlabelled-or-single-series sample of ``name`` at ``127.0.0.1:port/metrics``; 0 while not serving."""
-    try:
-        text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
-    except OSError:
-        return 0.0
-    return max((s.value for f in text_string_to_metric_families(text) for s in f.samples if s.name == name),
-               default=0.0)  # fmt: skip
 
 
 def _send_malformed(ctx: zmq.Context, broker: dict) -> None:
