@@ -29,6 +29,7 @@ from vcascade.edge.analytics.camera import CameraAnalytics
 from vcascade.edge.capture.frames import Frame
 from vcascade.edge.detection import Detector
 from vcascade.edge.detection.pool import DetectedFrame
+from vcascade.edge.history.writer import HistoryWriter
 from vcascade.edge.link.account import PendingRoi
 from vcascade.edge.link.broker_link import BrokerLink
 from vcascade.edge.metrics import EdgeTelemetry
@@ -86,15 +87,16 @@ class EdgeNode:
     thread, which also applies camera changes, so no camera's state is touched by two threads).
 
     ``identities`` must be the identity cache of ``link``'s way back, so that answers reach it; so must ``preview``
-    (the live view's previews, :mod:`vcascade.edge.preview.hub`; None: no previews), when given.
+    (the live view's previews, :mod:`vcascade.edge.preview.hub`; None: no previews), when given, and ``history``
+    (:class:`vcascade.edge.history.writer.HistoryWriter`; None: nothing kept): events then carry their pictures.
     """
 
     def __init__(
         self, settings: EdgeSettings, detector: Detector, link: BrokerLink, identities: IdentityCache,
-        preview: PreviewHub | None = None,
+        preview: PreviewHub | None = None, history: HistoryWriter | None = None,
     ) -> None:
         self.name, self.cfg, self.detector, self.link = settings.name, settings.edge, detector, link
-        self.preview = preview
+        self.preview, self.history = preview, history
         self.settings = settings
         self.telemetry = EdgeTelemetry(self.name)
         self.identities = identities
@@ -108,8 +110,10 @@ class EdgeNode:
         """The camera's lines and zones, publishing their events through the link (None: no ``analytics``)."""
         if cam_cfg.analytics is None:
             return None
+        history = self.cfg.history
+        width = history.frame_width_px if self.history is not None and history.evidence else None
         return CameraAnalytics(
-            self.name, camera, cam_cfg.analytics, self.detector.class_names, self.identities, self.link.publish
+            self.name, camera, cam_cfg.analytics, self.detector.class_names, self.identities, self.link.publish, width
         )
 
     def camera_stats(self, camera: str) -> dict[str, Any]:
@@ -129,6 +133,8 @@ class EdgeNode:
         )
         if open_books:
             self.link.add_camera(camera)
+            if self.history is not None:
+                self.history.set_limits(camera, cam_cfg.history)
 
     def remove_camera(self, camera: str) -> None:
         """Forget a removed camera's tracks and identities (detector thread), after its last frame."""

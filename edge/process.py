@@ -44,12 +44,15 @@ from vcascade.edge.selection.identity_cache import IdentityCache
 from vcascade.edge.sinks.lines import OutputLines
 from vcascade.edge.sinks.queue import QueuedSink, close_sinks
 from vcascade.edge.sinks.registry import open_sinks
+from vcascade.edge.history.writer import open_history
 from vcascade.edge.way_back import WayBack
 
 log = logging.getLogger(__name__)
 
 REPORT_INTERVAL_S = 0.5
 """Seconds between two progress reports (snapshots) of a running edge."""
+HISTORY_CLOSE_S = 10.0
+"""At shutdown, the longest wait for the history writer to write what is queued, s (the rest is dropped, counted)."""
 
 
 def load_detector(cfg: EdgeConfig, model_dir: str | Path | None) -> tuple[Detector, DetectorThreads]:
@@ -94,10 +97,13 @@ class EdgeProcess:
         self.preview = None if self.cfg.preview_port is None else PreviewHub(
             settings.ui, self.detector.class_names, identities
         )
-        self.way_back = WayBack(OutputLines(self.sinks), identities, EventUpdates(name, identities), self.preview)
+        self.history = open_history(settings)  # None: history disabled
+        self.way_back = WayBack(
+            OutputLines(self.sinks), identities, EventUpdates(name, identities), self.preview, self.history
+        )
         self.link = BrokerLink(settings, self.ctx, self.way_back)
         self._unlisten = listen_states(name, self.way_back.camera_state)
-        self.node = EdgeNode(settings, self.detector, self.link, identities, self.preview)
+        self.node = EdgeNode(settings, self.detector, self.link, identities, self.preview, self.history)
         self.slots = FrameSlots()
         self.pool = DetectorPool(self.slots, self.detector, self.threads.instances, self.detector.frames_per_run, name)
         self.cameras = CameraSet(name, self.slots, self.node)
@@ -156,6 +162,8 @@ class EdgeProcess:
         self.link.drain(self.cfg.drain_timeout_s, on_tick=(lambda: report(self.snapshot())) if report else None)
         self.cameras.join_all()  # a capture thread still inside FFmpeg at interpreter exit aborts the process
         self._unlisten()
+        if self.history is not None:
+            self.history.close(HISTORY_CLOSE_S)
         if self.previews is not None:
             self.previews.shutdown()
         close_sinks(self.sinks)

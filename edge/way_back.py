@@ -11,13 +11,15 @@ that they keep their order with the answers. :class:`WayBack` hands each event, 
    track's identity, before anything below reads it;
 2. the event updates (:class:`vcascade.edge.analytics.events.EventUpdates`): an answer may complete events raised
    before it; the :class:`EventUpdated` it returns are delivered after the event that caused them;
-3. the history store: a slot for a consumer that keeps events for later queries (none yet; a later issue fills it);
+3. the history store (:class:`vcascade.edge.history.writer.HistoryWriter`): results, events and their identities
+   kept for ``vcascade search``, queued for its own thread;
 4. the preview (:class:`vcascade.edge.preview.hub.PreviewHub`): the recent answers and events of watched cameras;
 5. the output lines (:class:`vcascade.edge.sinks.lines.OutputLines`): the one place that formats events into the
    lines the sinks get (sinks get lines only).
 
-:class:`CameraStateChanged` only becomes a line: :meth:`WayBack.camera_state` writes it from the camera's own
-thread (the sinks' queues are thread-safe), so a state change still reaches the sinks while the link drains.
+:class:`CameraStateChanged` goes to the history and the lines only: :meth:`WayBack.camera_state` hands it over from
+the camera's own thread (the history's and the sinks' queues are thread-safe), so a state change still reaches
+them while the link drains.
 
 Nothing here parses a dict: consumers read the events' fields and the head outputs' accessors
 (``gallery_identity()``, ``read_text()``, ``short_label()``); only the line formatter names a head's fields.
@@ -32,6 +34,7 @@ from typing import Protocol, Union
 from vcascade.core.protocol.wire import Result, Roi
 from vcascade.edge.analytics.counting import AnalyticsEvent
 from vcascade.edge.capture.state import Transition
+from vcascade.edge.history.event_frame import EventFrame
 from vcascade.edge.link.account import PendingRoi
 from vcascade.edge.selection.identity_cache import IdentityCache, TrackIdentity
 
@@ -46,11 +49,13 @@ class Answered:
         pending: the edge's record of the ROI (header as last sent, its timestamps, send reason, class name).
         result: the worker's answer, as decoded (its typed head ``output``, hops).
         latency_ms: the closed latency account, ms per hop (:func:`vcascade.edge.link.account.close_account`).
+        crop_jpeg: the JPEG crop the edge sent for it (the history's evidence; None: not at hand).
     """
 
     pending: PendingRoi
     result: Result
     latency_ms: dict[str, float]
+    crop_jpeg: bytes | None = None
 
     @property
     def roi(self) -> Roi:
@@ -98,12 +103,13 @@ class Tracked:
 @dataclass(frozen=True)
 class EventRaised:
     """A line or zone event of a camera, with its track's answer when it fired (None: an :class:`EventUpdated`
-    follows when the first answer arrives)."""
+    follows when the first answer arrives) and its picture for the history's evidence (None: not taken)."""
 
     camera: str
     event: AnalyticsEvent
     identity: TrackIdentity | None
     event_id: str
+    frame: EventFrame | None = None
 
 
 @dataclass(frozen=True)
@@ -135,7 +141,8 @@ class EventFollowUps(Protocol):
 
 
 class HistoryStore(Protocol):
-    """A store of the way back's events for later queries (the slot a later issue fills)."""
+    """A store of the way back's events for later queries (:class:`vcascade.edge.history.writer.HistoryWriter`);
+    ``keep`` must not block and may be called from any thread."""
 
     def keep(self, event: WayBackEvent) -> None: ...
 
@@ -160,7 +167,7 @@ class WayBack:
         identities: the edge's identity cache (None: not kept, e.g. a load generator).
         updates: the event updates (None: no events on this edge's way back).
         preview: the preview hub (None: no previews).
-        history: the history store (None until a later issue gives one).
+        history: the history store (None: nothing kept).
 
     Thread: :meth:`deliver` on the link thread only (the order of the events is the order of the calls).
     """
@@ -187,8 +194,12 @@ class WayBack:
             self.deliver(update)
 
     def camera_state(self, camera: str, step: Transition) -> None:
-        """A camera's state change becomes a line at once (any thread: only the output lines take it)."""
-        _guard(self.lines.write, CameraStateChanged(camera, step))
+        """A camera's state change is kept and becomes a line at once (any thread: only the history and the
+        output lines take it)."""
+        event = CameraStateChanged(camera, step)
+        if self.history is not None:
+            _guard(self.history.keep, event)
+        _guard(self.lines.write, event)
 
 
 def _guard(call, *args):

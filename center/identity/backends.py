@@ -2,23 +2,12 @@
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
 from typing import Any, Callable
 
 from vcascade.center.identity.redis_store import RedisStore
 from vcascade.center.identity.sqlite_store import SqliteStore
 from vcascade.center.identity.store import IdentityStore
-
-STATE_DIR_ENV = "VCASCADE_STATE_DIR"
-"""Environment variable naming the state folder (relative SQLite paths); default ``state`` in the working
-directory. Tests set it per test so that identities never leak from one test into another."""
-
-
-def state_path(path: str) -> Path:
-    """``path`` made absolute: as it is when absolute, else inside ``$VCASCADE_STATE_DIR`` (default ``./state``)."""
-    given = Path(path).expanduser()
-    return given if given.is_absolute() else Path(os.environ.get(STATE_DIR_ENV, "state")) / given
+from vcascade.core.state_dir import state_path
 
 
 def _sqlite(cfg: Any, space: str) -> IdentityStore:

@@ -13,7 +13,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from vcascade.center.identity.backends import build_store, state_path
+from vcascade.center.identity.backends import build_store
 from vcascade.center.identity.guard import IdGuard
 from vcascade.center.identity.metrics import IdentityTelemetry
 from vcascade.center.identity.space import IdentitySpace
@@ -22,6 +22,7 @@ from vcascade.center.identity.sync import StoreSync
 from vcascade.center.identity.topology import Topology
 from vcascade.center.identity.vectors import l2_normalise
 from vcascade.core.protocol.wire import EmbeddingOutput, Roi
+from vcascade.core.state_dir import state_path
 
 
 class IdentityHead:

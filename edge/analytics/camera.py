@@ -15,6 +15,7 @@ from vcascade.edge.analytics.counting import AnalyticsEvent, TrackAnalytics
 from vcascade.edge.analytics.events import new_event_id
 from vcascade.edge.analytics.metrics import AnalyticsTelemetry
 from vcascade.edge.capture.frames import Frame
+from vcascade.edge.history.event_frame import event_frame
 from vcascade.edge.selection.identity_cache import IdentityCache
 from vcascade.edge.way_back import EventRaised
 
@@ -33,6 +34,8 @@ class CameraAnalytics:
         class_names: the detector's class names.
         identities: the edge's identity cache (the identity a track has when its event fires).
         publish: hands an event to the way back (:meth:`BrokerLink.publish`).
+        frame_width_px: width of each event's picture for the history's evidence
+            (:func:`vcascade.edge.history.event_frame.event_frame`; None: no pictures).
 
     Raises:
         ValueError: a line's or zone's ``classes`` names a class the detector does not have (its names came from
@@ -41,9 +44,11 @@ class CameraAnalytics:
 
     def __init__(
         self, edge: str, camera: str, cfg: AnalyticsConfig, class_names: Sequence[str], identities: IdentityCache,
-        publish: Callable[[EventRaised], None],
+        publish: Callable[[EventRaised], None], frame_width_px: int | None = None,
     ) -> None:
         self.camera = camera
+        self.cfg = cfg
+        self.frame_width_px = frame_width_px
         self.counting = TrackAnalytics(cfg, class_names)
         self.telemetry = AnalyticsTelemetry(edge, camera)
         self._identities = identities
@@ -55,7 +60,7 @@ class CameraAnalytics:
         Call it before the identity cache forgets the tracks the tracker dropped, so that a lost track's zone exit
         still carries its identity."""
         events = self.counting.update(tracked, frame.stream_ts_ms, frame.capture_unix_ms, frame.image.shape[:2], alive)
-        self._publish_all(events)
+        self._publish_all(events, frame, tracked)
         return len(events)
 
     def close(self) -> int:
@@ -66,10 +71,15 @@ class CameraAnalytics:
         self.telemetry.occupancy({})
         return len(events)
 
-    def _publish_all(self, events: list[AnalyticsEvent]) -> None:
+    def _publish_all(
+        self, events: list[AnalyticsEvent], frame: Frame | None = None, tracked: Detections | None = None
+    ) -> None:
         for event in events:
             identity = self._identities.get(self.camera, event.track_id)
-            self._publish(EventRaised(self.camera, event, identity, new_event_id()))
+            picture = None
+            if self.frame_width_px is not None and frame is not None and tracked is not None:
+                picture = event_frame(frame.image, tracked, event, self.cfg, self.frame_width_px)
+            self._publish(EventRaised(self.camera, event, identity, new_event_id(), picture))
             self.telemetry.event_emitted(event.type)
             if event.type == "line_cross":
                 self.telemetry.line_crossed(event.place, str(event.direction), event.class_name)

@@ -361,7 +361,9 @@ class BrokerLink(threading.Thread):
             if isinstance(answer, wire.Drop):
                 self._finish_drop(flight.pending, answer.reason, answer.where)
                 return
-            answered = Answered(flight.pending, answer, close_account(flight.pending, answer, received_s))
+            answered = Answered(
+                flight.pending, answer, close_account(flight.pending, answer, received_s), bytes(flight.payload)
+            )
             self.books.answered(flight.pending, answered.latency_ms)
             self._outbox.append(answered)
             self._lock.notify_all()

@@ -160,6 +160,16 @@ SCENARIOS: dict[str, str] = {
     "vcascade_http_refused_total": "covered:tests/e2e/test_http_surfaces.py",
     "vcascade_http_connections": "covered:tests/e2e/test_http_surfaces.py",
     "vcascade_http_connection_limit": "covered:tests/e2e/test_http_surfaces.py",
+    # the edges' history store
+    "vcascade_history_records_total": "covered:tests/edge/history/test_writer.py",
+    "vcascade_history_stored_total": "covered:tests/edge/history/test_writer.py",
+    "vcascade_history_dropped_total": "covered:tests/edge/history/test_writer.py",
+    "vcascade_history_evidence_images_total": "covered:tests/edge/history/test_writer.py",
+    "vcascade_history_evidence_dropped_total": "covered:tests/edge/history/test_writer.py",
+    "vcascade_history_evicted_total": "covered:tests/edge/history/test_writer.py",
+    "vcascade_history_evicted_bytes_total": "covered:tests/edge/history/test_writer.py",
+    "vcascade_history_queue_depth": "covered:tests/edge/history/test_writer.py",
+    "vcascade_history_store_up": "covered:tests/edge/history/test_writer.py",
     # stage group (a process this deployment does not run)
     "vcascade_stage_group_batches_total": "covered:tests/e2e/test_stage_group_cascade.py",
     "vcascade_stage_group_stage_seconds": "unstaged: tests/e2e/test_stage_group_cascade.py reads only the "

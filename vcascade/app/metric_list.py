@@ -14,9 +14,12 @@ from vcascade.center.identity import metrics as identity_metrics
 from vcascade.core.telemetry.metrics import MetricFamily, metric_families
 from vcascade.edge import metrics as edge_metrics
 from vcascade.edge.analytics import metrics as analytics_metrics
+from vcascade.edge.history import metrics as history_metrics
 
-COMPONENT_METRICS = (edge_metrics, analytics_metrics, broker_metrics, center_metrics, identity_metrics)
-"""The modules whose import declares every ``vcascade_<component>_*`` family (edge and its analytics, broker,
+COMPONENT_METRICS = (
+    edge_metrics, analytics_metrics, history_metrics, broker_metrics, center_metrics, identity_metrics,
+)
+"""The modules whose import declares every ``vcascade_<component>_*`` family (edge, its analytics and history, broker,
 worker and stage group, the workers' identity space); ``vcascade_build_info`` comes from
 :mod:`vcascade.core.telemetry.metrics`."""
 

@@ -42,6 +42,8 @@ from vcascade.core.schema import (  # noqa: F401  (re-exported: the schema is pa
     EmbeddingHeadConfig,
     HeadConfig,
     HeartbeatConfig,
+    HistoryConfig,
+    HistoryLimits,
     IdentitySpaceConfig,
     IdentityStoreConfig,
     JsonlSinkConfig,

@@ -151,6 +151,16 @@ class _HeadOutputBase(msgspec.Struct, tag_field="head", frozen=True):
         """A few characters for a person looking at the track (a preview's box label); None: nothing to show."""
         return None
 
+    def provisional_identity(self) -> int | None:
+        """The provisional identity this answer names (< 0, local to the worker that answered until the store
+        reconciles it); None when the answer names none."""
+        return None
+
+    def identity_merges(self) -> tuple[int, ...]:
+        """Ids merged into the answered identity since this worker last answered with it (store duplicates, or its
+        own provisional ids once reconciled); ``()`` for none."""
+        return ()
+
 
 class EmbeddingOutput(_HeadOutputBase, tag="embedding"):
     """The embedding head's answer: a gallery identity (re-identification across cameras).
@@ -186,6 +196,12 @@ class EmbeddingOutput(_HeadOutputBase, tag="embedding"):
     def short_label(self) -> str | None:
         identity = self.gallery_identity()
         return None if identity is None else f"id {identity}"
+
+    def provisional_identity(self) -> int | None:
+        return self.identity_id if self.identity_id < -1 else None
+
+    def identity_merges(self) -> tuple[int, ...]:
+        return self.merged_from
 
 
 class ClassifierOutput(_HeadOutputBase, tag="classifier"):

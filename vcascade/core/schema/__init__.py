@@ -50,6 +50,8 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "Yolov5DetectorConfig": ".detector",
     "Yolov8DetectorConfig": ".detector",
     "YoloxDetectorConfig": ".detector",
+    "HistoryConfig": ".history",
+    "HistoryLimits": ".history",
     "CameraConfig": ".edge",
     "EdgeConfig": ".edge",
     "JsonlSinkConfig": ".edge",

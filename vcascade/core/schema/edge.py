@@ -10,6 +10,7 @@ from vcascade.core.private_files import DIR_MODE, FILE_MODE, Mode, mode_field
 from vcascade.core.schema.analytics import AnalyticsConfig
 from vcascade.core.schema.base import ConfigModel, Name, Port, cpus_field
 from vcascade.core.schema.detector import DetectorConfig, YoloxDetectorConfig
+from vcascade.core.schema.history import HistoryConfig, HistoryLimits
 from vcascade.core.schema.sinks import MqttSinkConfig, WebhookSinkConfig, drain_timeout_field, queue_max_field
 from vcascade.core.schema.view import CameraViewConfig
 
@@ -103,6 +104,10 @@ class CameraConfig(ConfigModel):
         None, min_length=1, description="Overrides the edge's `roi.routes` for this camera."
     )
     analytics: AnalyticsConfig | None = Field(None, description="Counting lines and zones (docs/EVENTS.md; None: none).")
+    history: HistoryLimits | None = Field(
+        None, description="This camera's own retention limits in the history store (its edge's `history` limits "
+        "apply too; None: only those)."
+    )
     view: CameraViewConfig | None = Field(
         None, description="Crop, mirror, rescale or re-encode every decoded frame (None: frames as decoded)."
     )
@@ -208,6 +213,10 @@ class EdgeConfig(ConfigModel):
         None,
         description="Port of the control socket that adds and removes cameras at run time (docs/DEPLOY.md; "
         "None: no control socket). With it, the edge runs until stopped, even with no camera left.",
+    )
+    history: HistoryConfig = Field(
+        HistoryConfig(), description="The history store: results, events and camera states kept for `vcascade search` "
+        "(docs/HISTORY.md)."
     )
     preview_port: Port | None = Field(
         None, description="Port of the HTTP endpoint serving annotated previews to the live view (`ui:`), bound "

@@ -1,0 +1,243 @@
+"""The history writer of one edge: the way back's subscriber that keeps results, events and camera states
+(docs/HISTORY.md), on its own thread so that detection and the way back never wait for a disk.
+
+:meth:`HistoryWriter.keep` (link thread, camera threads) turns an event into a record and queues it, never blocking:
+a full queue drops the record (``queue_full``). The writer thread takes up to ``batch_max`` records at a time, writes
+their evidence images (:mod:`vcascade.edge.history.evidence`), then the batch in one transaction; a batch the store
+refuses is dropped with the reason (``disk_full``, ``store_error``) and its images removed, and the next batch
+tries again (a store that cannot be opened is retried at most every :data:`REOPEN_S`). Every
+``retention_interval_s`` it evicts what the limits say (:mod:`vcascade.edge.history.retention`). The books
+(:mod:`vcascade.edge.history.metrics`): records received = stored + dropped, per kind and camera.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+from vcascade.core.schema.edge_settings import EdgeSettings
+from vcascade.core.schema.history import HistoryConfig, HistoryLimits
+from vcascade.core.state_dir import state_path
+from vcascade.edge.history import retention
+from vcascade.edge.history.evidence import EvidenceFolder
+from vcascade.edge.history.metrics import HistoryTelemetry
+from vcascade.edge.history.records import CameraStateRecord, IdentityLearned, Record, Sighting, record_of
+from vcascade.edge.history.sqlite_store import SqliteHistory
+from vcascade.edge.history.store import HistoryStore, StoreDown, StoredEvidence, StoreFull
+from vcascade.edge.way_back import WayBackEvent
+
+log = logging.getLogger(__name__)
+
+REOPEN_S = 1.0
+"""Least time between two attempts to open a store that failed to open, s."""
+
+TAKE_TIMEOUT_S = 0.2
+"""Longest wait for a first record before the writer looks at its clock (retention, stop), s."""
+
+
+class HistoryWriter:
+    """Keeps the way back's events in a history store (module docstring).
+
+    Args:
+        edge: the edge's name (metric label, ``edge`` of the rows).
+        cfg: the edge's ``history`` settings.
+        cameras: each camera's own retention limits (None: the edge's only).
+        open_store: opens the store (on the writer thread); raises :class:`StoreDown` when it cannot.
+        evidence: where images go (None: no images).
+        clock: wall-clock time in s (retention's now).
+    """
+
+    def __init__(
+        self, edge: str, cfg: HistoryConfig, cameras: Mapping[str, HistoryLimits | None],
+        open_store: Callable[[], HistoryStore], evidence: EvidenceFolder | None, clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.edge, self.cfg, self.clock = edge, cfg, clock
+        self._limits = dict(cameras)
+        self._open_store, self.evidence = open_store, evidence
+        self.telemetry = HistoryTelemetry(edge)
+        self._queue: queue.Queue[Record] = queue.Queue(cfg.queue_max)
+        self._stop = threading.Event()
+        self._store: HistoryStore | None = None
+        self._opened_s = float("-inf")
+        self._retained_s = float("-inf")
+        self._thread = threading.Thread(target=self._run, name=f"history-{edge}", daemon=True)
+
+    # ------------------------------------------------------------ any thread
+
+    def keep(self, event: WayBackEvent) -> None:
+        """Queue ``event``'s record, if it makes one (never blocks; a full queue drops it, counted)."""
+        record = record_of(self.edge, event)
+        if record is None:
+            return
+        self.telemetry.received(record.camera, record.kind)
+        if isinstance(record, Sighting) and not (self.evidence is not None and record.wants_evidence):
+            record.crop_jpeg, record.frame = None, None  # nothing held in the queue that will not be written
+        try:
+            self._queue.put_nowait(record)
+        except queue.Full:
+            self._drop([record], "queue_full")
+
+    def set_limits(self, camera: str, limits: HistoryLimits | None) -> None:
+        """A camera added at run time, with its own retention limits (None: the edge's only)."""
+        self._limits = {**self._limits, camera: limits}
+
+    def start(self) -> "HistoryWriter":
+        self._thread.start()
+        return self
+
+    def close(self, timeout_s: float) -> None:
+        """Write what is queued for at most ``timeout_s``, then drop the rest (``shutdown``) and close the store."""
+        self._stop.set()
+        self._thread.join(timeout_s)
+        if self._thread.is_alive():
+            log.warning("edge %s: history writer still busy after %.1f s", self.edge, timeout_s)
+        self._drop(self._take_all(), "shutdown")
+
+    # ------------------------------------------------------------ writer thread
+
+    def _run(self) -> None:
+        try:
+            while True:
+                batch = self._take_batch()
+                if batch:
+                    self._write_counted(batch)
+                elif self._stop.is_set():
+                    break
+                self._retain()
+        finally:
+            if self._store is not None:
+                self._store.close()
+
+    def _take_batch(self) -> list[Record]:
+        try:
+            batch = [self._queue.get(timeout=0 if self._stop.is_set() else TAKE_TIMEOUT_S)]
+        except queue.Empty:
+            return []
+        while len(batch) < self.cfg.batch_max:
+            try:
+                batch.append(self._queue.get_nowait())
+            except queue.Empty:
+                break
+        self.telemetry.queue_depth(self._queue.qsize())
+        return batch
+
+    def _take_all(self) -> list[Record]:
+        left = []
+        while True:
+            try:
+                left.append(self._queue.get_nowait())
+            except queue.Empty:
+                self.telemetry.queue_depth(0)
+                return left
+
+    def _store_now(self) -> HistoryStore:
+        """The open store, opened now if needed (at most every :data:`REOPEN_S`: the queue holds the records
+        meanwhile). Raises StoreDown: it cannot be opened."""
+        if self._store is None:
+            wait_s = self._opened_s + REOPEN_S - time.monotonic()
+            if wait_s > 0:
+                self._stop.wait(wait_s)
+            self._opened_s = time.monotonic()
+            self._store = self._open_store()
+            log.info("edge %s: history store open", self.edge)
+        return self._store
+
+    def _write_counted(self, batch: list[Record]) -> None:
+        """:meth:`_write`, and a bug in it drops the batch (counted, logged) instead of ending the thread."""
+        try:
+            self._write(batch)
+        except Exception:
+            log.exception("edge %s: history batch of %d records dropped", self.edge, len(batch))
+            self._drop(batch, "store_error")
+
+    def _write(self, batch: list[Record]) -> None:
+        sightings = [r for r in batch if isinstance(r, Sighting)]
+        kept = [(s, self._evidence(s)) for s in sightings]
+        updates = [r for r in batch if isinstance(r, IdentityLearned)]
+        states = [r for r in batch if isinstance(r, CameraStateRecord)]
+        try:
+            outcome = self._store_now().write(kept, updates, states)
+        except StoreDown as exc:
+            reason = "disk_full" if isinstance(exc, StoreFull) else "store_error"
+            self._failed(exc)
+            self._drop(batch, reason)
+            self._images(kept, reason)
+            return
+        self.telemetry.store_up(True)
+        duplicates = {id(s) for s in outcome.duplicates}
+        for record in batch:
+            if id(record) not in duplicates:
+                self.telemetry.stored(record.camera, record.kind)
+        self._drop(outcome.duplicates, "duplicate")
+        self._images([(s, ev) for s, ev in kept if id(s) not in duplicates], None)
+        self._images([(s, ev) for s, ev in kept if id(s) in duplicates], "duplicate")
+
+    def _evidence(self, sighting: Sighting) -> StoredEvidence:
+        """Write the sighting's images (counting those that fail) and let go of its pixels."""
+        if self.evidence is None or not sighting.wants_evidence:
+            return StoredEvidence()
+        stored, failed = self.evidence.write(sighting)
+        for image, reason in failed:
+            self.telemetry.image_dropped(sighting.camera, image, reason)
+        sighting.crop_jpeg, sighting.frame = None, None
+        return stored
+
+    def _images(self, written: list[tuple[Sighting, StoredEvidence]], reason: str | None) -> None:
+        """Count the images of rows stored (``reason`` None), or remove those of rows that were not and count them
+        dropped with ``reason``."""
+        for sighting, stored in written:
+            for image, path in (("crop", stored.crop_path), ("frame", stored.frame_path)):
+                if path is None:
+                    continue
+                if reason is None:
+                    self.telemetry.image(sighting.camera, image)
+                    continue
+                if self.evidence is not None:
+                    self.evidence.remove([path])
+                self.telemetry.image_dropped(sighting.camera, image, reason)
+
+    def _failed(self, exc: Exception) -> None:
+        self.telemetry.store_up(False)
+        log.warning("edge %s: %s", self.edge, exc)
+        if self._store is not None and not isinstance(exc, StoreFull):
+            self._store.close()
+            self._store = None  # reopened for the next batch (the file may have gone)
+
+    def _drop(self, records: list, reason: str) -> None:
+        for record in records:
+            self.telemetry.dropped(record.camera, record.kind, reason)
+
+    def _retain(self) -> None:
+        now = self.clock()
+        if now - self._retained_s < self.cfg.retention_interval_s:
+            return
+        self._retained_s = now
+        try:
+            store = self._store_now()
+            for row, limit in retention.apply(store, retention.limits(self.cfg, self._limits), now * 1000.0):
+                if self.evidence is not None:
+                    self.evidence.remove(row.paths)
+                self.telemetry.evicted(row.camera, row.kind, limit.kind, row.bytes)
+        except StoreDown as exc:
+            self._failed(exc)
+
+
+def open_history(settings: EdgeSettings) -> HistoryWriter | None:
+    """The started history writer of an edge, on the embedded store its ``history`` names (None: disabled)."""
+    cfg = settings.edge.history
+    if not cfg.enabled:
+        return None
+    folder = state_path(cfg.path)
+    evidence = EvidenceFolder(folder, cfg.jpeg_quality, cfg.file_mode, cfg.dir_mode) if cfg.evidence else None
+    cameras = {name: cam.history for name, cam in settings.cameras.items()}
+    return HistoryWriter(
+        settings.name, cfg, cameras,
+        lambda: SqliteHistory(folder, cfg.timeout_s, file_mode=cfg.file_mode, dir_mode=cfg.dir_mode), evidence,
+    ).start()
+
+
+__all__ = ["HistoryWriter", "open_history"]
