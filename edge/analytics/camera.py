@@ -15,7 +15,7 @@ from vcascade.edge.analytics.counting import AnalyticsEvent, TrackAnalytics
 from vcascade.edge.analytics.events import new_event_id
 from vcascade.edge.analytics.metrics import AnalyticsTelemetry
 from vcascade.edge.capture.frames import Frame
-from vcascade.edge.history.event_frame import event_frame
+from vcascade.edge.history.picture import event_frame
 from vcascade.edge.selection.identity_cache import IdentityCache
 from vcascade.edge.way_back import EventRaised
 
@@ -35,7 +35,7 @@ class CameraAnalytics:
         identities: the edge's identity cache (the identity a track has when its event fires).
         publish: hands an event to the way back (:meth:`BrokerLink.publish`).
         frame_width_px: width of each event's picture for the history's evidence
-            (:func:`vcascade.edge.history.event_frame.event_frame`; None: no pictures).
+            (:func:`vcascade.edge.history.picture.event_frame`; None: no pictures).
 
     Raises:
         ValueError: a line's or zone's ``classes`` names a class the detector does not have (its names came from

@@ -1,22 +1,11 @@
-"""The picture of an event, taken on the detector thread while its frame is at hand: the frame shrunk to the
-history's ``frame_width_px`` with the track's box and the event's line or zone drawn, and the box cut from the full
-frame. Both are pixels; the history's writer thread encodes them (:mod:`vcascade.edge.history.evidence`), so the
-detector pays for one resize and a few drawing calls per event, never for JPEG encoding or disk.
-"""
+"""The picture of an event (pixels only; taken by :func:`vcascade.edge.history.picture.event_frame` on the detector
+thread, encoded by the history's writer thread, :mod:`vcascade.edge.history.evidence`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import numpy as np
-
-from vcascade.core.detections import Detections
-from vcascade.core.schema.analytics import AnalyticsConfig
-from vcascade.edge.analytics.counting import AnalyticsEvent
-from vcascade.edge.preview.annotate import Geometry, annotate
-
-MAX_CROP_PX = 512
-"""Longest side of an event's crop; a larger box is kept at this size (every second pixel or fewer)."""
 
 
 @dataclass(frozen=True)
@@ -30,32 +19,3 @@ class EventFrame:
 
     annotated: np.ndarray
     crop: np.ndarray | None
-
-
-def event_frame(
-    image: np.ndarray, tracked: Detections, event: AnalyticsEvent, cfg: AnalyticsConfig, width_px: int
-) -> EventFrame:
-    """The picture of ``event`` in ``image`` ((H, W, 3) uint8 BGR, not modified), its track found in ``tracked``
-    (boxes in frame pixels), its line or zone found in ``cfg`` by name."""
-    rows = np.flatnonzero(tracked.track_id == event.track_id)
-    box = tracked[rows[:1]] if len(rows) else tracked[rows]
-    label = f"{event.class_name} {event.type.replace('_', ' ')} {event.place}"
-    annotated = annotate(image, box, [label] * len(box), width_px, _place_geometry(event, cfg))
-    crop = None
-    if len(box):
-        x1, y1, x2, y2 = (int(round(float(v))) for v in box.xyxy[0])
-        height, width = image.shape[:2]
-        x1, y1, x2, y2 = max(0, x1), max(0, y1), min(width, x2), min(height, y2)
-        if x2 > x1 and y2 > y1:
-            step = max(1, -(-max(x2 - x1, y2 - y1) // MAX_CROP_PX))
-            crop = np.ascontiguousarray(image[y1:y2:step, x1:x2:step])
-    return EventFrame(annotated, crop)
-
-
-def _place_geometry(event: AnalyticsEvent, cfg: AnalyticsConfig) -> Geometry:
-    normalized = cfg.coordinates == "normalized"
-    if event.type == "line_cross":
-        lines = tuple(np.asarray(line.points, np.float32) for line in cfg.lines if line.name == event.place)
-        return Geometry(lines=lines, normalized=normalized)
-    zones = tuple(np.asarray(zone.polygon, np.float32) for zone in cfg.zones if zone.name == event.place)
-    return Geometry(zones=zones, normalized=normalized)

@@ -1,0 +1,123 @@
+"""``vcascade search [FILE] [--store DIR] [filters] [--json] [--save DIR]``: the history of a deployment's edges
+(docs/HISTORY.md), as a table, JSON for scripts, or evidence images copied to a folder
+(:mod:`vcascade.app.history_search`). A bad query prints one line naming the problem and exits 2."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from vcascade.app.commands import EXIT_CONFIG, EXIT_OK
+from vcascade.app.history_search import find_stores, iso_time, save_evidence, search
+from vcascade.edge.analytics.counting import EVENT_TYPES
+from vcascade.edge.history.query import HistoryQuery, QueryError, parse_duration_s, parse_time_ms
+
+ZONE_EVENTS = tuple(t for t in EVENT_TYPES if t.startswith("zone_"))
+
+
+def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:
+    """The store, the filters and the output."""
+    parser.add_argument("file", type=Path, nargs="?", help="deployment file: search the history of its edges")
+    parser.add_argument("--store", type=Path, help="a history folder to search instead (default: history in the "
+                        "state folder, $VCASCADE_STATE_DIR or ./state)")
+    parser.add_argument("--identity", type=int, help="rows of this identity and of every id merged into it")
+    parser.add_argument("--camera", action="append", default=[], help="rows of this camera (repeat for several)")
+    parser.add_argument("--class", dest="class_name", help="rows of this detector class, e.g. person")
+    parser.add_argument("--event", help=f"only events of this type ({', '.join(EVENT_TYPES)})")
+    parser.add_argument("--line", help="only crossings of this counting line")
+    parser.add_argument("--zone", help="only events of this zone")
+    parser.add_argument("--text", help="rows whose text reading contains this (case-insensitive)")
+    parser.add_argument("--since", help="rows captured in this last span: 90s, 15m, 1h, 2d, 1w")
+    parser.add_argument("--from", dest="from_time", help="rows captured from this time (ISO 8601, UTC unless a zone "
+                        "is given, or Unix seconds)")
+    parser.add_argument("--to", dest="to_time", help="rows captured before this time")
+    parser.add_argument("--limit", type=int, default=100, help="the newest N rows, shown oldest first (default 100)")
+    parser.add_argument("--json", action="store_true", help="print the rows as one JSON array")
+    parser.add_argument("--save", type=Path, metavar="DIR", help="copy the rows' evidence images into DIR")
+
+
+def handle(args: argparse.Namespace) -> int:
+    """Run the search and print it; a bad query is one line on stderr and exit 2."""
+    try:
+        query = build_query(args, time.time())
+        rows = search(find_stores(args.file, args.store), query)
+    except QueryError as exc:
+        print(f"vcascade search: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    if args.save is not None:
+        saved = save_evidence(rows, args.save)
+        print(f"saved {len(saved)} evidence images to {args.save}", file=sys.stderr)
+    if args.json:
+        print(json.dumps([_json_row(row) for row in rows], indent=1))
+    else:
+        print_table(rows, args.identity)
+    return EXIT_OK
+
+
+def build_query(args: argparse.Namespace, now_s: float) -> HistoryQuery:
+    """The query the arguments ask, times relative to ``now_s`` (Unix seconds).
+
+    Raises:
+        QueryError: a malformed time or duration, contradicting filters, an unknown event type, a bad limit.
+    """
+    if args.since is not None and args.from_time is not None:
+        raise QueryError("--since and --from both give the start: use one")
+    if args.line is not None and args.zone is not None:
+        raise QueryError("--line and --zone: an event has one place; use one")
+    event = args.event
+    if args.line is not None:
+        if event not in (None, "line_cross"):
+            raise QueryError(f"--line with --event {event!r}: a line has line_cross events only")
+        event = "line_cross"
+    if args.zone is not None and event is not None and event not in ZONE_EVENTS:
+        raise QueryError(f"--zone with --event {event!r}: a zone has {', '.join(ZONE_EVENTS)} events")
+    from_ms = None
+    if args.since is not None:
+        from_ms = (now_s - parse_duration_s(args.since)) * 1000.0
+    elif args.from_time is not None:
+        from_ms = parse_time_ms(args.from_time, "--from")
+    to_ms = None if args.to_time is None else parse_time_ms(args.to_time, "--to")
+    return HistoryQuery(
+        identity=args.identity, cameras=tuple(args.camera), class_name=args.class_name, event_type=event,
+        place=args.line if args.line is not None else args.zone,
+        events_only=event is not None or args.zone is not None, text=args.text, from_ms=from_ms, to_ms=to_ms,
+        limit=args.limit,
+    )
+
+
+def print_table(rows: list[dict[str, Any]], identity: int | None) -> None:
+    """The rows as a table: time, camera, what (result or event, with place), class, track, identity, text,
+    evidence; for an identity, the ids its merges added."""
+    console = Console(soft_wrap=False)
+    if not rows:
+        console.print("no rows match")
+        return
+    followed = sorted(set(rows[0]["followed"]) - {identity}) if identity is not None else []
+    title = f"identity {identity}" + (f" (merged from {', '.join(map(str, followed))})" if followed else "") \
+        if identity is not None else None
+    table = Table(title=title)
+    for column in ("time (UTC)", "camera", "what", "class", "track", "identity", "text", "evidence"):
+        table.add_column(column, overflow="fold")
+    for row in rows:
+        what = row["kind"] if row["event_type"] is None else " ".join(
+            p for p in (row["event_type"], row["place"], row["direction"]) if p)
+        table.add_row(
+            iso_time(row["capture_unix_ms"]), row["camera"], what, row["class_name"], str(row["track_id"]),
+            "" if row["identity"] is None else str(row["identity"]), row["text"] or "",
+            "\n".join(p for p in (row["crop_file"], row["frame_file"]) if p),
+        )
+    console.print(table)
+
+
+def _json_row(row: dict[str, Any]) -> dict[str, Any]:
+    keep = {k: v for k, v in row.items() if k not in ("crop_path", "frame_path", "followed", "bytes")}
+    keep["time"] = iso_time(row["capture_unix_ms"])
+    keep["merged_from"] = sorted(set(row["followed"]) - {row["identity"]}) if row["followed"] else []
+    return keep

@@ -1,0 +1,110 @@
+"""What ``vcascade search`` does (docs/HISTORY.md): find the history stores of a deployment, check the query
+against what they hold, ask each, merge the answers by time, and copy their evidence images out.
+
+The stores are read-only here (SQLite's ``mode=ro``), so a search never blocks an edge writing.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from vcascade.core.config import load_config
+from vcascade.core.private_files import make_private_dir, open_private
+from vcascade.core.state_dir import state_path
+from vcascade.core.schema.history import HistoryConfig
+from vcascade.edge.history.query import HistoryQuery, QueryError
+from vcascade.edge.history.sqlite_store import DATABASE_FILE, SqliteHistory
+
+
+@dataclass(frozen=True)
+class Stores:
+    """The history folders to search and the cameras a query may name (None: any the stores hold)."""
+
+    folders: tuple[Path, ...]
+    cameras: frozenset[str] | None
+
+
+def find_stores(file: Path | None, store: Path | None) -> Stores:
+    """The folders of ``store`` (given), else of each edge of the deployment ``file`` (its ``history.path``), else
+    the default one (``history`` in the state folder).
+
+    Raises:
+        vcascade.core.config.ConfigError: ``file`` is invalid.
+        QueryError: no history store in any of the folders.
+    """
+    if store is not None:
+        folders, cameras = [store], None
+    elif file is not None:
+        dep = load_config(file)
+        folders = sorted({state_path(edge.history.path) for edge in dep.edges.values() if edge.history.enabled})
+        cameras = frozenset(dep.cameras)
+    else:
+        folders, cameras = [state_path(HistoryConfig().path)], None
+    present = tuple(f for f in folders if (f / DATABASE_FILE).is_file())
+    if not present:
+        raise QueryError(f"no history store in {', '.join(str(f) for f in folders)} (an edge writes one when it runs; "
+                         "--store DIR names another folder)")
+    return Stores(present, cameras)
+
+
+def search(stores: Stores, query: HistoryQuery) -> list[dict[str, Any]]:
+    """The rows answering ``query`` from every store, oldest first, the newest ``query.limit`` of them; each row's
+    evidence paths made absolute (``crop_file``, ``frame_file``; None: no image).
+
+    Raises:
+        QueryError: a camera of the query is unknown (not in the deployment file, or in no store).
+    """
+    opened = [SqliteHistory(folder, readonly=True) for folder in stores.folders]
+    try:
+        known = stores.cameras if stores.cameras is not None else frozenset().union(*(s.cameras() for s in opened))
+        for camera in query.cameras:
+            if camera not in known:
+                where = "the deployment file" if stores.cameras is not None else "the history"
+                raise QueryError(f"--camera {camera!r}: no such camera in {where} (known: "
+                                 f"{', '.join(sorted(known)) or 'none'})")
+        rows = []
+        for store in opened:
+            for row in store.query(query):
+                row["crop_file"] = str(store.folder / row["crop_path"]) if row["crop_path"] else None
+                row["frame_file"] = str(store.folder / row["frame_path"]) if row["frame_path"] else None
+                rows.append(row)
+    finally:
+        for store in opened:
+            store.close()
+    rows.sort(key=lambda row: row["capture_unix_ms"])
+    return rows[-query.limit:]
+
+
+def iso_time(unix_ms: float) -> str:
+    """A capture time as ISO 8601 UTC with milliseconds (``2026-12-03T08:00:00.123Z``)."""
+    return datetime.fromtimestamp(unix_ms / 1000.0, timezone.utc).isoformat(timespec="milliseconds").replace(
+        "+00:00", "Z")
+
+
+def save_evidence(rows: list[dict[str, Any]], folder: Path) -> list[Path]:
+    """Copy each row's images into ``folder`` (created ``0700``; files ``0600``: they show people), named
+    ``<capture time>_<camera>_<event type or kind>_<ref>-<crop|frame>.jpg``; returns the files written.
+
+    Raises:
+        OSError: ``folder`` cannot be created or written.
+    """
+    make_private_dir(folder)
+    written = []
+    for row in rows:
+        stamp = iso_time(row["capture_unix_ms"]).replace(":", "-")
+        what = row["event_type"] or row["kind"]
+        for image in ("crop", "frame"):
+            source = row[f"{image}_file"]
+            if source is None or not Path(source).is_file():
+                continue
+            target = folder / f"{stamp}_{row['camera']}_{what}_{row['ref']}-{image}.jpg"
+            fd = open_private(target, os.O_WRONLY | os.O_TRUNC)
+            with open(fd, "wb") as out, open(source, "rb") as src:
+                shutil.copyfileobj(src, out)
+            written.append(target)
+    return written
