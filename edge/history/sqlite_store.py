@@ -76,7 +76,7 @@ CREATE TABLE IF NOT EXISTS usage (
 
 INSERT_COLUMNS = COLUMNS
 INSERT = (
-    f"INSERT OR IGNORE INTO sightings ({', '.join(INSERT_COLUMNS)}) VALUES ({', '.join('?' * len(INSERT_COLUMNS))})"
+    f"INSERT INTO sightings ({', '.join(INSERT_COLUMNS)}) VALUES ({', '.join('?' * len(INSERT_COLUMNS))})"
 )
 ADD_USAGE = (
     "INSERT INTO usage (camera, rows, bytes) VALUES (?, ?, ?) "
@@ -92,6 +92,16 @@ def sighting_row(sighting: Sighting, evidence: StoredEvidence) -> tuple:
         s.worker, s.text, s.label, s.event_type, s.place, s.direction, s.dwell_s, evidence.crop_path,
         evidence.frame_path, ROW_BYTES + evidence.bytes,
     )
+
+
+def _usage(rows: list[tuple]) -> list[tuple[str, int, int]]:
+    """(camera, rows, bytes) added per camera by ``rows`` (:func:`sighting_row` tuples)."""
+    usage: dict[str, list[int]] = {}
+    for row in rows:
+        counted = usage.setdefault(row[3], [0, 0])
+        counted[0] += 1
+        counted[1] += row[-1]
+    return [(camera, n, size) for camera, (n, size) in usage.items()]
 
 
 def merge_rows(sighting: Sighting, wall_ts_ms: float) -> list[tuple]:
@@ -142,27 +152,23 @@ class SqliteHistory:
         self, sightings: list[tuple[Sighting, StoredEvidence]], updates: list[IdentityLearned],
         states: list[CameraStateRecord],
     ) -> WriteOutcome:
-        """One transaction: the sightings (a ``ref`` already stored is refused and returned), their merges, the
-        identities events learned, the camera states, and the usage per camera.
+        """One transaction: the sightings (a ``ref`` already stored, or twice in the batch, is refused and
+        returned), their merges, the identities events learned, the camera states, and the usage per camera.
 
         Raises:
             StoreFull: ``SQLITE_FULL`` (disk or ``max_page_count``). StoreDown: locked past ``timeout_s``, I/O.
         """
         now_ms = time.time() * 1000.0
-        duplicates: list[Sighting] = []
-        usage: dict[str, list[int]] = {}
         try:
             self._db.execute("BEGIN IMMEDIATE")
             try:
-                for sighting, evidence in sightings:
-                    row = sighting_row(sighting, evidence)
-                    if self._db.execute(INSERT, row).rowcount == 0:
-                        duplicates.append(sighting)
-                        continue
-                    self._db.executemany("INSERT OR IGNORE INTO merges VALUES (?, ?, ?, ?)", merge_rows(sighting, now_ms))
-                    counted = usage.setdefault(sighting.camera, [0, 0])
-                    counted[0] += 1
-                    counted[1] += row[-1]
+                fresh, duplicates = self._fresh(sightings)
+                rows = [sighting_row(s, ev) for s, ev in fresh]
+                self._db.executemany(INSERT, rows)
+                self._db.executemany(
+                    "INSERT OR IGNORE INTO merges VALUES (?, ?, ?, ?)",
+                    [merge for s, _ in fresh for merge in merge_rows(s, now_ms)],
+                )
                 self._db.executemany(
                     "UPDATE sightings SET identity = COALESCE(?, identity), text = COALESCE(?, text) WHERE ref = ?",
                     [(u.identity, u.text, u.event_id) for u in updates],
@@ -171,7 +177,7 @@ class SqliteHistory:
                     "INSERT INTO camera_states (edge, camera, wall_ts_ms, source, state, reason) VALUES (?, ?, ?, ?, ?, ?)",
                     [(s.edge, s.camera, s.wall_ts_ms, s.source, s.state, s.reason) for s in states],
                 )
-                self._db.executemany(ADD_USAGE, [(cam, rows, size) for cam, (rows, size) in usage.items()])
+                self._db.executemany(ADD_USAGE, _usage(rows))
                 self._db.execute("COMMIT")
             except BaseException:
                 if self._db.in_transaction:
@@ -179,7 +185,26 @@ class SqliteHistory:
                 raise
         except sqlite3.Error as exc:
             raise _store_error(exc) from exc
-        return WriteOutcome(len(sightings) - len(duplicates), duplicates)
+        return WriteOutcome(len(fresh), duplicates)
+
+    def _fresh(
+        self, sightings: list[tuple[Sighting, StoredEvidence]]
+    ) -> tuple[list[tuple[Sighting, StoredEvidence]], list[Sighting]]:
+        """The sightings whose ``ref`` is new (to the store and earlier in the batch), and the others."""
+        refs = [s.ref for s, _ in sightings]
+        stored: set[str] = set()
+        for start in range(0, len(refs), 900):  # bound the statement's parameters
+            part = refs[start:start + 900]
+            found = self._db.execute(f"SELECT ref FROM sightings WHERE ref IN ({', '.join('?' * len(part))})", part)
+            stored.update(row[0] for row in found)
+        fresh, duplicates = [], []
+        for sighting, evidence in sightings:
+            if sighting.ref in stored:
+                duplicates.append(sighting)
+            else:
+                stored.add(sighting.ref)
+                fresh.append((sighting, evidence))
+        return fresh, duplicates
 
     # ------------------------------------------------------------------ retention
 

