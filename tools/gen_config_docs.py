@@ -34,6 +34,8 @@ SECTIONS = [
     ("`edges.<name>.roi.policy.tracker`", config.TrackerConfig),
     ("`edges.<name>.roi.routes[]` (and `cameras.<name>.routes[]`)", config.RouteConfig),
     ("`edges.<name>.history`", config.HistoryConfig),
+    ("`edges.<name>.history.store` with `type: sqlite` (the default)", config.SqliteHistoryStoreConfig),
+    ("`edges.<name>.history.store` with `type: postgres`", config.PostgresHistoryStoreConfig),
     ("`edges.<name>.sinks[]` with `type: jsonl`", config.JsonlSinkConfig),
     ("`edges.<name>.sinks[]` with `type: zmq_pub`", config.ZmqPubSinkConfig),
     ("`edges.<name>.sinks[]` with `type: mqtt`", config.MqttSinkConfig),

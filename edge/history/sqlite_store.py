@@ -94,7 +94,7 @@ def sighting_row(sighting: Sighting, evidence: StoredEvidence) -> tuple:
     )
 
 
-def _usage(rows: list[tuple]) -> list[tuple[str, int, int]]:
+def usage_of(rows: list[tuple]) -> list[tuple[str, int, int]]:
     """(camera, rows, bytes) added per camera by ``rows`` (:func:`sighting_row` tuples)."""
     usage: dict[str, list[int]] = {}
     for row in rows:
@@ -177,7 +177,7 @@ class SqliteHistory:
                     "INSERT INTO camera_states (edge, camera, wall_ts_ms, source, state, reason) VALUES (?, ?, ?, ?, ?, ?)",
                     [(s.edge, s.camera, s.wall_ts_ms, s.source, s.state, s.reason) for s in states],
                 )
-                self._db.executemany(ADD_USAGE, _usage(rows))
+                self._db.executemany(ADD_USAGE, usage_of(rows))
                 self._db.execute("COMMIT")
             except BaseException:
                 if self._db.in_transaction:

@@ -26,6 +26,7 @@ from vcascade.edge.history import retention
 from vcascade.edge.history.evidence import EvidenceFolder
 from vcascade.edge.history.metrics import HistoryTelemetry
 from vcascade.edge.history.records import CameraStateRecord, IdentityLearned, Record, Sighting, record_of
+from vcascade.edge.history.postgres_store import PostgresHistory
 from vcascade.edge.history.sqlite_store import SqliteHistory
 from vcascade.edge.history.store import HistoryStore, StoreDown, StoredEvidence, StoreFull
 from vcascade.edge.way_back import WayBackEvent
@@ -226,18 +227,25 @@ class HistoryWriter:
             self._failed(exc)
 
 
+def store_opener(cfg: HistoryConfig, readonly: bool = False) -> Callable[[], HistoryStore]:
+    """Opens the store ``cfg.store`` names (its ``type``: ``sqlite`` in the history folder, or ``postgres``)."""
+    folder = state_path(cfg.path)
+    if cfg.store.type == "postgres":
+        url = cfg.store.url
+        return lambda: PostgresHistory(url, cfg.timeout_s, readonly)
+    return lambda: SqliteHistory(folder, cfg.timeout_s, readonly, cfg.file_mode, cfg.dir_mode)
+
+
 def open_history(settings: EdgeSettings) -> HistoryWriter | None:
-    """The started history writer of an edge, on the embedded store its ``history`` names (None: disabled)."""
+    """The started history writer of an edge, on the store its ``history`` names (None: disabled). The store is
+    opened by the writer's thread: a server that is down delays nothing here."""
     cfg = settings.edge.history
     if not cfg.enabled:
         return None
     folder = state_path(cfg.path)
     evidence = EvidenceFolder(folder, cfg.jpeg_quality, cfg.file_mode, cfg.dir_mode) if cfg.evidence else None
     cameras = {name: cam.history for name, cam in settings.cameras.items()}
-    return HistoryWriter(
-        settings.name, cfg, cameras,
-        lambda: SqliteHistory(folder, cfg.timeout_s, file_mode=cfg.file_mode, dir_mode=cfg.dir_mode), evidence,
-    ).start()
+    return HistoryWriter(settings.name, cfg, cameras, store_opener(cfg), evidence).start()
 
 
-__all__ = ["HistoryWriter", "open_history"]
+__all__ = ["HistoryWriter", "open_history", "store_opener"]

@@ -1,7 +1,8 @@
 """What ``vcascade search`` does (docs/HISTORY.md): find the history stores of a deployment, check the query
 against what they hold, ask each, merge the answers by time, and copy their evidence images out.
 
-The stores are read-only here (SQLite's ``mode=ro``), so a search never blocks an edge writing.
+The stores are opened read-only (SQLite's ``mode=ro``, a read-only PostgreSQL session), so a search never
+blocks an edge writing.
 """
 
 from __future__ import annotations
@@ -11,45 +12,72 @@ import shutil
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from vcascade.core.config import load_config
 from vcascade.core.private_files import make_private_dir, open_private
+from vcascade.core.redact import redact
 from vcascade.core.state_dir import state_path
 from vcascade.core.schema.history import HistoryConfig
 from vcascade.edge.history.query import HistoryQuery, QueryError
 from vcascade.edge.history.sqlite_store import DATABASE_FILE, SqliteHistory
+from vcascade.edge.history.store import HistoryStore, StoreDown
+from vcascade.edge.history.writer import store_opener
+
+
+@dataclass(frozen=True)
+class Source:
+    """One store to search: how to open it (read-only) and the folder its evidence paths are relative to."""
+
+    name: str
+    folder: Path
+    open: Callable[[], HistoryStore]
+    embedded: bool = False
 
 
 @dataclass(frozen=True)
 class Stores:
-    """The history folders to search and the cameras a query may name (None: any the stores hold)."""
+    """The stores to search and the cameras a query may name (None: any the stores hold)."""
 
-    folders: tuple[Path, ...]
+    sources: tuple[Source, ...]
     cameras: frozenset[str] | None
 
 
 def find_stores(file: Path | None, store: Path | None) -> Stores:
-    """The folders of ``store`` (given), else of each edge of the deployment ``file`` (its ``history.path``), else
-    the default one (``history`` in the state folder).
+    """The store of folder ``store`` (given), else those of the edges of the deployment ``file`` (each edge's
+    ``history``: its SQLite folder, or its PostgreSQL server), else the default one (``history`` in the state
+    folder).
 
     Raises:
         vcascade.core.config.ConfigError: ``file`` is invalid.
-        QueryError: no history store in any of the folders.
+        QueryError: no history store where the edges keep theirs.
     """
-    if store is not None:
-        folders, cameras = [store], None
-    elif file is not None:
-        dep = load_config(file)
-        folders = sorted({state_path(edge.history.path) for edge in dep.edges.values() if edge.history.enabled})
-        cameras = frozenset(dep.cameras)
+    if file is None:
+        folder = store if store is not None else state_path(HistoryConfig().path)
+        sources, cameras = [_sqlite_source(folder)], None
     else:
-        folders, cameras = [state_path(HistoryConfig().path)], None
-    present = tuple(f for f in folders if (f / DATABASE_FILE).is_file())
+        dep = load_config(file)
+        found = {}
+        for edge in dep.edges.values():
+            cfg = edge.history
+            if not cfg.enabled:
+                continue
+            folder = state_path(cfg.path)
+            if cfg.store.type == "postgres":
+                found.setdefault(cfg.store.url, Source(redact(cfg.store.url), folder, store_opener(cfg, readonly=True)))
+            else:
+                found.setdefault(str(folder), _sqlite_source(folder))
+        sources, cameras = list(found.values()), frozenset(dep.cameras)
+    present = tuple(s for s in sources if not s.embedded or (s.folder / DATABASE_FILE).is_file())
     if not present:
-        raise QueryError(f"no history store in {', '.join(str(f) for f in folders)} (an edge writes one when it runs; "
-                         "--store DIR names another folder)")
+        raise QueryError(f"no history store in {', '.join(s.name for s in sources) or 'the file'} (an edge writes "
+                         "one when it runs; --store DIR names another folder)")
     return Stores(present, cameras)
+
+
+def _sqlite_source(folder: Path) -> Source:
+    folder = folder.absolute()
+    return Source(str(folder), folder, lambda: SqliteHistory(folder, readonly=True), embedded=True)
 
 
 def search(stores: Stores, query: HistoryQuery) -> list[dict[str, Any]]:
@@ -59,22 +87,27 @@ def search(stores: Stores, query: HistoryQuery) -> list[dict[str, Any]]:
     Raises:
         QueryError: a camera of the query is unknown (not in the deployment file, or in no store).
     """
-    opened = [SqliteHistory(folder, readonly=True) for folder in stores.folders]
+    opened: list[tuple[Source, HistoryStore]] = []
     try:
-        known = stores.cameras if stores.cameras is not None else frozenset().union(*(s.cameras() for s in opened))
+        for source in stores.sources:
+            try:
+                opened.append((source, source.open()))
+            except StoreDown as exc:
+                raise QueryError(f"{source.name}: {exc}") from None
+        known = stores.cameras if stores.cameras is not None else frozenset().union(*(s.cameras() for _, s in opened))
         for camera in query.cameras:
             if camera not in known:
                 where = "the deployment file" if stores.cameras is not None else "the history"
                 raise QueryError(f"--camera {camera!r}: no such camera in {where} (known: "
                                  f"{', '.join(sorted(known)) or 'none'})")
         rows = []
-        for store in opened:
+        for source, store in opened:
             for row in store.query(query):
-                row["crop_file"] = str(store.folder / row["crop_path"]) if row["crop_path"] else None
-                row["frame_file"] = str(store.folder / row["frame_path"]) if row["frame_path"] else None
+                row["crop_file"] = str(source.folder / row["crop_path"]) if row["crop_path"] else None
+                row["frame_file"] = str(source.folder / row["frame_path"]) if row["frame_path"] else None
                 rows.append(row)
     finally:
-        for store in opened:
+        for _, store in opened:
             store.close()
     rows.sort(key=lambda row: row["capture_unix_ms"])
     return rows[-query.limit:]

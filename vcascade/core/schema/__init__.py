@@ -52,6 +52,8 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "YoloxDetectorConfig": ".detector",
     "HistoryConfig": ".history",
     "HistoryLimits": ".history",
+    "PostgresHistoryStoreConfig": ".history",
+    "SqliteHistoryStoreConfig": ".history",
     "CameraConfig": ".edge",
     "EdgeConfig": ".edge",
     "JsonlSinkConfig": ".edge",

@@ -7,12 +7,12 @@ JPEGs under the state folder (``$VCASCADE_STATE_DIR``, else ``state`` in the wor
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal, Union
 
-from pydantic import Field
+from pydantic import Field, Tag
 
 from vcascade.core.private_files import DIR_MODE, FILE_MODE, Mode, mode_field
-from vcascade.core.schema.base import ConfigModel
+from vcascade.core.schema.base import ConfigModel, type_discriminator
 
 GIB = 1024**3
 
@@ -41,15 +41,43 @@ class HistoryLimits(ConfigModel):
     max_bytes: int | None = max_bytes_field(None)
 
 
+class SqliteHistoryStoreConfig(ConfigModel):
+    """Embedded store: `history.sqlite3` (WAL) in the history folder; the edges of one host may share it."""
+
+    type: Literal["sqlite"] = Field("sqlite", description="Store kind (registry key).")
+
+
+class PostgresHistoryStoreConfig(ConfigModel):
+    """Shared store on a PostgreSQL server, for edges on several hosts (docs/HISTORY.md); the evidence images stay
+    in each edge's history folder (a shared volume makes them readable from every host)."""
+
+    type: Literal["postgres"] = Field(description="Store kind (registry key).")
+    url: str = Field(
+        pattern=r"^postgres(ql)?://",
+        description="libpq URL, e.g. `postgresql://vcascade@db-host:5432/history` (`${VAR}` for a password; "
+        "`?sslmode=require` for TLS).",
+    )
+
+
+HistoryStoreConfig = Annotated[
+    Union[Annotated[SqliteHistoryStoreConfig, Tag("sqlite")], Annotated[PostgresHistoryStoreConfig, Tag("postgres")]],
+    type_discriminator("sqlite", ("sqlite", "postgres")),
+]
+"""A history store, chosen by its ``type`` key (``sqlite`` when omitted)."""
+
+
 class HistoryConfig(ConfigModel):
     """What an edge keeps of what it answers (docs/HISTORY.md). On by default, embedded (SQLite + JPEG folder)."""
 
     enabled: bool = Field(True, description="Keep results, events and camera states in the history store.")
     path: str = Field(
         "history",
-        description="Folder of the store (`history.sqlite3`) and its `evidence` images; a relative path is relative "
+        description="Folder of the embedded store (`history.sqlite3`) and of the `evidence` images; a relative path is relative "
         "to the state folder: `$VCASCADE_STATE_DIR`, else `state` in the working directory (folders created). "
         "Edges of one host may share it.",
+    )
+    store: HistoryStoreConfig = Field(
+        SqliteHistoryStoreConfig(), description="Where the rows go: the embedded SQLite file, or a PostgreSQL server."
     )
     evidence: bool = Field(
         True, description="Keep the ROI's crop for each event and for each result with an identity or a text "
@@ -62,7 +90,10 @@ class HistoryConfig(ConfigModel):
         description="Records waiting for the writer thread, at most; more are dropped and counted (`queue_full`).",
     )
     batch_max: int = Field(500, ge=1, le=100_000, description="Records written in one transaction, at most.")
-    timeout_s: float = Field(2.0, gt=0, le=60, description="Longest wait for the database's write lock, s.")
+    timeout_s: float = Field(
+        2.0, gt=0, le=60,
+        description="Longest wait for the database's write lock (and, on PostgreSQL, to connect and per statement), s.",
+    )
     max_days: float | None = max_days_field(30.0)
     max_bytes: int | None = max_bytes_field(10 * GIB)
     retention_interval_s: float = Field(
