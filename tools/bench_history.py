@@ -159,11 +159,11 @@ def _remove(folder: Path) -> None:
     folder.rmdir()
 
 
-def run(rows: int, queries: int, evidence: int) -> dict[str, Any]:
+def run(rows: int, queries: int, evidence: int, rounds: int = ROUNDS) -> dict[str, Any]:
     made = sightings(rows)
     with tempfile.TemporaryDirectory(prefix="bench-history-") as tmp:
         ours_times, bare_times = [], []
-        for n in range(ROUNDS):
+        for n in range(rounds):
             for side in ("ours", "bare") if n % 2 == 0 else ("bare", "ours"):
                 trial = Path(tmp) / f"{side}-{n}"
                 if side == "bare":
@@ -174,14 +174,14 @@ def run(rows: int, queries: int, evidence: int) -> dict[str, Any]:
                 ours_times.append(write_ours(trial_store, made))
                 trial_store.close()
             for trial in Path(tmp).iterdir():
-                if trial.name != f"ours-{n}" or n != ROUNDS - 1:
+                if trial.name != f"ours-{n}" or n != rounds - 1:
                     _remove(trial)
         ours_s, bare_s = float(np.median(ours_times)), float(np.median(bare_times))
-        folder = Path(tmp) / f"ours-{ROUNDS - 1}"
+        folder = Path(tmp) / f"ours-{rounds - 1}"
         store = SqliteHistory(folder)
         db_bytes = (folder / DATABASE_FILE).stat().st_size
         result: dict[str, Any] = {
-            "rows": rows,
+            "rows": rows, "rounds": rounds,
             "write": {"ours_rows_per_s": rows / ours_s, "bare_rows_per_s": rows / bare_s,
                       "ratio": (rows / ours_s) / (rows / bare_s), "goal_ratio": 0.8},
             "queries": {name: latencies(store, shape) for name, shape in query_shapes(rows, queries).items()},
@@ -197,12 +197,14 @@ def main() -> int:
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--evidence", type=int, default=1000)
+    parser.add_argument("--rounds", type=int, default=ROUNDS, help="write rounds of each side (even: each goes first "
+                        "as often)")
     parser.add_argument("--quick", action="store_true", help="20,000 rows, 50 queries, 200 results with evidence")
     parser.add_argument("--json", type=Path, help="also write the results to this file")
     args = parser.parse_args()
     if args.quick:
         args.rows, args.queries, args.evidence = 20_000, 50, 200
-    res = run(args.rows, args.queries, args.evidence)
+    res = run(args.rows, args.queries, args.evidence, args.rounds)
     w = res["write"]
     print(f"write: ours {w['ours_rows_per_s']:,.0f} rows/s, bare insert {w['bare_rows_per_s']:,.0f} rows/s: "
           f"{w['ratio']:.2f} x bare (goal >= {w['goal_ratio']})")

@@ -242,6 +242,6 @@ def _store_error(exc: psycopg.Error) -> StoreDown:
     """A full disk on the server becomes :class:`StoreFull`, anything else :class:`StoreDown`; the message is
     redacted (:func:`vcascade.core.redact.redact`) and on one line."""
     text = " ".join(redact(str(exc)).split())  # libpq's messages span lines; a log line or a CLI error is one
-    if isinstance(exc, (errors.DiskFull, errors.OutOfMemory)):
+    if isinstance(exc, errors.DiskFull):
         return StoreFull(f"history store full: {text}")
     return StoreDown(f"history store: {text}")

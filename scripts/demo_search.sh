@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Run the demo (after its own set-up: ./scripts/demo.sh installs .venv), then ask its history for an identity seen
+# on both demo cameras and print that identity's timeline across cameras with the paths of its evidence images
+# (docs/HISTORY.md). Arguments go to `vcascade run`, e.g. --model-dir DIR.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+VENV="${VCASCADE_VENV:-.venv}"
+if [ ! -x "$VENV/bin/vcascade" ]; then
+    echo "demo_search.sh: no $VENV/bin/vcascade: run ./scripts/demo.sh first (it installs vcascade)" >&2
+    exit 2
+fi
+"$VENV/bin/vcascade" run configs/demo.yaml "$@"
+identity="$("$VENV/bin/vcascade" search configs/demo.yaml --limit 100000 --json | "$VENV/bin/python" -c '
+import json, sys
+cameras = {}
+for row in json.load(sys.stdin):
+    if row["identity"] is not None and row["identity"] >= 0:
+        cameras.setdefault(row["identity"], set()).add(row["camera"])
+both = sorted(i for i, seen in cameras.items() if len(seen) >= 2)
+print(both[0] if both else "")
+')"
+if [ -z "$identity" ]; then
+    echo "demo_search.sh: no identity was seen on both cameras in this history" >&2
+    exit 1
+fi
+echo "demo_search.sh: identity $identity was seen on both cameras; its timeline:" >&2
+COLUMNS="${COLUMNS:-200}" "$VENV/bin/vcascade" search configs/demo.yaml --identity "$identity"
