@@ -16,8 +16,11 @@ In one run, on one SQLite file in a temporary folder:
 Rows: 16 cameras, one row a second per camera going back in time, identities drawn from ``rows / 20`` (a person
 seen 20 times), one event for every 10 results, one merge for every 100 identities.
 
-Usage: ``python -m tools.bench_history [--rows N] [--queries M] [--evidence K] [--quick] [--json OUT]``
-(``--quick``: 20,000 rows, 50 queries, 200 results with evidence; seconds, for CI).
+With ``--postgres URL`` the write rate and query latency are measured on that PostgreSQL database too (its
+history tables and a ``bare`` table are dropped and made again for each trial: give it a database of its own).
+
+Usage: ``python -m tools.bench_history [--rows N] [--queries M] [--evidence K] [--rounds R] [--postgres URL]
+[--quick] [--json OUT]`` (``--quick``: 20,000 rows, 50 queries, 200 results with evidence; seconds, for CI).
 """
 
 from __future__ import annotations
@@ -35,10 +38,13 @@ from typing import Any
 import av
 import cv2
 import numpy as np
+import psycopg
 
 from vcascade.core.runtime.resources import resolve
+from vcascade.edge.history import postgres_store
 from vcascade.edge.history.evidence import EvidenceFolder
-from vcascade.edge.history.query import HistoryQuery
+from vcascade.edge.history.postgres_store import PostgresHistory
+from vcascade.edge.history.query import COLUMNS, HistoryQuery
 from vcascade.edge.history.records import Sighting
 from vcascade.edge.history.sqlite_store import DATABASE_FILE, SCHEMA, SqliteHistory, sighting_row
 from vcascade.edge.history.store import StoredEvidence
@@ -153,6 +159,59 @@ def disk_per_thousand(folder: Path, count: int) -> dict[str, float]:
             "total_bytes": (database + images) * 1000.0 / count}
 
 
+def write_bare_postgres(url: str, rows: list[Sighting]) -> float:
+    """:func:`write_bare` on PostgreSQL: ``executemany`` into a ``bare`` table like ``sightings``."""
+    tuples = [sighting_row(s, StoredEvidence()) for s in rows]
+    ddl = postgres_store.SCHEMA.split("CREATE TABLE IF NOT EXISTS camera_states")[0].replace("sightings", "bare")
+    with psycopg.connect(url, autocommit=True) as db:
+        for statement in filter(str.strip, ddl.split(";")):
+            db.execute(statement)
+        insert = f"INSERT INTO bare ({', '.join(COLUMNS)}) VALUES ({', '.join(['%s'] * len(COLUMNS))})"
+        started = time.perf_counter()
+        for start in range(0, len(tuples), BATCH):
+            with db.transaction(), db.cursor() as cur:
+                cur.executemany(insert, tuples[start:start + BATCH])
+        return time.perf_counter() - started
+
+
+def _reset_postgres(url: str) -> None:
+    with psycopg.connect(url, autocommit=True) as db:
+        db.execute("DROP TABLE IF EXISTS sightings, camera_states, merges, usage, bare")
+
+
+def run_postgres(url: str, rows: int, queries: int, rounds: int) -> dict[str, Any]:
+    """Write rate against a bare insert and query latency on PostgreSQL (module docstring)."""
+    made = sightings(rows)
+    ours_times, bare_times = [], []
+    last = ""
+    for n in range(rounds):
+        for side in ("ours", "bare") if n % 2 == 0 else ("bare", "ours"):
+            _reset_postgres(url)
+            if side == "bare":
+                bare_times.append(write_bare_postgres(url, made))
+            else:
+                store = PostgresHistory(url, timeout_s=60.0)
+                ours_times.append(write_ours(store, made))
+                store.close()
+            last = side
+    if last != "ours":
+        _reset_postgres(url)
+        store = PostgresHistory(url, timeout_s=60.0)
+        write_ours(store, made)
+        store.close()
+    with psycopg.connect(url, autocommit=True) as db:
+        db.execute("ANALYZE")  # fresh tables: statistics for the planner, as autovacuum would gather
+    store = PostgresHistory(url, timeout_s=60.0, readonly=True)
+    ours_s, bare_s = float(np.median(ours_times)), float(np.median(bare_times))
+    result = {
+        "write": {"ours_rows_per_s": rows / ours_s, "bare_rows_per_s": rows / bare_s,
+                  "ratio": bare_s / ours_s, "goal_ratio": 0.8},
+        "queries": {name: latencies(store, shape) for name, shape in query_shapes(rows, queries).items()},
+    }
+    store.close()
+    return result
+
+
 def _remove(folder: Path) -> None:
     for path in sorted(folder.rglob("*"), reverse=True):
         path.rmdir() if path.is_dir() else path.unlink()
@@ -200,16 +259,23 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=ROUNDS, help="write rounds of each side (even: each goes first "
                         "as often)")
     parser.add_argument("--quick", action="store_true", help="20,000 rows, 50 queries, 200 results with evidence")
+    parser.add_argument("--postgres", metavar="URL", help="also measure on this PostgreSQL database (its own)")
     parser.add_argument("--json", type=Path, help="also write the results to this file")
     args = parser.parse_args()
     if args.quick:
         args.rows, args.queries, args.evidence = 20_000, 50, 200
     res = run(args.rows, args.queries, args.evidence, args.rounds)
-    w = res["write"]
-    print(f"write: ours {w['ours_rows_per_s']:,.0f} rows/s, bare insert {w['bare_rows_per_s']:,.0f} rows/s: "
-          f"{w['ratio']:.2f} x bare (goal >= {w['goal_ratio']})")
-    for name, lat in res["queries"].items():
-        print(f"query {name} at {res['rows']:,} rows: p50 {lat['p50_ms']:.2f} ms, p95 {lat['p95_ms']:.2f} ms")
+    if args.postgres:
+        res["postgres"] = run_postgres(args.postgres, args.rows, args.queries, args.rounds)
+    for name, part in (("sqlite", res), ("postgres", res.get("postgres"))):
+        if part is None:
+            continue
+        w = part["write"]
+        print(f"{name} write: ours {w['ours_rows_per_s']:,.0f} rows/s, bare insert {w['bare_rows_per_s']:,.0f} "
+              f"rows/s: {w['ratio']:.2f} x bare (goal >= {w['goal_ratio']})")
+        for shape, lat in part["queries"].items():
+            print(f"{name} query {shape} at {res['rows']:,} rows: p50 {lat['p50_ms']:.2f} ms, "
+                  f"p95 {lat['p95_ms']:.2f} ms")
     disk = res["disk_per_1000_results_with_evidence"]
     print(f"disk per 1,000 results with evidence: {disk['total_bytes'] / 1e6:.2f} MB "
           f"(database {disk['database_bytes'] / 1e6:.2f} MB, images {disk['image_bytes'] / 1e6:.2f} MB)")

@@ -82,9 +82,10 @@ INSERT = (
     "ON CONFLICT (ref) DO NOTHING"
 )
 ADD_USAGE = (
-    "INSERT INTO usage (camera, rows, bytes) VALUES (%s, %s, %s) ON CONFLICT (camera) "
-    "DO UPDATE SET rows = usage.rows + excluded.rows, bytes = usage.bytes + excluded.bytes"
+    "INSERT INTO usage (camera, rows, bytes) SELECT * FROM unnest(%s::text[], %s::bigint[], %s::bigint[]) "
+    "ON CONFLICT (camera) DO UPDATE SET rows = usage.rows + excluded.rows, bytes = usage.bytes + excluded.bytes"
 )
+"""Rows and bytes added per camera, one statement for every camera of a batch (arrays of equal length)."""
 EVICTED_COLUMNS = "camera, kind, bytes, crop_path, frame_path"
 
 
@@ -143,7 +144,9 @@ class PostgresHistory:
                 _many(cur, "INSERT INTO camera_states (edge, camera, wall_ts_ms, source, state, reason) "
                       "VALUES (%s, %s, %s, %s, %s, %s)",
                       [(s.edge, s.camera, s.wall_ts_ms, s.source, s.state, s.reason) for s in states])
-                _many(cur, ADD_USAGE, usage_of(rows))
+                usage = usage_of(rows)
+                if usage:
+                    cur.execute(ADD_USAGE, [list(column) for column in zip(*usage)])
         except psycopg.Error as exc:
             raise _store_error(exc) from exc
         return WriteOutcome(len(fresh), duplicates)
