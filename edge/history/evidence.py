@@ -79,7 +79,9 @@ class EvidenceFolder:
             relative = f"{stem}-{image}.jpg"
             try:
                 if data is None:
-                    pixels = sighting.frame.crop if image == "crop" else sighting.frame.annotated  # type: ignore[union-attr]
+                    frame = sighting.frame
+                    assert frame is not None  # an image is None (to encode) only for an event's picture
+                    pixels = frame.crop if image == "crop" else frame.annotated
                     data = encode(pixels, self.quality)
                 size += self._write_file(relative, leaving_image(data))
                 paths[image] = relative

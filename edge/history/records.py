@@ -28,8 +28,8 @@ class Sighting:
     """One row of the history: a result (``kind='result'``) or a line or zone event (``kind='event'``).
 
     Times: ``capture_unix_ms`` ms since the Unix epoch (the frame's capture at the edge), ``stream_ts_ms`` the
-    frame's PTS in ms. ``identity``: the gallery id (>= 0), a result's provisional id (< 0, local to ``worker``), or None (an
-    event keeps gallery ids only: its track's answer does not say which worker gave it).
+    frame's PTS in ms. ``identity``: the gallery id (>= 0), a result's provisional id (< 0, local to ``worker``), or
+    None (an event keeps gallery ids only: its track's answer does not say which worker gave it).
     ``text``: what a text head read (None: no reading). ``label``: a classifier's top label. ``ref``: the ROI's or
     the event's id (unique). ``crop_jpeg``: the ROI crop the edge encoded (None: no crop evidence);
     ``frame``: an event's picture (None: none taken).

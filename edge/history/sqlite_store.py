@@ -174,7 +174,8 @@ class SqliteHistory:
                     [(u.identity, u.text, u.event_id) for u in updates],
                 )
                 self._db.executemany(
-                    "INSERT INTO camera_states (edge, camera, wall_ts_ms, source, state, reason) VALUES (?, ?, ?, ?, ?, ?)",
+                    "INSERT INTO camera_states (edge, camera, wall_ts_ms, source, state, reason) "
+                    "VALUES (?, ?, ?, ?, ?, ?)",
                     [(s.edge, s.camera, s.wall_ts_ms, s.source, s.state, s.reason) for s in states],
                 )
                 self._db.executemany(ADD_USAGE, usage_of(rows))
@@ -259,7 +260,9 @@ class SqliteHistory:
                 raise
         except sqlite3.Error as exc:
             raise _store_error(exc) from exc
-        return [Evicted(cam, kind, size, tuple(p for p in (crop, frame) if p)) for _, cam, kind, size, crop, frame in rows]
+        return [
+            Evicted(cam, kind, size, tuple(p for p in (crop, frame) if p)) for _, cam, kind, size, crop, frame in rows
+        ]
 
     def _run(self, sql: str, params: list) -> None:
         try:
@@ -325,7 +328,8 @@ def _store_error(exc: sqlite3.Error | OSError) -> StoreDown:
     """``SQLITE_FULL`` or a full disk becomes :class:`StoreFull`, anything else :class:`StoreDown`, with the
     message of SQLite or the OS."""
     if isinstance(exc, OSError):
-        return StoreFull(f"history store full: {exc}") if exc.errno in FULL_ERRNOS else StoreDown(f"history store: {exc}")
+        full = exc.errno in FULL_ERRNOS
+        return StoreFull(f"history store full: {exc}") if full else StoreDown(f"history store: {exc}")
     if getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL or "full" in str(exc):
         return StoreFull(f"history store full: {exc}")
     return StoreDown(f"history store: {exc}")

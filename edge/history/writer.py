@@ -17,7 +17,6 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Mapping
-from pathlib import Path
 
 from vcascade.core.schema.edge_settings import EdgeSettings
 from vcascade.core.schema.history import HistoryConfig, HistoryLimits
@@ -35,6 +34,9 @@ log = logging.getLogger(__name__)
 
 REOPEN_S = 1.0
 """Least time between two attempts to open a store that failed to open, s."""
+
+LOG_EVERY_S = 60.0
+"""A store failing the same way is logged once per this many seconds (every failure is counted)."""
 
 TAKE_TIMEOUT_S = 0.2
 """Longest wait for a first record before the writer looks at its clock (retention, stop), s."""
@@ -65,6 +67,7 @@ class HistoryWriter:
         self._store: HistoryStore | None = None
         self._opened_s = float("-inf")
         self._retained_s = float("-inf")
+        self._last_error, self._logged_s = "", float("-inf")
         self._thread = threading.Thread(target=self._run, name=f"history-{edge}", daemon=True)
 
     # ------------------------------------------------------------ any thread
@@ -203,7 +206,10 @@ class HistoryWriter:
 
     def _failed(self, exc: Exception) -> None:
         self.telemetry.store_up(False)
-        log.warning("edge %s: %s", self.edge, exc)
+        now = time.monotonic()
+        if str(exc) != self._last_error or now - self._logged_s >= LOG_EVERY_S:  # down for hours: a line a minute
+            log.warning("edge %s: %s (records dropped and counted until it answers)", self.edge, exc)
+            self._last_error, self._logged_s = str(exc), now
         if self._store is not None and not isinstance(exc, StoreFull):
             self._store.close()
             self._store = None  # reopened for the next batch (the file may have gone)

@@ -65,7 +65,8 @@ def raised(
     frame: EventFrame | None = None, capture_unix_ms: float | None = None, track_id: int = 3,
 ) -> EventRaised:
     now_ms = time.time() * 1000.0 if capture_unix_ms is None else capture_unix_ms
-    event = AnalyticsEvent(kind, place, track_id, "person", 1000.0, now_ms, direction="in" if kind == "line_cross" else None)
+    direction = "in" if kind == "line_cross" else None
+    event = AnalyticsEvent(kind, place, track_id, "person", 1000.0, now_ms, direction=direction)
     known = None if identity is None else TrackIdentity(
         EmbeddingOutput(identity_id=identity, similarity=0.9, enrolled=False), "roi", 1000.0
     )
