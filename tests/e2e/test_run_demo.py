@@ -117,12 +117,12 @@ def test_run_short_clip_end_to_end(tmp_path, free_port, models_dir):
     for line in results:
         _check_result_line(line)
     assert {line["recognizer"] for line in results} == {EMBEDDER, TEXT}, "both recognizers answer"
-    _check_history(config, results)
+    _check_history(config, results, models_dir)
 
 
-def _check_history(config: Path, results: list[dict]) -> None:
+def _check_history(config: Path, results: list[dict], models_dir: Path) -> None:
     """Every ok result is in the history store (nothing to configure) with its identity or text and its crop, and
-    ``vcascade search`` finds an identity's rows."""
+    ``vcascade search`` finds an identity's rows, and (``--like``) the identity from one of its crops."""
     store = SqliteHistory(state_path("history"), readonly=True)
     rows = {row["ref"]: row for row in store.query(HistoryQuery(limit=100_000))}
     assert set(rows) == {line["roi_id"] for line in results}
@@ -139,6 +139,12 @@ def _check_history(config: Path, results: list[dict]) -> None:
     assert done.returncode == 0, done.stderr
     found = {row["ref"] for row in json.loads(done.stdout)}
     assert {line["roi_id"] for line in results if line.get("identity_id") == identity} <= found
+    crop = next(store.folder / row["crop_path"] for row in rows.values() if row["identity"] == identity)
+    done = subprocess.run([sys.executable, "-m", "vcascade", "search", str(config), "--like", str(crop), "--json",
+                           "--model-dir", str(models_dir)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    like = json.loads(done.stdout)
+    assert like and like[0]["like_identity"] == identity and like[0]["like_similarity"] > 0.8  # its own crop
 
 
 def _check_result_line(line: dict) -> None:

@@ -125,8 +125,31 @@ def test_the_deployment_file_names_the_stores_and_the_cameras(store, capsys):
     assert "no such camera in the deployment file (known: " in capsys.readouterr().err
 
 
+def test_a_search_without_like_loads_no_torch(store):
+    code = ("import sys; from vcascade.app.cli import main; rc = main(['search', '--identity', '7', '--json']); "
+            "print(rc, 'torch' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.stdout.strip().splitlines()[-1] == "0 False", done.stderr
+
+
 def test_no_store_is_one_line_and_exit_2(tmp_path):
     done = subprocess.run([sys.executable, "-m", "vcascade", "search", "--store", str(tmp_path / "none")],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 2
     assert done.stderr.strip().startswith("vcascade search: no history store in ") and done.stderr.count("\n") == 1
+
+
+def test_like_checks_its_image_and_arguments_before_loading_anything(store, tmp_path, capsys):
+    demo = str(REPO / "configs" / "demo.yaml")
+    not_image = tmp_path / "notes.jpg"
+    not_image.write_text("not a picture")
+    cases = [
+        ([demo, "--like", str(not_image)], f"--like '{not_image}': not an image"),
+        ([demo, "--like", str(tmp_path / "missing.jpg")], "cannot read it: No such file or directory"),
+        (["--like", str(not_image)], "--like needs the deployment FILE"),
+        ([demo, "--like", str(not_image), "--identity", "7"], "--like and --identity both name the identity"),
+    ]
+    for args, problem in cases:
+        assert main(["search", *args]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("vcascade search: ") and problem in err and err.count("\n") == 1, err

@@ -1,21 +1,27 @@
-"""``vcascade search [FILE] [--store DIR] [filters] [--json] [--save DIR]``: the history of a deployment's edges
-(docs/HISTORY.md), as a table, JSON for scripts, or evidence images copied to a folder
-(:mod:`vcascade.app.history_search`). A bad query prints one line naming the problem and exits 2."""
+"""``vcascade search [FILE] [--store DIR] [filters] [--like IMAGE] [--json] [--save DIR]``: the history of a
+deployment's edges (docs/HISTORY.md), as a table, JSON for scripts, or evidence images copied to a folder
+(:mod:`vcascade.app.history_search`); ``--like`` first finds the identities like an image
+(:mod:`vcascade.app.like_image`). A bad query prints one line naming the problem and exits 2."""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from rich.console import Console
 from rich.table import Table
 
 from vcascade.app.commands import EXIT_CONFIG, EXIT_OK
+from vcascade.app.commands.options import add_model_dir
 from vcascade.app.history_search import find_stores, iso_time, save_evidence, search
+from vcascade.app.like_image import Neighbour, embed, embedding_recognizer, nearest_identities, read_image
+from vcascade.core.config import load_config
 from vcascade.edge.analytics.counting import EVENT_TYPES
 from vcascade.edge.history.query import HistoryQuery, QueryError, parse_duration_s, parse_time_ms
 
@@ -28,6 +34,10 @@ def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:
     parser.add_argument("--store", type=Path, help="a history folder to search instead (default: history in the "
                         "state folder, $VCASCADE_STATE_DIR or ./state)")
     parser.add_argument("--identity", type=int, help="rows of this identity and of every id merged into it")
+    parser.add_argument("--like", type=Path, metavar="IMAGE", help="rows of the identities like this picture (the "
+                        "file's embedding recognizer embeds it; its identity store gives the nearest identities)")
+    parser.add_argument("--recognizer", help="with --like: the embedding recognizer (default: the file's only one)")
+    parser.add_argument("--like-top", type=int, default=5, help="with --like: at most this many identities (default 5)")
     parser.add_argument("--camera", action="append", default=[], help="rows of this camera (repeat for several)")
     parser.add_argument("--class", dest="class_name", help="rows of this detector class, e.g. person")
     parser.add_argument("--event", help=f"only events of this type ({', '.join(EVENT_TYPES)})")
@@ -41,24 +51,60 @@ def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:
     parser.add_argument("--limit", type=int, default=100, help="the newest N rows, shown oldest first (default 100)")
     parser.add_argument("--json", action="store_true", help="print the rows as one JSON array")
     parser.add_argument("--save", type=Path, metavar="DIR", help="copy the rows' evidence images into DIR")
+    add_model_dir(parser)
 
 
 def handle(args: argparse.Namespace) -> int:
     """Run the search and print it; a bad query is one line on stderr and exit 2."""
     try:
         query = build_query(args, time.time())
-        rows = search(find_stores(args.file, args.store), query)
+        image = None if args.like is None else like_image(args)
+        stores = find_stores(args.file, args.store)
+        if image is None:
+            rows = search(stores, query)
+        else:
+            neighbours = like(args, image)
+            rows = []
+            for neighbour in neighbours:
+                found = search(stores, dataclasses.replace(query, identity=neighbour.identity))
+                rows += [{**row, "like_identity": neighbour.identity, "like_similarity": neighbour.similarity}
+                         for row in found]
     except QueryError as exc:
         print(f"vcascade search: {exc}", file=sys.stderr)
         return EXIT_CONFIG
+    if args.like is not None and not rows:
+        print(f"vcascade search: no identity at or above the recognizer's match_threshold is like {args.like}",
+              file=sys.stderr)
     if args.save is not None:
         saved = save_evidence(rows, args.save)
         print(f"saved {len(saved)} evidence images to {args.save}", file=sys.stderr)
     if args.json:
         print(json.dumps([_json_row(row) for row in rows], indent=1))
+    elif args.like is not None:
+        for identity in dict.fromkeys(row["like_identity"] for row in rows):
+            print_table([row for row in rows if row["like_identity"] == identity], identity)
     else:
         print_table(rows, args.identity)
     return EXIT_OK
+
+
+def like_image(args: argparse.Namespace) -> np.ndarray:
+    """The ``--like`` image, checked with its arguments before anything loads. Raises QueryError: no file, an
+    ``--identity`` too, a bad ``--like-top``, an image that is not one."""
+    if args.file is None:
+        raise QueryError("--like needs the deployment FILE (its embedding recognizer and identity store)")
+    if args.identity is not None:
+        raise QueryError("--like and --identity both name the identity: use one")
+    if args.like_top < 1:
+        raise QueryError(f"--like-top {args.like_top}: expected 1 or more")
+    return read_image(args.like)
+
+
+def like(args: argparse.Namespace, image: np.ndarray) -> list[Neighbour]:
+    """The identities like ``image`` (:mod:`vcascade.app.like_image`). Raises QueryError: no embedding
+    recognizer in the file."""
+    name, rec_cfg = embedding_recognizer(load_config(args.file), args.recognizer)
+    return nearest_identities(name, rec_cfg, embed(rec_cfg, image, args.model_dir), args.like_top)
 
 
 def build_query(args: argparse.Namespace, now_s: float) -> HistoryQuery:
@@ -102,6 +148,8 @@ def print_table(rows: list[dict[str, Any]], identity: int | None) -> None:
     followed = sorted(set(rows[0]["followed"]) - {identity}) if identity is not None else []
     title = f"identity {identity}" + (f" (merged from {', '.join(map(str, followed))})" if followed else "") \
         if identity is not None else None
+    if identity is not None and "like_similarity" in rows[0]:
+        title += f", like the image at similarity {rows[0]['like_similarity']:.2f}"
     table = Table(title=title)
     for column in ("time (UTC)", "camera", "what", "class", "track", "identity", "text", "evidence"):
         table.add_column(column, overflow="fold")
@@ -119,5 +167,6 @@ def print_table(rows: list[dict[str, Any]], identity: int | None) -> None:
 def _json_row(row: dict[str, Any]) -> dict[str, Any]:
     keep = {k: v for k, v in row.items() if k not in ("crop_path", "frame_path", "followed", "bytes")}
     keep["time"] = iso_time(row["capture_unix_ms"])
-    keep["merged_from"] = sorted(set(row["followed"]) - {row["identity"]}) if row["followed"] else []
+    asked = row.get("like_identity", row["identity"])
+    keep["merged_from"] = sorted(set(row["followed"]) - {asked}) if row["followed"] else []
     return keep
