@@ -15,7 +15,7 @@
                                                           cameras of a running edge
     vcascade plan FILE [--worker NAME] [--batch N] [--model-dir DIR]
                                                           profile recognizers, show their stage split
-    vcascade search [FILE] [--identity ID] [--camera C] [--event TYPE] [--since 1h] [--json] [--save DIR] ...
+    vcascade search [FILE] [--identity ID | --like IMAGE] [--camera C] [--event TYPE] [--since 1h] [--json] ...
                                                           the edges' history (docs/HISTORY.md)
     vcascade --version
 
