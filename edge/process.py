@@ -134,7 +134,10 @@ class EdgeProcess:
 
     def snapshot(self, final: bool = False) -> dict[str, Any]:
         """The edge's progress and books now (:func:`snapshot`)."""
-        return snapshot(self.name, self.link, self.cameras.readers(), self._started, final, self.node, self.sinks)
+        snap = snapshot(self.name, self.link, self.cameras.readers(), self._started, final, self.node, self.sinks)
+        if self.history is not None:
+            snap["history"] = self.history.stats()
+        return snap
 
     def _loop(self, stop: StopFlag, report: Callable[[dict[str, Any]], None] | None) -> None:
         last_report_s = time.perf_counter()

@@ -8,6 +8,9 @@ edge.
 
 from __future__ import annotations
 
+import threading
+from collections import Counter as Tally
+
 from prometheus_client import Counter, Gauge
 
 DROP_REASONS = ("queue_full", "disk_full", "store_error", "duplicate", "shutdown")
@@ -44,20 +47,33 @@ STORE_UP = Gauge("vcascade_history_store_up", "1 while the last write to the his
 
 
 class HistoryTelemetry:
-    """The history metrics of one edge, one method per event."""
+    """The history metrics of one edge, one method per event; also tallies its books for the edge's snapshot
+    (:meth:`books`). Thread-safe."""
 
     def __init__(self, edge: str) -> None:
         self.edge = edge
+        self._lock = threading.Lock()
+        self._stored: Tally[str] = Tally()
+        self._dropped: Tally[str] = Tally()
         QUEUE.labels(edge).set(0)
+
+    def books(self) -> dict[str, dict[str, int]]:
+        """Records stored by kind and dropped by reason so far: ``{"stored": {...}, "dropped": {...}}``."""
+        with self._lock:
+            return {"stored": dict(self._stored), "dropped": dict(self._dropped)}
 
     def received(self, camera: str, kind: str) -> None:
         RECEIVED.labels(self.edge, camera, kind).inc()
 
     def stored(self, camera: str, kind: str, count: int = 1) -> None:
         STORED.labels(self.edge, camera, kind).inc(count)
+        with self._lock:
+            self._stored[kind] += count
 
     def dropped(self, camera: str, kind: str, reason: str, count: int = 1) -> None:
         DROPPED.labels(self.edge, camera, kind, reason).inc(count)
+        with self._lock:
+            self._dropped[reason] += count
 
     def image(self, camera: str, image: str) -> None:
         IMAGES.labels(self.edge, camera, image).inc()

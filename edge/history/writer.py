@@ -85,6 +85,10 @@ class HistoryWriter:
         except queue.Full:
             self._drop([record], "queue_full")
 
+    def stats(self) -> dict:
+        """For the edge's snapshot: records ``stored`` by kind, ``dropped`` by reason, ``queued`` now."""
+        return {**self.telemetry.books(), "queued": self._queue.qsize()}
+
     def set_limits(self, camera: str, limits: HistoryLimits | None) -> None:
         """A camera added at run time, with its own retention limits (None: the edge's only)."""
         self._limits = {**self._limits, camera: limits}

@@ -34,6 +34,16 @@ def test_edge_sinks_get_a_row_each_with_lines_written_and_lost():
     ]
 
 
+def test_the_history_gets_a_row_with_records_stored_and_dropped():
+    edge = {"component": "edge", "name": "e1", "final": True, "cameras": {"cam": CAMERA},
+            "history": {"stored": {"result": 2, "camera_state": 3}, "dropped": {"disk_full": 1}, "queued": 0}}
+    tables = summary_tables({("edge", "e1"): edge}, 1.0)
+    assert tables[2].title == "edge sinks"
+    (row,) = [line.split() for line in _render(tables[2:]).splitlines() if "history" in line]
+    assert row == ["│", "edge", "e1", "│", "history", "│", "camera_state", "3,", "result", "2", "│", "disk_full", "1",
+                   "│"]
+
+
 def test_without_sinks_there_is_no_sinks_table():
     edge = {"component": "edge", "name": "e1", "final": True, "cameras": {"cam": CAMERA}}
     assert [table.title for table in summary_tables({("edge", "e1"): edge}, 1.0)][2:] == []

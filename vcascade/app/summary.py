@@ -148,11 +148,12 @@ def frame_losses(cameras: dict[str, dict[str, Any]]) -> list[str]:
 
 
 def _sinks_table(snapshots: Snapshots) -> Table | None:
-    """Lines each edge sink wrote (by status) and lost (by reason); None when no edge has a sink."""
+    """Lines each edge sink wrote (by status) and lost (by reason), and the records its history store
+    (docs/HISTORY.md) stored (by kind) and dropped (by reason); None when no edge has a sink or a history."""
     rows = [
         (f"edge {name}", label, stats)
         for (kind, name), snap in sorted(snapshots.items()) if kind == "edge"
-        for label, stats in snap.get("sinks", {}).items()
+        for label, stats in [*snap.get("sinks", {}).items(), *_history_row(snap)]
     ]  # fmt: skip
     if not rows:
         return None
@@ -164,6 +165,12 @@ def _sinks_table(snapshots: Snapshots) -> Table | None:
         lost = ", ".join(f"{reason} {n}" for reason, n in sorted(stats["lost"].items())) or "0"
         table.add_row(process, label, written, lost)
     return table
+
+
+def _history_row(snap: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """The edge's history as a row of the sinks table: stored records as written, dropped ones as lost."""
+    books = snap.get("history")
+    return [] if books is None else [("history", {"written": books["stored"], "lost": books["dropped"]})]
 
 
 def restarts_table(components: list[dict[str, Any]]) -> Table:

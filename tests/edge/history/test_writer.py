@@ -103,6 +103,8 @@ def test_results_events_and_states_are_stored_with_private_evidence(tmp_path, fr
     assert balanced(w.edge)
     assert sample("vcascade_history_store_up", edge=w.edge) == 1
     assert sample("vcascade_history_queue_depth", edge=w.edge) == 0
+    assert w.stats() == {"stored": {"camera_state": 1, "result": 3, "event": 1, "event_update": 1}, "dropped": {},
+                         "queued": 0}  # the edge's snapshot and the run summary show these
 
 
 def test_a_full_queue_drops_and_counts_without_blocking(tmp_path):
@@ -117,6 +119,7 @@ def test_a_full_queue_drops_and_counts_without_blocking(tmp_path):
     assert sample("vcascade_history_dropped_total", edge=w.edge, camera="cam-a", kind="result", reason="queue_full") > 0
     assert received == stored + dropped
     assert len(rows(tmp_path / "history")) == stored
+    assert w.stats()["dropped"]["queue_full"] == dropped
 
 
 LOCKER = """
