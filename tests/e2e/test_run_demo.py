@@ -117,6 +117,8 @@ def test_run_short_clip_end_to_end(tmp_path, free_port, models_dir):
     for line in results:
         _check_result_line(line)
     assert {line["recognizer"] for line in results} == {EMBEDDER, TEXT}, "both recognizers answer"
+    assert edge["history"]["stored"]["result"] == len(results) and edge["history"]["dropped"] == {}
+    assert edge["history"]["stored"]["camera_state"] == written["camera_state"]
     _check_history(config, results, models_dir)
 
 
