@@ -68,6 +68,8 @@ class HistoryWriter:
         self._opened_s = float("-inf")
         self._retained_s = float("-inf")
         self._last_error, self._logged_s = "", float("-inf")
+        self._held_lock = threading.Lock()
+        self._held_bytes = 0
         self._thread = threading.Thread(target=self._run, name=f"history-{edge}", daemon=True)
 
     # ------------------------------------------------------------ any thread
@@ -78,12 +80,37 @@ class HistoryWriter:
         if record is None:
             return
         self.telemetry.received(record.camera, record.kind)
-        if isinstance(record, Sighting) and not (self.evidence is not None and record.wants_evidence):
-            record.crop_jpeg, record.frame = None, None  # nothing held in the queue that will not be written
+        if isinstance(record, Sighting):
+            self._hold_images(record)
         try:
             self._queue.put_nowait(record)
         except queue.Full:
+            self._release(record)
             self._drop([record], "queue_full")
+
+    def _hold_images(self, sighting: Sighting) -> None:
+        """Keep the sighting's images in the queue only when they will be written and fit
+        ``queue_images_max_bytes`` (else they are dropped here, counted ``queue_full``; the row still goes)."""
+        if not (self.evidence is not None and sighting.wants_evidence):
+            sighting.crop_jpeg, sighting.frame = None, None  # nothing held in the queue that will not be written
+            return
+        size = image_bytes(sighting)
+        with self._held_lock:
+            fits = self._held_bytes + size <= self.cfg.queue_images_max_bytes
+            if fits:
+                self._held_bytes += size
+        if not fits:
+            for image in images_of(sighting):
+                self.telemetry.image_dropped(sighting.camera, image, "queue_full")
+            sighting.crop_jpeg, sighting.frame = None, None
+
+    def _release(self, record: Record) -> None:
+        """The record's images leave the queue (written, dropped or refused)."""
+        if isinstance(record, Sighting):
+            size = image_bytes(record)
+            if size:
+                with self._held_lock:
+                    self._held_bytes -= size
 
     def stats(self) -> dict:
         """For the edge's snapshot: records ``stored`` by kind, ``dropped`` by reason, ``queued`` now."""
@@ -130,6 +157,8 @@ class HistoryWriter:
                 batch.append(self._queue.get_nowait())
             except queue.Empty:
                 break
+        for record in batch:
+            self._release(record)
         self.telemetry.queue_depth(self._queue.qsize())
         return batch
 
@@ -138,6 +167,7 @@ class HistoryWriter:
         while True:
             try:
                 left.append(self._queue.get_nowait())
+                self._release(left[-1])
             except queue.Empty:
                 self.telemetry.queue_depth(0)
                 return left
@@ -235,6 +265,21 @@ class HistoryWriter:
                 self.telemetry.evicted(row.camera, row.kind, limit.kind, row.bytes)
         except StoreDown as exc:
             self._failed(exc)
+
+
+def images_of(sighting: Sighting) -> list[str]:
+    """The images a sighting carries: ``crop`` (a result's JPEG or an event's box) and ``frame`` (an event's)."""
+    frame = sighting.frame
+    crop = sighting.crop_jpeg is not None or (frame is not None and frame.crop is not None)
+    return (["crop"] if crop else []) + (["frame"] if frame is not None else [])
+
+
+def image_bytes(sighting: Sighting) -> int:
+    """Bytes the sighting's images hold in memory (the JPEG, the pixels of an event's picture)."""
+    size = len(sighting.crop_jpeg) if sighting.crop_jpeg is not None else 0
+    if sighting.frame is not None:
+        size += sighting.frame.annotated.nbytes + (0 if sighting.frame.crop is None else sighting.frame.crop.nbytes)
+    return size
 
 
 def store_opener(cfg: HistoryConfig, readonly: bool = False) -> Callable[[], HistoryStore]:

@@ -279,3 +279,21 @@ def test_retention_evicts_the_oldest_first_and_counts(tmp_path, frames):
     assert sample("vcascade_history_evicted_bytes_total", edge="edge-retain", camera="cam-b") == evicted_b * per_row
     on_disk = list((folder / "evidence" / "cam-b").rglob("*.jpg"))
     assert len(on_disk) == len(cam_b)  # evicted rows' files are gone
+
+
+def test_images_waiting_are_bounded_in_bytes_and_the_rows_still_go(tmp_path, frames):
+    """The queue holds at most queue_images_max_bytes of images: a record past it is queued without them."""
+    folder = tmp_path / "history"
+    cfg = HistoryConfig(queue_max=10_000, retention_interval_s=3600, queue_images_max_bytes=1_000_000)
+    w = HistoryWriter("edge-held", cfg, {}, lambda: SqliteHistory(folder), EvidenceFolder(folder))
+    crop = crop_jpeg(frames[0], (0, 0, 640, 272))
+    fit = 1_000_000 // len(crop)
+    for _ in range(fit + 20):  # the writer is not started yet: everything waits in the queue
+        w.keep(answered(identity=8, crop=crop))
+    assert sample("vcascade_history_evidence_dropped_total", edge="edge-held", camera="cam-a", image="crop",
+                  reason="queue_full") == 20
+    w.start().close(20.0)
+    assert books("edge-held", "cam-a", "result") == (fit + 20, fit + 20, 0)  # every row stored
+    assert sample("vcascade_history_evidence_images_total", edge="edge-held", camera="cam-a", image="crop") == fit
+    assert len(list((folder / "evidence").rglob("*.jpg"))) == fit
+    assert w._held_bytes == 0

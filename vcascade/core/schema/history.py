@@ -89,6 +89,11 @@ class HistoryConfig(ConfigModel):
         10_000, ge=10, le=1_000_000,
         description="Records waiting for the writer thread, at most; more are dropped and counted (`queue_full`).",
     )
+    queue_images_max_bytes: int = Field(
+        64 * 1024**2, ge=1_000_000, le=16 * GIB,
+        description="Bytes of evidence images (JPEG crops, event pictures' pixels) waiting for the writer thread, at "
+        "most; a record that would exceed it is queued without its images (counted, `queue_full`).",
+    )
     batch_max: int = Field(500, ge=1, le=100_000, description="Records written in one transaction, at most.")
     timeout_s: float = Field(
         2.0, gt=0, le=60,
