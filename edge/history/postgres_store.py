@@ -77,10 +77,9 @@ CREATE TABLE IF NOT EXISTS usage (
 );
 """
 
-INSERT = (
-    f"INSERT INTO sightings ({', '.join(COLUMNS)}) VALUES ({', '.join(['%s'] * len(COLUMNS))}) "
-    "ON CONFLICT (ref) DO NOTHING"
-)
+INSERT = f"INSERT INTO sightings ({', '.join(COLUMNS)}) VALUES ({', '.join(['%s'] * len(COLUMNS))})"
+"""A plain insert: the batch's refs were checked in the same transaction (``ON CONFLICT`` would make each row a
+speculative insertion, measurably slower); a ref another edge stores meanwhile fails the batch (``store_error``)."""
 ADD_USAGE = (
     "INSERT INTO usage (camera, rows, bytes) SELECT * FROM unnest(%s::text[], %s::bigint[], %s::bigint[]) "
     "ON CONFLICT (camera) DO UPDATE SET rows = usage.rows + excluded.rows, bytes = usage.bytes + excluded.bytes"
