@@ -99,7 +99,9 @@ class EdgeProcess:
         self._unlisten = listen_states(name, self.way_back.camera_state)
         self.node = EdgeNode(settings, self.detector, self.link, identities, self.preview)
         self.slots = FrameSlots()
-        self.pool = DetectorPool(self.slots, self.detector, self.threads.instances, self.detector.frames_per_run, name)
+        self.pool = DetectorPool(
+            self.slots, self.detector, self.threads.instances, self.detector.frames_per_run, name, self.node.motion
+        )
         self.cameras = CameraSet(name, self.slots, self.node)
         self.control = start_control(settings, self.ctx, self.cameras)  # None without control_port
         self.previews = serve_previews(settings, self.preview, self.cameras.readers) if self.preview else None
