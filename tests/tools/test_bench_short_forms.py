@@ -118,3 +118,23 @@ def test_bench_center_measures_stages_stage_group_and_worker_once_each(tmp_path)
         assert stages[f"{key}_rounds"] == [stages[key]] and stages[key] > 0  # one round: the best is that round
     assert stages["engine_k2_stage_group"] > 0 and stages["link_ms_mean"] > 0
     assert worker["worker"] == max(worker["worker_rounds"]) > 0 and worker["bare_loop"] == max(worker["bare_loop_rounds"])
+
+
+def test_bench_motion_compares_gated_with_every_frame_detection_on_both_clips(tmp_path, models_dir):
+    """Two segments of the static clip (made by the benchmark itself): both clips run, both modes see every frame,
+    every-frame detection runs on every frame, and the ratios are the quotients of the runs and CPU reported."""
+    out = tmp_path / "motion.json"
+    proc = run_tool("tools.bench_motion", "--model-dir", str(models_dir), "--segments", "2", "--still-s", "2",
+                    "--json", str(out))  # fmt: skip
+    assert out.exists(), proc.stderr[-3000:]
+    result = json.loads(out.read_text())
+    assert result["static"]["frames"] == 2 * (50 + 25) and result["demo"]["frames"] == 250
+    for clip in ("demo", "static"):
+        every, gated = result[clip]["every_frame"], result[clip]["gated"]
+        assert every["detector_runs_per_frame"] == 1.0 and 0 < gated["detector_runs_per_frame"] <= 1.0
+        assert result[clip]["fewer_runs"] == pytest.approx(1.0 / gated["detector_runs_per_frame"], rel=0.01)
+        assert result[clip]["cpu_ratio"] == pytest.approx(every["cpu_ms_per_frame"] / gated["cpu_ms_per_frame"],
+                                                          rel=0.01)  # fmt: skip
+        assert every["crossings"] > 0 and 0 <= result[clip]["crossing_recall"] <= 1
+    assert result["static"]["gated"]["detector_runs_per_frame"] < 0.8  # the held frames are still
+    assert proc.returncode == (0 if result["within_goal"] else 1), proc.stderr[-3000:]

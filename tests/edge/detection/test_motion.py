@@ -124,3 +124,13 @@ def test_tracks_keep_their_ids_over_a_still_stretch_longer_than_lost_track_s(nod
     assert node.camera_stats(CAMERA)["still"] == 75
     before, after = run(still_frames=False)
     assert before and not after & before
+
+
+def test_the_edge_counts_each_still_frame_in_its_skip_metric(node, footage):  # noqa: F811
+    node.motion.add(CAMERA, MotionConfig())
+    before = _skipped(CAMERA)
+    decisions = [node.motion.needs_detection(CAMERA, footage[0], i * FRAME_MS) for i in range(5)]
+    assert decisions == [True, False, False, False, False]
+    assert _skipped(CAMERA) - before == 4
+    node.motion.remove(CAMERA)
+    assert node.motion.needs_detection(CAMERA, footage[0], 6 * FRAME_MS)  # no gate: every frame is detected
