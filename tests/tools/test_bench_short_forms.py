@@ -135,6 +135,6 @@ def test_bench_motion_compares_gated_with_every_frame_detection_on_both_clips(tm
         assert result[clip]["fewer_runs"] == pytest.approx(1.0 / gated["detector_runs_per_frame"], rel=0.01)
         assert result[clip]["cpu_ratio"] == pytest.approx(every["cpu_ms_per_frame"] / gated["cpu_ms_per_frame"],
                                                           rel=0.01)  # fmt: skip
-        assert every["crossings"] > 0 and 0 <= result[clip]["crossing_recall"] <= 1
+        assert every["crossings"] > 0 and 0 <= result[clip]["crossing_recall"] <= 1 and 0 <= result[clip]["crossing_recall_moving"] <= 1
     assert result["static"]["gated"]["detector_runs_per_frame"] < 0.8  # the held frames are still
     assert proc.returncode == (0 if result["within_goal"] else 1), proc.stderr[-3000:]
