@@ -206,7 +206,8 @@ def snapshot(
     """Progress and accounting of one edge: per camera its state, the ``reason`` of its last state change, its
     ``fault`` and ``detail`` (the latest fault since it last streamed, None after), the ``error`` that failed it
     (None unless failed or ended early), frames, skipped (newest-frame slot), sent, results, drops,
-    end-to-end p50/p99 (ms) and, given ``node``, frames detected and frame age p50/p99 (ms,
+    end-to-end p50/p99 (ms) and, given ``node``, frames detected, frames ``still`` (kept from the detector by the
+    camera's motion gate) and frame age p50/p99 (ms,
     :meth:`CameraTracking.frame_age_stats`); per broker ``up``, ``in_flight``, ``sent`` and ``silent_s``
     (:meth:`BrokerLink.broker_states`); per sink (by label, e.g. ``jsonl[0]``) the lines written by status and
     lost by reason, ``queued`` and ``error`` (:meth:`QueuedSink.stats`); ``elapsed_s`` and ``cpu_s``, the running time and the process's CPU
