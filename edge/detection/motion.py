@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 import threading
+from collections.abc import Callable
 
 import cv2
 import numpy as np
@@ -99,7 +100,7 @@ class MotionGates:
         on_skip: called with the camera's name for every still frame (counts the skip).
     """
 
-    def __init__(self, on_skip=None) -> None:
+    def __init__(self, on_skip: Callable[[str], None] | None = None) -> None:
         self._gates: dict[str, MotionGate] = {}
         self._lock = threading.Lock()
         self._on_skip = on_skip
