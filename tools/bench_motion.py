@@ -40,6 +40,7 @@ from typing import Any
 
 import av
 import numpy as np
+import supervision as sv
 
 from tools.bench_analytics import CLASSES, analytics_config
 from vcascade.core.config import MotionConfig, RoiPolicyConfig, YoloxDetectorConfig
@@ -166,16 +167,6 @@ def run_clip(path: str | Path, model_dir: Path, motion: MotionConfig, held: Call
     return result
 
 
-def _iou(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """(n, m) IoU of xyxy boxes ``a`` (n, 4) and ``b`` (m, 4)."""
-    lt = np.maximum(a[:, None, :2], b[None, :, :2])
-    rb = np.minimum(a[:, None, 2:], b[None, :, 2:])
-    inter = np.prod(np.clip(rb - lt, 0, None), axis=2)
-    area_a = np.prod(a[:, 2:] - a[:, :2], axis=1)
-    area_b = np.prod(b[:, 2:] - b[:, :2], axis=1)
-    return inter / np.maximum(area_a[:, None] + area_b[None, :] - inter, 1e-9)
-
-
 def track_recall(reference: list[Detections], candidate: list[Detections]) -> float | None:
     """Share of ``reference``'s track ids followed in ``candidate`` (a box at IoU >= 0.5 on >= half of the track's
     frames); None without reference tracks."""
@@ -183,7 +174,7 @@ def track_recall(reference: list[Detections], candidate: list[Detections]) -> fl
     for ref, cand in zip(reference, candidate):
         if not len(ref):
             continue
-        matched = (_iou(ref.xyxy, cand.xyxy).max(axis=1) >= MATCH_IOU) if len(cand) else np.zeros(len(ref), bool)
+        matched = (sv.box_iou_batch(ref.xyxy, cand.xyxy).max(axis=1) >= MATCH_IOU) if len(cand) else np.zeros(len(ref), bool)
         for track_id, hit in zip(ref.track_id.tolist(), matched.tolist()):
             seen = hits.setdefault(track_id, [0, 0])
             seen[0] += hit

@@ -7,7 +7,7 @@ The int8 copy is made into a temporary folder exactly as ``vcascade quantize`` m
 the edge's thresholds (score 0.3, NMS IoU 0.45, all 80 classes). Reported:
 
 * ``agreement``: fp32 boxes matched one-to-one by an int8 box of the same class at IoU >= 0.5 (greedy, best IoU
-  first), over all fp32 boxes; ``precision``: the same matches over all int8 boxes;
+  first: ``vcascade.edge.detection.agreement``, the check ``vcascade quantize`` makes), over all fp32 boxes; ``precision``: the same matches over all int8 boxes;
 * CPU per frame of each (``time.thread_time``, preprocessing, session run and decoding) and ``speedup`` = fp32 / int8.
 
 Goal: agreement >= 0.95 with a speed-up. The calibration frames are part of the frames compared (the benchmark
@@ -28,33 +28,16 @@ from typing import Any
 
 import numpy as np
 
-from tools.bench_motion import VIDEO, _iou
+from tools.bench_motion import VIDEO
 from vcascade.app.commands.quantize import calibration_frames
 from vcascade.core.config import YoloxDetectorConfig
-from vcascade.core.detections import Detections
 from vcascade.core.runtime.resources import resolve
 from vcascade.core.runtime.threads import set_process_threads
 from vcascade.edge.detection import build_detector
+from vcascade.edge.detection.agreement import matched_boxes
 from vcascade.edge.detection.quantize import quantize_yolox
 
 GOAL_AGREEMENT = 0.95
-MATCH_IOU = 0.5
-
-
-def matched_boxes(a: Detections, b: Detections) -> int:
-    """Pairs of one box of ``a`` and one of ``b``, same class, IoU >= 0.5, each box used once (best IoU first)."""
-    if not len(a) or not len(b):
-        return 0
-    iou = _iou(a.xyxy, b.xyxy)
-    iou[a.class_id[:, None] != b.class_id[None, :]] = 0.0
-    pairs = 0
-    for _ in range(min(len(a), len(b))):
-        i, j = np.unravel_index(int(np.argmax(iou)), iou.shape)
-        if iou[i, j] < MATCH_IOU:
-            break
-        pairs += 1
-        iou[i, :], iou[:, j] = 0.0, 0.0
-    return pairs
 
 
 def compare(fp32_path: Path, int8_path: Path, frames: list[np.ndarray]) -> dict[str, Any]:
