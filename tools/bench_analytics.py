@@ -18,7 +18,6 @@ Usage: ``python -m tools.bench_analytics [--model-dir DIR] [--frames N] [--lines
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -27,6 +26,7 @@ from typing import Any
 import cv2
 import numpy as np
 
+from tools.report import finish
 from vcascade.core.config import AnalyticsConfig, RoiPolicyConfig, YoloxDetectorConfig
 from vcascade.core.detections import Detections
 from vcascade.core.runtime.resources import resolve
@@ -146,11 +146,7 @@ def main() -> int:
         "goal_ratio": GOAL_RATIO,
     }
     result["within_goal"] = result["video"]["ratio"] <= GOAL_RATIO
-    text = json.dumps(result, indent=1)
-    print(text)
-    if args.json:
-        args.json.write_text(text + "\n")
-    return 0 if result["within_goal"] else 1
+    return finish(result, args.json)
 
 
 if __name__ == "__main__":

@@ -30,7 +30,6 @@ Usage: ``python -m tools.bench_motion [--model-dir DIR] [--segments 10] [--still
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import tempfile
 import time
@@ -43,6 +42,7 @@ import numpy as np
 import supervision as sv
 
 from tools.bench_analytics import CLASSES, analytics_config
+from tools.report import finish
 from vcascade.core.config import MotionConfig, RoiPolicyConfig, YoloxDetectorConfig
 from vcascade.core.detections import Detections
 from vcascade.core.runtime.resources import resolve
@@ -221,11 +221,7 @@ def main() -> int:
     result["within_goal"] = result["static"]["fewer_runs"] >= GOAL_FEWER_RUNS and all(
         r is None or r >= GOAL_CROSSING_RECALL for r in recalls
     )
-    text = json.dumps(result, indent=1)
-    print(text)
-    if args.json:
-        args.json.write_text(text + "\n")
-    return 0 if result["within_goal"] else 1
+    return finish(result, args.json)
 
 
 if __name__ == "__main__":

@@ -19,7 +19,6 @@ Usage: ``python -m tools.bench_quantize [--model-dir DIR] [--frames 250] [--cali
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import tempfile
 import time
@@ -29,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from tools.bench_motion import VIDEO
+from tools.report import finish
 from vcascade.app.commands.quantize import calibration_frames
 from vcascade.core.config import YoloxDetectorConfig
 from vcascade.core.runtime.resources import resolve
@@ -86,11 +86,7 @@ def main() -> int:
         result = compare(fp32_path, int8_path, frames)
     result.update(calibration_frames=args.calibration_frames, quantize_s=round(made_s, 1), goal_agreement=GOAL_AGREEMENT)
     result["within_goal"] = result["agreement"] >= GOAL_AGREEMENT and result["speedup"] > 1.0
-    text = json.dumps(result, indent=1)
-    print(text)
-    if args.json:
-        args.json.write_text(text + "\n")
-    return 0 if result["within_goal"] else 1
+    return finish(result, args.json)
 
 
 if __name__ == "__main__":
