@@ -114,8 +114,8 @@ def role_env(tmp_path_factory, role_wheel):
             subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
             spec = ROLES[role]
             proc = subprocess.run(
-                [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-compile",
-                 *spec.also, f"{role_wheel}[{spec.extra}]"], capture_output=True, text=True, timeout=1500,
+                [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check",
+                 "--no-compile", *spec.also, f"{role_wheel}[{spec.extra}]"], capture_output=True, text=True, timeout=1500,
             )  # fmt: skip
             assert proc.returncode == 0, f"pip install vcascade[{spec.extra}]:\n{proc.stderr[-3000:]}"
             made[role] = venv / "bin"
