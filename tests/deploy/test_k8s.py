@@ -144,7 +144,8 @@ def test_workers_request_a_gpu_in_the_base_and_none_in_the_cpu_overlay(k8s_copy,
         assert resources["limits"].get("nvidia.com/gpu", 0) == gpus, variant
         devices = _deployment_file(objects, tmp_path).workers["worker-1"].devices
         assert all(d.startswith("cuda") for d in devices) if gpus else devices == ["cpu", "cpu"]
-        assert pod["containers"][0]["image"].startswith("ghcr.io/vcascade/vcascade-cuda" if gpus else "ghcr.io/vcascade/vcascade-center")
+        image = "ghcr.io/vcascade/vcascade-cuda" if gpus else "ghcr.io/vcascade/vcascade-center"
+        assert pod["containers"][0]["image"].startswith(image)
 
 
 def test_the_autoscaler_follows_the_brokers_queue_depth_metric(k8s_copy):

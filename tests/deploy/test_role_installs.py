@@ -2,15 +2,20 @@
 torch, ONNX Runtime, OpenCV or PyAV and an edge's no torch; each role's commands, ``--help`` and ``vcascade check``
 work in its own install, and a command of another role says in one line which extra to install.
 
-The first test reads the test environment (everything installed) and is cheap. The others install each role from a
-wheel of this checkout into its own virtual environment (``python -m venv``, ``pip`` from the configured index),
-once per test session (marker ``installs``; the center's holds torch, about 1.4 GB): they prove what the first
-cannot, that each role runs without the libraries it must not load.
+The unmarked tests are cheap: they read the source (every library a role's path imports is declared for that
+role in pyproject.toml) and the test environment (importing a role's path loads none of its forbidden libraries).
+The tests marked ``installs`` install each role from a wheel of this checkout into its own virtual environment
+(``python -m venv``, ``pip`` from the configured index), once per test session (the center's holds torch, about
+1.9 GB; about 6 minutes in all on a loaded 2-core machine): they prove what the others cannot, that each role
+runs without the libraries it must not load.
 """
 
 from __future__ import annotations
 
+import ast
+import importlib.metadata
 import json
+import re
 import shutil
 import signal
 import subprocess
@@ -22,9 +27,11 @@ from pathlib import Path
 import pytest
 import yaml
 import zmq
+from packaging.requirements import Requirement
 
 from tests.broker.conftest import deployment_data
 from tests.broker.test_server import answer, recv, send_roi
+from tests.test_layers import import_graph, source_modules
 from vcascade.core.protocol import wire
 from vcascade.core.transport.sockets import make_socket
 from vcascade.app.cli import COMMANDS
@@ -84,6 +91,104 @@ def test_every_command_names_an_extra_that_pyproject_declares():
     assert {spec.extra for spec in ROLES.values()} <= declared
 
 
+ENTRY_POINTS = {
+    "broker": ["vcascade.app.cli", "vcascade.app.commands.component", "vcascade.app.commands.check",
+               "vcascade.app.commands.status", "vcascade.app.commands.ui", "vcascade.app.commands.camera",
+               "vcascade.app.commands.keys", "vcascade.app.commands.prometheus_config", "vcascade.broker.server"],
+    "edge": ["vcascade.edge.process"],
+    "center": ["vcascade.center.worker", "vcascade.center.stage_group", "vcascade.app.commands.plan"],
+    "all": ["vcascade.app.commands.run", "vcascade.app.preflight"],
+}  # fmt: skip
+"""The modules each install runs from: the CLI and its base commands (every role has them), then each role's
+runner (``COMPONENT_KINDS``, resolved by name), the commands of its extra, and the deep checks (``check --deep``)."""
+EXTRA_OF = {"broker": [], "edge": ["edge"], "center": ["center"], "all": ["all"]}
+CONDITIONAL_IMPORTS = {
+    ("vcascade.core.runtime.threads", "torch"): "only given torch threads (workers, stage groups); edges pass None",
+}
+"""Imports a role's path holds but never runs in that role, each with the reason."""
+
+
+def _normalized(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _declared(extras: list[str]) -> set[str]:
+    """The distributions the base install and ``extras`` declare in pyproject.toml (self-references followed)."""
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    found, todo, seen = set(), [None, *extras], set()
+    while todo:
+        extra = todo.pop()
+        if extra in seen:
+            continue
+        seen.add(extra)
+        for requirement in project["dependencies"] if extra is None else project["optional-dependencies"][extra]:
+            req = Requirement(requirement)
+            if _normalized(req.name) == "vcascade":
+                todo.extend(req.extras)
+            else:
+                found.add(_normalized(req.name))
+    return found
+
+
+def _with_requirements(distributions: set[str]) -> set[str]:
+    """``distributions`` and everything they require, read from this environment's installed metadata."""
+    found, todo = set(), list(distributions)
+    while todo:
+        name = todo.pop()
+        if name in found:
+            continue
+        found.add(name)
+        try:
+            requires = importlib.metadata.requires(name) or []
+        except importlib.metadata.PackageNotFoundError:
+            continue  # declared for another platform (onnxruntime beside onnxruntime-gpu)
+        for requirement in requires:
+            req = Requirement(requirement)
+            if req.marker is None or req.marker.evaluate({"extra": ""}):
+                todo.append(_normalized(req.name))
+    return found
+
+
+def _third_party_imports(modules: dict[str, Path], reached: set[str]) -> dict[str, set[str]]:
+    """Top-level name of every non-standard-library import of the ``reached`` modules -> the modules importing it."""
+    found: dict[str, set[str]] = {}
+    for module in reached:
+        for node in ast.walk(ast.parse(modules[module].read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
+                [node.module] if isinstance(node, ast.ImportFrom) and not node.level and node.module else [])
+            for name in names:
+                top = name.partition(".")[0]
+                if top not in sys.stdlib_module_names and top not in ("__future__", "vcascade"):
+                    found.setdefault(top, set()).add(module)
+    return found
+
+
+@pytest.mark.parametrize("role", ENTRY_POINTS, ids=str)
+def test_every_library_a_roles_path_imports_is_declared_for_that_role(role):
+    """Read from the source (every import statement, function bodies included): each third-party import reachable
+    from the role's entry points comes with the base install, the role's extra or what those require. A new
+    ``import scipy`` at the edge without ``scipy`` in its extra, or a broker module importing OpenCV, fails here
+    without installing anything."""
+    modules, graph = source_modules(), import_graph()
+    roots = [m for r in ("broker", *([role] if role != "broker" else [])) for m in ENTRY_POINTS[r]]
+    reached, todo = set(), list(roots)
+    while todo:
+        module = todo.pop()
+        if module not in reached:
+            reached.add(module)
+            parts = module.split(".")
+            todo += [*graph[module], *(".".join(parts[:i]) for i in range(1, len(parts)))]
+    allowed = _with_requirements(_declared(EXTRA_OF[role]))
+    owners = importlib.metadata.packages_distributions()
+    wrong = []
+    for top, importers in sorted(_third_party_imports(modules, reached).items()):
+        dists = {_normalized(d) for d in owners.get(top, [])}
+        importers = {m for m in importers if (m, top) not in CONDITIONAL_IMPORTS}
+        if importers and not dists & allowed:
+            wrong.append(f"{top} ({', '.join(sorted(dists)) or 'not installed'}) imported by {sorted(importers)}")
+    assert not wrong, f"{role}: imports outside its install:\n" + "\n".join(wrong)
+
+
 # ---- each role in its own environment -------------------------------------------------------------------------
 
 
@@ -115,7 +220,8 @@ def role_env(tmp_path_factory, role_wheel):
             spec = ROLES[role]
             proc = subprocess.run(
                 [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check",
-                 "--no-compile", *spec.also, f"{role_wheel}[{spec.extra}]"], capture_output=True, text=True, timeout=1500,
+                 "--no-compile", *spec.also, f"{role_wheel}[{spec.extra}]"],
+                capture_output=True, text=True, timeout=1500,
             )  # fmt: skip
             assert proc.returncode == 0, f"pip install vcascade[{spec.extra}]:\n{proc.stderr[-3000:]}"
             made[role] = venv / "bin"
