@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install everything the tests need (Debian packages for the real servers the tests start on free ports: GStreamer's
 # RTSP server, Prometheus, Redis, Mosquitto, and the headless Chromium the live view's browser test drives; the
-# project with its test extras into .venv) and run the whole test suite. Arguments go to pytest.
+# project with every role and its test extras into .venv: `.[test]` holds `.[all]`) and run the whole test suite.
+# Arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 APT_PACKAGES="python3-gi gir1.2-gst-rtsp-server-1.0 gstreamer1.0-plugins-good gstreamer1.0-plugins-bad ffmpeg gstreamer1.0-libav gstreamer1.0-plugins-ugly prometheus chromium chromium-driver mosquitto redis-server openssl postgresql"

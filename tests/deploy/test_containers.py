@@ -86,6 +86,32 @@ def test_compose_runs_each_component_of_its_file_with_a_health_check_on_its_metr
     assert dep.metrics.bind == "0.0.0.0" and dep.metrics.token_file == "/etc/vcascade/keys/metrics.token"
 
 
+ROLE_EXTRAS = {"broker": "broker", "edge": "edge", "worker": "center"}
+"""The extra (pyproject.toml) each component's image installs (docs/DEPLOY.md, "Installs per role")."""
+
+
+def test_each_compose_component_runs_the_image_of_its_role():
+    """A broker container holds the base install only and an edge's no torch: each service builds its role's extra."""
+    services = _components(yaml.safe_load((REPO / "compose.yaml").read_text())["services"])
+    for service, cfg in services.items():
+        extra = ROLE_EXTRAS[cfg["command"][0]]
+        assert cfg["build"]["args"] == {"EXTRAS": extra} and cfg["build"]["dockerfile"] == "docker/Dockerfile.cpu"
+        assert cfg["image"].split(":")[0] == f"vcascade-{extra}", service
+
+
+@pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=lambda p: p.name)
+def test_the_images_install_torch_only_for_the_roles_that_load_it(dockerfile):
+    """The torch line runs for EXTRAS center or all only (sh's ``case``, the same pattern the Dockerfile runs)."""
+    text = dockerfile.read_text()
+    (torch_line,) = [line for line in text.splitlines() if '"torch==' in line]
+    pattern = re.fullmatch(r'RUN case ",\$\{EXTRAS\}," in (\S+)\) pip install .*;; esac', torch_line).group(1)
+    script = f'case ",$EXTRAS," in {pattern}) echo torch ;; esac'
+    for extras, wants in (("broker", False), ("edge", False), ("center", True), ("all", True), ("edge,center", True)):
+        out = subprocess.run(["sh", "-c", script], env={"EXTRAS": extras}, capture_output=True, text=True, timeout=30)
+        assert (out.stdout.strip() == "torch") is wants, extras
+    assert 'RUN pip install "./[${EXTRAS}]"' in text
+
+
 @pytest.mark.parametrize("path", DEPLOYMENT_FILES, ids=lambda p: str(p.relative_to(REPO / "deploy")))
 def test_every_embedding_recognizer_of_a_container_deployment_uses_the_shared_store(path, monkeypatch):
     """Workers in separate containers or pods would each get their own SQLite file: one identity space each."""

@@ -144,7 +144,8 @@ def test_workers_request_a_gpu_in_the_base_and_none_in_the_cpu_overlay(k8s_copy,
         assert resources["limits"].get("nvidia.com/gpu", 0) == gpus, variant
         devices = _deployment_file(objects, tmp_path).workers["worker-1"].devices
         assert all(d.startswith("cuda") for d in devices) if gpus else devices == ["cpu", "cpu"]
-        assert pod["containers"][0]["image"].startswith("ghcr.io/vcascade/vcascade-cuda" if gpus else "ghcr.io/vcascade/vcascade-cpu")
+        image = "ghcr.io/vcascade/vcascade-cuda" if gpus else "ghcr.io/vcascade/vcascade-center"
+        assert pod["containers"][0]["image"].startswith(image)
 
 
 def test_the_autoscaler_follows_the_brokers_queue_depth_metric(k8s_copy):
@@ -283,3 +284,17 @@ def test_metrics_need_the_token_and_every_pod_that_reads_the_file_gets_it(k8s_co
     for deployment in [*_components(objects), _one(objects, "Deployment", UI)]:
         (container,) = deployment["spec"]["template"]["spec"]["containers"]
         assert {"name": "VCASCADE_METRICS_TOKEN", "valueFrom": token_from} in container["env"], deployment["metadata"]["name"]
+
+
+def test_each_component_runs_the_image_of_its_role(k8s_copy):
+    """Brokers and the live view run the base install, edges an image without torch (docs/DEPLOY.md, "Installs per
+    role"); workers the CUDA image in the base, the CPU center image in the cpu overlay."""
+    expected = {"vcascade-broker-1": "vcascade-broker", "vcascade-ui": "vcascade-broker",
+                "vcascade-edge-1": "vcascade-edge", "vcascade-worker-1": "vcascade-cuda"}  # fmt: skip
+    for variant in ("base", "overlays/cpu"):
+        objects = _render(k8s_copy, variant)
+        for deployment, image in expected.items():
+            if variant != "base" and deployment == "vcascade-worker-1":
+                image = "vcascade-center"
+            container = _one(objects, "Deployment", deployment)["spec"]["template"]["spec"]["containers"][0]
+            assert container["image"].rpartition(":")[0] == f"ghcr.io/vcascade/{image}", (variant, deployment)

@@ -25,9 +25,13 @@ Each command is a module of :mod:`vcascade.app.commands` named in :data:`COMMAND
 command being run is imported (``vcascade check`` loads no torch, OpenCV or ONNX Runtime); ``vcascade --help``
 lists the commands from the table alone.
 
+Each command names the extra it needs (:attr:`Command.extra`, pyproject.toml): run in an install without it (a
+broker host running ``vcascade worker``), it prints one line naming the extra to install instead of a traceback.
+
 Exit codes: 0 success, 1 run-time failure (a process failed, an ROI unaccounted, a camera failed, a model
-unavailable), 2 invalid configuration or usage, or ``check --deep`` problems (one message per problem, no
-traceback), 3 a component's deterministic start-up error (``vcascade edge|worker|...``: do not restart it).
+unavailable, a command's extra not installed), 2 invalid configuration or usage, or ``check --deep`` problems (one
+message per problem, no traceback), 3 a component's deterministic start-up error (``vcascade edge|worker|...``: do
+not restart it; a missing model, or the role's extra not installed).
 """
 
 from __future__ import annotations
@@ -39,8 +43,9 @@ from types import ModuleType
 from typing import NamedTuple
 
 from vcascade import __version__
-from vcascade.app.commands import EXIT_CONFIG
+from vcascade.app.commands import EXIT_CONFIG, EXIT_FAILURE, EXIT_NO_RESTART
 from vcascade.app.components import COMPONENT_KINDS
+from vcascade.core import extras
 from vcascade.core.config import ConfigError
 
 COMMANDS_PACKAGE = "vcascade.app.commands"
@@ -53,20 +58,26 @@ class Command(NamedTuple):
     """The command's module in :mod:`vcascade.app.commands` (its ``add_arguments`` and ``handle``)."""
     help: str
     """The line ``vcascade --help`` shows for it."""
+    extra: str | None = extras.BASE
+    """The optional dependency group it needs beyond the base install (pyproject.toml), named when a library of
+    it is missing; None: the base install runs it."""
 
 
 COMMANDS: dict[str, Command] = {
     "check": Command("check", "validate a deployment file"),
-    "run": Command("run", "run every component of the file as local processes"),
-    **{kind: Command("component", f"run one {kind} of the file in this process") for kind in COMPONENT_KINDS},
+    "run": Command("run", "run every component of the file as local processes", extras.ALL),
+    **{kind: Command("component", f"run one {kind} of the file in this process", component.extra)
+       for kind, component in COMPONENT_KINDS.items()},
     "keys": Command("keys", "CurveZMQ key files (docs/SECURITY.md)"),
     "prometheus-config": Command("prometheus_config", "print a Prometheus scrape config for every component of FILE"),
     "status": Command("status", "live view of a deployment read from its components' metrics endpoints"),
     "ui": Command("ui", "serve the live view in the browser: every camera's annotated frames, states, numbers"),
     "camera": Command("camera", "add, remove or list the cameras of a running edge"),
-    "plan": Command("plan", "profile each worker's recognizer and show its stage split and balance"),
-    "quantize": Command("quantize", "write the int8 copy of a YOLOX detector, calibrated on a clip (docs/DETECTORS.md)"),
-    "search": Command("search", "search the history of the edges: results, events and their evidence images"),
+    "plan": Command("plan", "profile each worker's recognizer and show its stage split and balance", extras.CENTER),
+    "quantize": Command(
+        "quantize", "write the int8 copy of a YOLOX detector, calibrated on a clip (docs/DETECTORS.md)", extras.EDGE
+    ),
+    "search": Command("search", "search the history of the edges: results, events and their evidence images", extras.EDGE),
 }
 """Every command by the name it is typed with, in the order ``vcascade --help`` lists them."""
 
@@ -76,13 +87,20 @@ def main(argv: list[str] | None = None) -> int:
     its exit code. A usage error, ``--help`` or ``--version`` exits through argparse (``SystemExit``, code 2 or 0);
     an invalid deployment file prints its problems and returns ``EXIT_CONFIG``."""
     argv = sys.argv[1:] if argv is None else argv
-    parser, command = _parser(_command_name(argv))
-    args = parser.parse_args(argv)
+    name = _command_name(argv)
     try:
+        parser, command = _parser(name)
+        args = parser.parse_args(argv)
         return command.handle(args)
     except ConfigError as exc:
         print(f"vcascade: invalid configuration:\n{exc}", file=sys.stderr)
         return EXIT_CONFIG
+    except ModuleNotFoundError as exc:  # a role's install running another role's command
+        line = extras.missing_extra(exc, name, COMMANDS[name].extra) if name in COMMANDS else None
+        if line is None:
+            raise
+        print(line, file=sys.stderr)
+        return EXIT_NO_RESTART if name in COMPONENT_KINDS else EXIT_FAILURE
 
 
 def _command_name(argv: list[str]) -> str | None:

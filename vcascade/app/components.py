@@ -12,6 +12,7 @@ import importlib
 from collections.abc import Callable
 from typing import Any, NamedTuple, Protocol, Self
 
+from vcascade.core import extras
 from vcascade.core.config import Deployment, load_config
 from vcascade.core.schema.broker_settings import BrokerSettings
 from vcascade.core.schema.center_settings import StageGroupSettings, WorkerSettings
@@ -41,14 +42,16 @@ class ComponentKind(NamedTuple):
     """True when the runner takes the ``--model-dir`` argument (it may fetch models)."""
     settings: type[ComponentSettings]
     """The settings type the runner takes (built with ``from_deployment(dep, name)``)."""
+    extra: str | None
+    """The optional dependency group its runner needs (pyproject.toml; None: the base install runs it)."""
 
 
 COMPONENT_KINDS: dict[str, ComponentKind] = {
-    "edge": ComponentKind("edges", "vcascade.edge.process:run_edge", True, EdgeSettings),
-    "broker": ComponentKind("brokers", "vcascade.broker.server:run_broker", False, BrokerSettings),
-    "worker": ComponentKind("workers", "vcascade.center.worker:run_worker", True, WorkerSettings),
+    "edge": ComponentKind("edges", "vcascade.edge.process:run_edge", True, EdgeSettings, extras.EDGE),
+    "broker": ComponentKind("brokers", "vcascade.broker.server:run_broker", False, BrokerSettings, extras.BASE),
+    "worker": ComponentKind("workers", "vcascade.center.worker:run_worker", True, WorkerSettings, extras.CENTER),
     "stage-group": ComponentKind(
-        "stage_groups", "vcascade.center.stage_group:run_stage_group", False, StageGroupSettings
+        "stage_groups", "vcascade.center.stage_group:run_stage_group", False, StageGroupSettings, extras.CENTER
     ),
 }
 """The component kinds a deployment file declares, by the name the CLI uses."""
