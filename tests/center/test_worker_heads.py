@@ -54,7 +54,7 @@ def test_text_head_end_to_end(demo_raw, free_port, models_dir: Path, tmp_path):
         assert isinstance(result.output, wire.TextOutput), result  # no identity, no labels
         assert result.output.text == line and result.output.text_score > 0.9, result
         assert [name for name, _ in result.hops] == ["batch_wait", "preprocess", "stage0", "head"]
-        assert head_fields(result.output) == {"text": line, "text_score": round(result.output.text_score, 4)}
+        assert head_fields(result.output) == {"text": line, "text_score": round(result.output.text_score, 4), "texts": []}
 
 
 @pytest.fixture

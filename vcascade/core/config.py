@@ -48,6 +48,7 @@ from vcascade.core.schema import (  # noqa: F401  (re-exported: the schema is pa
     MqttSinkConfig,
     Name,
     OnnxRecognizerConfig,
+    OcrRecognizerConfig,
     Port,
     RecognizerConfig,
     RedisStoreConfig,
