@@ -26,6 +26,11 @@ class EmbeddingHeadConfig(ConfigModel):
     type: Literal["embedding"] = Field("embedding", description="Head kind (registry key).")
     match_threshold: float = Field(0.8, ge=-1, le=1, description="Cosine similarity at or above which an identity matches.")
     max_identities: int = Field(10_000, ge=1, description="Gallery capacity; the least recently seen identity is evicted.")
+    dim: int | None = Field(
+        None, ge=1, le=65_536,
+        description="Embedding length D the model outputs per crop, checked when the worker starts (the ONNX file's "
+        "output shape, then the warm-up micro-batch); None: not checked.",
+    )
     identity: IdentitySpaceConfig = Field(IdentitySpaceConfig(), description="Identity space shared by the recognizer's workers.")
 
 
