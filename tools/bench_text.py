@@ -15,7 +15,10 @@ Usage: ``python -m tools.bench_text [--model-dir DIR] [--samples N] [--heights 8
    thread): ``single`` is the demo's former recognizer (PP-OCRv6 rec on the whole crop, 48 x 320), ``pipeline``
    the ``type: ocr`` recognizer (PP-OCRv6 det, then rec on each region; its best reading).
 4. Per character height: exact reads (spaces and case ignored) and character error rate (Levenshtein distance
-   over the string's length, rapidfuzz), and each recognizer's time per crop, with their ratio.
+   over the string's length, rapidfuzz) of the single model's reading, of the pipeline's best reading (``text``)
+   and of the pipeline's regions (``texts``: the plate read in any of them; the footage has a real sign, a taxi's
+   ``TAXI``, which the pipeline reads too and may rank above the plate), and each recognizer's time per crop,
+   with their ratio.
 
 Exit status 0 when the pipeline's exact reads at heights >= 16 px reach the goal (:data:`GOAL_EXACT`), else 1.
 """
@@ -54,6 +57,8 @@ VEHICLES = ["car", "bus", "truck"]
 GOAL_EXACT = 0.9
 """Exact reads wanted at character heights >= 16 px (issue 33)."""
 BATCH = 8
+SIGNS = ["TAXI"]
+"""Real text in the footage: a taxi's roof sign, legible on some of its crops (counted, never scored)."""
 
 
 def vehicle_crops(model_dir: Path, every: int = 5, padding_px: int = 4) -> list[np.ndarray]:
@@ -131,12 +136,13 @@ def recognizers() -> dict[str, Any]:
     return {"single": single, "pipeline": pipeline}
 
 
-def read_all(cfg, crops: list[np.ndarray], model_dir: Path) -> tuple[list[str], float]:
-    """Every crop's reading (the head's ``text``) and the time per crop, ms (stages and head, not decoding)."""
+def read_all(cfg, crops: list[np.ndarray], model_dir: Path) -> tuple[list[str], list[list[str]], float]:
+    """Every crop's reading (the head's ``text``), the texts of every region read on it (``texts``; the reading
+    itself for a single-model recognizer), and the time per crop, ms (preprocessing, stages and head)."""
     (stage,) = load_recognizer_stages(cfg, ["cpu"], model_dir=str(model_dir))
     head = build_head(cfg.head, head_context(cfg, str(model_dir)))
     spec = PreprocessSpec.from_config(cfg)
-    texts, spent_s = [], 0.0
+    best, regions, spent_s = [], [], 0.0
     for start in range(0, len(crops), BATCH):
         batch = crops[start : start + BATCH]
         rois = [Roi(roi_id=str(i), camera="c", frame_seq=0, stream_ts_ms=0.0, capture_unix_ms=0.0,
@@ -145,9 +151,11 @@ def read_all(cfg, crops: list[np.ndarray], model_dir: Path) -> tuple[list[str], 
         t0 = time.perf_counter()
         x = np.stack([to_input(c, spec) for c in batch])
         (out, *_) = stage((x,))
-        texts += [o.text for o in head(np.asarray(out, np.float32), rois)]
+        answers = head(np.asarray(out, np.float32), rois)
         spent_s += time.perf_counter() - t0
-    return texts, spent_s / len(crops) * 1000.0
+        best += [a.text for a in answers]
+        regions += [[r.text for r in a.texts] or [a.text] for a in answers]
+    return best, regions, spent_s / len(crops) * 1000.0
 
 
 def normalise(text: str) -> str:
@@ -155,11 +163,12 @@ def normalise(text: str) -> str:
     return "".join(text.split()).upper()
 
 
-def scores(truths: list[str], reads: list[str]) -> dict[str, float]:
-    """Exact-read share and character error rate (summed Levenshtein distances over summed lengths)."""
-    pairs = [(normalise(t), normalise(r)) for t, r in zip(truths, reads)]
-    exact = sum(t == r for t, r in pairs) / len(pairs)
-    cer = sum(Levenshtein.distance(t, r) for t, r in pairs) / sum(len(t) for t, _ in pairs)
+def scores(truths: list[str], reads: list[list[str]]) -> dict[str, float]:
+    """Exact-read share (the truth among a crop's readings) and character error rate (Levenshtein distance to the
+    closest reading, summed, over the truths' summed lengths), both on :func:`normalise`\ d strings."""
+    pairs = [(normalise(t), [normalise(r) for r in rs]) for t, rs in zip(truths, reads)]
+    exact = sum(t in rs for t, rs in pairs) / len(pairs)
+    cer = sum(min(Levenshtein.distance(t, r) for r in rs) for t, rs in pairs) / sum(len(t) for t, _ in pairs)
     return {"exact": round(exact, 4), "cer": round(cer, 4)}
 
 
@@ -171,9 +180,13 @@ def run(model_dir: Path, samples: int, heights: list[int], seed: int) -> dict[st
              for i in range(samples)]  # fmt: skip
     crops = [sample(crop, text, height, rng) for height, text, crop in cases]
     report: dict[str, Any] = {"vehicle_crops": len(vehicles), "samples": samples, "by_height": {}, "ms_per_crop": {}}
-    reads = {}
+    reads: dict[str, list[list[str]]] = {}
     for name, cfg in recognizers().items():
-        reads[name], report["ms_per_crop"][name] = read_all(cfg, crops, model_dir)
+        best, regions, report["ms_per_crop"][name] = read_all(cfg, crops, model_dir)
+        reads[name] = [[text] for text in best]
+        if name == "pipeline":
+            reads["pipeline_any_region"] = regions
+            report["real_signs_read"] = {text: sum(text in rs for rs in regions) for text in SIGNS}
     for height in heights:
         rows = [i for i, case in enumerate(cases) if case[0] == height]
         truths = [cases[i][1] for i in rows]
@@ -185,20 +198,25 @@ def run(model_dir: Path, samples: int, heights: list[int], seed: int) -> dict[st
                                      for name in reads}  # fmt: skip
     report["cost_ratio"] = round(report["ms_per_crop"]["pipeline"] / report["ms_per_crop"]["single"], 2)
     report["examples"] = [{"truth": cases[i][1], **{n: reads[n][i] for n in reads}} for i in range(min(6, samples))]
+    report["pipeline_misreads"] = [{"char_px": cases[i][0], "truth": cases[i][1], "read": reads["pipeline"][i][0],
+                                    "regions": reads["pipeline_any_region"][i]}
+                                   for i in range(samples) if normalise(cases[i][1]) != normalise(reads["pipeline"][i][0])]
     return report
 
 
 def print_report(report: dict[str, Any]) -> None:
-    """The table: per height, each recognizer's exact reads and CER; then the cost per crop."""
-    print(f"{report['samples']} plates on {report['vehicle_crops']} vehicle crops of bikes.mp4")
-    print(f"{'char px':>8} {'n':>4} {'single exact':>13} {'single CER':>11} {'pipeline exact':>15} {'pipeline CER':>13}")
-    for height, row in report["by_height"].items():
-        s, p = row["single"], row["pipeline"]
-        print(f"{height:>8} {row['n']:>4} {s['exact']:>13.1%} {s['cer']:>11.3f} {p['exact']:>15.1%} {p['cer']:>13.3f}")
+    """The table: per height, exact reads and CER of the single model, the pipeline's best reading and the
+    pipeline's regions; then the cost per crop."""
+    print(f"{report['samples']} plates on {report['vehicle_crops']} vehicle crops of bikes.mp4 "
+          f"(real signs read by the pipeline: {report['real_signs_read']})")  # fmt: skip
+    names = ["single", "pipeline", "pipeline_any_region"]
+    print(f"{'char px':>8} {'n':>4} " + " ".join(f"{n + ' exact':>26} {'CER':>6}" for n in names))
+    rows = [(str(h), str(row["n"]), row) for h, row in report["by_height"].items()]
     if "at_16px_or_more" in report:
-        s, p = report["at_16px_or_more"]["single"], report["at_16px_or_more"]["pipeline"]
-        print(f"{'>= 16':>8} {'':>4} {s['exact']:>13.1%} {s['cer']:>11.3f} {p['exact']:>15.1%} {p['cer']:>13.3f}"
-              f"   (goal: pipeline exact >= {GOAL_EXACT:.0%})")  # fmt: skip
+        rows.append((">= 16", "", report["at_16px_or_more"]))
+    for height, n, row in rows:
+        print(f"{height:>8} {n:>4} " + " ".join(f"{row[k]['exact']:>26.1%} {row[k]['cer']:>6.3f}" for k in names))
+    print(f"goal: pipeline exact >= {GOAL_EXACT:.0%} at >= 16 px")
     ms = report["ms_per_crop"]
     print(f"ms per crop: single {ms['single']:.1f}, pipeline {ms['pipeline']:.1f} ({report['cost_ratio']:.2f} x single)")
 

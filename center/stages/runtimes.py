@@ -28,7 +28,7 @@ from vcascade.center.stages.onnx_stages import build_onnx_stages, fit_batch, loa
 from vcascade.center.intake.preprocess import to_device
 from vcascade.center.stages.profile import ModelProfile, profile_onnx, profile_torch
 from vcascade.center.stages.torch_stages import build_model, place_stages
-from vcascade.center.stages.text_pipeline import auto_split_points, build_ocr_stages, load_ocr_models
+from vcascade.center.stages.text_pipeline import build_ocr_stages, load_ocr_models, profile_ocr
 from vcascade.center.stages.torch_onnx import torch_to_onnx
 from vcascade.core.config import RecognizerConfig, TorchRecognizerConfig
 
@@ -51,8 +51,6 @@ class Runtime:
         build: ``(model, cfg, split_points, devices) -> stages``.
         takes_torch: the first stage wants a torch tensor on its device (else a numpy array).
         fit_sample: ``(model, sample) -> sample`` the profiling sample adapted to the model (a fixed batch size).
-        fixed_split: ``devices -> split_points`` for runtimes whose stages are fixed (``split_points: auto`` takes
-            them instead of profiling); None: profiled.
     """
 
     load_model: Callable[[Any, str | None], Any]
@@ -60,7 +58,6 @@ class Runtime:
     build: Callable[[Any, Any, Sequence[str], Sequence[str]], list[Stage]]
     takes_torch: bool
     fit_sample: Callable[[Any, np.ndarray], np.ndarray] = lambda model, sample: sample
-    fixed_split: Callable[[Sequence[str]], list[str]] | None = None
 
 
 def _torch_build(model, cfg: TorchRecognizerConfig, split_points, devices) -> list[Stage]:
@@ -98,10 +95,9 @@ RUNTIMES: dict[str, Runtime] = {
     ),
     "ocr": Runtime(  # text detection then recognition of each region (center.stages.text_pipeline)
         load_model=load_ocr_models,
-        profile=lambda model, cfg, sample: _no_profile(cfg),
+        profile=profile_ocr,
         build=build_ocr_stages,
         takes_torch=False,
-        fixed_split=auto_split_points,
     ),
     "calibrated": Runtime(  # no model: measured service times per micro-batch size (center.stages.calibrated)
         load_model=lambda cfg, model_dir: None,
@@ -121,7 +117,7 @@ def _load_checked_onnx(cfg, model_dir):
 
 
 def _no_profile(cfg) -> ModelProfile:
-    raise ValueError(f"a {cfg.type} recognizer has fixed stages, nothing to profile")
+    raise ValueError("a calibrated recognizer has no model to profile (its split_points must stay empty)")
 
 
 def runtime_key(rec_cfg: RecognizerConfig) -> str:
@@ -243,8 +239,6 @@ def load_recognizer_stages(
     model = runtime.load_model(rec_cfg, model_dir)
     if rec_cfg.split_points != "auto":
         return runtime.build(model, rec_cfg, rec_cfg.split_points, devices)
-    if runtime.fixed_split is not None:
-        return runtime.build(model, rec_cfg, runtime.fixed_split(devices), devices)
     sample = default_sample(rec_cfg) if sample_batch is None else sample_batch
     chosen = auto_split(runtime, model, rec_cfg, devices, sample)
     log.info("auto split points %s: predicted stage ms %s (ratio %.2f)", list(chosen.split_points),

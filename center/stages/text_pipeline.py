@@ -10,7 +10,8 @@ recognition model on every region of the micro-batch at once and keeps the best 
 time step (greedy CTC's argmax; the decoding itself is the head's, :class:`vcascade.center.heads.text.RegionTextHead`).
 
 The stage engine places the two stages like any other: one device runs both in one stage (``split_points: []``),
-two devices run ``detect`` then ``read`` (``split_points: [regions]``, or ``auto``).
+two devices run ``detect`` then ``read`` (``split_points: [regions]``); ``auto`` profiles the two
+(:func:`profile_ocr`) and balances them over the worker's devices, as for any model.
 
 What ``read`` answers, one float32 array (n, max_regions, 6 + 2 T), row r of ROI i (:data:`PACKED_FIELDS`):
 ``[valid, detection score, x1, y1, x2, y2, T class ids, T probabilities]``, the box in network-input pixels;
@@ -20,6 +21,8 @@ rows past the regions found have ``valid = 0``.
 from __future__ import annotations
 
 import math
+import statistics
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -30,6 +33,7 @@ import onnx
 
 from vcascade.center.stages.model_files import resolve_onnx_model
 from vcascade.center.stages.onnx_stages import OnnxStage, load_onnx
+from vcascade.center.stages.profile import ModelProfile, Segment
 from vcascade.center.stages.text_regions import DbParams, cut_region, db_regions
 
 SPLIT_POINT = "regions"
@@ -220,12 +224,19 @@ def build_ocr_stages(models: OcrModels, cfg: Any, split_points: Sequence[str], d
     return [detect, read] if split_points else [FusedStage(detect, read)]
 
 
-def auto_split_points(devices: Sequence[str]) -> list[str]:
-    """``split_points: auto`` of an ``ocr`` recognizer: ``[regions]`` on two devices, none on one.
-
-    Raises:
-        ValueError: more than two devices (it has two stages).
-    """
-    if len(devices) > 2:
-        raise ValueError(f"an ocr recognizer has at most 2 stages (detect, read); {len(devices)} devices given")
-    return [SPLIT_POINT] if len(devices) == 2 else []
+def profile_ocr(models: OcrModels, cfg: Any, sample: np.ndarray, runs: int = 3) -> ModelProfile:
+    """The two stages' costs on ``sample`` (n, 3, H, W) float32, ms per micro-batch (median of ``runs`` after one
+    warm-up), as a :class:`vcascade.center.stages.profile.ModelProfile` of two segments, ``detect`` and ``read``
+    (beginning at :data:`SPLIT_POINT`): what ``split_points: auto`` and ``vcascade plan`` balance."""
+    detect, read = build_ocr_stages(models, cfg, [SPLIT_POINT], ["cpu", "cpu"])
+    costs, activations = [], (sample,)
+    for stage in (detect, read):
+        stage(activations)
+        times = []
+        for _ in range(runs):
+            start = time.perf_counter()
+            output = stage(activations)
+            times.append((time.perf_counter() - start) * 1e3)
+        costs.append(statistics.median(times))
+        activations = output
+    return ModelProfile((Segment(None, ("detect",), costs[0]), Segment(SPLIT_POINT, ("read",), costs[1])), len(sample))
