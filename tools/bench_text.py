@@ -191,6 +191,8 @@ def run(model_dir: Path, samples: int, heights: list[int], seed: int) -> dict[st
             report["real_signs_read"] = {text: sum(text in rs for rs in regions) for text in SIGNS}
     for height in heights:
         rows = [i for i, case in enumerate(cases) if case[0] == height]
+        if not rows:  # fewer samples than heights
+            continue
         truths = [cases[i][1] for i in rows]
         report["by_height"][height] = {"n": len(rows), **{name: scores(truths, [reads[name][i] for i in rows])
                                                            for name in reads}}  # fmt: skip

@@ -118,3 +118,22 @@ def test_bench_center_measures_stages_stage_group_and_worker_once_each(tmp_path)
         assert stages[f"{key}_rounds"] == [stages[key]] and stages[key] > 0  # one round: the best is that round
     assert stages["engine_k2_stage_group"] > 0 and stages["link_ms_mean"] > 0
     assert worker["worker"] == max(worker["worker_rounds"]) > 0 and worker["bare_loop"] == max(worker["bare_loop_rounds"])
+
+
+def test_bench_text_reads_plates_with_both_recognizers_and_reports_each_height(tmp_path, models_dir):
+    out = tmp_path / "text.json"
+    proc = run_tool("tools.bench_text", "--model-dir", str(models_dir), "--samples", "8", "--heights", "12,20",
+                    "--json", str(out))  # fmt: skip
+    assert out.exists(), proc.stderr[-3000:]
+    report = json.loads(out.read_text())
+    assert report["samples"] == 8 and report["vehicle_crops"] > 0
+    assert set(report["by_height"]) == {"12", "20"} and all(row["n"] == 4 for row in report["by_height"].values())
+    for row in [*report["by_height"].values(), report["at_16px_or_more"]]:
+        for name in ("single", "pipeline", "pipeline_any_region"):
+            assert 0.0 <= row[name]["exact"] <= 1.0 and row[name]["cer"] >= 0.0
+        assert row["pipeline_any_region"]["exact"] >= row["pipeline"]["exact"]  # the best reading is a region
+    ms = report["ms_per_crop"]
+    assert report["cost_ratio"] == round(ms["pipeline"] / ms["single"], 2)
+    goal = report["at_16px_or_more"]["pipeline"]["exact"] >= 0.9
+    assert proc.returncode == (0 if goal else 1), proc.stderr[-3000:]
+    assert "single exact" in run_tool("tools.bench_text", "--model-dir", str(models_dir), "--samples", "2").stdout
