@@ -136,7 +136,7 @@ class _Worker:
             local = load_stage_range(recognizer, cfg.devices, 0, model_dir)
             stages = [*local, self._remote_stages(settings.downstream)]
         largest = min(cfg.max_batch, cfg.credits * len(cfg.brokers))  # no micro-batch holds more ROIs
-        warm_s = warm_up(local, recognizer, self.first_device, largest)  # memory at its plateau first
+        warm_s = warm_up(local, recognizer, self.first_device, largest, last=cfg.downstream is None)  # memory plateau
         log.info("worker %s: warm-up micro-batch of %d in %.0f ms", name, largest, warm_s * 1e3)
         context = replace(head_context(recognizer, model_dir), recognizer=cfg.recognizer, worker=name)
         self.head = build_head(recognizer.head, context)

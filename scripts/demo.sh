@@ -2,8 +2,8 @@
 # Install vcascade into .venv and run the demo: two cameras on real street footage, YOLOX-nano at the edge,
 # at the center the MobileNetV2 embedder and the PP-OCR text recognizer, each split into 2 pipeline stages.
 # It installs every role (`.[all]`: docs/DEPLOY.md, "Installs per role").
-# Arguments go to `vcascade run`, e.g. --model-dir DIR (a folder holding yolox_nano.onnx and
-# PP-OCRv6_rec_small.onnx; a model missing there is downloaded once and verified).
+# Arguments go to `vcascade run`, e.g. --model-dir DIR (a folder holding yolox_nano.onnx, PP-OCRv6_det_small.onnx
+# and PP-OCRv6_rec_small.onnx; a model missing there is downloaded once and verified).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV="${VCASCADE_VENV:-.venv}"

@@ -5,7 +5,7 @@
 # Arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-APT_PACKAGES="python3-gi gir1.2-gst-rtsp-server-1.0 gstreamer1.0-plugins-good gstreamer1.0-plugins-bad ffmpeg gstreamer1.0-libav gstreamer1.0-plugins-ugly prometheus chromium chromium-driver mosquitto redis-server openssl postgresql"
+APT_PACKAGES="python3-gi gir1.2-gst-rtsp-server-1.0 gstreamer1.0-plugins-good gstreamer1.0-plugins-bad ffmpeg gstreamer1.0-libav gstreamer1.0-plugins-ugly prometheus chromium chromium-driver mosquitto redis-server openssl postgresql fonts-dejavu-core"
 # dpkg -s fails when any one of the packages is missing
 if ! dpkg -s $APT_PACKAGES >/dev/null 2>&1 \
    || ! /usr/bin/python3 -c 'import gi; gi.require_version("GstRtspServer", "1.0")' 2>/dev/null; then

@@ -7,8 +7,8 @@ file is in none of them, downloads it (from ``--url``, default the official YOLO
 ``--model-dir`` if writable, else the user cache, and verifies it by loading it. Exit status 0 and the path on
 stdout on success; 1 and the reason with what to do on stderr when the model is unavailable.
 
-``--text`` also fetches the PP-OCRv6 text-recognition model (``PP-OCRv6_rec_small.onnx``) out of the ``rapidocr``
-wheel on PyPI, without installing it (see :mod:`vcascade.center.stages.ocr_models`), and prints its path on a second line.
+``--text`` also fetches the PP-OCRv6 text models (``PP-OCRv6_rec_small.onnx``, ``PP-OCRv6_det_small.onnx``) out of the ``rapidocr``
+wheel on PyPI, without installing it (see :mod:`vcascade.center.stages.ocr_models`), and prints their paths on the next lines.
 """
 
 from __future__ import annotations
@@ -17,7 +17,13 @@ import argparse
 import logging
 import sys
 
-from vcascade.center.stages.ocr_models import PYPI_SIMPLE_URL, RAPIDOCR_WHEEL_SHA256, ensure_text_model
+from vcascade.center.stages.ocr_models import (
+    PPOCR_DET_MODEL,
+    PPOCR_REC_MODEL,
+    PYPI_SIMPLE_URL,
+    RAPIDOCR_WHEEL_SHA256,
+    ensure_text_model,
+)
 from vcascade.core.config import YoloxDetectorConfig
 from vcascade.core.runtime.models import ModelUnavailable
 from vcascade.edge.detection.model_file import ensure_detector_model
@@ -28,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model-dir", help="folder searched first, and where a download goes if writable")
     parser.add_argument("--url", help="download URL (default: the official YOLOX-Nano release asset)")
-    parser.add_argument("--text", action="store_true", help="also fetch PP-OCRv6_rec_small.onnx (rapidocr wheel)")
+    parser.add_argument("--text", action="store_true", help="also fetch PP-OCRv6_rec_small.onnx and PP-OCRv6_det_small.onnx (rapidocr wheel)")
     parser.add_argument("--index-url", default=PYPI_SIMPLE_URL, help="PEP 691 index listing the rapidocr wheel")
     parser.add_argument("--wheel-url", help="the rapidocr wheel's URL (skips the index and the pinned hash)")
     args = parser.parse_args(argv)
@@ -39,7 +45,9 @@ def main(argv: list[str] | None = None) -> int:
         print(path)
         if args.text:
             sha256 = "" if args.wheel_url else RAPIDOCR_WHEEL_SHA256  # a user's wheel: no pinned hash applies
-            print(ensure_text_model(args.model_dir, index_url=args.index_url, wheel_url=args.wheel_url, sha256=sha256))
+            for name in (PPOCR_REC_MODEL, PPOCR_DET_MODEL):
+                print(ensure_text_model(
+                    args.model_dir, index_url=args.index_url, wheel_url=args.wheel_url, sha256=sha256, name=name))
     except ModelUnavailable as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

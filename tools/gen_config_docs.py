@@ -43,6 +43,7 @@ SECTIONS = [
     ("`brokers.<name>`", config.BrokerConfig),
     ("`recognizers.<name>` with `type: torch`", config.TorchRecognizerConfig),
     ("`recognizers.<name>` with `type: onnx`", config.OnnxRecognizerConfig),
+    ("`recognizers.<name>` with `type: ocr`", config.OcrRecognizerConfig),
     ("`recognizers.<name>.head` with `type: embedding`", config.EmbeddingHeadConfig),
     ("`recognizers.<name>.head.identity`", config.IdentitySpaceConfig),
     ("`recognizers.<name>.head.identity.store` with `type: sqlite`", config.SqliteStoreConfig),

@@ -22,7 +22,14 @@ from typing import Any, Callable
 from vcascade.center.heads.base import Head, HeadContext, head_context, head_input, read_list
 from vcascade.center.heads.classifier import ClassifierHead, softmax
 from vcascade.center.heads.embedding import EPS, EmbeddingHead, l2_normalise
-from vcascade.center.heads.text import TextHead, ctc_classes, ctc_greedy_decode, read_model_charset
+from vcascade.center.heads.text import (
+    RegionTextHead,
+    TextHead,
+    ctc_classes,
+    ctc_greedy_decode,
+    output_classes,
+    read_model_charset,
+)
 from vcascade.center.identity.head import IdentityHead
 from vcascade.core.schema.base import family_tag
 from vcascade.core.schema.center import HEAD_CONFIGS, ClassifierHeadConfig, EmbeddingHeadConfig, TextHeadConfig
@@ -46,6 +53,11 @@ def _text(cfg: TextHeadConfig, context: HeadContext) -> TextHead:
         charset = read_model_charset(context.model_path)
     else:
         charset = read_list(cfg.charset, "text charset")
+    if context.text_regions is not None:  # a two-model recognizer: every region, boxes in crop pixels
+        if context.model_path is None:
+            raise ValueError("a text head of an ocr recognizer needs its recognition `model` file")
+        input_hw, resize = context.text_regions
+        return RegionTextHead(charset, output_classes(context.model_path), cfg.min_score, input_hw, resize)
     return TextHead(charset, cfg.min_score)
 
 
@@ -90,7 +102,7 @@ def build_head(cfg, context: HeadContext | None = None) -> Head:
 
 
 __all__ = [
-    "EPS", "HEADS", "ClassifierHead", "EmbeddingHead", "Head", "HeadBuilder", "HeadContext", "TextHead",
+    "EPS", "HEADS", "ClassifierHead", "RegionTextHead", "EmbeddingHead", "Head", "HeadBuilder", "HeadContext", "TextHead",
     "build_head", "ctc_classes", "ctc_greedy_decode", "head_context", "head_input", "head_registry", "l2_normalise",
     "read_list",
     "read_model_charset", "softmax",

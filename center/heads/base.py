@@ -49,11 +49,14 @@ class HeadContext:
             when the recognizer has no ONNX file (torch recognizers).
         recognizer: the recognizer's name (the embedding head's identity space).
         worker: the worker's name (metrics label).
+        text_regions: for a two-model text recognizer (``type: ocr``): its detector's ``(input_hw, resize)``
+            (the text head then answers every region, boxes in crop pixels); None otherwise.
     """
 
     model_path: str | None = None
     recognizer: str = "recognizer"
     worker: str = "worker"
+    text_regions: tuple[tuple[int, int], str] | None = None
 
 
 def head_context(recognizer_cfg: Any, model_dir: str | Path | None = None) -> HeadContext:
@@ -71,7 +74,10 @@ def head_context(recognizer_cfg: Any, model_dir: str | Path | None = None) -> He
         return HeadContext()
     path = resolve(str(model))
     found = None if Path(path).is_file() else find_model(path, model_dir)
-    return HeadContext(model_path=str(found or path))
+    regions = None
+    if getattr(recognizer_cfg, "type", "") == "ocr":
+        regions = (tuple(recognizer_cfg.input_hw), recognizer_cfg.resize)
+    return HeadContext(model_path=str(found or path), text_regions=regions)
 
 
 def head_input(outputs: Any, n_rows: int, input_ndim: int) -> np.ndarray:

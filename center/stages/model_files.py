@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from vcascade.center.stages.ocr_models import PPOCR_REC_MODEL, ensure_text_model
+from vcascade.center.stages.ocr_models import VERIFY, ensure_text_model
 from vcascade.core.runtime.models import find_model, model_search_dirs
 from vcascade.core.runtime.resources import resolve
 from vcascade.core.runtime.startup import StartupError
@@ -29,8 +29,8 @@ def resolve_onnx_model(model: str, model_dir: str | os.PathLike[str] | None = No
     """
     resolved = resolve(model)
     found = find_model(resolved, model_dir)
-    if found is None and Path(resolved).name == PPOCR_REC_MODEL:  # known model: fetched once, like the detector
-        found = ensure_text_model(model_dir)
+    if found is None and Path(resolved).name in VERIFY:  # known model: fetched once, like the detector
+        found = ensure_text_model(model_dir, name=Path(resolved).name)
     if found is None:
         where = ", ".join(str(d) for d in model_search_dirs(model_dir))
         raise RecognizerModelMissing(f"recognizer model {model!r} not found (searched {where}; pass --model-dir DIR)")

@@ -23,10 +23,12 @@ import torch
 from vcascade.center.stages.balance import Plan, balance, plan_for_cuts
 from vcascade.center.stages.calibrated import build_calibrated_stages
 from vcascade.center.stages.model_files import resolve_onnx_model
+from vcascade.center.stages.onnx_contract import check_embedding_output, check_onnx_contract
 from vcascade.center.stages.onnx_stages import build_onnx_stages, fit_batch, load_onnx
 from vcascade.center.intake.preprocess import to_device
 from vcascade.center.stages.profile import ModelProfile, profile_onnx, profile_torch
 from vcascade.center.stages.torch_stages import build_model, place_stages
+from vcascade.center.stages.text_pipeline import build_ocr_stages, load_ocr_models, profile_ocr
 from vcascade.center.stages.torch_onnx import torch_to_onnx
 from vcascade.core.config import RecognizerConfig, TorchRecognizerConfig
 
@@ -78,7 +80,7 @@ RUNTIMES: dict[str, Runtime] = {
         takes_torch=True,
     ),
     "onnx": Runtime(
-        load_model=lambda cfg, model_dir: load_onnx(resolve_onnx_model(cfg.model, model_dir)),
+        load_model=lambda cfg, model_dir: _load_checked_onnx(cfg, model_dir),
         profile=_ort_profile,
         build=_ort_build,
         takes_torch=False,
@@ -91,6 +93,12 @@ RUNTIMES: dict[str, Runtime] = {
         takes_torch=False,
         fit_sample=fit_batch,
     ),
+    "ocr": Runtime(  # text detection then recognition of each region (center.stages.text_pipeline)
+        load_model=load_ocr_models,
+        profile=profile_ocr,
+        build=build_ocr_stages,
+        takes_torch=False,
+    ),
     "calibrated": Runtime(  # no model: measured service times per micro-batch size (center.stages.calibrated)
         load_model=lambda cfg, model_dir: None,
         profile=lambda model, cfg, sample: _no_profile(cfg),
@@ -98,6 +106,14 @@ RUNTIMES: dict[str, Runtime] = {
         takes_torch=False,
     ),
 }
+
+
+def _load_checked_onnx(cfg, model_dir):
+    """The recognizer's ONNX model, checked against its ``input_hw`` and ``head.dim`` (center/stages/onnx_contract.py)."""
+    path = resolve_onnx_model(cfg.model, model_dir)
+    model = load_onnx(path)
+    check_onnx_contract(model, cfg, path)
+    return model
 
 
 def _no_profile(cfg) -> ModelProfile:
@@ -230,7 +246,7 @@ def load_recognizer_stages(
     return chosen.stages
 
 
-def warm_up(stages: Sequence[Stage], rec_cfg: RecognizerConfig, device: str, batch: int) -> float:
+def warm_up(stages: Sequence[Stage], rec_cfg: RecognizerConfig, device: str, batch: int, *, last: bool = True) -> float:
     """Run one full micro-batch through ``stages`` before serving (as Triton's ``model_warmup``), returning s.
 
     The runtimes allocate on first use: ONNX Runtime's arena grows to the largest batch it has seen and torch's
@@ -245,12 +261,15 @@ def warm_up(stages: Sequence[Stage], rec_cfg: RecognizerConfig, device: str, bat
         rec_cfg: the recognizer (``input_hw`` and the first stage's input type).
         device: the first stage's device.
         batch: micro-batch size (>= 1); the input is :func:`default_sample`, (batch, 3, H, W) float32.
+        last: ``stages`` end with the recognizer's last stage: its output is checked against an embedding
+            head's ``dim`` (:func:`vcascade.center.stages.onnx_contract.check_embedding_output`).
 
     Returns:
         The warm-up's wall time, s.
 
     Raises:
         RuntimeError: a stage failed on the micro-batch; the message names the batch and the stage.
+        ModelContractError: (a ValueError) the output's length per crop is not the embedding head's ``dim``.
     """
     start_s = time.perf_counter()
     if stages and getattr(stages[0], "fixed_batch", None):
@@ -261,6 +280,8 @@ def warm_up(stages: Sequence[Stage], rec_cfg: RecognizerConfig, device: str, bat
             activations = stage(activations)
         except Exception as exc:  # noqa: BLE001 - any runtime error: re-raised with what was being done
             raise RuntimeError(f"warm-up micro-batch of {batch} failed in stage {index}: {exc}") from exc
+    if stages and last:  # the recognizer's own output: its embedding length is what head.dim says
+        check_embedding_output(tuple(activations[0].shape), getattr(rec_cfg.head, "dim", None))
     return time.perf_counter() - start_s
 
 

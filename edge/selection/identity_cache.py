@@ -54,7 +54,8 @@ class IdentityCache:
     def remember(self, roi: Roi, output: HeadOutput | None) -> None:
         """Keep the answer ``output`` for the ROI ``roi`` as its track's identity (link thread). Ignored for an
         untracked ROI (``track_id`` -1), a track no longer alive, or an answer older (by stream time) than the
-        one kept."""
+        one kept; between two text readings the surer one is kept whatever their times (a track keeps its best
+        reading: a plate read well once is not replaced by a later blurred look)."""
         if roi.track_id < 0:
             return
         entry = TrackIdentity(output, roi.roi_id, roi.stream_ts_ms)
@@ -63,7 +64,7 @@ class IdentityCache:
                 return
             cached = self._identities.setdefault(roi.camera, {})
             previous = cached.get(roi.track_id)
-            if previous is None or entry.stream_ts_ms >= previous.stream_ts_ms:
+            if previous is None or _better(entry, previous):
                 cached[roi.track_id] = entry
 
     def get(self, camera: str, track_id: int) -> TrackIdentity | None:
@@ -85,3 +86,13 @@ class IdentityCache:
         """Number of identities held for a camera."""
         with self._lock:
             return len(self._identities.get(camera, {}))
+
+
+def _better(new: TrackIdentity, kept: TrackIdentity) -> bool:
+    """Whether ``new`` replaces ``kept``: the surer of two text readings (``reading_score``; a tie: the newer),
+    else the newer answer by stream time."""
+    new_score = None if new.output is None else new.output.reading_score()
+    kept_score = None if kept.output is None else kept.output.reading_score()
+    if new_score is not None and kept_score is not None and new_score != kept_score:
+        return new_score > kept_score
+    return new.stream_ts_ms >= kept.stream_ts_ms

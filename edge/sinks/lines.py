@@ -76,7 +76,8 @@ def result_line(event: Answered) -> dict[str, Any]:
 def head_fields(output: HeadOutput | None) -> dict[str, Any]:
     """The fields of a head output, by field name (nothing for None): the embedding head's ``identity_id``,
     ``similarity``, ``enrolled``, ...; the classifier's ``labels``/``label_scores``; the text head's
-    ``text``/``text_score``. The ``head`` tag is not written (``recognizer`` names the recognizer)."""
+    ``text``/``text_score`` and ``texts`` (each region's ``text``, ``text_score``, ``box``, ``detection_score``).
+    The ``head`` tag is not written (``recognizer`` names the recognizer)."""
     if output is None:
         return {}
     return {field.name: _line_value(getattr(output, field.name)) for field in msgspec.structs.fields(output)}
@@ -175,6 +176,8 @@ def _event_identity(identity: TrackIdentity | None) -> dict[str, Any]:
 
 
 def _line_value(value: Any) -> Any:
+    if isinstance(value, msgspec.Struct):  # e.g. a text region: its fields by name
+        return {field.name: _line_value(getattr(value, field.name)) for field in msgspec.structs.fields(value)}
     if isinstance(value, float):
         return round(value, HEAD_FIELD_DECIMALS)
     if isinstance(value, (tuple, list)):

@@ -54,7 +54,7 @@ def test_plan_of_the_demo_on_torch_prints_explicit_and_auto_tables(models_dir, t
     out = done.stdout
     assert "worker-1: mobilenetv2-embedder (torch), explicit split points ['features.3']" in out
     assert "auto would choose ['features." in out
-    assert "worker-2: ppocr-text (onnx), auto split points ['" in out
+    assert "worker-2: ppocr-text (ocr), auto split points ['regions']" in out  # detect | read
     assert out.count("balance ratio (slowest / mean stage)") == 3  # worker-1, what auto would choose, worker-2
     assert "features.0" in out and "features.18" in out and "predicted ms" in out
 

@@ -160,6 +160,8 @@ def _check_result_line(line: dict) -> None:
     if line["class_name"] in VEHICLES:  # routed to the text recognizer: its head's fields, no identity
         assert line["recognizer"] == TEXT and line["worker"] == "worker-2" and "identity_id" not in line
         assert isinstance(line["text"], str) and 0.0 <= line["text_score"] <= 1.0
+        assert all(len(region["box"]) == 4 for region in line["texts"])  # every region read, box in crop px
+        assert line["text"] == "" or line["text"] in [region["text"] for region in line["texts"]]
     else:
         assert line["recognizer"] == EMBEDDER and line["worker"] == "worker-1" and "text" not in line
         assert isinstance(line["identity_id"], int) and line["identity_id"] >= 0

@@ -129,8 +129,9 @@ def test_bench_text_reads_plates_with_both_recognizers_and_reports_each_height(t
     assert report["samples"] == 8 and report["vehicle_crops"] > 0
     assert set(report["by_height"]) == {"12", "20"} and all(row["n"] == 4 for row in report["by_height"].values())
     for row in [*report["by_height"].values(), report["at_16px_or_more"]]:
-        for name in ("single", "pipeline"):
+        for name in ("single", "pipeline", "pipeline_any_region"):
             assert 0.0 <= row[name]["exact"] <= 1.0 and row[name]["cer"] >= 0.0
+        assert row["pipeline_any_region"]["exact"] >= row["pipeline"]["exact"]  # the best reading is a region
     ms = report["ms_per_crop"]
     assert report["cost_ratio"] == round(ms["pipeline"] / ms["single"], 2)
     goal = report["at_16px_or_more"]["pipeline"]["exact"] >= 0.9

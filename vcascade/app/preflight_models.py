@@ -11,7 +11,7 @@ import os
 import onnxruntime as ort
 
 from vcascade.center.stages.model_files import resolve_onnx_model
-from vcascade.core.config import Deployment, EdgeConfig, OnnxRecognizerConfig, RecognizerConfig
+from vcascade.core.config import Deployment, EdgeConfig, OcrRecognizerConfig, OnnxRecognizerConfig, RecognizerConfig
 from vcascade.core.runtime.models import ModelUnavailable
 from vcascade.core.runtime.resources import ResourceNotFound
 from vcascade.edge.detection import build_detector
@@ -48,12 +48,15 @@ def _detector_problem(name: str, edge: EdgeConfig, model_dir: str | os.PathLike[
 
 
 def onnx_file_problem(name: str, rec: RecognizerConfig, model_dir: str | os.PathLike[str] | None) -> str:
-    """The problem line of an ONNX recognizer whose model file is missing (fetched once for the text model), or ""
-    when it is found or the recognizer is not ``type: onnx``."""
-    if not isinstance(rec, OnnxRecognizerConfig):
+    """The problem line of an ONNX recognizer whose model file is missing (fetched once for the text models), or
+    "" when it is found or the recognizer has no ONNX file (``type: onnx``: ``model``; ``type: ocr``:
+    ``detector_model`` and ``model``)."""
+    if not isinstance(rec, (OnnxRecognizerConfig, OcrRecognizerConfig)):
         return ""
-    try:
-        resolve_onnx_model(rec.model, model_dir)
-    except MODEL_ERRORS as exc:
-        return f"recognizers.{name}.model: {exc}"
+    keys = ["detector_model", "model"] if isinstance(rec, OcrRecognizerConfig) else ["model"]
+    for key in keys:
+        try:
+            resolve_onnx_model(getattr(rec, key), model_dir)
+        except MODEL_ERRORS as exc:
+            return f"recognizers.{name}.{key}: {exc}"
     return ""

@@ -51,6 +51,7 @@ from vcascade.core.schema import (  # noqa: F401  (re-exported: the schema is pa
     MqttSinkConfig,
     Name,
     OnnxRecognizerConfig,
+    OcrRecognizerConfig,
     PostgresHistoryStoreConfig,
     Port,
     RecognizerConfig,

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.demo import demo_data
+from tests.demo import TEXT, demo_data
 from vcascade.app.cli import main
 from vcascade.app.preflight import key_problems
 from vcascade.core.config import Deployment
@@ -79,6 +79,25 @@ def test_a_port_in_use_a_split_point_the_model_lacks_and_a_detector_of_the_wrong
     assert "edges.edge-1.detector: " in lines[0] and "yolox_nano.onnx" in lines[0]
     assert "recognizers.mobilenetv2-embedder: " in lines[1] and "features.99" in lines[1]
     assert "brokers.broker-1.frontend_port = " in lines[2] and "in use" in lines[2]
+
+
+def test_a_text_detector_that_does_not_fit_and_a_reid_model_of_another_length_are_each_one_line(
+    tmp_path, free_port, bikes_path, models_dir, capsys
+):
+    """Issue 33: an ``ocr`` recognizer whose detection model is not a DB text detector (YOLOX here), and an
+    embedding head whose ``dim`` is not the model's output: one line each, naming the file and the shape."""
+    data = _deployment(tmp_path, free_port, bikes_path)
+    text = demo_data(both_recognizers=True)["recognizers"][TEXT]
+    data["recognizers"]["plates"] = {**text, "detector_model": str(models_dir / "yolox_nano.onnx")}
+    data["recognizers"]["reid"] = {"type": "onnx", "model": str(models_dir / "yolox_nano.onnx"),  # (1, 3549, 85) out
+                                   "input_hw": [416, 416], "head": {"type": "embedding", "dim": 512}}  # fmt: skip
+    assert _check(tmp_path, data, models_dir) == 2
+    lines = capsys.readouterr().err.splitlines()
+    print("\n".join(lines))
+    assert len(lines) == 2, lines
+    assert "recognizers.plates: TextModelMismatch: text detection model " in lines[0] and "yolox_nano.onnx" in lines[0]
+    assert "(N, 1, H, W)" in lines[0]
+    assert "recognizers.reid: ModelContractError: " in lines[1] and "expected (N, 512) from head.dim 512" in lines[1]
 
 
 def test_missing_key_files_are_one_line_per_component_and_generated_ones_pass(tmp_path, free_port, bikes_path):

@@ -19,6 +19,7 @@ from vcascade.center.stages.onnx_stages import (
     session_options,
     split_onnx,
 )
+from vcascade.center.stages.onnx_contract import ModelContractError
 from vcascade.center.stages.runtimes import load_recognizer_stages, warm_up
 from vcascade.core.config import OnnxRecognizerConfig
 
@@ -194,5 +195,8 @@ def test_warm_up_runs_a_full_micro_batch_or_names_the_batch_it_failed_on(ocr, yo
     assert stage.fixed_batch == 1
     assert warm_up([stage], fixed, "cpu", 8) > 0  # warmed up at the model's own batch, not 8
     wrong_size = ocr_config(input_hw=(32, 320), split_points=evenly_spaced(ocr, 2))  # the model takes height 48
+    with pytest.raises(ModelContractError, match=r"PP-OCRv6_rec_small.onnx: input x .*expected \(N, 3, 32, 320\)"):
+        load_recognizer_stages(wrong_size, ["cpu", "cpu"], model_dir=models_dir)  # refused before any stage is built
+    unchecked = build_onnx_stages(ocr, wrong_size.split_points, ["cpu", "cpu"])  # built past that check
     with pytest.raises(RuntimeError, match="warm-up micro-batch of 2 failed in stage 0"):
-        warm_up(load_recognizer_stages(wrong_size, ["cpu", "cpu"], model_dir=models_dir), wrong_size, "cpu", 2)
+        warm_up(unchecked, wrong_size, "cpu", 2)

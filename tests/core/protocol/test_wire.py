@@ -46,8 +46,20 @@ def test_header_is_msgpack_with_kind_and_version():
 
 def test_a_result_carries_its_head_output_tagged_by_head_kind():
     raw = msgspec.msgpack.decode(wire.encode(wire.Result(roi_id="r", worker="w", output=wire.TextOutput("K", 0.6))))
-    assert raw["output"] == {"head": "text", "text": "K", "text_score": 0.6}
+    assert raw["output"] == {"head": "text", "text": "K", "text_score": 0.6, "texts": []}
     assert [t.__struct_config__.tag for t in wire.HEAD_OUTPUTS] == ["embedding", "classifier", "text"]
+
+
+def test_a_text_result_carries_every_region_read_with_its_box():
+    regions = (wire.TextRegion("KA 12", 0.97, (3.0, 40.0, 61.5, 52.0), 0.8), wire.TextRegion("", 0.2, (0, 0, 9, 4), 0.6))
+    result = wire.Result(roi_id="r", worker="w", output=wire.TextOutput("KA 12", 0.97, regions))
+    assert wire.decode(wire.encode(result)) == result
+    raw = msgspec.msgpack.decode(wire.encode(result))
+    assert raw["output"]["texts"][0] == {"text": "KA 12", "text_score": 0.97, "box": [3.0, 40.0, 61.5, 52.0],
+                                         "detection_score": 0.8}
+    bad = {**raw, "output": {**raw["output"], "texts": [{"text": "K", "text_score": 0.9, "box": [1, 2]}]}}
+    with pytest.raises(wire.MalformedMessage):
+        wire.decode(msgspec.msgpack.encode(bad))  # a region without its four box values is refused
 
 
 def test_send_reason_is_checked_against_its_closed_set_and_defaults_to_unsaid():

@@ -18,12 +18,14 @@ from pathlib import Path
 import pytest
 
 from vcascade.center.stages.ocr_models import (
+    PPOCR_DET_MODEL,
     PPOCR_REC_MODEL,
     RAPIDOCR_WHEEL,
     RAPIDOCR_WHEEL_MEMBER,
     download_from_wheel,
     ensure_text_model,
     find_wheel,
+    verify_ppocr_det,
     verify_ppocr_rec,
 )
 from vcascade.core.config import YoloxDetectorConfig
@@ -227,6 +229,7 @@ def wheel_index(served, tmp_path, models_dir) -> tuple[str, str]:
     (www / "files").mkdir()
     sha256 = _wheel(www / "files" / RAPIDOCR_WHEEL, {
         "rapidocr/__init__.py": b"", RAPIDOCR_WHEEL_MEMBER: models_dir / PPOCR_REC_MODEL,
+        f"rapidocr/models/{PPOCR_DET_MODEL}": models_dir / PPOCR_DET_MODEL,
     })
     _wheel(www / "files" / "bad.whl", {RAPIDOCR_WHEEL_MEMBER: models_dir / NAME})
     page = www / "simple" / "rapidocr"
@@ -275,7 +278,7 @@ def test_fetch_script_text_prints_both_paths(wheel_index, served, tmp_path):
     done = _fetch_script("--model-dir", str(m), "--url", f"{served}/{NAME}", "--text",
                          "--wheel-url", f"{served}/files/{RAPIDOCR_WHEEL}", xdg=tmp_path / "xdg")
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == [str(m / NAME), str(m / PPOCR_REC_MODEL)]
+    assert done.stdout.split() == [str(m / NAME), str(m / PPOCR_REC_MODEL), str(m / PPOCR_DET_MODEL)]
 
 
 def test_text_model_unreachable_index_gets_the_same_to_fix_hint_as_the_detector(tmp_path, isolated_env):
@@ -286,3 +289,12 @@ def test_text_model_unreachable_index_gets_the_same_to_fix_hint_as_the_detector(
     assert message.startswith(f"text model {PPOCR_REC_MODEL} is missing and could not be fetched (cannot list")
     assert "To fix: download" in message and "--model-dir DIR / VCASCADE_MODEL_DIR=DIR" in message
     assert isinstance(info.value, StartupError)  # a worker that raises it is not restarted
+
+
+def test_detection_model_is_extracted_from_the_wheel_and_checked(wheel_index, tmp_path, isolated_env, models_dir):
+    index_url, _ = wheel_index
+    path = ensure_text_model(tmp_path / "m", index_url=index_url, sha256=None, name=PPOCR_DET_MODEL)
+    assert path.read_bytes() == (models_dir / PPOCR_DET_MODEL).read_bytes()
+    verify_ppocr_det(path)
+    with pytest.raises(ModelUnavailable, match=r"expected \(N, 1, H, W\)|expected one \(N, 3, H, W\)"):
+        verify_ppocr_det(models_dir / NAME)  # YOLOX: (1, 3549, 85) out

@@ -83,6 +83,20 @@ def test_a_text_answer_is_cached_with_its_text_and_repeated_on_tracked_lines():
     assert line["identity_id"] == -1 and line["similarity"] == 0.0
 
 
+def test_a_track_keeps_its_best_reading_not_its_last():
+    cache = IdentityCache("e")
+    cache.retain("cam", {4})
+    answer(cache, 4, 0, 40.0, roi_id="a", output=TextOutput("KA 12", 0.71))
+    answer(cache, 4, 1, 80.0, roi_id="b", output=TextOutput("KA 123", 0.95))
+    answer(cache, 4, 2, 120.0, roi_id="c", output=TextOutput("K4 1Z", 0.62))  # a later, blurred look
+    answer(cache, 4, 3, 160.0, roi_id="d", output=TextOutput("", 0.0))  # nothing read
+    assert cache.get("cam", 4).read_text() == "KA 123" and cache.get("cam", 4).roi_id == "b"
+    answer(cache, 4, 4, 200.0, roi_id="e", output=TextOutput("KA 123", 0.95))  # as sure: the newer one
+    assert cache.get("cam", 4).roi_id == "e"
+    answer(cache, 4, 5, 100.0, roi_id="f", output=TextOutput("KA 1234", 0.99))  # surer, older crop: still kept
+    assert cache.get("cam", 4).read_text() == "KA 1234"
+
+
 @pytest.mark.parametrize(("output", "identity"), [
     (EmbeddingOutput(5, 0.91, False), (5, 0.91)),
     (ClassifierOutput(("car", "bus"), (0.75, 0.25)), (-1, 0.0)),

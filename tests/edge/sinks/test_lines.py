@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from vcascade.core.protocol.wire import HEAD_OUTPUTS, ClassifierOutput, EmbeddingOutput, Result, Roi, TextOutput
+from vcascade.core.protocol.wire import HEAD_OUTPUTS, ClassifierOutput, EmbeddingOutput, Result, Roi, TextOutput, TextRegion
 from vcascade.edge.analytics.counting import AnalyticsEvent
 from vcascade.edge.analytics.events import EventUpdates
 from vcascade.edge.capture.frames import Frame
@@ -193,7 +193,12 @@ def test_tracked_line_carries_cached_identity_or_nulls():
         "identity_id": 4, "similarity": 0.9, "enrolled": False, "provisional": False, "merged_from": [9, -2],
         "runner_up_id": 7, "runner_up_similarity": 0.8512}),
     (ClassifierOutput(("car", "bus"), (0.612345, 0.2)), {"labels": ["car", "bus"], "label_scores": [0.6123, 0.2]}),
-    (TextOutput("KA 12", 0.971234), {"text": "KA 12", "text_score": 0.9712}),
+    (TextOutput("KA 12", 0.971234), {"text": "KA 12", "text_score": 0.9712, "texts": []}),
+    (TextOutput("KA 12", 0.971234, (TextRegion("KA 12", 0.971234, (3.0, 40.25, 61.5, 52.0), 0.81234),
+                                    TextRegion("", 0.31, (0.0, 0.0, 9.0, 4.0), 0.6))),
+     {"text": "KA 12", "text_score": 0.9712, "texts": [
+         {"text": "KA 12", "text_score": 0.9712, "box": [3.0, 40.25, 61.5, 52.0], "detection_score": 0.8123},
+         {"text": "", "text_score": 0.31, "box": [0.0, 0.0, 9.0, 4.0], "detection_score": 0.6}]}),
 ])
 def test_a_result_line_carries_its_head_output_fields_flat_whatever_the_head(output, fields):
     line = result_record(_roi_pending(), Result(roi_id="e-1", worker="w", output=output, hops=[]), 100.1)

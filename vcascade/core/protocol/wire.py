@@ -147,6 +147,11 @@ class _HeadOutputBase(msgspec.Struct, tag_field="head", frozen=True):
         head reads no text."""
         return None
 
+    def reading_score(self) -> float | None:
+        """How sure the text read is, 0..1 (0.0: nothing read); None when the head reads no text. The edge keeps
+        each track's best reading by it (:class:`vcascade.edge.selection.identity_cache.IdentityCache`)."""
+        return None
+
     def short_label(self) -> str | None:
         """A few characters for a person looking at the track (a preview's box label); None: nothing to show."""
         return None
@@ -227,19 +232,42 @@ class ClassifierOutput(_HeadOutputBase, tag="classifier"):
         return self.labels[0] if self.labels else None
 
 
-class TextOutput(_HeadOutputBase, tag="text"):
-    """The text head's answer (CTC text recognition).
+class TextRegion(msgspec.Struct, frozen=True):
+    """One text region a two-model text recognizer (``type: ocr``) found on the crop, and what it read there.
 
     Attributes:
         text: the decoded text; ``''`` when nothing was read or its score is under the head's ``min_score``.
         text_score: mean max-probability of the decoded characters' time steps, 0..1 (0.0 for no text).
+        box: the region's axis-aligned box in crop pixels (x1, y1, x2, y2), the crop being ``Roi.crop_xyxy``.
+        detection_score: mean text probability inside the region (DB detection), 0..1.
     """
 
     text: str
     text_score: float
+    box: tuple[float, float, float, float]
+    detection_score: float
+
+
+class TextOutput(_HeadOutputBase, tag="text"):
+    """The text head's answer (CTC text recognition).
+
+    Attributes:
+        text: the decoded text (with ``texts``: the best reading, the region read with the highest score);
+            ``''`` when nothing was read or its score is under the head's ``min_score``.
+        text_score: mean max-probability of the decoded characters' time steps, 0..1 (0.0 for no text).
+        texts: every region a two-model recognizer (``type: ocr``) found, in reading order; empty for a
+            single-model recognizer (which reads the whole crop) and for a crop with no text.
+    """
+
+    text: str
+    text_score: float
+    texts: tuple[TextRegion, ...] = ()
 
     def read_text(self) -> str | None:
         return self.text
+
+    def reading_score(self) -> float | None:
+        return self.text_score if self.text else 0.0
 
     def short_label(self) -> str | None:
         return self.text or None

@@ -76,6 +76,7 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "HeadConfig": ".center",
     "CalibratedRecognizerConfig": ".center",
     "OnnxRecognizerConfig": ".center",
+    "OcrRecognizerConfig": ".center",
     "RecognizerConfig": ".center",
     "StageGroupConfig": ".center",
     "TextHeadConfig": ".center",

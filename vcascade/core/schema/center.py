@@ -26,6 +26,11 @@ class EmbeddingHeadConfig(ConfigModel):
     type: Literal["embedding"] = Field("embedding", description="Head kind (registry key).")
     match_threshold: float = Field(0.8, ge=-1, le=1, description="Cosine similarity at or above which an identity matches.")
     max_identities: int = Field(10_000, ge=1, description="Gallery capacity; the least recently seen identity is evicted.")
+    dim: int | None = Field(
+        None, ge=1, le=65_536,
+        description="Embedding length D the model outputs per crop, checked when the worker starts (the ONNX file's "
+        "output shape, then the warm-up micro-batch); None: not checked.",
+    )
     identity: IdentitySpaceConfig = Field(IdentitySpaceConfig(), description="Identity space shared by the recognizer's workers.")
 
 
@@ -121,6 +126,46 @@ class OnnxRecognizerConfig(_RecognizerBase):
     )
 
 
+class OcrRecognizerConfig(_RecognizerBase):
+    """Two ONNX models as two pipeline stages: DB text detection on the crop, then CTC recognition of each region
+    found (center/stages/text_pipeline.py). The crop preprocessing fields (`input_hw`, `resize`, `mean`, `std`,
+    `channel_order`) are the detector's; its head is `type: text`, which then answers every region."""
+
+    type: Literal["ocr"] = Field(description="Stage runtime (registry key).")
+    detector_model: str = Field(
+        "PP-OCRv6_det_small.onnx",
+        description="Text detection ONNX file (DB: one (N, 3, H, W) input, a (N, 1, H, W) text probability map out); "
+        "found like `model`.",
+    )
+    model: str = Field(
+        "PP-OCRv6_rec_small.onnx",
+        description="Text recognition ONNX file (CTC: (N, 3, 48, W) in, (N, T, C) class probabilities out): an "
+        "absolute path, package://<distribution>/<file>, or a file name searched in --model-dir, "
+        "$VCASCADE_MODEL_DIR, then ~/.cache/vcascade/models.",
+    )
+    input_hw: tuple[int, int] = Field(
+        (320, 640), description="Crop resized to (height, width) for detection, px (multiples of 32)."
+    )
+    channel_order: Literal["rgb", "bgr"] = Field("bgr", description="Channel order the models expect.")
+    resize: Literal["stretch", "keep_ratio_pad"] = Field(
+        "keep_ratio_pad", description="`keep_ratio_pad` (aspect ratio kept, right-padded) or `stretch`."
+    )
+    rec_input_hw: tuple[int, int] = Field(
+        (48, 320), description="Each text region resized to this height (48), aspect ratio kept, width at most this, px."
+    )
+    det_threshold: float = Field(0.3, gt=0, lt=1, description="Text probability at or above which a pixel is text.")
+    box_threshold: float = Field(0.5, gt=0, lt=1, description="Regions whose mean text probability is lower are dropped.")
+    unclip_ratio: float = Field(1.6, gt=0, le=4, description="DB unclip ratio r' (offset A' r' / L', Liao et al. 2020).")
+    max_regions: int = Field(8, ge=1, le=64, description="Text regions read per crop at most (the best scoring).")
+
+    @field_validator("input_hw")
+    @classmethod
+    def _multiple_of_32(cls, hw):
+        if any(side % 32 for side in hw):
+            raise ValueError(f"the text detector's input_hw must be multiples of 32, got {list(hw)}")
+        return hw
+
+
 class CalibratedRecognizerConfig(_RecognizerBase):
     """No model: one stage that waits the measured service time of each micro-batch, as a device would while
     it computes (capacity planning, scale harness; center/stages/calibrated.py). Sizes between two measured ones are
@@ -151,7 +196,8 @@ class CalibratedRecognizerConfig(_RecognizerBase):
 
 
 RecognizerConfig = Annotated[
-    Union[TorchRecognizerConfig, OnnxRecognizerConfig, CalibratedRecognizerConfig], Field(discriminator="type")
+    Union[TorchRecognizerConfig, OnnxRecognizerConfig, OcrRecognizerConfig, CalibratedRecognizerConfig],
+    Field(discriminator="type"),
 ]
 
 
