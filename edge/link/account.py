@@ -28,7 +28,9 @@ class PendingRoi:
     time; the link replaces it with ``attempt + 1`` before a retry). Times are ``time.perf_counter()`` seconds
     on the edge; ``sent_s`` is set each time it goes on a socket (the last send is the one answered).
     ``send_reason`` is why the ROI policy sent it (``first``, ``refresh``, ``better``, ``every_detection``).
-    ``class_name`` is the detector's name for ``roi.class_id`` (None: the COCO name).
+    ``class_name`` is the detector's name for ``roi.class_id`` (None: the COCO name). ``redacted`` says whether
+    the crop's faces were redacted (its :class:`~vcascade.edge.privacy.redaction.RedactedImage`'s flag, set by the
+    link when it takes the crop), for ``vcascade_edge_images_out_total``.
     """
 
     roi: Roi
@@ -39,6 +41,7 @@ class PendingRoi:
     sent_s: float = 0.0
     send_reason: str = ""
     class_name: str | None = None
+    redacted: bool = False
 
     @property
     def roi_id(self) -> str:
