@@ -118,3 +118,18 @@ def test_bench_center_measures_stages_stage_group_and_worker_once_each(tmp_path)
         assert stages[f"{key}_rounds"] == [stages[key]] and stages[key] > 0  # one round: the best is that round
     assert stages["engine_k2_stage_group"] > 0 and stages["link_ms_mean"] > 0
     assert worker["worker"] == max(worker["worker_rounds"]) > 0 and worker["bare_loop"] == max(worker["bare_loop_rounds"])
+
+
+def test_bench_privacy_reports_the_redaction_against_the_detector(tmp_path, models_dir):
+    """20 frames of bikes.mp4: the per-frame and per-crop figures are there and the ratios are their quotients."""
+    out = tmp_path / "privacy.json"
+    proc = run_tool("tools.bench_privacy", "--model-dir", str(models_dir), "--frames", "20", "--json", str(out))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(out.read_text())
+    per_frame = result["cpu_ms_per_frame"]
+    assert result["frames"] == 20 and per_frame["detect"] > 0 and per_frame["faces"] > 0
+    redaction_ms = per_frame["mask"] + per_frame["faces"]
+    assert result["redaction_ms_per_frame"] == pytest.approx(redaction_ms, abs=0.002)
+    assert result["frame_ratio"] == pytest.approx(redaction_ms / per_frame["detect"], abs=0.002)
+    if result["crops"]:
+        assert result["redaction_ms_per_crop"] == pytest.approx(redaction_ms * 20 / result["crops"], rel=0.01)

@@ -1,6 +1,7 @@
 """Privacy masks on real frames: filled before anything sees the frame (pixels and normalised corners, boundary
 pixels included), applied by the reader to every frame it hands on, and a mask outside the frames fails the
-camera with the reason ``privacy_mask_outside_frame`` without handing on a single frame."""
+camera with the reason ``privacy_mask_outside_frame`` without handing on a single frame (and ``check --deep``
+says so from the first frame)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ import av
 import numpy as np
 import pytest
 
-from vcascade.core.config import CameraConfig, PrivacyConfig
+from tests.demo import demo_data
+from vcascade.app.preflight import camera_problems
+from vcascade.core.config import CameraConfig, Deployment, PrivacyConfig
 from vcascade.edge.capture.frames import FrameSlots
 from vcascade.edge.capture.source import CameraReader
 from vcascade.edge.privacy.masks import FrameMasks, MaskOutsideFrame
@@ -71,3 +74,14 @@ def test_mask_outside_the_frame_fails_the_camera_before_any_frame(bikes_path):
     assert reader.state == "failed" and reader.machine.reason == "privacy_mask_outside_frame"
     assert "privacy.masks 'far'" in reader.error and "outside the 640x272 frame" in reader.error
     assert slots.take(0.1) is None  # not one frame reached the detector
+
+
+def test_deep_check_tests_pixel_masks_against_the_first_frame(bikes_path):
+    data = demo_data()
+    far = {"masks": [{"name": "far", "polygon": [[600, 0], [900, 0], [650, 100]]}]}
+    data["cameras"]["street-1"].update(url=str(bikes_path), privacy=far)
+    data["cameras"]["street-2"].update(url=str(bikes_path))
+    problems = camera_problems(Deployment.model_validate(data), 10.0)
+    assert len(problems) == 1
+    assert problems[0].startswith("cameras.street-1: privacy_mask_outside_frame: ")
+    assert "privacy.masks 'far': corner [900.0, 0.0] outside the 640x272 frame" in problems[0]
