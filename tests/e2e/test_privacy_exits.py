@@ -72,7 +72,8 @@ class Worker:
             _, header, payload = wire.split_message(self.sock.recv_multipart(), n_routing=0)
             if isinstance(header, wire.Roi):
                 self.rois.append((header, bytes(payload[0])))
-                self.sock.send(wire.encode(wire.Result(roi_id=header.roi_id, worker="worker-1", hops=[("stage0", 1.0)])))
+                answer = wire.Result(roi_id=header.roi_id, worker="worker-1", hops=[("stage0", 1.0)])
+                self.sock.send(wire.encode(answer))
 
     def close(self) -> None:
         self.sock.close(linger=0)

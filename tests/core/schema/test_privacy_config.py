@@ -45,7 +45,8 @@ def test_defaults_and_a_good_file(tmp_path):
         ({"frame_size_px": [640, 272], "masks": [{"name": "m", "polygon": [[0, 0], [700, 0], [0, 100]]}]},
          "cameras.street-1.privacy.masks[0].polygon = [700.0, 0.0]: outside the 640x272 frame"),
         ({"coordinates": "normalized", "masks": [{"name": "m", "polygon": [[0, 0], [1.2, 0], [0, 1]]}]},
-         "cameras.street-1.privacy.masks[0].polygon = [1.2, 0.0]: outside the frame: normalised corners lie within 0..1"),
+         ("cameras.street-1.privacy.masks[0].polygon = [1.2, 0.0]: outside the frame: normalised corners lie "
+          "within 0..1")),
         ({"masks": [{"name": "m", "polygon": [[0, 0], [10, 10], [10, 0], [0, 10]]}]},
          ("cameras.street-1.privacy.masks[0].polygon = [[0.0, 0.0], [10.0, 10.0], [10.0, 0.0], [0.0, 10.0]]: "
           "edges 0 and 2 cross or overlap")),

@@ -42,7 +42,8 @@ def test_pixel_mask_fills_the_polygon_and_nothing_else(frame):
 
 
 def test_normalised_mask_scales_with_the_frame(frame):
-    masks = FrameMasks(PrivacyConfig(coordinates="normalized", masks=[{"name": "right", "polygon": [[0.5, 0], [1, 0], [1, 1], [0.5, 1]]}]))
+    right_half = {"name": "right", "polygon": [[0.5, 0], [1, 0], [1, 1], [0.5, 1]]}
+    masks = FrameMasks(PrivacyConfig(coordinates="normalized", masks=[right_half]))
     out = masks.apply(frame.copy())
     assert (out[:, 321:] == 0).all() and np.array_equal(out[:, :319], frame[:, :319])
     small = masks.apply(np.full((100, 50, 3), 255, np.uint8))
@@ -67,7 +68,8 @@ def test_reader_hands_on_masked_frames_only(read_all, bikes_path):
 def test_mask_outside_the_frame_fails_the_camera_before_any_frame(bikes_path):
     privacy = PrivacyConfig(masks=[{"name": "far", "polygon": [[600, 0], [900, 0], [650, 100]]}])
     slots = FrameSlots()
-    reader = CameraReader("edge", "cam", CameraConfig(url=str(bikes_path), edge="e", privacy=privacy), slots, threading.Event())
+    cfg = CameraConfig(url=str(bikes_path), edge="e", privacy=privacy)
+    reader = CameraReader("edge", "cam", cfg, slots, threading.Event())
     reader.start()
     reader.join(30)
     assert not reader.is_alive()

@@ -72,7 +72,8 @@ def test_a_file_with_another_hash_is_refused_and_not_kept(served, tmp_path):
 
 def test_missing_or_unfit_model_says_what_to_do(tmp_path, models_dir):
     faces = FaceModels(tmp_path)
-    with pytest.raises(ModelUnavailable, match=r"face model centerface.onnx not found. To fix: run `python -m tools.fetch_models --faces`"):
+    missing = r"face model centerface.onnx not found. To fix: run `python -m tools.fetch_models --faces`"
+    with pytest.raises(ModelUnavailable, match=missing):
         faces.get(FaceRedactionConfig())
     with pytest.raises(ModelUnavailable, match="is not a loadable CenterFace ONNX model|not CenterFace"):
         faces.get(FaceRedactionConfig(model=str(models_dir / "yolox_nano.onnx")))

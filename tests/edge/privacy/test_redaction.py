@@ -29,7 +29,8 @@ def face_frame(bikes_path) -> Frame:
     with av.open(str(bikes_path)) as container:
         for i, decoded in enumerate(container.decode(video=0)):
             if i == FACE_FRAME:
-                return Frame("cam", i, decoded.to_ndarray(format="bgr24"), i * 40.0, time.perf_counter(), time.time() * 1000)
+                image = decoded.to_ndarray(format="bgr24")
+                return Frame("cam", i, image, i * 40.0, time.perf_counter(), time.time() * 1000)
     raise AssertionError("bikes.mp4 is too short")
 
 

@@ -38,7 +38,8 @@ class PrivacyMaskConfig(ConfigModel):
 
     name: Name = Field(description="Name of the mask (in error messages).")
     polygon: list[Point] = Field(
-        min_length=3, max_length=256, description="Corners in order, [[x, y], ...]; closed implicitly; edges must not cross."
+        min_length=3, max_length=256,
+        description="Corners in order, [[x, y], ...]; closed implicitly; edges must not cross.",
     )
 
     @model_validator(mode="after")
@@ -57,7 +58,9 @@ class PrivacyMaskConfig(ConfigModel):
 class HeadRuleConfig(ConfigModel):
     """Redact the top of every box of some classes, whether or not the face detector found a face there."""
 
-    classes: list[str] = Field(["person"], min_length=1, description="Detector class names whose boxes' tops are redacted.")
+    classes: list[str] = Field(
+        ["person"], min_length=1, description="Detector class names whose boxes' tops are redacted."
+    )
     top_fraction: float = Field(
         0.25, gt=0, le=1, description="Height of the redacted band, as a fraction of the box's height from its top."
     )
@@ -120,7 +123,8 @@ class PrivacyConfig(ConfigModel):
         for i, mask in enumerate(self.masks):
             outside = mask_outside(mask.polygon, self.coordinates, self.frame_size_px)
             if outside is not None:
-                raise key_problem(f"masks[{i}].polygon", list(outside), outside_reason(self.coordinates, self.frame_size_px))
+                reason = outside_reason(self.coordinates, self.frame_size_px)
+                raise key_problem(f"masks[{i}].polygon", list(outside), reason)
         return self
 
 

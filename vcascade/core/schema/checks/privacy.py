@@ -14,7 +14,8 @@ def check_camera_privacy(dep: Deployment) -> list[str]:
         faces = cam.privacy.faces if cam.privacy is not None else None
         if faces is not None and faces.head_rule is not None and cam.edge in dep.edges:
             names = inline_class_names(dep.edges[cam.edge].detector)
-            problems += _check_class_filter(f"cameras.{name}.privacy.faces.head_rule.classes", faces.head_rule.classes, names)
+            key = f"cameras.{name}.privacy.faces.head_rule.classes"
+            problems += _check_class_filter(key, faces.head_rule.classes, names)
     return problems
 
 
