@@ -73,6 +73,11 @@ CAMERA_BLOCKED = Counter(
 FRAMES_RATE_SKIPPED = Counter(
     "vcascade_edge_frames_rate_skipped_total", "Frames not handed to the detector because of detect_fps.", ["edge", "camera"]
 )
+DETECTIONS_SKIPPED = Counter(
+    "vcascade_edge_detections_skipped_total",
+    "Frames handed over but not detected, by reason (no_motion: the camera's motion gate found the frame still; its "
+    "tracks were carried over).", ["edge", "camera", "reason"],
+)
 FRAMES_CORRUPT = Counter(
     "vcascade_edge_frames_corrupt_total",
     "Frames lost or damaged: corrupt (decoder flag or undecodable packet), missing_reference, before_keyframe, "
@@ -285,6 +290,10 @@ class EdgeTelemetry:
         """One frame of ``camera`` went through the detector and kept ``detections`` detections."""
         FRAMES_DETECTED.labels(self.edge, camera).inc()
         DETECTIONS.labels(self.edge, camera).inc(detections)
+
+    def detection_skipped(self, camera: str, reason: str = "no_motion") -> None:
+        """One frame of ``camera`` not detected, for ``reason`` (:mod:`vcascade.edge.detection.motion`)."""
+        DETECTIONS_SKIPPED.labels(self.edge, camera, reason).inc()
 
     def rois_suppressed(self, camera: str, reason: str, count: int) -> None:
         """``count`` detections of ``camera`` not sent by the ROI policy, for ``reason``."""

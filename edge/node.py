@@ -30,6 +30,7 @@ from vcascade.edge.analytics.camera import CameraAnalytics
 from vcascade.edge.capture.faults import CameraFault
 from vcascade.edge.capture.frames import Frame
 from vcascade.edge.detection import Detector
+from vcascade.edge.detection.motion import MotionGates
 from vcascade.edge.detection.pool import DetectedFrame
 from vcascade.edge.link.account import PendingRoi
 from vcascade.edge.link.broker_link import BrokerLink
@@ -73,10 +74,13 @@ class CameraTracking:
         self.policy = RoiPolicy(policy_cfg, roi_cfg.min_size_px, roi_cfg.padding_px, router)
         self.emit_tracked = policy_cfg.emit_tracked
         self.detected = 0
+        self.still = 0  # frames the motion gate kept from the detector
+        self.carried = Detections.empty()  # the last detected frame's detections, carried over still frames
         self.frame_ages_ms: deque[float] = deque(maxlen=FRAME_AGE_WINDOW)
 
     def frame_age_stats(self) -> dict[str, Any]:
-        """``detected`` (frames detected) and frame age p50/p99 in ms over the last ``FRAME_AGE_WINDOW`` frames.
+        """``detected`` (frames detected), ``still`` (frames not detected for lack of motion) and frame age p50/p99
+        in ms over the last ``FRAME_AGE_WINDOW`` detected frames.
 
         Frame age: from the frame's capture (``Frame.capture_s``) to the start of its detection; what a live
         camera's newest-frame slot keeps bounded.
@@ -84,6 +88,7 @@ class CameraTracking:
         ages = np.fromiter(self.frame_ages_ms, float)
         return {
             "detected": self.detected,
+            "still": self.still,
             "frame_age_p50_ms": float(np.percentile(ages, 50)) if len(ages) else None,
             "frame_age_p99_ms": float(np.percentile(ages, 99)) if len(ages) else None,
         }
@@ -111,6 +116,7 @@ class EdgeNode:
         self.telemetry = EdgeTelemetry(self.name)
         self.identities = identities
         self.run_id = uuid.uuid4().hex[:8]
+        self.motion = MotionGates(self.telemetry.detection_skipped)  # asked by the detector pool's threads
         self._counter = 0
         self._cameras: dict[str, CameraTracking] = {}
         for cam, cam_cfg in settings.cameras.items():
@@ -143,6 +149,7 @@ class EdgeNode:
             policy, self.cfg.roi, router, self._analytics(camera, cam_cfg), cam_cfg,
             self._redaction(camera, cam_cfg), unredacted,
         )
+        self.motion.add(camera, cam_cfg.motion)
         if open_books:
             self.link.add_camera(camera)
 
@@ -165,6 +172,7 @@ class EdgeNode:
     def remove_camera(self, camera: str) -> None:
         """Forget a removed camera's tracks and identities (detector thread), after its last frame."""
         cam = self._cameras.pop(camera, None)
+        self.motion.remove(camera)
         if cam is not None and cam.analytics is not None:
             cam.analytics.close()
         self.identities.retain(camera, set())
@@ -174,7 +182,8 @@ class EdgeNode:
     def handle(self, detected: list[DetectedFrame]) -> int:
         """Track and send ROIs for frames after detection, in order (:meth:`handle_detections`).
 
-        A frame the detector rejected (unsupported shape or dtype) is counted as corrupt (``bad_image``) and
+        A ``still`` frame (no motion, not detected) is tracked with its camera's last detections carried over
+        (:mod:`vcascade.edge.detection.motion`). A frame the detector rejected (unsupported shape or dtype) is counted as corrupt (``bad_image``) and
         skipped. A camera is never forgotten while one of its frames is in detection (frames stay held in the
         slots until released after this call), so every frame's camera is still tracked here.
 
@@ -184,6 +193,9 @@ class EdgeNode:
         submitted = 0
         for item in detected:
             frame = item.frame
+            if item.still:
+                submitted += self.handle_detections(frame, None, item.start_s, item.end_s)
+                continue
             if item.detections is None:
                 log.warning("edge %s: camera %s: frame %d skipped: %s", self.name, frame.camera, frame.seq, item.error)
                 self.telemetry.frame_rejected(frame.camera)
@@ -196,22 +208,28 @@ class EdgeNode:
         return names[class_id] if 0 <= class_id < len(names) else str(class_id)
 
     def handle_detections(
-        self, frame: Frame, detections: Detections, detect_start_s: float, detect_end_s: float
+        self, frame: Frame, detections: Detections | None, detect_start_s: float, detect_end_s: float
     ) -> int:
         """Track one frame's detections, submit the ROIs the policy sends, write ``tracked`` lines for the rest.
 
         Args:
             frame: the frame the detections belong to.
-            detections: its detections, boxes in original-frame pixels.
+            detections: its detections, boxes in original-frame pixels; None for a still frame, which is tracked
+                with the camera's last detections (nothing moved since they were found).
             detect_start_s, detect_end_s: ``perf_counter()`` seconds around its detection (latency account).
 
         Returns:
             The number of ROIs submitted.
         """
-        self.telemetry.frame_detected(frame.camera, len(detections))
         cam = self._cameras[frame.camera]
-        cam.detected += 1
-        cam.frame_ages_ms.append((detect_start_s - frame.capture_s) * 1000.0)
+        if detections is None:
+            cam.still += 1
+            detections = cam.carried
+        else:
+            self.telemetry.frame_detected(frame.camera, len(detections))
+            cam.detected += 1
+            cam.frame_ages_ms.append((detect_start_s - frame.capture_s) * 1000.0)
+            cam.carried = Detections(detections.xyxy, detections.score, detections.class_id)
         tracked = cam.tracker.update(detections, frame.stream_ts_ms)
         alive = cam.tracker.alive_ids()
         if cam.analytics is not None:  # before the identity cache forgets the dropped tracks

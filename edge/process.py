@@ -100,7 +100,9 @@ class EdgeProcess:
         self._unlisten = listen_states(name, self.way_back.camera_state)
         self.node = EdgeNode(settings, self.detector, self.link, identities, self.preview, FaceModels(model_dir))
         self.slots = FrameSlots()
-        self.pool = DetectorPool(self.slots, self.detector, self.threads.instances, self.detector.frames_per_run, name)
+        self.pool = DetectorPool(
+            self.slots, self.detector, self.threads.instances, self.detector.frames_per_run, name, self.node.motion
+        )
         self.cameras = CameraSet(name, self.slots, self.node)
         self.control = start_control(settings, self.ctx, self.cameras)  # None without control_port
         self.previews = serve_previews(settings, self.preview, self.cameras.readers) if self.preview else None
@@ -205,7 +207,8 @@ def snapshot(
     """Progress and accounting of one edge: per camera its state, the ``reason`` of its last state change, its
     ``fault`` and ``detail`` (the latest fault since it last streamed, None after), the ``error`` that failed it
     (None unless failed or ended early), frames, skipped (newest-frame slot), sent, results, drops,
-    end-to-end p50/p99 (ms) and, given ``node``, frames detected and frame age p50/p99 (ms,
+    end-to-end p50/p99 (ms) and, given ``node``, frames detected, frames ``still`` (kept from the detector by the
+    camera's motion gate) and frame age p50/p99 (ms,
     :meth:`CameraTracking.frame_age_stats`); per broker ``up``, ``in_flight``, ``sent`` and ``silent_s``
     (:meth:`BrokerLink.broker_states`); per sink (by label, e.g. ``jsonl[0]``) the lines written by status and
     lost by reason, ``queued`` and ``error`` (:meth:`QueuedSink.stats`); ``elapsed_s`` and ``cpu_s``, the running time and the process's CPU

@@ -25,6 +25,15 @@ from vcascade.edge.detection.yolox import check_yolox_signature
 
 log = logging.getLogger(__name__)
 
+INT8_SUFFIX = ".int8.onnx"
+"""File name ending of a model's int8 copy (:mod:`vcascade.edge.detection.quantize`)."""
+
+
+def int8_path(fp32_path: str | os.PathLike[str]) -> Path:
+    """Where the int8 copy of a model lives: ``yolox_nano.onnx`` -> ``yolox_nano.int8.onnx`` beside it."""
+    path = Path(fp32_path)
+    return path.with_name(path.name.removesuffix(".onnx") + INT8_SUFFIX)
+
 
 def verify_yolox(path: str | os.PathLike[str], input_size: int = 416) -> None:
     """Check that a file is a YOLOX ONNX model for ``input_size`` (loads it with ONNX Runtime, CPU, 1 thread).
@@ -46,14 +55,23 @@ def verify_yolox(path: str | os.PathLike[str], input_size: int = 416) -> None:
 def ensure_detector_model(detector_cfg: DetectorConfig, model_dir: str | os.PathLike[str] | None) -> Path:
     """Path to the detector's model file: its ``path`` when set (a user model, never downloaded; ``model_dir`` is
     not searched), else the YOLOX model :func:`yolox_model_file` finds or downloads (only YOLOX configs have no
-    required ``path``).
+    required ``path``); with ``precision: int8`` (YOLOX), that file's int8 copy beside it (:func:`int8_path`),
+    never made here (``vcascade quantize`` makes it).
 
     Raises:
-        ModelUnavailable: ``path`` does not exist; see :func:`yolox_model_file`.
+        ModelUnavailable: ``path`` does not exist, or the int8 copy is missing; see :func:`yolox_model_file`.
     """
-    if detector_cfg.path is not None:
-        return _local_model(detector_cfg.path)
-    return yolox_model_file(detector_cfg, model_dir)
+    fp32 = _local_model(detector_cfg.path) if detector_cfg.path is not None else yolox_model_file(detector_cfg, model_dir)
+    if getattr(detector_cfg, "precision", "fp32") != "int8":
+        return fp32
+    int8 = int8_path(fp32)
+    if not int8.is_file():
+        raise ModelUnavailable(
+            f"detector precision int8: {int8} does not exist. To fix: make it once from {fp32} with "
+            f"`vcascade quantize --model {fp32} --calibration VIDEO` (a clip of the camera), or set precision: fp32"
+        )
+    log.info("using int8 detector model %s", int8)
+    return int8
 
 
 def yolox_model_file(detector_cfg: YoloxDetectorConfig, model_dir: str | os.PathLike[str] | None) -> Path:

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from vcascade.core.detections import Detections
 from vcascade.edge.detection import Detector
 from vcascade.edge.capture.frames import Frame, FrameSlots
+from vcascade.edge.detection.motion import MotionGates
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +40,8 @@ class DetectedFrame:
         detections: its detections (boxes in frame pixels), or None when the detector rejected the frame.
         error: why it was rejected (the detector's ``ValueError``: unsupported shape or dtype), else "".
         start_s, end_s: ``time.perf_counter()`` seconds around the detector run (the latency account).
+        still: the motion gate found no motion (:mod:`vcascade.edge.detection.motion`): the frame was not detected,
+            ``detections`` is None and the edge carries its camera's last detections over it.
     """
 
     frame: Frame
@@ -46,17 +49,24 @@ class DetectedFrame:
     error: str
     start_s: float
     end_s: float
+    still: bool = False
 
 
-def detect_frames(detector: Detector, frames: list[Frame]) -> list[DetectedFrame]:
+def detect_frames(detector: Detector, frames: list[Frame], wanted: list[bool] | None = None) -> list[DetectedFrame]:
     """Detect on frames of different cameras in one batched detector call.
 
     A frame the detector rejects (``ValueError``) is returned with its ``error``; the other frames of the batch
-    are then detected one by one.
+    are then detected one by one. ``wanted`` (one flag per frame; None: all) marks the frames the motion gate
+    sends to the detector; the others come back ``still``, in their place.
 
     Raises:
         Whatever the detector raises other than ``ValueError`` (a broken session: the edge stops).
     """
+    if wanted is not None and not all(wanted):
+        now_s = time.perf_counter()
+        detected = iter(detect_frames(detector, [f for f, w in zip(frames, wanted) if w]) if any(wanted) else [])
+        return [next(detected) if w else DetectedFrame(f, None, "", now_s, now_s, still=True)
+                for f, w in zip(frames, wanted)]
     start_s = time.perf_counter()
     try:
         batch = detector.detect_batch([frame.image for frame in frames])
@@ -85,14 +95,16 @@ class DetectorPool:
         instances: detector threads (>= 1).
         frames_per_run: frames one run takes at most (at most one per camera; the detector's batch).
         name: used in thread names.
+        gates: the cameras' motion gates (None: every frame is detected); asked in take order, under the take lock.
     """
 
     def __init__(
-        self, slots: FrameSlots, detector: Detector, instances: int, frames_per_run: int, name: str = "edge"
+        self, slots: FrameSlots, detector: Detector, instances: int, frames_per_run: int, name: str = "edge",
+        gates: MotionGates | None = None,
     ) -> None:
         if instances < 1:
             raise ValueError(f"instances must be >= 1, got {instances}")
-        self.slots, self.detector, self.frames_per_run = slots, detector, frames_per_run
+        self.slots, self.detector, self.frames_per_run, self.gates = slots, detector, frames_per_run, gates
         self._stop = threading.Event()
         self._take_lock = threading.Lock()
         self._cond = threading.Condition()
@@ -142,8 +154,11 @@ class DetectorPool:
                     continue
                 ticket = self._next_ticket
                 self._next_ticket += 1
+                wanted = None if self.gates is None else [
+                    self.gates.needs_detection(f.camera, f.image, f.stream_ts_ms) for f in frames
+                ]
             try:
-                result: list[DetectedFrame] | BaseException = detect_frames(self.detector, frames)
+                result: list[DetectedFrame] | BaseException = detect_frames(self.detector, frames, wanted)
             except BaseException as exc:  # noqa: BLE001 - handed to the edge's loop, which stops the edge
                 log.exception("detector run failed")
                 result = exc

@@ -9,6 +9,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -60,20 +61,29 @@ def test_chaos_30_seconds_seed_1_has_no_violations(tmp_path, models_dir):
 @pytest.mark.timeout(600)
 def test_component_crashing_at_every_start_is_given_up_after_the_restart_storm_limit(tmp_path, bikes_path, models_dir):
     """An edge whose metrics port is taken crashes at start, every time: restarted max_restarts times with
-    backoff, then given up; `vcascade run` stops the rest and exits 1 naming the storm."""
+    backoff, then given up; `vcascade run` stops the rest and exits 1 naming the storm.
+
+    The port is taken once `run` has passed its port check (which would refuse the file before starting
+    anything): when the broker, started first, listens, and before the edges start (after the worker serves)."""
     config = write_deployment(tmp_path, bikes_path, None)
     dep = yaml.safe_load(config.read_text())
     dep["supervision"] = {"max_restarts": 2, "window_s": 60, "backoff_initial_s": 0.1, "backoff_max_s": 0.5}
     for cam in dep["cameras"].values():
         cam.update(realtime=False, loop=False, max_frames=5)
     config.write_text(yaml.safe_dump(dep))
+    run = subprocess.Popen(
+        [str(Path(sys.executable).with_name("vcascade")), "run", str(config), "--model-dir", str(models_dir),
+         "--summary-json", str(tmp_path / "summary.json")], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
     with socket.socket() as taken:
-        taken.bind(("0.0.0.0", dep["edges"]["edge-b"]["metrics_port"]))
-        taken.listen()
-        proc = subprocess.run(
-            [str(Path(sys.executable).with_name("vcascade")), "run", str(config), "--model-dir", str(models_dir),
-             "--summary-json", str(tmp_path / "summary.json")], capture_output=True, text=True, timeout=540,
-        )  # fmt: skip
+        try:
+            wait_listening(dep["brokers"]["broker-1"]["metrics_port"], run)
+            taken.bind(("0.0.0.0", dep["edges"]["edge-b"]["metrics_port"]))
+            taken.listen()
+            stdout, stderr = run.communicate(timeout=540)
+        finally:
+            run.kill()
+    proc = subprocess.CompletedProcess(run.args, run.returncode, stdout, stderr)
     assert proc.returncode == 1, proc.stdout + proc.stderr[-3000:]
     assert "edge edge-b given up after a restart storm" in proc.stdout, proc.stdout
     summary = yaml.safe_load((tmp_path / "summary.json").read_text())
@@ -84,3 +94,15 @@ def test_component_crashing_at_every_start_is_given_up_after_the_restart_storm_l
     assert all(c["restarts"] == 0 and not c["gave_up"] for key, c in comps.items() if key[0] != "edge")
     runs = summary["runs"]["edge edge-b"]
     assert all("MetricsPortInUse" in run["snapshot"]["error"] for run in runs)
+
+
+def wait_listening(port: int, run: subprocess.Popen, timeout_s: float = 300) -> None:
+    """Return once something accepts TCP connections on 127.0.0.1:``port``; fail if ``run`` exits first."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        assert run.poll() is None, run.communicate()
+        with socket.socket() as probe:
+            if probe.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.05)
+    pytest.fail(f"nothing listened on port {port} within {timeout_s} s")

@@ -133,3 +133,57 @@ def test_bench_privacy_reports_the_redaction_against_the_detector(tmp_path, mode
     assert result["frame_ratio"] == pytest.approx(redaction_ms / per_frame["detect"], abs=0.002)
     if result["crops"]:
         assert result["redaction_ms_per_crop"] == pytest.approx(redaction_ms * 20 / result["crops"], rel=0.01)
+
+
+def test_bench_text_reads_plates_with_both_recognizers_and_reports_each_height(tmp_path, models_dir):
+    out = tmp_path / "text.json"
+    proc = run_tool("tools.bench_text", "--model-dir", str(models_dir), "--samples", "8", "--heights", "12,20",
+                    "--json", str(out))  # fmt: skip
+    assert out.exists(), proc.stderr[-3000:]
+    report = json.loads(out.read_text())
+    assert report["samples"] == 8 and report["vehicle_crops"] > 0
+    assert set(report["by_height"]) == {"12", "20"} and all(row["n"] == 4 for row in report["by_height"].values())
+    for row in [*report["by_height"].values(), report["at_16px_or_more"]]:
+        for name in ("single", "pipeline"):
+            assert 0.0 <= row[name]["exact"] <= 1.0 and row[name]["cer"] >= 0.0
+    ms = report["ms_per_crop"]
+    assert report["cost_ratio"] == round(ms["pipeline"] / ms["single"], 2)
+    goal = report["at_16px_or_more"]["pipeline"]["exact"] >= 0.9
+    assert proc.returncode == (0 if goal else 1), proc.stderr[-3000:]
+    assert "single exact" in run_tool("tools.bench_text", "--model-dir", str(models_dir), "--samples", "2").stdout
+
+
+def test_bench_motion_compares_gated_with_every_frame_detection_on_both_clips(tmp_path, models_dir):
+    """Two segments of the static clip (made by the benchmark itself): both clips run, both modes see every frame,
+    every-frame detection runs on every frame, and the ratios are the quotients of the runs and CPU reported."""
+    out = tmp_path / "motion.json"
+    proc = run_tool("tools.bench_motion", "--model-dir", str(models_dir), "--segments", "2", "--still-s", "2",
+                    "--json", str(out))  # fmt: skip
+    assert out.exists(), proc.stderr[-3000:]
+    result = json.loads(out.read_text())
+    assert result["static"]["frames"] == 2 * (50 + 25) and result["demo"]["frames"] == 250
+    for clip in ("demo", "static"):
+        every, gated = result[clip]["every_frame"], result[clip]["gated"]
+        assert every["detector_runs_per_frame"] == 1.0 and 0 < gated["detector_runs_per_frame"] <= 1.0
+        assert result[clip]["fewer_runs"] == pytest.approx(1.0 / gated["detector_runs_per_frame"], rel=0.01)
+        assert result[clip]["cpu_ratio"] == pytest.approx(every["cpu_ms_per_frame"] / gated["cpu_ms_per_frame"],
+                                                          rel=0.01)  # fmt: skip
+        assert every["crossings"] > 0 and 0 <= result[clip]["crossing_recall"] <= 1 and 0 <= result[clip]["crossing_recall_moving"] <= 1
+    assert result["static"]["gated"]["detector_runs_per_frame"] < 0.8  # the held frames are still
+    assert proc.returncode == (0 if result["within_goal"] else 1), proc.stderr[-3000:]
+
+
+def test_bench_quantize_compares_the_int8_copy_with_fp32_on_the_footage(tmp_path, models_dir):
+    """4 calibration frames, 20 frames compared: the copy is made, both models see every frame, and agreement,
+    precision and speed-up are the quotients they claim."""
+    out = tmp_path / "quantize.json"
+    proc = run_tool("tools.bench_quantize", "--model-dir", str(models_dir), "--frames", "20",
+                    "--calibration-frames", "4", "--json", str(out))  # fmt: skip
+    assert out.exists(), proc.stderr[-3000:]
+    result = json.loads(out.read_text())
+    assert result["frames"] == 20 and result["boxes"]["fp32"] > 0
+    assert result["agreement"] == pytest.approx(result["matched"] / result["boxes"]["fp32"], abs=1e-4)
+    assert result["precision"] == pytest.approx(result["matched"] / max(result["boxes"]["int8"], 1), abs=1e-4)
+    cpu = result["cpu_ms_per_frame"]
+    assert result["speedup"] == pytest.approx(cpu["fp32"] / cpu["int8"], rel=0.01)
+    assert proc.returncode == (0 if result["within_goal"] else 1), proc.stderr[-3000:]

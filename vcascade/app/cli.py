@@ -15,6 +15,8 @@
                                                           cameras of a running edge
     vcascade plan FILE [--worker NAME] [--batch N] [--model-dir DIR]
                                                           profile recognizers, show their stage split
+    vcascade quantize --model FILE --calibration VIDEO [--frames N] [--out FILE]
+                                                          int8 copy of a YOLOX detector
     vcascade --version
 
 Each command is a module of :mod:`vcascade.app.commands` named in :data:`COMMANDS`. Only the module of the
@@ -61,6 +63,7 @@ COMMANDS: dict[str, Command] = {
     "ui": Command("ui", "serve the live view in the browser: every camera's annotated frames, states, numbers"),
     "camera": Command("camera", "add, remove or list the cameras of a running edge"),
     "plan": Command("plan", "profile each worker's recognizer and show its stage split and balance"),
+    "quantize": Command("quantize", "write the int8 copy of a YOLOX detector, calibrated on a clip (docs/DETECTORS.md)"),
 }
 """Every command by the name it is typed with, in the order ``vcascade --help`` lists them."""
 

@@ -46,6 +46,7 @@ from vcascade.core.schema import (  # noqa: F401  (re-exported: the schema is pa
     IdentitySpaceConfig,
     IdentityStoreConfig,
     JsonlSinkConfig,
+    MotionConfig,
     MqttSinkConfig,
     Name,
     OnnxRecognizerConfig,

@@ -53,6 +53,7 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "CameraConfig": ".edge",
     "EdgeConfig": ".edge",
     "JsonlSinkConfig": ".edge",
+    "MotionConfig": ".edge",
     "RoiConfig": ".edge",
     "RoiPolicyConfig": ".edge",
     "RouteConfig": ".edge",

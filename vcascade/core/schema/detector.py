@@ -51,6 +51,11 @@ class YoloxDetectorConfig(DetectorConfigBase):
         None,
         description="Local ONNX file of a user YOLOX model, used as is and never downloaded (instead of `model`/`url`).",
     )
+    precision: Literal["fp32", "int8"] = Field(
+        "fp32",
+        description="int8: run the model's int8 copy `<name>.int8.onnx` beside it, made once by `vcascade quantize` "
+        "(docs/DETECTORS.md; never made at start-up: a missing copy fails the start).",
+    )
 
     @model_validator(mode="after")
     def _path_or_download(self) -> YoloxDetectorConfig:

@@ -70,6 +70,25 @@ class RouteConfig(ConfigModel):
 # ---------------------------------------------------------------- cameras
 
 
+class MotionConfig(ConfigModel):
+    """Motion-gated detection of one camera (:mod:`vcascade.edge.detection.motion`): the detector runs on a frame
+    only where it differs from the last detected frame, or when ``max_gap_s`` of stream time has passed."""
+
+    width: int = Field(
+        160, ge=16, le=1920, description="Width the grey motion image is shrunk to, px (height keeps the aspect ratio)."
+    )
+    pixel_threshold: int = Field(
+        25, ge=1, le=255, description="Grey-level difference (0..255) above which a pixel of the motion image changed."
+    )
+    min_area: float = Field(
+        0.0005, gt=0, le=1, description="Fraction of the motion image's pixels that must change to count as motion."
+    )
+    max_gap_s: float = Field(
+        1.0, gt=0, le=600, description="Stream seconds after which a frame is detected even without motion."
+    )
+
+
+
 class CameraConfig(ConfigModel):
     """One camera: where its frames come from and which edge process reads it."""
 
@@ -103,6 +122,11 @@ class CameraConfig(ConfigModel):
     detect_fps: float | None = Field(
         None, gt=0, le=1000,
         description="Hand at most this many frames per second of stream time (PTS) to the detector (None: every frame).",
+    )
+    motion: MotionConfig | None = Field(
+        None,
+        description="Run the detector only on frames with motion or after `max_gap_s` (tracks are carried over still "
+        "frames; skips counted in vcascade_edge_detections_skipped_total). None: every frame handed over is detected.",
     )
     roi_policy: RoiPolicyConfig | None = Field(None, description="Overrides the edge's `roi.policy` for this camera.")
     routes: list[RouteConfig] | None = Field(
