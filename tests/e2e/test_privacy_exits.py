@@ -155,7 +155,7 @@ def test_no_masked_pixel_and_no_face_leaves_unredacted(deployment, bikes_path, m
     masked_crops = 0
     try:
         deadline = time.monotonic() + STARTUP_S
-        while time.monotonic() < deadline and (crop_faces < 3 or preview_faces < 1):
+        while time.monotonic() < deadline and (crop_faces < 3 or preview_faces < 1 or masked_crops < 1):
             for name, proc in procs.items():
                 assert proc.poll() is None, f"{name} exited: {proc.communicate()[1][-3000:]}"
             worker.pump(1.0)
