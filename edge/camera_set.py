@@ -42,8 +42,9 @@ class CameraSet:
     Args:
         edge: the edge's name.
         slots: the frame slots shared by the readers and the detector.
-        node: the edge node (``add_camera``/``remove_camera``: tracking and the link's books); any object with
-            those two methods and a ``link`` attribute (:class:`vcascade.edge.link.broker_link.BrokerLink`).
+        node: the edge node (``add_camera``/``remove_camera``: tracking and the link's books; ``refusal``: why a
+            camera must not start); any object with those methods and a ``link`` attribute
+            (:class:`vcascade.edge.link.broker_link.BrokerLink`).
     """
 
     def __init__(self, edge: str, slots: FrameSlots, node) -> None:
@@ -59,8 +60,9 @@ class CameraSet:
         return self.node.link
 
     def start(self, camera: str, cfg: CameraConfig) -> CameraReader:
-        """Start reading a camera of the deployment file (its tracking exists already)."""
-        reader = CameraReader(self.edge, camera, cfg, self.slots, threading.Event())
+        """Start reading a camera of the deployment file (its tracking exists already); a camera the node refuses
+        (its face model is missing) goes straight to ``failed`` with the reason and reads nothing."""
+        reader = CameraReader(self.edge, camera, cfg, self.slots, threading.Event(), self.node.refusal(camera))
         with self._lock:
             self._active[camera] = reader
         reader.start()

@@ -173,6 +173,13 @@ CONTROL_REQUESTS = Counter(
     "version: another control protocol version, timeout).",
     ["edge", "op", "outcome"],
 )
+IMAGES_OUT = Counter(
+    "vcascade_edge_images_out_total",
+    "Images that left the edge, by exit (roi: a crop put on a broker socket, retries included; preview: a preview "
+    "served over HTTP; snapshot) and redacted (true: faces redacted; false: this exit or route leaves faces as "
+    "they are). Privacy masks are filled in every frame either way (docs/PRIVACY.md).",
+    ["edge", "exit", "redacted"],
+)
 AUTH_FAILURES = auth_failures_counter("edge")
 """``vcascade_edge_auth_failures_total{edge, reason}``: refused CurveZMQ handshakes (declared by
 :func:`vcascade.core.transport.security.auth_failures_counter`, which the control socket's monitor counts into too)."""
@@ -209,6 +216,10 @@ class EdgeTelemetry:
     def roi_sent_to(self, broker: str) -> None:
         """One ROI put on broker ``broker``'s socket (retries and probes included)."""
         BROKER_ROIS_SENT.labels(self.edge, broker).inc()
+
+    def image_out(self, exit_name: str, redacted: bool) -> None:
+        """One image left the edge through ``exit_name`` (``roi``, ``preview``, ``snapshot``), faces redacted or not."""
+        IMAGES_OUT.labels(self.edge, exit_name, "true" if redacted else "false").inc()
 
     def send_queue_depth(self, depth: int) -> None:
         """ROIs waiting for the in-flight window now."""

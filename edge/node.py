@@ -24,8 +24,10 @@ import numpy as np
 
 from vcascade.core.config import CameraConfig, RoiConfig, RoiPolicyConfig
 from vcascade.core.detections import Detections
+from vcascade.core.runtime.models import ModelUnavailable
 from vcascade.core.schema.edge_settings import EdgeSettings
 from vcascade.edge.analytics.camera import CameraAnalytics
+from vcascade.edge.capture.faults import CameraFault
 from vcascade.edge.capture.frames import Frame
 from vcascade.edge.detection import Detector
 from vcascade.edge.detection.motion import MotionGates
@@ -36,8 +38,10 @@ from vcascade.edge.link.broker_link import BrokerLink
 from vcascade.edge.metrics import EdgeTelemetry
 from vcascade.edge.preview.annotate import camera_geometry
 from vcascade.edge.preview.hub import PreviewHub
+from vcascade.edge.privacy.model_file import FaceModels
+from vcascade.edge.privacy.redaction import CameraRedaction, RedactedFrame
 from vcascade.edge.selection.identity_cache import IdentityCache
-from vcascade.edge.selection.roi import crop_pixels, encode_jpeg, roi_header
+from vcascade.edge.selection.roi import roi_header
 from vcascade.edge.selection.roi_policy import RoiPolicy
 from vcascade.edge.selection.roi_selection import RoiSelection
 from vcascade.edge.selection.routing import ClassRouter
@@ -52,15 +56,19 @@ FRAME_AGE_WINDOW = 2000
 
 class CameraTracking:
     """The tracking state of one camera: its ByteTrack tracker, its ROI policy, its analytics, the lines and zones
-    its previews show."""
+    its previews show, the redaction of what leaves."""
 
     def __init__(
         self, policy_cfg: RoiPolicyConfig, roi_cfg: RoiConfig, router: ClassRouter | None = None,
         analytics: CameraAnalytics | None = None, camera_cfg: CameraConfig | None = None,
+        redaction: CameraRedaction | None = None, unredacted: frozenset[str] = frozenset(),
     ) -> None:
         """``policy_cfg``: the camera's ROI policy; ``roi_cfg``: its edge's ``roi`` (minimum size, padding);
         ``router``: its routes (None: every ROI for any recognizer); ``analytics``: its lines and zones (None:
-        none); ``camera_cfg``: its settings (the lines and zones its previews draw)."""
+        none); ``camera_cfg``: its settings (the lines and zones its previews draw); ``redaction``: what its
+        images get before they leave (None: the camera was refused, nothing of it leaves); ``unredacted``: the
+        recognizers whose routes ask for faces as they are."""
+        self.redaction, self.unredacted = redaction, unredacted
         self.geometry = camera_geometry(camera_cfg)
         self.tracker = CameraTracker(policy_cfg.tracker)
         self.analytics = analytics
@@ -94,14 +102,18 @@ class EdgeNode:
     ``identities`` must be the identity cache of ``link``'s way back, so that answers reach it; so must ``preview``
     (the live view's previews, :mod:`vcascade.edge.preview.hub`; None: no previews), when given, and ``history``
     (:class:`vcascade.edge.history.writer.HistoryWriter`; None: nothing kept): events then carry their pictures.
+    ``faces``: the edge's face detectors (:class:`~vcascade.edge.privacy.model_file.FaceModels`; None: searched in
+    the default model folders).
     """
 
     def __init__(
         self, settings: EdgeSettings, detector: Detector, link: BrokerLink, identities: IdentityCache,
-        preview: PreviewHub | None = None, history: HistoryWriter | None = None,
+        preview: PreviewHub | None = None, history: HistoryWriter | None = None, faces: FaceModels | None = None,
     ) -> None:
         self.name, self.cfg, self.detector, self.link = settings.name, settings.edge, detector, link
         self.preview, self.history = preview, history
+        self.faces = faces or FaceModels(None)
+        self._refusals: dict[str, CameraFault] = {}
         self.settings = settings
         self.telemetry = EdgeTelemetry(self.name)
         self.identities = identities
@@ -119,7 +131,8 @@ class EdgeNode:
         history = self.cfg.history
         width = history.frame_width_px if self.history is not None and history.evidence else None
         return CameraAnalytics(
-            self.name, camera, cam_cfg.analytics, self.detector.class_names, self.identities, self.link.publish, width
+            self.name, camera, cam_cfg.analytics, self.detector.class_names, self.identities, self.link.publish, width,
+            history.jpeg_quality,
         )
 
     def camera_stats(self, camera: str) -> dict[str, Any]:
@@ -133,15 +146,35 @@ class EdgeNode:
         its own ROI policy or the edge's, and its own routes or the edge's (:meth:`EdgeSettings.routes_for`);
         ``open_books``: open its books in the link (a camera of the file has them from the start)."""
         policy = cam_cfg.roi_policy or self.cfg.roi.policy
-        router = ClassRouter(self.settings.routes_for(cam_cfg), self.detector.class_names)
+        routes = self.settings.routes_for(cam_cfg)
+        router = ClassRouter(routes, self.detector.class_names)
+        unredacted = frozenset(r.recognizer for r in routes if r.unredacted_faces) - {
+            r.recognizer for r in routes if not r.unredacted_faces}  # a recognizer some route redacts stays redacted
         self._cameras[camera] = CameraTracking(
-            policy, self.cfg.roi, router, self._analytics(camera, cam_cfg), cam_cfg
+            policy, self.cfg.roi, router, self._analytics(camera, cam_cfg), cam_cfg,
+            self._redaction(camera, cam_cfg), unredacted,
         )
         self.motion.add(camera, cam_cfg.motion)
         if open_books:
             self.link.add_camera(camera)
             if self.history is not None:
                 self.history.set_limits(camera, cam_cfg.history)
+
+    def _redaction(self, camera: str, cam_cfg: CameraConfig) -> CameraRedaction | None:
+        """The camera's redaction; None, with a refusal for its reader (:meth:`refusal`), when its face model
+        cannot be loaded: the camera must not start rather than send faces unredacted."""
+        self._refusals.pop(camera, None)
+        faces_cfg = cam_cfg.privacy.faces if cam_cfg.privacy is not None else None
+        try:
+            faces = self.faces.get(faces_cfg) if faces_cfg is not None else None
+        except ModelUnavailable as exc:
+            self._refusals[camera] = CameraFault("privacy_model_missing", f"privacy.faces.model: {exc}")
+            return None
+        return CameraRedaction(cam_cfg.privacy, faces, self.detector.class_names)
+
+    def refusal(self, camera: str) -> CameraFault | None:
+        """Why ``camera`` must not start (its face model is missing or unfit), or None."""
+        return self._refusals.get(camera)
 
     def remove_camera(self, camera: str) -> None:
         """Forget a removed camera's tracks and identities (detector thread), after its last frame."""
@@ -206,15 +239,20 @@ class EdgeNode:
             cam.carried = Detections(detections.xyxy, detections.score, detections.class_id)
         tracked = cam.tracker.update(detections, frame.stream_ts_ms)
         alive = cam.tracker.alive_ids()
+        # the one way out (edge/privacy/redaction.py): faces are looked for only when an image of it is made
+        redacted = None if cam.redaction is None else cam.redaction.redact(frame, tracked)
         if cam.analytics is not None:  # before the identity cache forgets the dropped tracks
-            cam.analytics.process(frame, tracked, alive)
+            cam.analytics.process(frame, tracked, alive, redacted)
         cam.policy.retain(alive)
         self.identities.retain(frame.camera, alive)
-        if self.preview is not None and self.preview.due(frame.camera, now_s := time.monotonic()):
-            self.preview.offer(frame, tracked, now_s, cam.geometry)  # only while someone watches this camera
         selection = cam.policy.decide(tracked, frame.stream_ts_ms, frame.image.shape[:2], self.link.shed_level)
         self._suppressed(frame, selection, cam.emit_tracked)
-        return self._submit(frame, selection, detect_start_s, detect_end_s)
+        preview_due = self.preview is not None and self.preview.due(frame.camera, now_s := time.monotonic())
+        if redacted is None or not (preview_due or len(selection)):
+            return 0  # nothing of this frame leaves (a refused camera's frames never do)
+        if preview_due:
+            self.preview.offer(redacted, tracked, now_s, cam.geometry)  # only while someone watches this camera
+        return self._submit(redacted, selection, cam.unredacted, detect_start_s, detect_end_s)
 
     def _suppressed(self, frame: Frame, selection: RoiSelection, emit_tracked: bool) -> None:
         """Count the detections the policy did not send, per reason; publish a :class:`Tracked` for each followed
@@ -236,15 +274,22 @@ class EdgeNode:
             ))
             self.telemetry.tracked_line(frame.camera)
 
-    def _submit(self, frame: Frame, selection: RoiSelection, detect_start_s: float, detect_end_s: float) -> int:
-        """Crop, encode and submit the ROI of each sent row of ``selection``; returns the number submitted."""
+    def _submit(
+        self, redacted: RedactedFrame, selection: RoiSelection, unredacted: frozenset[str], detect_start_s: float,
+        detect_end_s: float,
+    ) -> int:
+        """Crop, encode (from the redacted frame) and submit the ROI of each sent row of ``selection``; the rows
+        routed to a recognizer in ``unredacted`` keep their faces. Returns the number submitted."""
+        frame = redacted.frame
         for row in range(len(selection)):
-            payload = encode_jpeg(crop_pixels(frame.image, selection.crop_xyxy[row]), self.cfg.roi.jpeg_quality)
+            image = redacted.crop(selection.crop_xyxy[row], self.cfg.roi.jpeg_quality,
+                                  unredacted_faces=str(selection.recognizer[row]) in unredacted)  # fmt: skip
             self._counter += 1
             roi = roi_header(frame, selection, row, f"{self.name}-{self.run_id}-{self._counter}")
             pending = PendingRoi(
                 roi, frame.capture_s, detect_start_s, detect_end_s, encoded_s=time.perf_counter(),
                 send_reason=str(selection.send_reason[row]), class_name=self._class_name(roi.class_id),
+                keep_crop=image.redacted or not redacted.redacts("snapshot"),  # a face left for its route stays there
             )
-            self.link.submit(pending, payload)
+            self.link.submit(pending, image)
         return len(selection)

@@ -18,9 +18,12 @@ micro-batches dealt round-robin as the broker alternates them) for a sweep of ma
 tools/reid_metrics.py: pairwise precision/recall (all pairs and cross-camera pairs), IDF1, identity switches,
 fragmentations, and embedding comparisons per ROI.
 
+``--blur-faces`` cuts every crop from the frame with its faces blurred, as an edge with ``privacy.faces`` sends
+them (CenterFace, docs/PRIVACY.md), to measure what face redaction costs re-identification.
+
 Usage: ``python -m tools.bench_reid [--scenario segments|demo] [--quick] [--stride N] [--json OUT]
-[--model-dir DIR]`` (``--quick``: two cameras over the first 150 frames, every 4th frame's ROIs; under a minute
-of CPU, for CI; ``--scenario demo``: the demo's own two cameras and embedder classes, see :func:`scenario`).
+[--model-dir DIR] [--blur-faces]`` (``--quick``: two cameras over the first 150 frames, every 4th frame's ROIs; under a
+minute of CPU, for CI; ``--scenario demo``: the demo's own two cameras and embedder classes, see :func:`scenario`).
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ from tools.reid_scenario import (  # noqa: E402
     ColourHistogramEmbedder,
     Embedder,
     MobileNetEmbedder,
+    Redact,
     demo_deployment,
     demo_detector,
     pin_threads,
@@ -56,9 +60,13 @@ from tools.reid_scenario import (  # noqa: E402
 )
 
 from vcascade.center.identity.topology import Topology  # noqa: E402
-from vcascade.core.config import CameraViewConfig  # noqa: E402
+from vcascade.core.config import CameraViewConfig, PrivacyConfig  # noqa: E402
+from vcascade.core.schema.privacy import CENTERFACE_MODEL  # noqa: E402
 from vcascade.core.detections import Detections  # noqa: E402
 from vcascade.edge.capture.views import view_boxes  # noqa: E402
+from vcascade.edge.privacy.centerface import CenterFace  # noqa: E402
+from vcascade.edge.privacy.model_file import face_model_path  # noqa: E402
+from vcascade.edge.privacy.redaction import CameraRedaction, redact_regions  # noqa: E402
 
 THRESHOLDS = (0.6, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95, 0.97)
 MICRO_BATCH = 8
@@ -158,13 +166,14 @@ def true_identity(box: np.ndarray, truth: Detections, view: CameraViewConfig | N
 
 
 def scenario_rois(cameras: Sequence[ScenarioCamera], clip: Sequence[ClipFrame], truth: Sequence[Detections],
-                  stride: int, detector, deployment, classes: list[str] | None) -> list[LabelledRoi]:
+                  stride: int, detector, deployment, classes: list[str] | None, redact: Redact | None = None
+                  ) -> list[LabelledRoi]:
     """Every camera's ROIs of ``classes`` (every ``stride``-th frame), labelled, in arrival order (camera PTS,
-    then camera)."""
+    then camera); ``redact``: the edge's face redaction before the crops are cut (None: none)."""
     frame_hw = clip[0].image.shape[:2]
     rois = []
     for cam in cameras:
-        for roi in track_rois(clip[cam.first_frame:cam.last_frame], detector, deployment, cam.view, classes):
+        for roi in track_rois(clip[cam.first_frame:cam.last_frame], detector, deployment, cam.view, classes, redact):
             if (roi.frame - cam.first_frame) % stride == 0:
                 label = true_identity(roi.xyxy, truth[roi.frame], cam.view, frame_hw)
                 rois.append(LabelledRoi(cam.name, roi.pts_ms, roi.track_id, label, roi.crop))
@@ -209,9 +218,19 @@ def sweep(embedders: Sequence[Embedder], rois: Sequence[LabelledRoi], workers: i
     return rows
 
 
-def reid_section(name: str = "segments", stride: int = 1, workers: int = 2, model_dir: str | None = None
-                 ) -> dict[str, Any]:
-    """Build the scenario, embed, assign and score; returns ``scenario`` (counts) and ``rows`` (:func:`sweep`)."""
+def face_blur(model_dir: str | None, class_names: Sequence[str]) -> Redact:
+    """The edge's face redaction with ``privacy.faces`` defaults (CenterFace at the frame's size, blur), as a
+    function of a frame and its tracked detections (:class:`vcascade.edge.privacy.redaction.CameraRedaction`)."""
+    faces = CenterFace(face_model_path(CENTERFACE_MODEL, model_dir))
+    redaction = CameraRedaction(PrivacyConfig(faces={}), faces, class_names)
+    return lambda image, detections: redact_regions(image, redaction.regions(image, detections), redaction.method)
+
+
+def reid_section(name: str = "segments", stride: int = 1, workers: int = 2, model_dir: str | None = None,
+                 blur_faces: bool = False) -> dict[str, Any]:
+    """Build the scenario, embed, assign and score; returns ``scenario`` (counts) and ``rows`` (:func:`sweep`).
+    ``blur_faces``: crops are cut from frames with their faces blurred, as an edge with ``privacy.faces`` sends
+    them."""
     pin_threads()
     setting = scenario(name)
     clip = read_clip(max_frames=setting.frames)
@@ -219,13 +238,14 @@ def reid_section(name: str = "segments", stride: int = 1, workers: int = 2, mode
     detector = demo_detector(deployment, model_dir)
     truth = track_clip(clip, detector, deployment)
     cameras = setting.cameras
-    rois = scenario_rois(cameras, clip, truth, stride, detector, deployment, setting.classes)
+    redact = face_blur(model_dir, detector.class_names) if blur_faces else None
+    rois = scenario_rois(cameras, clip, truth, stride, detector, deployment, setting.classes, redact)
     labelled = [r for r in rois if r.truth >= 0]
     seen_on = {t: {r.camera for r in labelled if r.truth == t} for t in {r.truth for r in labelled}}
     counts = {
         "name": name, "classes": setting.classes, "cameras": [{"name": c.name, "frames": [c.first_frame, c.last_frame],
                      "view": None if c.view is None else c.view.model_dump()} for c in cameras],
-        "stride": stride, "rois": len(rois), "labelled_rois": len(labelled),
+        "stride": stride, "blur_faces": blur_faces, "rois": len(rois), "labelled_rois": len(labelled),
         "true_identities": len(seen_on), "on_several_cameras": sum(len(c) > 1 for c in seen_on.values()),
     }
     embedders = [MobileNetEmbedder(deployment), ColourHistogramEmbedder()]
@@ -235,7 +255,8 @@ def reid_section(name: str = "segments", stride: int = 1, workers: int = 2, mode
 def print_section(result: dict[str, Any]) -> None:
     """The scenario and a table row per (embedder, assigner, threshold)."""
     s = result["scenario"]
-    print(f"scenario {s['name']}: {len(s['cameras'])} cameras {[c['name'] + str(c['frames']) for c in s['cameras']]}, every "
+    blurred = ", faces blurred" if s.get("blur_faces") else ""
+    print(f"scenario {s['name']}{blurred}: {len(s['cameras'])} cameras {[c['name'] + str(c['frames']) for c in s['cameras']]}, every "
           f"{s['stride']} frame(s): {s['rois']} ROIs, {s['labelled_rois']} labelled, {s['true_identities']} true "
           f"identities ({s['on_several_cameras']} on several cameras)")
     print(f"{'embedder':14s} {'assigner':39s} {'thr':>5s} {'P':>6s} {'R':>6s} {'xcamP':>6s} {'xcamR':>6s} "
@@ -260,9 +281,12 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2, help="workers in the several-workers modes")
     parser.add_argument("--model-dir", help="folder holding yolox_nano.onnx")
     parser.add_argument("--json", type=Path, help="write the numbers here")
+    parser.add_argument("--blur-faces", action="store_true",
+                        help="blur faces in the crops as an edge with privacy.faces does (needs centerface.onnx)")
     args = parser.parse_args()
     stride = args.stride or (4 if args.quick else 1)
-    result = reid_section("quick" if args.quick else args.scenario, stride, args.workers, args.model_dir)
+    result = reid_section("quick" if args.quick else args.scenario, stride, args.workers, args.model_dir,
+                          args.blur_faces)
     print_section(result)
     if args.json:
         args.json.write_text(json.dumps(result, indent=2))

@@ -9,7 +9,7 @@ configs/demo.yaml: the edge's detector, tracker and ROI policy, the embedder rec
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -109,8 +109,14 @@ class TrackedRoi:
     crop: np.ndarray
 
 
+Redact = Callable[[np.ndarray, Detections], np.ndarray]
+"""A frame's redaction before its crops are cut: (H, W, 3) uint8 BGR frame and its tracked detections -> the
+redacted copy (tools/bench_reid.py ``--blur-faces``)."""
+
+
 def track_rois(frames: Sequence[ClipFrame], detector: OnnxDetector, deployment: Deployment,
-               view: CameraViewConfig | None = None, classes: list[str] | None = EMBEDDER_CLASSES) -> list[TrackedRoi]:
+               view: CameraViewConfig | None = None, classes: list[str] | None = EMBEDDER_CLASSES,
+               redact: Redact | None = None) -> list[TrackedRoi]:
     """Run the edge's detection, tracking and ROI policy (``every_detection``) over frames.
 
     Args:
@@ -119,6 +125,8 @@ def track_rois(frames: Sequence[ClipFrame], detector: OnnxDetector, deployment: 
         deployment: :func:`demo_deployment` (tracker, ROI sizes and padding of the demo edge).
         view: the camera's view of the frames (None: frames as decoded).
         classes: COCO classes to send (default: those the demo routes to its embedder; None: all detected).
+        redact: applied to a frame something is sent from, before its crops are cut, as the edge's redaction
+            step does (None: crops of the frame as detected).
 
     Returns:
         Every ROI sent, in frame order; its PTS is relative to the segment's first frame.
@@ -134,6 +142,8 @@ def track_rois(frames: Sequence[ClipFrame], detector: OnnxDetector, deployment: 
         tracked = tracker.update(detector(image), pts_ms)
         policy.retain(tracker.alive_ids())
         chosen = policy.decide(tracked, pts_ms, image.shape[:2])
+        if redact is not None and len(chosen):
+            image = redact(image, tracked)
         for row, (x0, y0, x1, y1) in enumerate(chosen.crop_xyxy.tolist()):
             if chosen.detections.track_id[row] >= 0:
                 rois.append(TrackedRoi(frame.index, pts_ms, chosen.detections.xyxy[row].copy(),

@@ -16,6 +16,7 @@ from vcascade.edge.analytics.events import new_event_id
 from vcascade.edge.analytics.metrics import AnalyticsTelemetry
 from vcascade.edge.capture.frames import Frame
 from vcascade.edge.history.picture import event_frame
+from vcascade.edge.privacy.redaction import RedactedFrame
 from vcascade.edge.selection.identity_cache import IdentityCache
 from vcascade.edge.way_back import EventRaised
 
@@ -36,6 +37,7 @@ class CameraAnalytics:
         publish: hands an event to the way back (:meth:`BrokerLink.publish`).
         frame_width_px: width of each event's picture for the history's evidence
             (:func:`vcascade.edge.history.picture.event_frame`; None: no pictures).
+        jpeg_quality: the pictures' JPEG quality (1..100).
 
     Raises:
         ValueError: a line's or zone's ``classes`` names a class the detector does not have (its names came from
@@ -44,23 +46,25 @@ class CameraAnalytics:
 
     def __init__(
         self, edge: str, camera: str, cfg: AnalyticsConfig, class_names: Sequence[str], identities: IdentityCache,
-        publish: Callable[[EventRaised], None], frame_width_px: int | None = None,
+        publish: Callable[[EventRaised], None], frame_width_px: int | None = None, jpeg_quality: int = 80,
     ) -> None:
         self.camera = camera
         self.cfg = cfg
-        self.frame_width_px = frame_width_px
+        self.frame_width_px, self.jpeg_quality = frame_width_px, jpeg_quality
         self.counting = TrackAnalytics(cfg, class_names)
         self.telemetry = AnalyticsTelemetry(edge, camera)
         self._identities = identities
         self._publish = publish
 
-    def process(self, frame: Frame, tracked: Detections, alive: set[int]) -> int:
+    def process(self, frame: Frame, tracked: Detections, alive: set[int], leaving: RedactedFrame | None = None) -> int:
         """Move the state with one frame's tracked detections and publish its events; returns how many.
 
+        ``leaving``: the frame as it may leave the edge (:meth:`vcascade.edge.privacy.redaction.CameraRedaction.redact`),
+        from which each event's picture is made when pictures are on (None: no picture).
         Call it before the identity cache forgets the tracks the tracker dropped, so that a lost track's zone exit
         still carries its identity."""
         events = self.counting.update(tracked, frame.stream_ts_ms, frame.capture_unix_ms, frame.image.shape[:2], alive)
-        self._publish_all(events, frame, tracked)
+        self._publish_all(events, leaving, tracked)
         return len(events)
 
     def close(self) -> int:
@@ -72,13 +76,13 @@ class CameraAnalytics:
         return len(events)
 
     def _publish_all(
-        self, events: list[AnalyticsEvent], frame: Frame | None = None, tracked: Detections | None = None
+        self, events: list[AnalyticsEvent], frame: RedactedFrame | None = None, tracked: Detections | None = None
     ) -> None:
         for event in events:
             identity = self._identities.get(self.camera, event.track_id)
             picture = None
             if self.frame_width_px is not None and frame is not None and tracked is not None:
-                picture = event_frame(frame.image, tracked, event, self.cfg, self.frame_width_px)
+                picture = event_frame(frame, tracked, event, self.cfg, self.frame_width_px, self.jpeg_quality)
             self._publish(EventRaised(self.camera, event, identity, new_event_id(), picture))
             self.telemetry.event_emitted(event.type)
             if event.type == "line_cross":

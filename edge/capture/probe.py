@@ -15,6 +15,8 @@ import av
 from vcascade.core.config import CameraConfig
 from vcascade.core.redact import redact_url
 from vcascade.edge.capture.av_reader import StreamDecoder, open_source, stream_info
+from vcascade.edge.capture.views import apply_view
+from vcascade.edge.privacy.masks import FrameMasks, MaskOutsideFrame
 from vcascade.edge.capture.faults import CameraFault, classify
 from vcascade.edge.capture.kinds import is_live
 from vcascade.edge.capture.ffmpeg_log import CameraLog
@@ -63,6 +65,12 @@ def probe_camera(cfg: CameraConfig, timeout_s: float) -> CameraProbe:
             decoder = StreamDecoder(container, stream, lambda reason, n: None, ffmpeg_log.drain, live_timeout_s)
             for image, pts_ms in decoder.frames():
                 height, width = image.shape[:2]
+                if cfg.privacy is not None and cfg.privacy.masks:  # against the frame the reader hands on
+                    shown_image = apply_view(image, cfg.view) if cfg.view is not None else image
+                    try:
+                        FrameMasks(cfg.privacy).raster(*shown_image.shape[:2])
+                    except MaskOutsideFrame as exc:
+                        return CameraProbe(False, "privacy_mask_outside_frame", f"{shown}: {exc}")
                 took_s = time.monotonic() - started_s
                 return CameraProbe(True, PROBE_OK, f"{shown}: {info.codec} {width}x{height}, first frame at "
                                    f"{pts_ms:.0f} ms, in {took_s:.2f} s")

@@ -42,6 +42,7 @@ from vcascade.edge.capture.frames import Frame, FramePolicy, FrameSlots
 from vcascade.edge.metrics import CameraTelemetry
 from vcascade.edge.capture.timing import Pacer, RateGate, Timeline
 from vcascade.edge.capture.views import apply_view
+from vcascade.edge.privacy.masks import FrameMasks, MaskOutsideFrame
 
 __all__ = ["CameraReader", "CaptureSession", "SourceError", "is_live", "open_source", "resolve_or_same"]
 
@@ -73,6 +74,8 @@ class CameraReader(threading.Thread):
         cfg: the camera's configuration.
         slots: the frame slots shared with the detector; the camera is registered here.
         stop: set to stop reading (the state becomes ``ended``, reason ``stopped``).
+        refusal: a fault that keeps the camera from starting (its face model cannot be loaded,
+            ``privacy_model_missing``): the reader goes straight to ``failed`` with it and reads nothing.
 
     Attributes:
         camera: camera name.
@@ -96,11 +99,17 @@ class CameraReader(threading.Thread):
             ``timeline.discontinuities`` counts the joins, metric ``vcascade_edge_timestamp_discontinuities_total``).
         removal: None, or for a camera removed at run time ``removing`` (reader stopping, ROIs in flight) and
             then ``closed`` (its books are final); set by :class:`vcascade.edge.camera_set.CameraSet`.
+        masks: the camera's privacy masks, filled in every frame after its ``view`` (edge/privacy/masks.py).
     """
 
-    def __init__(self, edge: str, name: str, cfg: CameraConfig, slots: FrameSlots, stop: threading.Event) -> None:
+    def __init__(
+        self, edge: str, name: str, cfg: CameraConfig, slots: FrameSlots, stop: threading.Event,
+        refusal: CameraFault | None = None,
+    ) -> None:
         super().__init__(name=f"camera-{name}", daemon=True)
         self.edge, self.camera, self.cfg, self.slots, self.stop = edge, name, cfg, slots, stop
+        self.refusal = refusal
+        self.masks = FrameMasks(cfg.privacy) if cfg.privacy is not None and cfg.privacy.masks else None
         self.live = is_live(resolve_or_same(cfg.url))
         self.policy: FramePolicy = "newest" if self.live or cfg.realtime else "every_frame"
         self.telemetry = CameraTelemetry(edge, name)
@@ -151,6 +160,10 @@ class CameraReader(threading.Thread):
 
     def run(self) -> None:
         try:
+            if self.refusal is not None:
+                self._settle(("failed", self.refusal.reason, self.refusal.detail))
+                self.machine.to("failed", self.refusal.reason, self.refusal.detail)
+                return
             while not self.stop.is_set():
                 state, reason, detail = self._run_session()
                 self.publish_totals()
@@ -381,6 +394,11 @@ class CaptureSession(threading.Thread):
             return None
         if self.cfg.view is not None:
             pixels = apply_view(pixels, self.cfg.view)
+        if self.reader.masks is not None:  # before the frame reaches anything else (docs/PRIVACY.md)
+            try:
+                pixels = self.reader.masks.apply(pixels)
+            except MaskOutsideFrame as exc:
+                raise CameraFault("privacy_mask_outside_frame", str(exc)) from exc
         return Frame(self.reader.camera, self.reader.frames, pixels, pts_ms, now_s, now_unix_ms)
 
     def _restart(self) -> None:

@@ -1,41 +1,35 @@
 """Evidence images on disk: for each sighting that wants them (:attr:`Sighting.wants_evidence`), its crop (the JPEG
-the edge sent, or an event's box cut from its frame) and an event's annotated frame, as JPEG files under
+the edge sent, or an event's box) and an event's annotated frame, as JPEG files under
 ``<history folder>/evidence/<camera>/<YYYY-MM-DD>/`` (UTC capture day), ``0600`` in ``0700`` folders.
 
-Every image is written through :func:`leaving_image`, the one step between the pixels the edge holds and a file
-another person may open.
+Every image here was made by the redaction step (:mod:`vcascade.edge.privacy.redaction`): an event's pictures are
+:class:`~vcascade.edge.privacy.redaction.RedactedImage` s for the ``snapshot`` exit, taken through
+:func:`leaving_image`; a result's crop is the one made for the ``roi`` exit, kept only when its faces are redacted or
+the camera's snapshots keep faces anyway (``PendingRoi.keep_crop``). Each file written counts as an image out of
+the ``snapshot`` exit (``vcascade_edge_images_out_total``).
 """
 
 from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
-
-import cv2
-import numpy as np
 
 from vcascade.core.private_files import DIR_MODE, FILE_MODE, open_private
 from vcascade.edge.history.records import Sighting
 from vcascade.edge.history.store import FULL_ERRNOS, StoredEvidence
+from vcascade.edge.privacy.redaction import RedactedImage, require_redacted
 
 EVIDENCE_FOLDER = "evidence"
 """Folder of the images inside the history folder."""
 
 
-
-def leaving_image(jpeg: bytes) -> bytes:
-    """The bytes written for an evidence image (JPEG in, JPEG out): the one place every evidence image passes."""
-    return jpeg
-
-
-def encode(pixels: np.ndarray, quality: int) -> bytes:
-    """JPEG of (h, w, 3) uint8 BGR ``pixels`` at ``quality`` (1..100). Raises ValueError: OpenCV failed."""
-    ok, buf = cv2.imencode(".jpg", pixels, [cv2.IMWRITE_JPEG_QUALITY, quality])
-    if not ok:
-        raise ValueError(f"JPEG encoding failed for an image of shape {pixels.shape}")
-    return buf.tobytes()
+def leaving_image(image: RedactedImage) -> bytes:
+    """The JPEG bytes of an event's picture; anything but a :class:`RedactedImage` made for the ``snapshot`` exit
+    raises TypeError (:func:`vcascade.edge.privacy.redaction.require_redacted`)."""
+    return require_redacted(image, "snapshot").jpeg
 
 
 def drop_reason(exc: BaseException) -> str:
@@ -48,14 +42,15 @@ class EvidenceFolder:
 
     Args:
         folder: the history folder (images go in its ``evidence`` folder).
-        jpeg_quality: quality of the images this encodes (an event's crop and frame; a result's crop is the JPEG
-            the edge sent, written as it is).
         file_mode, dir_mode: permission modes (they hold pictures of people).
+        count: called with (``"snapshot"``, redacted) for each image written
+            (:meth:`vcascade.edge.metrics.EdgeTelemetry.image_out`; None: not counted).
     """
 
-    def __init__(self, folder: Path, jpeg_quality: int = 80, file_mode: int = FILE_MODE, dir_mode: int = DIR_MODE):
+    def __init__(self, folder: Path, file_mode: int = FILE_MODE, dir_mode: int = DIR_MODE,
+                 count: Callable[[str, bool], None] | None = None) -> None:  # fmt: skip
         self.folder = Path(folder)
-        self.quality, self.file_mode, self.dir_mode = jpeg_quality, file_mode, dir_mode
+        self.file_mode, self.dir_mode, self.count = file_mode, dir_mode, count
 
     def write(self, sighting: Sighting) -> tuple[StoredEvidence, list[tuple[str, str]]]:
         """Write the images of ``sighting``.
@@ -64,29 +59,28 @@ class EvidenceFolder:
             What was written (paths relative to the history folder, bytes), and (image, reason) for each image
             that could not be (``disk_full``, ``store_error``; the sighting is still stored without it).
         """
-        images: dict[str, bytes | None] = {}
+        images: dict[str, tuple[bytes, bool]] = {}
+        frame = sighting.frame
         if sighting.crop_jpeg is not None:
-            images["crop"] = sighting.crop_jpeg
-        elif sighting.frame is not None and sighting.frame.crop is not None:
-            images["crop"] = None  # encoded below, inside the error handling
-        if sighting.frame is not None:
-            images["frame"] = None
+            images["crop"] = (sighting.crop_jpeg, sighting.crop_redacted)
+        elif frame is not None and frame.crop is not None:
+            images["crop"] = (leaving_image(frame.crop), frame.crop.redacted)
+        if frame is not None:
+            images["frame"] = (leaving_image(frame.annotated), frame.annotated.redacted)
         stem = self._stem(sighting)
         paths: dict[str, str] = {}
         size = 0
         failed: list[tuple[str, str]] = []
-        for image, data in images.items():
+        for image, (data, redacted) in images.items():
             relative = f"{stem}-{image}.jpg"
             try:
-                if data is None:
-                    frame = sighting.frame
-                    assert frame is not None  # an image is None (to encode) only for an event's picture
-                    pixels = frame.crop if image == "crop" else frame.annotated
-                    data = encode(pixels, self.quality)
-                size += self._write_file(relative, leaving_image(data))
+                size += self._write_file(relative, data)
                 paths[image] = relative
-            except (OSError, ValueError) as exc:
+            except OSError as exc:
                 failed.append((image, drop_reason(exc)))
+                continue
+            if self.count is not None:
+                self.count("snapshot", redacted)
         return StoredEvidence(paths.get("crop"), paths.get("frame"), size), failed
 
     def remove(self, paths: list[str] | tuple[str, ...]) -> None:

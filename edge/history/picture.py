@@ -1,7 +1,8 @@
 """The picture of an event, taken on the detector thread while its frame is at hand: the frame shrunk to the
 history's ``frame_width_px`` with the track's box and the event's line or zone drawn, and the box cut from the full
-frame. Both are pixels; the history's writer thread encodes them (:mod:`vcascade.edge.history.evidence`), so the
-detector pays for one resize and a few drawing calls per event, never for JPEG encoding or disk.
+frame. Both are made from the frame as it may leave through the ``snapshot`` exit (privacy masks filled, faces
+redacted when the camera asks for it: :class:`vcascade.edge.privacy.redaction.RedactedFrame`) and encoded there,
+a few milliseconds per event; the disk is the history's writer thread's (:mod:`vcascade.edge.history.evidence`).
 """
 
 from __future__ import annotations
@@ -13,28 +14,35 @@ from vcascade.core.schema.analytics import AnalyticsConfig
 from vcascade.edge.analytics.counting import AnalyticsEvent
 from vcascade.edge.history.event_frame import EventFrame
 from vcascade.edge.preview.annotate import Geometry, annotate
+from vcascade.edge.privacy.redaction import RedactedFrame
 
 MAX_CROP_PX = 512
 """Longest side of an event's crop; a larger box is kept at about this size (every n-th pixel)."""
 
 
 def event_frame(
-    image: np.ndarray, tracked: Detections, event: AnalyticsEvent, cfg: AnalyticsConfig, width_px: int
+    frame: RedactedFrame, tracked: Detections, event: AnalyticsEvent, cfg: AnalyticsConfig, width_px: int,
+    quality: int,
 ) -> EventFrame:
-    """The picture of ``event`` in ``image`` ((H, W, 3) uint8 BGR, not modified), its track found in ``tracked``
-    (boxes in frame pixels), its line or zone found in ``cfg`` by name."""
+    """The picture of ``event`` in ``frame`` (its (H, W, 3) uint8 BGR pixels are not modified), its track found in
+    ``tracked`` (boxes in frame pixels), its line or zone found in ``cfg`` by name; JPEGs at ``quality`` (1..100).
+
+    Raises:
+        ValueError: OpenCV could not encode an image.
+    """
     rows = np.flatnonzero(tracked.track_id == event.track_id)
     box = tracked[rows[:1]] if len(rows) else tracked[rows]
     label = f"{event.class_name} {event.type.replace('_', ' ')} {event.place}"
-    annotated = annotate(image, box, [label] * len(box), width_px, _place_geometry(event, cfg))
+    geometry = _place_geometry(event, cfg)
+    annotated = frame.render("snapshot", lambda px: annotate(px, box, [label] * len(box), width_px, geometry), quality)
     crop = None
     if len(box):
         x1, y1, x2, y2 = (int(round(float(v))) for v in box.xyxy[0])
-        height, width = image.shape[:2]
+        height, width = frame.frame.image.shape[:2]
         x1, y1, x2, y2 = max(0, x1), max(0, y1), min(width, x2), min(height, y2)
         if x2 > x1 and y2 > y1:
             step = max(1, -(-max(x2 - x1, y2 - y1) // MAX_CROP_PX))
-            crop = np.ascontiguousarray(image[y1:y2:step, x1:x2:step])
+            crop = frame.render("snapshot", lambda px: np.ascontiguousarray(px[y1:y2:step, x1:x2:step]), quality)
     return EventFrame(annotated, crop)
 
 

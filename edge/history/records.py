@@ -31,7 +31,8 @@ class Sighting:
     frame's PTS in ms. ``identity``: the gallery id (>= 0), a result's provisional id (< 0, local to ``worker``), or
     None (an event keeps gallery ids only: its track's answer does not say which worker gave it).
     ``text``: what a text head read (None: no reading). ``label``: a classifier's top label. ``ref``: the ROI's or
-    the event's id (unique). ``crop_jpeg``: the ROI crop the edge encoded (None: no crop evidence);
+    the event's id (unique). ``crop_jpeg``: the ROI crop the edge encoded (None: no crop evidence), made by the
+    redaction step for the ``roi`` exit, ``crop_redacted`` whether its faces were redacted;
     ``frame``: an event's picture (None: none taken).
     """
 
@@ -53,6 +54,7 @@ class Sighting:
     dwell_s: float | None = None
     merged_from: tuple[int, ...] = ()
     crop_jpeg: bytes | None = None
+    crop_redacted: bool = False
     frame: EventFrame | None = field(default=None, repr=False)
 
     @property
@@ -122,7 +124,7 @@ def _answered(edge: str, event: Answered) -> Sighting:
         text=None if output is None else output.read_text(),
         label=None if output is None else output.short_label(),
         merged_from=() if output is None else output.identity_merges(),
-        crop_jpeg=event.crop_jpeg,
+        crop_jpeg=event.crop_jpeg, crop_redacted=event.pending.redacted,
     )
 
 

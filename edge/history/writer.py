@@ -23,6 +23,7 @@ from vcascade.core.schema.history import HistoryConfig, HistoryLimits
 from vcascade.core.state_dir import state_path
 from vcascade.edge.history import retention
 from vcascade.edge.history.evidence import EvidenceFolder
+from vcascade.edge.metrics import EdgeTelemetry
 from vcascade.edge.history.metrics import HistoryTelemetry
 from vcascade.edge.history.records import CameraStateRecord, IdentityLearned, Record, Sighting, record_of
 from vcascade.edge.history.postgres_store import PostgresHistory
@@ -275,10 +276,10 @@ def images_of(sighting: Sighting) -> list[str]:
 
 
 def image_bytes(sighting: Sighting) -> int:
-    """Bytes the sighting's images hold in memory (the JPEG, the pixels of an event's picture)."""
+    """Bytes the sighting's images hold in memory (their JPEGs)."""
     size = len(sighting.crop_jpeg) if sighting.crop_jpeg is not None else 0
     if sighting.frame is not None:
-        size += sighting.frame.annotated.nbytes + (0 if sighting.frame.crop is None else sighting.frame.crop.nbytes)
+        size += len(sighting.frame.annotated.jpeg) + (0 if sighting.frame.crop is None else len(sighting.frame.crop.jpeg))
     return size
 
 
@@ -298,7 +299,9 @@ def open_history(settings: EdgeSettings) -> HistoryWriter | None:
     if not cfg.enabled:
         return None
     folder = state_path(cfg.path)
-    evidence = EvidenceFolder(folder, cfg.jpeg_quality, cfg.file_mode, cfg.dir_mode) if cfg.evidence else None
+    evidence = None
+    if cfg.evidence:
+        evidence = EvidenceFolder(folder, cfg.file_mode, cfg.dir_mode, EdgeTelemetry(settings.name).image_out)
     cameras = {name: cam.history for name, cam in settings.cameras.items()}
     return HistoryWriter(settings.name, cfg, cameras, store_opener(cfg), evidence).start()
 

@@ -28,7 +28,11 @@ class PendingRoi:
     time; the link replaces it with ``attempt + 1`` before a retry). Times are ``time.perf_counter()`` seconds
     on the edge; ``sent_s`` is set each time it goes on a socket (the last send is the one answered).
     ``send_reason`` is why the ROI policy sent it (``first``, ``refresh``, ``better``, ``every_detection``).
-    ``class_name`` is the detector's name for ``roi.class_id`` (None: the COCO name).
+    ``class_name`` is the detector's name for ``roi.class_id`` (None: the COCO name). ``redacted`` says whether
+    the crop's faces were redacted (its :class:`~vcascade.edge.privacy.redaction.RedactedImage`'s flag, set by the
+    link when it takes the crop), for ``vcascade_edge_images_out_total``. ``keep_crop``: the crop may also be kept as
+    the history's evidence (its faces are redacted, or the camera's ``snapshot`` exit keeps faces anyway); False
+    for a route given faces unredacted (``unredacted_faces``) on a camera whose snapshots are redacted.
     """
 
     roi: Roi
@@ -39,6 +43,8 @@ class PendingRoi:
     sent_s: float = 0.0
     send_reason: str = ""
     class_name: str | None = None
+    redacted: bool = False
+    keep_crop: bool = True
 
     @property
     def roi_id(self) -> str:

@@ -37,6 +37,7 @@ from vcascade.core.protocol import wire
 from vcascade.core.schema.edge_settings import EdgeSettings
 from vcascade.core.transport.sockets import waiting_messages
 from vcascade.edge.link.account import PendingRoi, close_account
+from vcascade.edge.privacy.redaction import RedactedImage, require_redacted
 from vcascade.edge.link.sockets import broker_socket, close_broker_socket, disconnected
 from vcascade.edge.link.state import LATENCY_SAMPLES, BrokerTable, CameraTally, Flight, LinkBooks, may_retry
 from vcascade.edge.metrics import EdgeTelemetry
@@ -125,13 +126,21 @@ class BrokerLink(threading.Thread):
 
     # ------------------------------------------------------------ detector thread side
 
-    def submit(self, pending: PendingRoi, payload: bytes) -> None:
+    def submit(self, pending: PendingRoi, image: RedactedImage) -> None:
         """Queue an ROI for sending. Counts it as sent for its camera.
+
+        ``image`` is its crop as the redaction step made it (:mod:`vcascade.edge.privacy.redaction`); each time it
+        goes on a socket it is counted in ``vcascade_edge_images_out_total{exit="roi"}``.
 
         A full send queue drops its oldest ROI (reason ``queue_full``) with ``overflow: drop_oldest``, and
         always while no broker is alive (reason ``no_broker``: the detector never waits on a dead center);
         otherwise (``overflow: block``) this waits for room.
+
+        Raises:
+            TypeError: ``image`` is not a :class:`RedactedImage` made for the ``roi`` exit (nothing is queued).
         """
+        payload = require_redacted(image, "roi").jpeg
+        pending.redacted = image.redacted
         with self._lock:
             self.books.submitted(pending)
             while len(self._queue) >= self.cfg.send_queue_max and not self._closing:
@@ -305,6 +314,7 @@ class BrokerLink(threading.Thread):
         self._in_flight[pending.roi_id] = Flight(pending, payload, broker)
         self._brokers.sent(broker)
         self.telemetry.roi_sent_to(self.cfg.brokers[broker])
+        self.telemetry.image_out("roi", pending.redacted)
         return True
 
     def _receive(self, index: int, sock: zmq.Socket) -> None:
@@ -361,9 +371,8 @@ class BrokerLink(threading.Thread):
             if isinstance(answer, wire.Drop):
                 self._finish_drop(flight.pending, answer.reason, answer.where)
                 return
-            answered = Answered(
-                flight.pending, answer, close_account(flight.pending, answer, received_s), bytes(flight.payload)
-            )
+            crop = bytes(flight.payload) if flight.pending.keep_crop else None  # the history's evidence, if it may
+            answered = Answered(flight.pending, answer, close_account(flight.pending, answer, received_s), crop)
             self.books.answered(flight.pending, answered.latency_ms)
             self._outbox.append(answered)
             self._lock.notify_all()

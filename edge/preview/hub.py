@@ -22,12 +22,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import cv2
-
 from vcascade.core.config import UiConfig
 from vcascade.core.detections import Detections
 from vcascade.edge.preview.annotate import NO_GEOMETRY, Geometry, annotate
-from vcascade.edge.capture.frames import Frame
+from vcascade.edge.privacy.redaction import RedactedFrame, RedactedImage, require_redacted
 from vcascade.edge.selection.identity_cache import IdentityCache
 from vcascade.edge.sinks.lines import line
 from vcascade.edge.way_back import Answered, Dropped, EventRaised, WayBackEvent
@@ -41,14 +39,15 @@ class Preview:
     """The latest annotated frame of one camera.
 
     Attributes:
-        jpeg: the JPEG bytes, at most ``preview_width_px`` wide.
+        image: the JPEG, at most ``preview_width_px`` wide, as the redaction step made it
+            (:class:`~vcascade.edge.privacy.redaction.RedactedImage`, exit ``preview``).
         frame_seq: the frame's index in its camera.
         stream_ts_ms: the frame's PTS, ms.
         encoded_unix_ms: wall-clock time of the encoding, ms since the Unix epoch.
         boxes_xyxy_px: the boxes drawn, x1, y1, x2, y2 in preview pixels (rounded), one tuple per box.
     """
 
-    jpeg: bytes
+    image: RedactedImage
     frame_seq: int
     stream_ts_ms: float
     encoded_unix_ms: float
@@ -104,22 +103,31 @@ class PreviewHub:
         camera is watched and its last preview is at least ``1 / preview_fps`` old."""
         return self._next_due_s.get(camera, 0.0) <= now_s < self._watched_until_s.get(camera, 0.0)
 
-    def offer(self, frame: Frame, detections: Detections, now_s: float, geometry: Geometry = NO_GEOMETRY) -> Preview:
-        """Draw and encode the preview of ``frame`` with its tracked ``detections`` and its camera's lines and
-        zones (:func:`vcascade.edge.preview.annotate.camera_geometry`); it becomes the latest.
+    def offer(
+        self, redacted: RedactedFrame, detections: Detections, now_s: float, geometry: Geometry = NO_GEOMETRY
+    ) -> Preview:
+        """Draw and encode the preview of a frame on its way out (:mod:`vcascade.edge.privacy.redaction`: its
+        masks filled, its faces redacted when the camera's ``privacy.faces.exits`` holds ``preview``) with its
+        tracked ``detections`` and its camera's lines and zones
+        (:func:`vcascade.edge.preview.annotate.camera_geometry`); it becomes the latest.
 
         Raises:
+            TypeError: ``redacted`` is not a :class:`~vcascade.edge.privacy.redaction.RedactedFrame`.
             ValueError: the JPEG encoder refused the image.
         """
+        if not isinstance(redacted, RedactedFrame):
+            raise TypeError(f"previews are made only of a RedactedFrame, got {type(redacted).__name__}")
+        frame = redacted.frame
         self._next_due_s[frame.camera] = now_s + self.interval_s
         labels = [self._label(frame.camera, detections, row) for row in range(len(detections))]
-        image = annotate(frame.image, detections, labels, self.ui.preview_width_px, geometry)
-        ok, jpeg = cv2.imencode(".jpg", image, [cv2.IMWRITE_JPEG_QUALITY, PREVIEW_JPEG_QUALITY])
-        if not ok:
-            raise ValueError(f"camera {frame.camera}: preview JPEG encoding failed for shape {image.shape}")
-        scale = image.shape[1] / frame.image.shape[1]
+        width = self.ui.preview_width_px
+        image = redacted.render(
+            "preview", lambda pixels: annotate(pixels, detections, labels, width, geometry), PREVIEW_JPEG_QUALITY
+        )
+        scale = min(1.0, width / frame.image.shape[1])
         boxes = tuple(tuple(round(float(v) * scale) for v in box) for box in detections.xyxy)
-        preview = Preview(jpeg.tobytes(), frame.seq, frame.stream_ts_ms, time.time() * 1000.0, boxes)
+        image = require_redacted(image, "preview")
+        preview = Preview(image, frame.seq, frame.stream_ts_ms, time.time() * 1000.0, boxes)
         with self._lock:
             self._latest[frame.camera] = preview
             self.encoded[frame.camera] = self.encoded.get(frame.camera, 0) + 1

@@ -5,7 +5,8 @@ like the view, :mod:`vcascade.core.telemetry.http`).
 path                       answer
 =========================  ==========================================================================
 ``/cameras``               JSON ``{"edge", "cameras": {name: {state, reason, detail, error, live, removal}}}``
-``/preview/<camera>.jpg``  the camera's latest annotated preview (JPEG; headers ``X-Frame-Seq``,
+``/preview/<camera>.jpg``  the camera's latest annotated preview (JPEG as the redaction step made it, counted
+                           in ``vcascade_edge_images_out_total{exit="preview"}``; headers ``X-Frame-Seq``,
                            ``X-Stream-Ts-Ms``, ``X-Boxes``: the boxes drawn, JSON ``[[x1, y1, x2, y2], ...]`` in
                            preview pixels); starts or extends its watch lease; 204 before the first preview,
                            404 for a camera this edge does not read
@@ -29,7 +30,9 @@ from vcascade.core.telemetry.http import Request, Response, json_response, serve
 from vcascade.core.telemetry.http_server import BoundedHttpServer
 from vcascade.core.redact import redact_url
 from vcascade.core.schema.ui import preview_bind
+from vcascade.edge.metrics import EdgeTelemetry
 from vcascade.edge.preview.hub import PreviewHub
+from vcascade.edge.privacy.redaction import require_redacted
 from vcascade.edge.capture.source import CameraReader
 
 log = logging.getLogger(__name__)
@@ -60,6 +63,7 @@ def serve_previews(
     edge, cfg, ui = settings.name, settings.edge, settings.ui
     if cfg.preview_port is None:
         return None
+    telemetry = EdgeTelemetry(edge)
 
     def route(request: Request) -> Response:
         current = {r.camera: r for r in readers()}
@@ -79,7 +83,9 @@ def serve_previews(
         preview = hub.latest(camera)
         if preview is None:
             return Response(204, "image/jpeg")
-        return Response(200, "image/jpeg", preview.jpeg, {
+        image = require_redacted(preview.image, "preview")
+        telemetry.image_out("preview", image.redacted)
+        return Response(200, "image/jpeg", image.jpeg, {
             "X-Frame-Seq": str(preview.frame_seq), "X-Stream-Ts-Ms": f"{preview.stream_ts_ms:.1f}",
             "X-Encoded-Unix-Ms": f"{preview.encoded_unix_ms:.0f}", "X-Boxes": json.dumps(preview.boxes_xyxy_px, separators=(",", ":")),
         })

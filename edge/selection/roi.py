@@ -1,9 +1,11 @@
-"""From the ROI policy's selection to ROIs: crop each sent detection from the original frame, JPEG-encode it,
-and give it its ``wire.Roi`` header.
+"""From the ROI policy's selection to ROIs: the ``wire.Roi`` header of each sent detection, and the plain crop and
+JPEG helpers.
 
 Takes a :class:`~vcascade.edge.selection.roi_selection.RoiSelection` row as it is: the policy already applied the size
-rules and chose the crop rectangle. Crops are views into the frame (no copy) until JPEG encoding, which is the
-one copy an ROI needs.
+rules and chose the crop rectangle. The edge itself cuts and encodes its crops in the redaction step
+(:meth:`vcascade.edge.privacy.redaction.RedactedFrame.crop`, the only way an image leaves);
+:func:`crop_pixels` and :func:`encode_jpeg` serve the centralized baseline (tools/bench_baseline.py), which
+sends nothing. Crops are views into the frame (no copy) until JPEG encoding, which is the one copy an ROI needs.
 """
 
 from __future__ import annotations

@@ -78,7 +78,7 @@ def test_a_track_is_sent_once_and_the_rest_is_counted_per_reason_and_followed(no
 def test_previews_are_encoded_only_for_a_watched_camera_at_its_rate(node):
     """The preview path of the node (issue 20, item 2): nothing is drawn for an unwatched camera; once watched, at
     most ``ui.preview_fps`` previews per second of frames, with the tracked boxes."""
-    node.preview = PreviewHub(UiConfig(preview_fps=2), node.detector.class_names, node.identities)
+    node.preview = PreviewHub(UiConfig(preview_fps=0.5), node.detector.class_names, node.identities)
     detections = Detections(np.array([[10, 10, 60, 90]], np.float32), np.array([0.9]), np.array([0]))
     image = np.full((480, 640, 3), 90, np.uint8)
 
@@ -90,7 +90,7 @@ def test_previews_are_encoded_only_for_a_watched_camera_at_its_rate(node):
     frames(0, 10)
     assert node.preview.encoded == {} and node.preview.latest(CAMERA) is None
     node.preview.watch(CAMERA)
-    frames(10, 10)  # within well under 0.5 s: one preview
+    frames(10, 10)  # well within the 2 s between previews, even on a loaded machine: one preview
     assert node.preview.encoded == {CAMERA: 1}
     latest = node.preview.latest(CAMERA)
     assert latest.frame_seq == 10 and len(latest.boxes_xyxy_px) == 1  # tracked from frame 0: confirmed by now

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from tools.bench_reid import THRESHOLDS, demo_view, true_identity
+from tools.bench_reid import THRESHOLDS, demo_view, face_blur, true_identity
+from tools.reid_scenario import demo_deployment, demo_detector, read_clip, track_rois
 
 from vcascade.core.config import CameraViewConfig
 from vcascade.core.detections import Detections
@@ -38,3 +39,16 @@ def test_quick_run_scores_every_embedder_and_shows_the_several_galleries_bug(run
     assert best["1 worker"] > best["2 workers, own galleries"]  # issue 16: galleries per worker lose identities
     assert best["2 workers, shared space"] > best["2 workers, own galleries"]  # the shared space gets some back
     assert all(r["comparisons_per_roi"] > 0 for r in rows if r["assigner"] in modes[2:])  # counted by the space
+
+
+def test_blur_faces_cuts_the_same_crops_from_frames_with_their_faces_blurred(models_dir):
+    """``--blur-faces``: the ROIs of frames 100-129 of bikes.mp4 (faces at the back of the street) are the same
+    detections, and the crops that hold a face differ from the plain ones only there."""
+    deployment = demo_deployment()
+    detector = demo_detector(deployment, str(models_dir))
+    clip = read_clip(max_frames=130)[100:]
+    plain = track_rois(clip, detector, deployment)
+    blurred = track_rois(clip, detector, deployment, redact=face_blur(str(models_dir), detector.class_names))
+    assert [(r.frame, r.track_id) for r in plain] == [(r.frame, r.track_id) for r in blurred] and plain
+    changed = [not np.array_equal(p.crop, b.crop) for p, b in zip(plain, blurred)]
+    assert any(changed) and not all(changed)  # some crops hold a face, others none

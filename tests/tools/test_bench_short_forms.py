@@ -120,6 +120,21 @@ def test_bench_center_measures_stages_stage_group_and_worker_once_each(tmp_path)
     assert worker["worker"] == max(worker["worker_rounds"]) > 0 and worker["bare_loop"] == max(worker["bare_loop_rounds"])
 
 
+def test_bench_privacy_reports_the_redaction_against_the_detector(tmp_path, models_dir):
+    """20 frames of bikes.mp4: the per-frame and per-crop figures are there and the ratios are their quotients."""
+    out = tmp_path / "privacy.json"
+    proc = run_tool("tools.bench_privacy", "--model-dir", str(models_dir), "--frames", "20", "--json", str(out))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(out.read_text())
+    per_frame = result["cpu_ms_per_frame"]
+    assert result["frames"] == 20 and per_frame["detect"] > 0 and per_frame["faces"] > 0
+    redaction_ms = per_frame["mask"] + per_frame["faces"]
+    assert result["redaction_ms_per_frame"] == pytest.approx(redaction_ms, abs=0.002)
+    assert result["frame_ratio"] == pytest.approx(redaction_ms / per_frame["detect"], abs=0.002)
+    if result["crops"]:
+        assert result["redaction_ms_per_crop"] == pytest.approx(redaction_ms * 20 / result["crops"], rel=0.01)
+
+
 def test_bench_text_reads_plates_with_both_recognizers_and_reports_each_height(tmp_path, models_dir):
     out = tmp_path / "text.json"
     proc = run_tool("tools.bench_text", "--model-dir", str(models_dir), "--samples", "8", "--heights", "12,20",

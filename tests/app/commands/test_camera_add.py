@@ -38,7 +38,9 @@ def config(tmp_path, free_port):
     dep = Deployment.model_validate(data)
     ctx = zmq.Context()
     link = BrokerLink(EdgeSettings.from_deployment(dep, EDGE), ctx, WayBack(OutputLines([])))  # not started: only its books are read
-    node = SimpleNamespace(link=link, add_camera=lambda camera, cfg: link.add_camera(camera))  # no detector here
+    node = SimpleNamespace(
+        link=link, add_camera=lambda camera, cfg: link.add_camera(camera), refusal=lambda camera: None
+    )  # no detector here
     cameras = CameraSet(EDGE, FrameSlots(), node)
     server = ControlServer(EdgeSettings.from_deployment(dep, EDGE), ctx, cameras)
     server.start()

@@ -23,11 +23,12 @@ import numpy as np
 import pytest
 from prometheus_client import REGISTRY
 
-from tests.edge.history.way_back_events import answered, crop_jpeg, raised, state_changed, updated, video_frames
+from tests.edge.history.way_back_events import (
+    answered, crop_jpeg, picture, raised, state_changed, updated, video_frames,
+)
 from tests.waiting import until
 from vcascade.core.schema.history import HistoryConfig, HistoryLimits
 from vcascade.edge.history.evidence import EvidenceFolder
-from vcascade.edge.history.event_frame import EventFrame
 from vcascade.edge.history.metrics import DROP_REASONS
 from vcascade.edge.history.query import HistoryQuery
 from vcascade.edge.history.records import KINDS
@@ -78,8 +79,7 @@ def test_results_events_and_states_are_stored_with_private_evidence(tmp_path, fr
     folder = tmp_path / "history"
     w = writer(folder)
     crop = crop_jpeg(frames[0])
-    picture = EventFrame(frames[1][::2, ::2].copy(), frames[1][40:200, 100:220].copy())
-    event = raised(frame=picture)
+    event = raised(frame=picture(frames[1]))
     for item in (state_changed(), answered(identity=7, crop=crop), answered(identity=None, text="AB123", crop=crop),
                  answered(identity=None, text="", crop=crop), event, updated(event, 7)):
         w.keep(item)

@@ -12,10 +12,13 @@ import cv2
 import numpy as np
 
 from vcascade.core.protocol.wire import EmbeddingOutput, Result, Roi, TextOutput
+from vcascade.core.detections import Detections
 from vcascade.edge.analytics.counting import AnalyticsEvent
+from vcascade.edge.capture.frames import Frame
 from vcascade.edge.capture.state import Transition
 from vcascade.edge.history.event_frame import EventFrame
 from vcascade.edge.link.account import PendingRoi
+from vcascade.edge.privacy.redaction import CameraRedaction
 from vcascade.edge.selection.identity_cache import TrackIdentity
 from vcascade.edge.way_back import Answered, CameraStateChanged, EventRaised, EventUpdated
 
@@ -38,6 +41,16 @@ def crop_jpeg(frame: np.ndarray, box: tuple[int, int, int, int] = (100, 40, 220,
     ok, buf = cv2.imencode(".jpg", frame[y1:y2, x1:x2], [cv2.IMWRITE_JPEG_QUALITY, 90])
     assert ok
     return buf.tobytes()
+
+
+def picture(image: np.ndarray, box: tuple[int, int, int, int] = (100, 40, 220, 200)) -> EventFrame:
+    """An event's picture made as the edge makes it, by the redaction step (no privacy settings): ``image`` at half
+    size and the ``box`` cut from it, each a JPEG for the ``snapshot`` exit."""
+    x1, y1, x2, y2 = box
+    frame = Frame("cam-a", 1, image, 40.0, time.perf_counter(), time.time() * 1000.0)
+    leaving = CameraRedaction(None, None, ["person"]).redact(frame, Detections.empty())
+    return EventFrame(leaving.render("snapshot", lambda px: np.ascontiguousarray(px[::2, ::2]), 90),
+                      leaving.render("snapshot", lambda px: np.ascontiguousarray(px[y1:y2, x1:x2]), 90))
 
 
 def answered(

@@ -25,6 +25,10 @@ from vcascade.edge.link.broker_link import BrokerLink
 from vcascade.edge.sinks.lines import OutputLines
 from vcascade.edge.sinks.registry import JsonlSink
 from vcascade.edge.way_back import WayBack
+from tests.edge.privacy.frames import crop_image
+
+CROP = crop_image()
+"""A crop as the redaction step makes it: the only kind the link takes."""
 
 REPO = Path(__file__).resolve().parents[3]
 INTERVAL_S = 0.1
@@ -162,7 +166,7 @@ def test_timeout_retries_through_the_other_broker_and_first_answer_wins(make_lin
     link, peers = make_link(2, roi_timeout_s=0.5, max_attempts=2)
     _until(lambda: all(s["up"] for s in link.broker_states().values()), peers)
     duplicates_before = _metric("vcascade_edge_duplicate_answers_total")
-    link.submit(_roi(1), b"jpeg")
+    link.submit(_roi(1), CROP)
     _until(lambda: sum(len(p.rois) for p in peers) == 2, peers)  # first send unanswered, then the retry
     first, second = sorted(peers, key=lambda p: p.rois[0][1].attempt)
     assert first is not second and first.rois[0][1].attempt == 0 and second.rois[0][1].attempt == 1
@@ -180,7 +184,7 @@ def test_drain_after_the_link_thread_has_stopped_returns_quietly(make_link, tmp_
     """``drain`` sets the stop flag and then wakes the thread; the thread may see the flag first and close its
     wake-up socket before the wake-up is sent (a race seen under load). Forced here: the thread stops first."""
     link, peers = make_link(1)
-    link.submit(_roi(1), b"jpeg")
+    link.submit(_roi(1), CROP)
     link._stopped.set()
     link.join(timeout=5.0)
     assert not link.is_alive()
@@ -191,7 +195,7 @@ def test_drain_after_the_link_thread_has_stopped_returns_quietly(make_link, tmp_
 def test_retries_are_bounded_then_dropped_as_timeout(make_link, tmp_path):
     link, peers = make_link(2, roi_timeout_s=0.3, max_attempts=2)
     _until(lambda: all(s["up"] for s in link.broker_states().values()), peers)
-    link.submit(_roi(1), b"jpeg")
+    link.submit(_roi(1), CROP)
     _until(lambda: link.tally_copy()["street-1"].drops.get("timeout") == 1, peers)
     assert sum(len(p.rois) for p in peers) == 2  # max_attempts sends, no more
     link.drain(5.0)
@@ -202,7 +206,7 @@ def _spread_four_rois(link, peers):
     """Once both brokers are up, send 4 ROIs; returns (broker holding most, the other, ids it holds)."""
     _until(lambda: all(s["up"] for s in link.broker_states().values()), peers)
     for n in range(4):
-        link.submit(_roi(n), b"jpeg")
+        link.submit(_roi(n), CROP)
     _until(lambda: sum(len(p.rois) for p in peers) == 4, peers)
     victim, survivor = sorted(peers, key=lambda p: -len(p.rois))
     return victim, survivor, {roi.roi_id for _, roi in victim.rois}
@@ -239,7 +243,7 @@ def test_a_closed_connection_retries_at_once_without_waiting_for_silence(make_li
 def test_a_drop_answer_ends_the_roi_without_retry(make_link, tmp_path):
     link, (peer,) = make_link(1)
     _until(lambda: link.broker_states()["b0"]["up"], [peer])
-    link.submit(_roi(1), b"jpeg")
+    link.submit(_roi(1), CROP)
     _until(lambda: len(peer.rois) == 1, [peer])
     peer.answer(peer.rois[0][1], peer.rois[0][0], drop="stale")
     link.drain(10.0)
@@ -251,7 +255,7 @@ def test_without_any_live_broker_the_queue_drops_oldest_then_flows_when_one_come
     link, (port,) = make_link(1, bound=False, send_queue_max=3, overflow="block")  # nothing listens on port
     started = time.monotonic()
     for n in range(8):
-        link.submit(_roi(n), b"jpeg")  # never blocks, although overflow is "block"
+        link.submit(_roi(n), CROP)  # never blocks, although overflow is "block"
     assert time.monotonic() - started < 10.0
     assert link.tally_copy()["street-1"].drops == {"no_broker": 5}
     late = Peer(ctx, port, "b0")  # the broker comes up: ZeroMQ reconnects, heartbeats revive it
@@ -292,7 +296,7 @@ def test_counters_agree_with_lines_by_status_and_a_nan_similarity_is_written_as_
     link, (peer,) = make_link(1, extra_sinks=(full,))
     _until(lambda: link.broker_states()["b0"]["up"], [peer])
     for n in range(6):
-        link.submit(_roi(n), b"jpeg")
+        link.submit(_roi(n), CROP)
     _until(lambda: len(peer.rois) == 6, [peer])
     (id0, roi0), (id1, roi1), *others = peer.rois
     peer.answer(roi0, id0, output=wire.EmbeddingOutput(7, float("nan"), False))  # a NaN similarity
@@ -318,8 +322,8 @@ def test_results_within_the_deadline_count_as_goodput_and_later_ones_as_late(mak
     on_time0, late0 = _metric("vcascade_edge_results_on_time_total"), _metric("vcascade_edge_results_late_total")
     fresh, old = _roi(1), _roi(2)
     old.capture_s -= 1.0  # captured a second ago: its answer is past the 300 ms deadline whenever it comes
-    link.submit(fresh, b"jpeg")
-    link.submit(old, b"jpeg")
+    link.submit(fresh, CROP)
+    link.submit(old, CROP)
     _until(lambda: len(peer.rois) == 2, [peer])
     for identity, roi in peer.rois:
         peer.answer(roi, identity)

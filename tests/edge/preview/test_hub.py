@@ -10,6 +10,7 @@ import cv2
 import numpy as np
 import pytest
 
+from tests.edge.privacy.frames import outgoing
 from vcascade.core.config import AnalyticsConfig, CameraConfig, CountingLineConfig, UiConfig, ZoneConfig
 from vcascade.core.detections import Detections
 from vcascade.core.protocol.wire import EmbeddingOutput, Result, Roi, TextOutput
@@ -59,7 +60,7 @@ def test_a_watched_camera_gets_previews_at_the_capped_rate_until_its_lease_ends(
     previews.watch("cam")
     now = time.monotonic()
     assert previews.due("cam", now) and not previews.due("other", now)
-    previews.offer(frame_of(bikes_frame), Detections.empty(), now)
+    previews.offer(outgoing(frame_of(bikes_frame)), Detections.empty(), now)
     assert not previews.due("cam", now + 0.49)  # 2 per second: the next one 0.5 s later
     assert previews.due("cam", now + 0.5)
     assert not previews.due("cam", now + 1.5)  # the lease (1 s) ran out without another request
@@ -69,8 +70,8 @@ def test_a_watched_camera_gets_previews_at_the_capped_rate_until_its_lease_ends(
 def test_preview_is_capped_in_width_and_draws_the_boxes(bikes_frame):
     previews = hub(preview_width_px=320)
     box = Detections(np.array([[100, 60, 300, 240]], np.float32), np.array([0.9]), np.array([0]), np.array([3]))
-    preview = previews.offer(frame_of(bikes_frame, seq=7), box, time.monotonic())
-    image = decoded(preview.jpeg)
+    preview = previews.offer(outgoing(frame_of(bikes_frame, seq=7)), box, time.monotonic())
+    image = decoded(preview.image.jpeg)
     assert image.shape == (136, 320, 3)  # 640x272 halved, aspect ratio kept
     assert preview.frame_seq == 7 and preview.boxes_xyxy_px == ((50, 30, 150, 120),)
     raw = cv2.resize(bikes_frame, (320, 136), interpolation=cv2.INTER_AREA)
@@ -102,8 +103,8 @@ def test_lines_and_zones_of_the_camera_analytics_are_drawn(bikes_frame, coordina
     geometry = camera_geometry(camera)
     assert len(geometry.lines) == 1 and len(geometry.zones) == 1
     assert camera_geometry(CameraConfig(url="x.mp4", edge="e")).lines == ()
-    preview = hub().offer(frame_of(bikes_frame), Detections.empty(), time.monotonic(), geometry)
-    image, raw = decoded(preview.jpeg), bikes_frame
+    preview = hub().offer(outgoing(frame_of(bikes_frame)), Detections.empty(), time.monotonic(), geometry)
+    image, raw = decoded(preview.image.jpeg), bikes_frame
     assert np.abs(image[199:202, 100:500].astype(int) - raw[199:202, 100:500].astype(int)).mean() > 40
     assert np.abs(image[19:22, 420:580].astype(int) - raw[19:22, 420:580].astype(int)).mean() > 40
 

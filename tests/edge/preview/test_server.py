@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from tests.demo import demo_data
+from tests.edge.privacy.frames import outgoing
 from vcascade.core.config import load_config
 from vcascade.core.detections import Detections
 from vcascade.core.schema.edge_settings import EdgeSettings
@@ -83,7 +84,7 @@ def test_a_preview_exists_only_after_someone_asked_for_it(edge, bikes_path):
     ok, image = cv2.VideoCapture(str(bikes_path)).read()
     assert ok
     frame = Frame("street-1", 5, image, 200.0, time.perf_counter(), time.time() * 1000)
-    hub.offer(frame, Detections(np.array([[10, 10, 80, 90]]), np.array([0.8]), np.array([0]), np.array([1])), now)
+    hub.offer(outgoing(frame), Detections(np.array([[10, 10, 80, 90]]), np.array([0.8]), np.array([0]), np.array([1])), now)
     status, body, headers = get(port, "/preview/street-1.jpg")
     assert status == 200 and headers["Content-Type"] == "image/jpeg" and body[:2] == b"\xff\xd8"
     assert headers["X-Frame-Seq"] == "5" and headers["X-Boxes"] == "[[10,10,80,90]]"

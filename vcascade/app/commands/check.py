@@ -15,8 +15,10 @@ import sys
 from pathlib import Path
 
 from vcascade.app.commands import EXIT_CONFIG, EXIT_OK
+from vcascade.app.privacy_models import face_model_problems
 from vcascade.core.config import load_config
 from vcascade.core.runtime.models import MODEL_DIR_ENV
+from vcascade.core.schema.checks import privacy_notices
 
 PREFLIGHT = "vcascade.app.preflight:deep_problems"
 """``module:function`` of the deep checks: ``(deployment, model_dir, camera_timeout_s) -> list[str]``."""
@@ -31,16 +33,22 @@ def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:
                         help="also open every camera, load every model and run its contract check, load the key "
                              "files and check that the file's ports are free on this host")  # fmt: skip
     parser.add_argument("--model-dir", default=os.environ.get(MODEL_DIR_ENV),
-                        help=f"with --deep: the folder `vcascade run --model-dir` would get (default ${MODEL_DIR_ENV})")
+                        help=f"the folder `vcascade run --model-dir` would get (default ${MODEL_DIR_ENV})")
     parser.add_argument("--camera-timeout-s", type=float, default=CAMERA_TIMEOUT_S,
                         help=f"with --deep: time each camera may take to open and decode its first frame "
                              f"(default {CAMERA_TIMEOUT_S:.0f})")  # fmt: skip
 
 
 def handle(args: argparse.Namespace) -> int:
-    """Print ``FILE: OK (2 cameras, 1 edge, ...)``; with ``--deep``, one line per problem on stderr and
-    EXIT_CONFIG when there is one. Raises ConfigError (exit 2) for an invalid file."""
+    """Print ``FILE: OK (2 cameras, 1 edge, ...)``, preceded by one ``privacy:`` line per exit that leaves faces
+    unredacted on purpose; a face model file that is missing, and with ``--deep`` every pre-flight problem, is one
+    line on stderr and EXIT_CONFIG. Raises ConfigError (exit 2) for an invalid file."""
     dep = load_config(args.file)
+    missing = face_model_problems(dep, args.model_dir)
+    for problem in missing:
+        print(f"{args.file}: {problem}", file=sys.stderr)
+    if missing:
+        return EXIT_CONFIG
     if args.deep:
         module, function = PREFLIGHT.split(":")
         problems = getattr(importlib.import_module(module), function)(dep, args.model_dir, args.camera_timeout_s)
@@ -52,6 +60,8 @@ def handle(args: argparse.Namespace) -> int:
                 "recognizer": dep.recognizers}  # fmt: skip
     deep = ("; cameras, models, key files and ports checked" if args.deep
             else "; the file only (--deep also opens the cameras, loads the models, checks key files and ports)")
+    for notice in privacy_notices(dep):
+        print(f"{args.file}: privacy: {notice}")
     print(f"{args.file}: OK ({', '.join(plural(len(entries), noun) for noun, entries in sections.items())}){deep}")
     return EXIT_OK
 

@@ -11,6 +11,7 @@ from vcascade.core.schema.analytics import AnalyticsConfig
 from vcascade.core.schema.base import ConfigModel, Name, Port, cpus_field
 from vcascade.core.schema.detector import DetectorConfig, YoloxDetectorConfig
 from vcascade.core.schema.history import HistoryConfig, HistoryLimits
+from vcascade.core.schema.privacy import PrivacyConfig
 from vcascade.core.schema.sinks import MqttSinkConfig, WebhookSinkConfig, drain_timeout_field, queue_max_field
 from vcascade.core.schema.view import CameraViewConfig
 
@@ -59,6 +60,11 @@ class RouteConfig(ConfigModel):
     recognizer: Name = Field(description="Name of the recognizer (key under `recognizers`) these ROIs go to.")
     classes: list[str] | None = Field(
         None, min_length=1, description="Detector class names routed here (None: every class no earlier route took)."
+    )
+    unredacted_faces: bool = Field(
+        False,
+        description="The crops of this route leave with faces as they are even where the camera's `privacy.faces` "
+        "redacts ROI crops (a face recognizer needs them); `vcascade check` lists every such route.",
     )
 
 
@@ -134,6 +140,9 @@ class CameraConfig(ConfigModel):
     )
     view: CameraViewConfig | None = Field(
         None, description="Crop, mirror, rescale or re-encode every decoded frame (None: frames as decoded)."
+    )
+    privacy: PrivacyConfig | None = Field(
+        None, description="Privacy masks and face redaction (docs/PRIVACY.md; None: frames and crops as they are)."
     )
 
 

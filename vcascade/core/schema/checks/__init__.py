@@ -12,6 +12,7 @@ module                                         checks
 :mod:`vcascade.core.schema.checks.edges`       cameras, edges, detectors' class names, routes
 :mod:`vcascade.core.schema.checks.center`      workers, stage groups, recognizers, heads, identity topology
 :mod:`vcascade.core.schema.checks.network`     ports, plaintext off loopback, preview tokens
+:mod:`vcascade.core.schema.checks.privacy`     head-rule classes; notices of unredacted exits
 =============================================  ==========================================================
 """
 
@@ -31,6 +32,7 @@ from vcascade.core.schema.checks.edges import (
     check_edges,
     check_routing,
 )
+from vcascade.core.schema.checks.privacy import check_camera_privacy, privacy_notices
 from vcascade.core.schema.checks.network import bound_ports, check_ports, check_previews, check_security
 from vcascade.core.schema.deployment import Deployment
 
@@ -40,9 +42,9 @@ def check_deployment(dep: Deployment) -> list[str]:
     checks = (
         check_cameras, check_edges, check_camera_policies, check_camera_analytics, check_workers,
         check_routing, check_recognizers, check_stage_groups, check_ports, check_security, check_heads,
-        check_previews, check_topology,
+        check_previews, check_topology, check_camera_privacy,
     )
     return [problem for check in checks for problem in check(dep)]
 
 
-__all__ = ["bound_ports", "check_deployment"]
+__all__ = ["bound_ports", "check_deployment", "privacy_notices"]

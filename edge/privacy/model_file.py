@@ -1,0 +1,86 @@
+"""The face detector's model file (``privacy.faces.model``): found on disk, never downloaded by a running edge.
+
+A camera with face redaction must not start on a guess: the edge only looks for the file (search order of
+:func:`vcascade.core.runtime.models.find_model`) and a camera whose model is missing or unfit is refused with the
+reason ``privacy_model_missing``. ``python -m tools.fetch_models --faces`` downloads the official copy
+(:data:`vcascade.core.schema.privacy.CENTERFACE_URL`) once, checks its SHA-256 and loads it before putting it in
+place (:func:`download_face_model`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+from pathlib import Path
+
+from vcascade.core.config import FaceRedactionConfig
+from vcascade.core.runtime.models import ModelUnavailable, download_model, find_model, user_cache_dir, writable_dir
+from vcascade.core.schema.privacy import CENTERFACE_MODEL, CENTERFACE_SHA256, CENTERFACE_URL, FACE_MODEL_TO_FIX
+from vcascade.edge.privacy.centerface import CenterFace, FaceModelError
+
+TO_FIX = FACE_MODEL_TO_FIX
+
+
+def face_model_path(model: str, model_dir: str | os.PathLike[str] | None) -> Path:
+    """The face model file ``model`` (an absolute path, or a name searched like every model's).
+
+    Raises:
+        ModelUnavailable: no such file; the message ends with :data:`TO_FIX`.
+    """
+    found = find_model(model, model_dir)
+    if found is None:
+        raise ModelUnavailable(f"face model {model} not found. {TO_FIX}")
+    return found
+
+
+class FaceModels:
+    """The face detectors of one edge process, one per model file and input width, shared by its cameras.
+
+    Args:
+        model_dir: the folder searched first (``--model-dir``).
+    """
+
+    def __init__(self, model_dir: str | os.PathLike[str] | None) -> None:
+        self.model_dir = model_dir
+        self._lock = threading.Lock()
+        self._detectors: dict[tuple[Path, int | None], CenterFace] = {}
+
+    def get(self, cfg: FaceRedactionConfig) -> CenterFace:
+        """The detector for a camera's ``privacy.faces``, loaded on first use.
+
+        Raises:
+            ModelUnavailable: the file is missing or is not a CenterFace model (the message says which).
+        """
+        path = face_model_path(cfg.model, self.model_dir)
+        key = (path, cfg.input_width_px)
+        with self._lock:
+            if key not in self._detectors:
+                try:
+                    self._detectors[key] = CenterFace(path, cfg.input_width_px)
+                except FaceModelError as exc:
+                    raise ModelUnavailable(f"{exc}. {TO_FIX}") from exc
+            return self._detectors[key]
+
+
+def download_face_model(
+    model_dir: str | os.PathLike[str] | None, url: str = CENTERFACE_URL, sha256: str = CENTERFACE_SHA256
+) -> Path:
+    """The face model found on disk, else downloaded from ``url`` into ``model_dir`` (when writable) or the user
+    cache, its SHA-256 checked against ``sha256`` ('' skips the check) and loaded as CenterFace.
+
+    Raises:
+        ModelUnavailable: the download failed, the hash differs, or the file is not a CenterFace model.
+    """
+    found = find_model(CENTERFACE_MODEL, model_dir)
+    if found is not None:
+        return found
+    folder = Path(model_dir) if model_dir and writable_dir(Path(model_dir)) else user_cache_dir()
+
+    def verify(path: Path) -> None:
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+        if sha256 and digest != sha256:
+            raise ValueError(f"SHA-256 {digest} differs from the expected {sha256}")
+        CenterFace(path)
+
+    return download_model(url, folder / CENTERFACE_MODEL, verify=verify)
