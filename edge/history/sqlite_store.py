@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import sqlite3
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -159,33 +161,24 @@ class SqliteHistory:
             StoreFull: ``SQLITE_FULL`` (disk or ``max_page_count``). StoreDown: locked past ``timeout_s``, I/O.
         """
         now_ms = time.time() * 1000.0
-        try:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                fresh, duplicates = self._fresh(sightings)
-                rows = [sighting_row(s, ev) for s, ev in fresh]
-                self._db.executemany(INSERT, rows)
-                self._db.executemany(
-                    "INSERT OR IGNORE INTO merges VALUES (?, ?, ?, ?)",
-                    [merge for s, _ in fresh for merge in merge_rows(s, now_ms)],
-                )
-                self._db.executemany(
-                    "UPDATE sightings SET identity = COALESCE(?, identity), text = COALESCE(?, text) WHERE ref = ?",
-                    [(u.identity, u.text, u.event_id) for u in updates],
-                )
-                self._db.executemany(
-                    "INSERT INTO camera_states (edge, camera, wall_ts_ms, source, state, reason) "
-                    "VALUES (?, ?, ?, ?, ?, ?)",
-                    [(s.edge, s.camera, s.wall_ts_ms, s.source, s.state, s.reason) for s in states],
-                )
-                self._db.executemany(ADD_USAGE, usage_of(rows))
-                self._db.execute("COMMIT")
-            except BaseException:
-                if self._db.in_transaction:
-                    self._db.execute("ROLLBACK")
-                raise
-        except sqlite3.Error as exc:
-            raise _store_error(exc) from exc
+        with self._transaction():
+            fresh, duplicates = self._fresh(sightings)
+            rows = [sighting_row(s, ev) for s, ev in fresh]
+            self._db.executemany(INSERT, rows)
+            self._db.executemany(
+                "INSERT OR IGNORE INTO merges VALUES (?, ?, ?, ?)",
+                [merge for s, _ in fresh for merge in merge_rows(s, now_ms)],
+            )
+            self._db.executemany(
+                "UPDATE sightings SET identity = COALESCE(?, identity), text = COALESCE(?, text) WHERE ref = ?",
+                [(u.identity, u.text, u.event_id) for u in updates],
+            )
+            self._db.executemany(
+                "INSERT INTO camera_states (edge, camera, wall_ts_ms, source, state, reason) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                [(s.edge, s.camera, s.wall_ts_ms, s.source, s.state, s.reason) for s in states],
+            )
+            self._db.executemany(ADD_USAGE, usage_of(rows))
         return WriteOutcome(len(fresh), duplicates)
 
     def _fresh(
@@ -239,20 +232,30 @@ class SqliteHistory:
         return self._evict(select, [*params, limit, held - max_bytes])
 
     def _evict(self, select: str, params: list) -> list[Evicted]:
+        with self._transaction():
+            rows = self._db.execute(select, params).fetchall()
+            self._db.executemany("DELETE FROM sightings WHERE id = ?", [(r[0],) for r in rows])
+            freed: dict[str, list[int]] = {}
+            for _, cam, _, size, _, _ in rows:
+                counted = freed.setdefault(cam, [0, 0])
+                counted[0] += 1
+                counted[1] += size
+            self._db.executemany(
+                "UPDATE usage SET rows = rows - ?, bytes = bytes - ? WHERE camera = ?",
+                [(n, size, cam) for cam, (n, size) in freed.items()],
+            )
+        return [
+            Evicted(cam, kind, size, tuple(p for p in (crop, frame) if p)) for _, cam, kind, size, crop, frame in rows
+        ]
+
+    @contextmanager
+    def _transaction(self) -> Iterator[None]:
+        """``BEGIN IMMEDIATE`` (the write lock, waited for up to ``timeout_s``) ... ``COMMIT``; rolled back on any
+        error. Raises StoreFull or StoreDown for SQLite's errors (:func:`_store_error`)."""
         try:
             self._db.execute("BEGIN IMMEDIATE")
             try:
-                rows = self._db.execute(select, params).fetchall()
-                self._db.executemany("DELETE FROM sightings WHERE id = ?", [(r[0],) for r in rows])
-                freed: dict[str, list[int]] = {}
-                for _, cam, _, size, _, _ in rows:
-                    counted = freed.setdefault(cam, [0, 0])
-                    counted[0] += 1
-                    counted[1] += size
-                self._db.executemany(
-                    "UPDATE usage SET rows = rows - ?, bytes = bytes - ? WHERE camera = ?",
-                    [(n, size, cam) for cam, (n, size) in freed.items()],
-                )
+                yield
                 self._db.execute("COMMIT")
             except BaseException:
                 if self._db.in_transaction:
@@ -260,9 +263,6 @@ class SqliteHistory:
                 raise
         except sqlite3.Error as exc:
             raise _store_error(exc) from exc
-        return [
-            Evicted(cam, kind, size, tuple(p for p in (crop, frame) if p)) for _, cam, kind, size, crop, frame in rows
-        ]
 
     def _run(self, sql: str, params: list) -> None:
         try:
