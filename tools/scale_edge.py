@@ -28,6 +28,7 @@ from collections import Counter
 from pathlib import Path
 
 import cv2
+import numpy as np
 import zmq
 from tools.scale_autoscale import load_share
 from tools.scale_stats import LATE_COUNT_KEY
@@ -35,10 +36,13 @@ from tools.scale_trace import TRACE, TraceRoi, load_trace
 
 from vcascade.core.protocol import wire
 from vcascade.core.config import load_config
+from vcascade.core.detections import Detections
 from vcascade.core.runtime.resources import resolve
 from vcascade.core.schema.edge_settings import EdgeSettings
+from vcascade.edge.capture.frames import Frame
 from vcascade.edge.link.account import PendingRoi
 from vcascade.edge.link.broker_link import BrokerLink
+from vcascade.edge.privacy.redaction import CameraRedaction, RedactedImage
 from vcascade.edge.selection.degrade import sheds
 from vcascade.edge.sinks.lines import OutputLines
 from vcascade.edge.way_back import WayBack
@@ -76,8 +80,9 @@ class Collector:
         """Nothing to release (the sink protocol)."""
 
 
-def crops_of(trace: list[TraceRoi], quality: int = 90) -> list[bytes]:
-    """One JPEG per trace row: the centre of the bikes.mp4 frame nearest its time, of the recorded size."""
+def crops_of(trace: list[TraceRoi], quality: int = 90) -> list[RedactedImage]:
+    """One JPEG per trace row: the centre of the bikes.mp4 frame nearest its time, of the recorded size, made by the
+    redaction step as an edge without privacy settings makes it (the link takes nothing else)."""
     cap = cv2.VideoCapture(resolve(BIKES))
     frames = []
     while True:
@@ -86,13 +91,15 @@ def crops_of(trace: list[TraceRoi], quality: int = 90) -> list[bytes]:
             break
         frames.append((cap.get(cv2.CAP_PROP_POS_MSEC) / 1000.0, image))
     cap.release()
+    redaction = CameraRedaction(None, None, [])
     out = []
-    for roi in trace:
+    for seq, roi in enumerate(trace):
         image = min(frames, key=lambda f: abs(f[0] - roi.t_s))[1]
         h, w = image.shape[:2]
         cw, ch = min(roi.crop_w_px, w), min(roi.crop_h_px, h)
         y, x = (h - ch) // 2, (w - cw) // 2
-        out.append(cv2.imencode(".jpg", image[y : y + ch, x : x + cw], [cv2.IMWRITE_JPEG_QUALITY, quality])[1].tobytes())
+        frame = Frame("trace", seq, image, roi.t_s * 1000.0, time.perf_counter(), time.time() * 1000.0)
+        out.append(redaction.redact(frame, Detections.empty()).crop(np.array([x, y, x + cw, y + ch]), quality))
     return out
 
 
@@ -117,7 +124,7 @@ def schedule(cameras: list[str], trace: list[TraceRoi], length_s: float, time_sc
     return list(events)
 
 
-def replay(link: BrokerLink, edge: str, cameras: list[str], trace: list[TraceRoi], crops: list[bytes], events,
+def replay(link: BrokerLink, edge: str, cameras: list[str], trace: list[TraceRoi], crops: list[RedactedImage], events,
            base_s: float, recognizer: str) -> int:  # fmt: skip
     """Submit each scheduled ROI at its time (``base_s``: ``time.perf_counter()`` at t=0), unless the link's shed
     level stops its kind of send (as the ROI policy would, :mod:`vcascade.edge.selection.degrade`); returns the number shed."""

@@ -158,6 +158,7 @@ SCENARIOS: dict[str, str] = {
     "vcascade_edge_decoder_fallbacks_total": "covered:tests/edge/capture/test_decoder.py",
     "vcascade_edge_timestamp_discontinuities_total": "covered:tests/edge/capture/test_live_timing.py",
     "vcascade_edge_detections_skipped_total": "covered:tests/edge/detection/test_motion.py",
+    "vcascade_edge_images_out_total": "covered:tests/e2e/test_privacy_exits.py",
     "vcascade_http_refused_total": "covered:tests/e2e/test_http_surfaces.py",
     "vcascade_http_connections": "covered:tests/e2e/test_http_surfaces.py",
     "vcascade_http_connection_limit": "covered:tests/e2e/test_http_surfaces.py",
