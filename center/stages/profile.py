@@ -24,7 +24,7 @@ import statistics
 import tempfile
 import time
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import onnx
@@ -255,3 +255,19 @@ def _optimised_ms(model: onnx.ModelProto, sample: np.ndarray, runs: int, warmup:
         session.run(None, feeds)
         times.append((time.perf_counter() - start) * 1e3)
     return statistics.median(times)
+
+
+def measure_stages(stages: Sequence[Callable[[tuple], Any]], x: Any, runs: int = 3) -> list[float]:
+    """Median time of each stage on the activations the previous one produced from ``x``, ms (one warm-up run
+    each, then ``runs`` timed with ``time.perf_counter``). A stage takes and returns a tuple of activations."""
+    activations, times_ms = (x,), []
+    for stage in stages:
+        stage(activations)
+        samples = []
+        for _ in range(runs):
+            start = time.perf_counter()
+            output = stage(activations)
+            samples.append((time.perf_counter() - start) * 1e3)
+        times_ms.append(statistics.median(samples))
+        activations = output
+    return times_ms

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import logging
 import os
-import statistics
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
@@ -26,7 +25,7 @@ from vcascade.center.stages.model_files import resolve_onnx_model
 from vcascade.center.stages.onnx_contract import check_embedding_output, check_onnx_contract
 from vcascade.center.stages.onnx_stages import build_onnx_stages, fit_batch, load_onnx
 from vcascade.center.intake.preprocess import to_device
-from vcascade.center.stages.profile import ModelProfile, profile_onnx, profile_torch
+from vcascade.center.stages.profile import ModelProfile, measure_stages, profile_onnx, profile_torch
 from vcascade.center.stages.torch_stages import build_model, place_stages
 from vcascade.center.stages.text_pipeline import build_ocr_stages, load_ocr_models, profile_ocr
 from vcascade.center.stages.torch_onnx import torch_to_onnx
@@ -200,21 +199,6 @@ def auto_split(runtime: Runtime, model: Any, rec_cfg: RecognizerConfig, devices:
             stages = runtime.build(model, rec_cfg, profile.split_points_of(calibrated.cuts), devices)
         plan = calibrated
     return AutoSplit(tuple(profile.split_points_of(plan.cuts)), plan, profile, stages)
-
-
-def measure_stages(stages: Sequence[Stage], x: Any, runs: int = 3) -> list[float]:
-    """Median time of each stage on the activations the previous one produced from ``x``, ms (one warm-up)."""
-    activations, times_ms = (x,), []
-    for stage in stages:
-        stage(activations)
-        samples = []
-        for _ in range(runs):
-            start = time.perf_counter()
-            output = stage(activations)
-            samples.append((time.perf_counter() - start) * 1e3)
-        times_ms.append(statistics.median(samples))
-        activations = output
-    return times_ms
 
 
 def load_recognizer_stages(

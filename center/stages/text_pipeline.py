@@ -21,8 +21,6 @@ rows past the regions found have ``valid = 0``.
 from __future__ import annotations
 
 import math
-import statistics
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -33,7 +31,7 @@ import onnx
 
 from vcascade.center.stages.model_files import resolve_onnx_model
 from vcascade.center.stages.onnx_stages import OnnxStage, load_onnx
-from vcascade.center.stages.profile import ModelProfile, Segment
+from vcascade.center.stages.profile import ModelProfile, Segment, measure_stages
 from vcascade.center.stages.text_regions import DbParams, cut_region, db_regions
 
 SPLIT_POINT = "regions"
@@ -228,15 +226,5 @@ def profile_ocr(models: OcrModels, cfg: Any, sample: np.ndarray, runs: int = 3) 
     """The two stages' costs on ``sample`` (n, 3, H, W) float32, ms per micro-batch (median of ``runs`` after one
     warm-up), as a :class:`vcascade.center.stages.profile.ModelProfile` of two segments, ``detect`` and ``read``
     (beginning at :data:`SPLIT_POINT`): what ``split_points: auto`` and ``vcascade plan`` balance."""
-    detect, read = build_ocr_stages(models, cfg, [SPLIT_POINT], ["cpu", "cpu"])
-    costs, activations = [], (sample,)
-    for stage in (detect, read):
-        stage(activations)
-        times = []
-        for _ in range(runs):
-            start = time.perf_counter()
-            output = stage(activations)
-            times.append((time.perf_counter() - start) * 1e3)
-        costs.append(statistics.median(times))
-        activations = output
+    costs = measure_stages(build_ocr_stages(models, cfg, [SPLIT_POINT], ["cpu", "cpu"]), sample, runs)
     return ModelProfile((Segment(None, ("detect",), costs[0]), Segment(SPLIT_POINT, ("read",), costs[1])), len(sample))

@@ -20,7 +20,7 @@ from vcascade.core.redact import redact
 from vcascade.edge.history.query import COLUMNS, MAX_MERGE_HOPS, HistoryQuery, sightings_sql
 from vcascade.edge.history.records import CameraStateRecord, IdentityLearned, Sighting
 from vcascade.edge.history.sqlite_store import merge_rows, sighting_row, usage_of
-from vcascade.edge.history.store import Evicted, StoreDown, StoredEvidence, StoreFull, WriteOutcome
+from vcascade.edge.history.store import INDEXES, Evicted, StoreDown, StoredEvidence, StoreFull, WriteOutcome
 
 SCHEMA_LOCK = 7_351_202_612
 """Advisory lock key held while the schema is created."""
@@ -48,10 +48,6 @@ CREATE TABLE IF NOT EXISTS sightings (
     frame_path TEXT,
     bytes BIGINT NOT NULL
 );
-CREATE INDEX IF NOT EXISTS sightings_identity ON sightings (identity, capture_unix_ms);
-CREATE INDEX IF NOT EXISTS sightings_camera ON sightings (camera, capture_unix_ms);
-CREATE INDEX IF NOT EXISTS sightings_time ON sightings (capture_unix_ms);
-CREATE INDEX IF NOT EXISTS sightings_event ON sightings (event_type, place, capture_unix_ms);
 CREATE TABLE IF NOT EXISTS camera_states (
     id BIGSERIAL PRIMARY KEY,
     edge TEXT NOT NULL,
@@ -61,7 +57,6 @@ CREATE TABLE IF NOT EXISTS camera_states (
     state TEXT NOT NULL,
     reason TEXT NOT NULL
 );
-CREATE INDEX IF NOT EXISTS camera_states_camera ON camera_states (camera, wall_ts_ms);
 CREATE TABLE IF NOT EXISTS merges (
     merged_id BIGINT NOT NULL,
     worker TEXT NOT NULL,
@@ -69,13 +64,12 @@ CREATE TABLE IF NOT EXISTS merges (
     wall_ts_ms DOUBLE PRECISION NOT NULL,
     PRIMARY KEY (merged_id, worker, into_id)
 );
-CREATE INDEX IF NOT EXISTS merges_into ON merges (into_id);
 CREATE TABLE IF NOT EXISTS usage (
     camera TEXT PRIMARY KEY,
     rows BIGINT NOT NULL,
     bytes BIGINT NOT NULL
 );
-"""
+""" + INDEXES
 
 INSERT = f"INSERT INTO sightings ({', '.join(COLUMNS)}) VALUES ({', '.join(['%s'] * len(COLUMNS))})"
 """A plain insert: the batch's refs were checked in the same transaction (``ON CONFLICT`` would make each row a

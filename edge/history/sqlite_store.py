@@ -18,7 +18,7 @@ from vcascade.core.private_files import DIR_MODE, FILE_MODE, create_private
 from vcascade.edge.history.query import COLUMNS, MAX_MERGE_HOPS, HistoryQuery, sightings_sql
 from vcascade.edge.history.records import CameraStateRecord, IdentityLearned, Sighting
 from vcascade.edge.history.store import (
-    FULL_ERRNOS, ROW_BYTES, Evicted, StoreDown, StoredEvidence, StoreFull, WriteOutcome,
+    INDEXES, FULL_ERRNOS, ROW_BYTES, Evicted, StoreDown, StoredEvidence, StoreFull, WriteOutcome,
 )
 
 DATABASE_FILE = "history.sqlite3"
@@ -47,10 +47,6 @@ CREATE TABLE IF NOT EXISTS sightings (
     frame_path TEXT,
     bytes INTEGER NOT NULL
 );
-CREATE INDEX IF NOT EXISTS sightings_identity ON sightings (identity, capture_unix_ms);
-CREATE INDEX IF NOT EXISTS sightings_camera ON sightings (camera, capture_unix_ms);
-CREATE INDEX IF NOT EXISTS sightings_time ON sightings (capture_unix_ms);
-CREATE INDEX IF NOT EXISTS sightings_event ON sightings (event_type, place, capture_unix_ms);
 CREATE TABLE IF NOT EXISTS camera_states (
     id INTEGER PRIMARY KEY,
     edge TEXT NOT NULL,
@@ -60,7 +56,6 @@ CREATE TABLE IF NOT EXISTS camera_states (
     state TEXT NOT NULL,
     reason TEXT NOT NULL
 );
-CREATE INDEX IF NOT EXISTS camera_states_camera ON camera_states (camera, wall_ts_ms);
 CREATE TABLE IF NOT EXISTS merges (
     merged_id INTEGER NOT NULL,
     worker TEXT NOT NULL,
@@ -68,13 +63,12 @@ CREATE TABLE IF NOT EXISTS merges (
     wall_ts_ms REAL NOT NULL,
     PRIMARY KEY (merged_id, worker, into_id)
 );
-CREATE INDEX IF NOT EXISTS merges_into ON merges (into_id);
 CREATE TABLE IF NOT EXISTS usage (
     camera TEXT PRIMARY KEY,
     rows INTEGER NOT NULL,
     bytes INTEGER NOT NULL
 );
-"""
+""" + INDEXES
 
 INSERT_COLUMNS = COLUMNS
 INSERT = (

@@ -23,6 +23,19 @@ FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 """OS errors that mean the disk (or the process's share of it) is full."""
 
 
+INDEXES = """
+CREATE INDEX IF NOT EXISTS sightings_identity ON sightings (identity, capture_unix_ms);
+CREATE INDEX IF NOT EXISTS sightings_camera ON sightings (camera, capture_unix_ms);
+CREATE INDEX IF NOT EXISTS sightings_time ON sightings (capture_unix_ms);
+CREATE INDEX IF NOT EXISTS sightings_event ON sightings (event_type, place, capture_unix_ms);
+CREATE INDEX IF NOT EXISTS camera_states_camera ON camera_states (camera, wall_ts_ms);
+CREATE INDEX IF NOT EXISTS merges_into ON merges (into_id);
+"""
+"""The indexes of both stores (the same SQL in SQLite and PostgreSQL): an identity's, a camera's and an event
+type's rows by capture time, camera states by camera, merges by the id merged into; for the queries of
+:mod:`vcascade.edge.history.query`."""
+
+
 class StoreDown(Exception):
     """The store cannot be written now (locked, unreachable, I/O error). Recovery: the writer counts the batch as
     dropped (``store_error``) and tries again with the next one."""
