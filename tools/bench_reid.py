@@ -74,6 +74,9 @@ MICRO_BATCH = 8
 TRAVEL_MARGIN_S = 1.0
 """Added to the time offset between two cameras' segments to make their topology link's travel window."""
 MIN_IOU = 0.5
+ANSWER_LAG = 2
+"""The ROIs of micro-batch k carry the identity their track got in micro-batches up to k - ANSWER_LAG (the edge
+has those answers; the previous micro-batch is still being answered), as ``track_identity_id``."""
 """Box IoU at or above which a camera's ROI takes a ground-truth identity."""
 
 
@@ -137,13 +140,15 @@ def scenario_topology(cameras: Sequence[ScenarioCamera], fps: float = 25.0) -> T
 
 @dataclass(frozen=True)
 class LabelledRoi:
-    """One ROI of the scenario: its camera, camera PTS (ms), camera track, true identity (-1: none), crop."""
+    """One ROI of the scenario: its camera, camera PTS (ms), camera track, true identity (-1: none), crop,
+    detection score."""
 
     camera: str
     pts_ms: float
     track_id: int
     truth: int
     crop: np.ndarray
+    score: float = 1.0
 
 
 def iou(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -176,25 +181,36 @@ def scenario_rois(cameras: Sequence[ScenarioCamera], clip: Sequence[ClipFrame], 
         for roi in track_rois(clip[cam.first_frame:cam.last_frame], detector, deployment, cam.view, classes, redact):
             if (roi.frame - cam.first_frame) % stride == 0:
                 label = true_identity(roi.xyxy, truth[roi.frame], cam.view, frame_hw)
-                rois.append(LabelledRoi(cam.name, roi.pts_ms, roi.track_id, label, roi.crop))
+                rois.append(LabelledRoi(cam.name, roi.pts_ms, roi.track_id, label, roi.crop, roi.score))
     return sorted(rois, key=lambda r: (r.pts_ms, r.camera))
 
 
 def assign(assigner: Assigner, embeddings: np.ndarray, rois: Sequence[LabelledRoi]) -> np.ndarray:
-    """Run ``assigner`` over the ROIs in micro-batches of :data:`MICRO_BATCH`; (N,) int64 identity ids."""
+    """Run ``assigner`` over the ROIs in micro-batches of :data:`MICRO_BATCH`, each ROI carrying the identity the
+    edge knows for its track (:data:`ANSWER_LAG`); (N,) int64 identity ids."""
     ids = np.empty(len(rois), dtype=np.int64)
-    for start in range(0, len(rois), MICRO_BATCH):
+    known: dict[tuple[str, int], int] = {}
+    starts = list(range(0, len(rois), MICRO_BATCH))
+    for k, start in enumerate(starts):
+        if k >= ANSWER_LAG:  # answers of an earlier micro-batch reach the edge
+            done = starts[k - ANSWER_LAG]
+            for r, ident in zip(rois[done:done + MICRO_BATCH], ids[done:done + MICRO_BATCH].tolist()):
+                if r.track_id >= 0 and ident >= 1:
+                    known[(r.camera, r.track_id)] = ident
         batch = rois[start:start + MICRO_BATCH]
         ids[start:start + len(batch)] = assigner(embeddings[start:start + len(batch)], [r.camera for r in batch],
-                                                 np.array([r.pts_ms for r in batch]))
+                                                 np.array([r.pts_ms for r in batch]), [r.track_id for r in batch],
+                                                 [r.score for r in batch],
+                                                 [known.get((r.camera, r.track_id), -1) for r in batch])
     return ids
 
 
 def assigners(threshold: float, workers: int, topology: Topology) -> list[Assigner]:
     """The modes compared: one worker; several with own galleries; several on the shared space, with and
-    without topology pruning."""
+    without topology pruning; one and several on the shared space matching tracks (their aggregates)."""
     return [OneWorker(threshold), SeveralWorkers(threshold, workers), SharedSpace(threshold, workers),
-            SharedSpace(threshold, workers, topology)]
+            SharedSpace(threshold, workers, topology), SharedSpace(threshold, 1, tracks=True),
+            SharedSpace(threshold, workers, tracks=True)]
 
 
 def sweep(embedders: Sequence[Embedder], rois: Sequence[LabelledRoi], workers: int, topology: Topology,

@@ -89,8 +89,9 @@ class IdentityHead:
             raise ValueError(f"embeddings must be (n, D), got shape {embeddings.shape}")
         tracks = None if rois is None else [(r.camera, r.track_id) if r.track_id >= 0 else None for r in rois]
         scores = None if rois is None else [r.score for r in rois]
+        carried = None if rois is None else [r.track_identity_id for r in rois]
         outputs, stats = self.space.match(l2_normalise(embeddings), self._sightings(rois, len(embeddings)), tracks,
-                                          scores)
+                                          scores, carried)
         self.telemetry.matched(stats, len(self.space))
         return outputs
 

@@ -153,7 +153,8 @@ class IdentitySpace(TrackMatching):
     # ------------------------------------------------------------------ head thread
 
     def match(self, units: np.ndarray, sightings: list[Sighting], tracks: list[TrackKey | None] | None = None,
-              scores: list[float] | None = None) -> tuple[list[EmbeddingOutput], MatchStats]:  # fmt: skip
+              scores: list[float] | None = None, carried: list[int] | None = None,
+              ) -> tuple[list[EmbeddingOutput], MatchStats]:  # fmt: skip
         """Match or enrol each row, in order.
 
         Args:
@@ -162,6 +163,8 @@ class IdentitySpace(TrackMatching):
             tracks: one per row: the ROI's ``(camera, track_id)``, or None for an untracked ROI (matched alone);
                 None: every row alone. Ignored without a track book.
             scores: one per row: the detector's confidence, 0..1 (a look's weight in its track's aggregate).
+            carried: one per row: the identity the edge last got for the ROI's track (``track_identity_id``, -1:
+                none).
 
         Returns:
             One :class:`vcascade.core.protocol.wire.EmbeddingOutput` per row, and the call's :class:`MatchStats`.
@@ -174,9 +177,10 @@ class IdentitySpace(TrackMatching):
             self._ensure_dim(units.shape[1])
             keys = tracks if tracks is not None and self.tracks is not None else [None] * len(units)
             weights = scores if scores is not None else [1.0] * len(units)
+            knowns = carried if carried is not None else [NO_IDENTITY] * len(units)
             outputs = [self._match_row(unit, seen, stats) if key is None else
-                       self._match_track_row(unit, seen, key, weight, stats)
-                       for unit, seen, key, weight in zip(units, sightings, keys, weights)]  # fmt: skip
+                       self._match_track_row(unit, seen, key, weight, known, stats)
+                       for unit, seen, key, weight, known in zip(units, sightings, keys, weights, knowns)]  # fmt: skip
         stats.provisional = sum(out.provisional for out in outputs)
         return outputs, stats
 

@@ -141,3 +141,16 @@ def test_two_workers_sharing_a_track_converge_on_one_identity(tmp_path, synced_b
                or not any(o.identity_id == survivor for o in answers[:k]) for k, out in enumerate(answers))
     records, _ = SqliteStore(path, "people").changes(0)
     assert [r.identity_id for r in records if r.state == LIVE] == [survivor]
+
+
+def test_the_identity_the_edge_carries_binds_a_track_new_to_this_worker():
+    """A worker that has not seen a track yet continues the identity another worker gave it (the ROI's
+    ``track_identity_id``) instead of enrolling; one its copy does not hold yet is answered provisional."""
+    sp = space()
+    sp.add_ids(list(range(1, 9)))  # as reserved from a store
+    known = look(sp, unit(1), track=None).identity_id
+    (out,), _ = sp.match(unit(0.6, 0.8)[None], [seen()], [("cam1", 4)], [0.9], [known])  # alone: no match
+    assert (out.identity_id, out.enrolled, out.track_looks) == (known, False, 1)
+    (out,), _ = sp.match(unit(0, 0, 1)[None], [seen()], [("cam1", 5)], [0.9], [12345])
+    assert (out.identity_id, out.enrolled, out.provisional) == (12345, False, True)
+    assert len(sp) == 1

@@ -106,6 +106,9 @@ class Roi(_Header, tag="roi"):
         send_reason: why the ROI policy sent it (:data:`SendReason`); brokers dispatch refreshes and better
             crops (:data:`DEFERRABLE_SEND_REASONS`) after the other ROIs queued. ``""``: not said (served with
             first sightings).
+        track_identity_id: the identity the recognizer's latest answer for this track named (>= 1), as the edge
+            knows it when it sends; -1: none yet (or untracked, or provisional). Lets whichever worker receives
+            the ROI continue the track's identity (docs/IDENTITY.md, "Identities from tracks").
     """
 
     roi_id: str
@@ -123,6 +126,7 @@ class Roi(_Header, tag="roi"):
     track_id: int = -1
     recognizer: Annotated[str, msgspec.Meta(pattern=f"^$|{NAME_PATTERN}")] = ""
     send_reason: SendReason = ""
+    track_identity_id: int = -1
 
 
 class _HeadOutputBase(msgspec.Struct, tag_field="head", frozen=True):
