@@ -18,12 +18,17 @@ micro-batches dealt round-robin as the broker alternates them) for a sweep of ma
 tools/reid_metrics.py: pairwise precision/recall (all pairs and cross-camera pairs), IDF1, identity switches,
 fragmentations, and embedding comparisons per ROI.
 
+The track assigners (``+ tracks``) match tracked ROIs by their track's aggregate (docs/IDENTITY.md, "Identities
+from tracks"); every ROI carries the identity its track got in the answers the edge already has
+(:data:`ANSWER_LAG`). ``--replays 1,5,10`` replays the scenario into one store and reports after each count how
+many identities the returning objects have and how the cameras agree (tools/reid_replays.py).
+
 ``--blur-faces`` cuts every crop from the frame with its faces blurred, as an edge with ``privacy.faces`` sends
 them (CenterFace, docs/PRIVACY.md), to measure what face redaction costs re-identification.
 
 Usage: ``python -m tools.bench_reid [--scenario segments|demo] [--quick] [--stride N] [--json OUT]
-[--model-dir DIR] [--blur-faces]`` (``--quick``: two cameras over the first 150 frames, every 4th frame's ROIs; under a
-minute of CPU, for CI; ``--scenario demo``: the demo's own two cameras and embedder classes, see :func:`scenario`).
+[--model-dir DIR] [--blur-faces] [--replays 1,5,10 [--replay-threshold T] [--replay-workers 1,2]]`` (``--quick``:
+two cameras over the first 150 frames, every 4th frame's ROIs, replays 1 and 3; about a minute of CPU, for CI; ``--scenario demo``: the demo's own two cameras and embedder classes, see :func:`scenario`).
 """
 
 from __future__ import annotations
@@ -43,6 +48,7 @@ import yaml
 
 from tools.reid_assigners import Assigner, OneWorker, SeveralWorkers, SharedSpace  # noqa: E402
 from tools.reid_metrics import quality  # noqa: E402
+from tools.reid_replays import print_replays, replays  # noqa: E402
 from tools.reid_scenario import (  # noqa: E402
     DEMO,
     EMBEDDER_CLASSES,
@@ -214,8 +220,10 @@ def assigners(threshold: float, workers: int, topology: Topology) -> list[Assign
 
 
 def sweep(embedders: Sequence[Embedder], rois: Sequence[LabelledRoi], workers: int, topology: Topology,
-          thresholds: Sequence[float] = THRESHOLDS) -> list[dict[str, Any]]:
-    """Quality of every (embedder, assigner, threshold), one row each, with comparisons per ROI."""
+          thresholds: Sequence[float] = THRESHOLDS, embedded: dict[str, np.ndarray] | None = None
+          ) -> list[dict[str, Any]]:  # fmt: skip
+    """Quality of every (embedder, assigner, threshold), one row each, with comparisons per ROI; ``embedded``
+    (when given) gets each embedder's (N, D) embeddings by name."""
     labelled = np.array([r.truth >= 0 for r in rois])
     truth = np.array([r.truth for r in rois])[labelled]
     camera = np.array([r.camera for r in rois])[labelled]
@@ -224,6 +232,8 @@ def sweep(embedders: Sequence[Embedder], rois: Sequence[LabelledRoi], workers: i
         start = time.perf_counter()
         embeddings = embedder([r.crop for r in rois])
         embed_ms = (time.perf_counter() - start) * 1000.0 / max(len(rois), 1)
+        if embedded is not None:
+            embedded[embedder.name] = embeddings
         for threshold in thresholds:
             for assigner in assigners(threshold, workers, topology):
                 predicted = assign(assigner, embeddings, rois)[labelled]
@@ -243,10 +253,12 @@ def face_blur(model_dir: str | None, class_names: Sequence[str]) -> Redact:
 
 
 def reid_section(name: str = "segments", stride: int = 1, workers: int = 2, model_dir: str | None = None,
-                 blur_faces: bool = False) -> dict[str, Any]:
-    """Build the scenario, embed, assign and score; returns ``scenario`` (counts) and ``rows`` (:func:`sweep`).
-    ``blur_faces``: crops are cut from frames with their faces blurred, as an edge with ``privacy.faces`` sends
-    them."""
+                 blur_faces: bool = False, replay_counts: Sequence[int] = (), replay_threshold: float = 0.8,
+                 replay_workers: Sequence[int] = (1,)) -> dict[str, Any]:  # fmt: skip
+    """Build the scenario, embed, assign and score; returns ``scenario`` (counts), ``rows`` (:func:`sweep`) and
+    ``replays`` (tools/reid_replays.py: the demo embedder's ROIs replayed into one store, per-crop and by tracks,
+    with ``replay_workers`` workers, reported after each of ``replay_counts``; empty without). ``blur_faces``:
+    crops are cut from frames with their faces blurred, as an edge with ``privacy.faces`` sends them."""
     pin_threads()
     setting = scenario(name)
     clip = read_clip(max_frames=setting.frames)
@@ -265,7 +277,12 @@ def reid_section(name: str = "segments", stride: int = 1, workers: int = 2, mode
         "true_identities": len(seen_on), "on_several_cameras": sum(len(c) > 1 for c in seen_on.values()),
     }
     embedders = [MobileNetEmbedder(deployment), ColourHistogramEmbedder()]
-    return {"scenario": counts, "rows": sweep(embedders, rois, workers, scenario_topology(cameras))}
+    embedded: dict[str, np.ndarray] = {}
+    rows = sweep(embedders, rois, workers, scenario_topology(cameras), embedded=embedded)
+    replayed = [row for n in replay_workers for tracks in (False, True) if replay_counts
+                for row in replays(rois, embedded[embedders[0].name], embedders[0], replay_threshold, n, tracks,
+                                   replay_counts, assign)]  # fmt: skip
+    return {"scenario": counts, "rows": rows, "replays": replayed}
 
 
 def print_section(result: dict[str, Any]) -> None:
@@ -282,6 +299,10 @@ def print_section(result: dict[str, Any]) -> None:
               f"{_f(row['recall'])} {_f(row['cross_precision'])} {_f(row['cross_recall'])} {_f(row['idf1'])} "
               f"{row['id_switches']:5d} {row['fragmentations']:5d} {row['identities']:5d} "
               f"{row['comparisons_per_roi']:7.1f}")
+    if result.get("replays"):
+        print(f"returning objects: {s['name']} replayed into one store, {result['replays'][0]['threshold']} "
+              f"threshold, mobilenetv2")
+        print_replays(result["replays"])
 
 
 def _f(x: float) -> str:
@@ -297,12 +318,17 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2, help="workers in the several-workers modes")
     parser.add_argument("--model-dir", help="folder holding yolox_nano.onnx")
     parser.add_argument("--json", type=Path, help="write the numbers here")
+    parser.add_argument("--replays", help="replay counts to report, e.g. 1,5,10 (quick: 1,3; default: none)")
+    parser.add_argument("--replay-threshold", type=float, default=0.8, help="match threshold of the replays")
+    parser.add_argument("--replay-workers", default="1", help="worker counts of the replays, e.g. 1,2")
     parser.add_argument("--blur-faces", action="store_true",
                         help="blur faces in the crops as an edge with privacy.faces does (needs centerface.onnx)")
     args = parser.parse_args()
     stride = args.stride or (4 if args.quick else 1)
+    counts = args.replays or ("1,3" if args.quick else "")
     result = reid_section("quick" if args.quick else args.scenario, stride, args.workers, args.model_dir,
-                          args.blur_faces)
+                          args.blur_faces, [int(n) for n in counts.split(",") if n], args.replay_threshold,
+                          [int(n) for n in args.replay_workers.split(",")])
     print_section(result)
     if args.json:
         args.json.write_text(json.dumps(result, indent=2))

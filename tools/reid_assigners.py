@@ -99,12 +99,13 @@ class SharedSpace:
         workers: number of workers.
         topology: camera topology for pruning (None: compare with every identity).
         tracks: match tracked ROIs by their track's aggregate (``identity.tracks`` defaults); False: each alone.
+        track_threshold: the aggregates' match threshold (None: ``threshold``).
         store_path: the SQLite store's file (None: one in a scratch folder, removed by :meth:`close`); a store
             kept between assigners is the same space met again (``--replays``).
     """
 
     def __init__(self, threshold: float, workers: int, topology: Topology | None = None, tracks: bool = False,
-                 store_path: Path | None = None) -> None:  # fmt: skip
+                 store_path: Path | None = None, track_threshold: float | None = None) -> None:  # fmt: skip
         self.name = (f"{workers} worker{'s' if workers > 1 else ''}, shared space"
                      + (" + topology" if topology is not None else "") + (" + tracks" if tracks else ""))
         self.comparisons = 0
@@ -113,8 +114,8 @@ class SharedSpace:
         space_name = "bench" if store_path.parent != Path(self._folder.name) else f"bench-{next(_SPACES)}"
         cfg = TrackAggregateConfig()
         books = [TrackBook(cfg.max_tracks, cfg.ttl_s, cfg.outlier_sigma) if tracks else None for _ in range(workers)]
-        self.spaces = [IdentitySpace(threshold, MAX_IDENTITIES, "exact", topology, book, cfg.revise_margin)
-                       for book in books]
+        self.spaces = [IdentitySpace(threshold, MAX_IDENTITIES, "exact", topology, book, cfg.revise_margin,
+                                     track_threshold) for book in books]
         self.syncs = [
             StoreSync(space, SqliteStore(store_path, space_name), IdentityTelemetry(f"bench-reid-{i}"),
                       SYNC_INTERVAL_S, ID_BLOCK, RETENTION_S, MAX_IDENTITIES)

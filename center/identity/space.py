@@ -110,13 +110,16 @@ class IdentitySpace(TrackMatching):
             :mod:`.tracks`), or None: every ROI is matched alone.
         revise_margin: how much more similar (cosine) another identity must be to a track's aggregate than the
             identity the track is bound to, for the track to move to it.
+        track_threshold: cosine at or above which a track's aggregate matches an identity (None:
+            ``match_threshold``).
     """
 
     def __init__(self, match_threshold: float, capacity: int, index_kind: str = "exact",
                  topology: Topology | None = None, tracks: TrackBook | None = None,
-                 revise_margin: float = 0.0) -> None:  # fmt: skip
+                 revise_margin: float = 0.0, track_threshold: float | None = None) -> None:  # fmt: skip
         self.match_threshold = float(match_threshold)
         self.tracks, self.revise_margin = tracks, float(revise_margin)
+        self.track_threshold = self.match_threshold if track_threshold is None else float(track_threshold)
         self._revised: list[tuple[int, int]] = []  # (enrolled by a track, what it moved to): for the store
         self.capacity = int(capacity)
         self.index_kind = index_kind

@@ -25,15 +25,19 @@ class TrackMatching:
       binds a track this worker has not bound yet, and replaces an identity the track enrolled here when it
       reached the store earlier; one this worker's copy does not hold yet is answered as it is, provisional,
       without the look (the next sync brings it);
-    * a track bound to nothing matches the most similar identity at or above ``match_threshold``, else enrols
+    * a track bound to nothing matches the most similar identity at or above ``track_threshold``, else enrols
       one with its aggregate: a track enrols at most once while it matches nothing;
     * a track bound to an identity it matched moves to another only when its aggregate is ``revise_margin`` more
-      similar to that one (and at or above the threshold): hysteresis against flip-flopping between two;
+      similar to that one (and at or above ``track_threshold``): hysteresis against flip-flopping between two;
     * a track bound to the identity it enrolled (whose centroid follows the track's own looks) moves as soon as
-      its aggregate matches another identity that reached the store earlier, at or above the threshold, and the
+      its aggregate matches another identity that reached the store earlier, at or above ``track_threshold``, and the
       enrolled identity is folded into it: here at once when its enrolment was never pushed, else by the store
       (``SyncNews.revised``). Earlier only: two workers whose halves of one track enrolled two identities
       would otherwise each move to the other's; like the duplicate merge, the later enrolment gives way.
+
+    ``track_threshold`` is the aggregate's own: a mean of looks is closer to every centroid than one look is (the
+    looks' noise averages out, the component they share with every object stays), so it needs a higher bar than
+    a crop (measured: tools/bench_reid.py, docs/BENCHMARKS.md).
 
     The identity matched gets the look (when accepted into the aggregate), so every identity's centroid is the
     mean of the accepted looks of the tracks bound to it.
@@ -88,7 +92,7 @@ class TrackMatching:
                 state.identity = carried
                 return carried, self._similarity(carried, aggregate), runner_up, False
         if bound == NO_IDENTITY:
-            if candidate != NO_IDENTITY and similarity >= self.match_threshold:
+            if candidate != NO_IDENTITY and similarity >= self.track_threshold:
                 state.identity = candidate
                 return candidate, similarity, runner_up, False
             state.identity = state.enrolled = self._enrol(aggregate, seen)
@@ -98,7 +102,7 @@ class TrackMatching:
             (candidate, similarity), bound_sim = runner_up, -1.0
             if candidate != NO_IDENTITY and not self._earlier(candidate, bound):
                 candidate = NO_IDENTITY  # enrolled after its own: that one moves to this one, never both ways
-        if candidate not in (NO_IDENTITY, bound) and similarity >= max(self.match_threshold,
+        if candidate not in (NO_IDENTITY, bound) and similarity >= max(self.track_threshold,
                                                                        bound_sim + self.revise_margin):
             state.identity = candidate
             return candidate, similarity, runner_up, False

@@ -10,12 +10,15 @@ import time
 import numpy as np
 import pytest
 
+from vcascade.center.identity.head import IdentityHead
 from vcascade.center.identity.metrics import IdentityTelemetry
 from vcascade.center.identity.space import IdentitySpace
 from vcascade.center.identity.sqlite_store import SqliteStore
 from vcascade.center.identity.store import LIVE, Sighting
 from vcascade.center.identity.sync import StoreSync
 from vcascade.center.identity.tracks import TrackBook
+from vcascade.core.protocol.wire import Roi
+from vcascade.core.schema.center import EmbeddingHeadConfig
 
 D = 16
 THRESHOLD = 0.8
@@ -154,3 +157,28 @@ def test_the_identity_the_edge_carries_binds_a_track_new_to_this_worker():
     (out,), _ = sp.match(unit(0, 0, 1)[None], [seen()], [("cam1", 5)], [0.9], [12345])
     assert (out.identity_id, out.enrolled, out.provisional) == (12345, False, True)
     assert len(sp) == 1
+
+
+def test_the_head_matches_tracked_rois_by_their_track_when_tracks_are_enabled(tmp_path, monkeypatch):
+    """``identity.tracks.enabled``: the worker's head hands the space each ROI's track, score and carried
+    identity; the second look of track 3 (alone below the threshold) keeps the track's identity."""
+    monkeypatch.setenv("VCASCADE_STATE_DIR", str(tmp_path))
+    cfg = EmbeddingHeadConfig.model_validate({"identity": {"tracks": {"enabled": True, "match_threshold": 0.8}}})
+    head = IdentityHead.from_config(cfg, "people", "w-tracks", store=SqliteStore(tmp_path / "ids.sqlite", "people"))
+    try:
+        rois = [Roi(roi_id=f"r{k}", camera="cam1", frame_seq=k, stream_ts_ms=40.0 * k, capture_unix_ms=0.0,
+                    xyxy=(0.0, 0.0, 9.0, 9.0), crop_xyxy=(0, 0, 9, 9), class_id=0, score=0.9, track_id=3)
+                for k in range(2)]
+        first, second = head(np.stack([unit(1), unit(1, 0.9)]), rois)
+        assert first.enrolled and first.track_looks == 1
+        assert (second.identity_id, second.enrolled, second.crop_identity_id, second.track_looks) == (
+            first.identity_id, False, -1, 2)
+        assert isinstance(head.space.tracks, TrackBook) and len(head.space.tracks) == 1
+    finally:
+        head.close()
+    off = IdentityHead.from_config(EmbeddingHeadConfig(), "people", "w-plain",
+                                   store=SqliteStore(tmp_path / "ids.sqlite", "people"))
+    try:
+        assert off.space.tracks is None  # the default: every ROI alone
+    finally:
+        off.close()

@@ -80,7 +80,12 @@ class TrackAggregateConfig(ConfigModel):
     """Identities from whole tracks: a tracked ROI is matched and enrolled by its track's aggregate embedding
     (quality-weighted mean of its looks, outliers rejected; docs/IDENTITY.md, "Identities from tracks")."""
 
-    enabled: bool = Field(True, description="Match tracked ROIs by their track's aggregate; false: every ROI alone.")
+    enabled: bool = Field(False, description="Match tracked ROIs by their track's aggregate; false: every ROI alone.")
+    match_threshold: float = Field(
+        0.9, ge=-1, le=1,
+        description="Cosine similarity at or above which a track's aggregate matches an identity (an aggregate is "
+        "closer to every centroid than one crop: it needs a higher bar than the head's match_threshold).",
+    )
     ttl_s: float = Field(
         60.0, gt=0, le=86_400, description="A track not seen for this long (wall time) is forgotten by the worker, s."
     )
