@@ -48,7 +48,7 @@ import yaml
 
 from tools.reid_assigners import Assigner, OneWorker, SeveralWorkers, SharedSpace  # noqa: E402
 from tools.reid_metrics import quality  # noqa: E402
-from tools.reid_replays import print_replays, replays  # noqa: E402
+from tools.reid_replays import print_replays, replays, variants  # noqa: E402
 from tools.reid_scenario import (  # noqa: E402
     DEMO,
     EMBEDDER_CLASSES,
@@ -279,9 +279,9 @@ def reid_section(name: str = "segments", stride: int = 1, workers: int = 2, mode
     embedders = [MobileNetEmbedder(deployment), ColourHistogramEmbedder()]
     embedded: dict[str, np.ndarray] = {}
     rows = sweep(embedders, rois, workers, scenario_topology(cameras), embedded=embedded)
+    looks = variants(rois, embedded[embedders[0].name], embedders[0]) if replay_counts else []
     replayed = [row for n in replay_workers for tracks in (False, True) if replay_counts
-                for row in replays(rois, embedded[embedders[0].name], embedders[0], replay_threshold, n, tracks,
-                                   replay_counts, assign)]  # fmt: skip
+                for row in replays(rois, looks, replay_threshold, n, tracks, replay_counts, assign)]  # fmt: skip
     return {"scenario": counts, "rows": rows, "replays": replayed}
 
 

@@ -2,10 +2,10 @@
 
 Each replay is the scenario's ROIs again, answered by freshly started workers that load the store the earlier
 replays left (a restarted recognizer meeting the same objects another day); their tracks are new tracks (the
-edge's tracker counts on), so nothing but the store connects a replay to the earlier ones. The first replay
-sends the crops as cut; each later one the same detections with their boxes a little off, as a live edge's
-detector draws them on another pass (each side moved in by up to :data:`JITTER` of the box, a seeded draw per
-replay), embedded again. After replays 1, 5 and 10 (or those asked for) it reports:
+edge's tracker counts on), so nothing but the store connects a replay to the earlier ones. Replays cycle through
+:data:`VARIANTS` versions of the crops: the crops as cut, then the same detections with their boxes a little
+off, as a live edge's detector draws them on another pass (each side moved in by up to :data:`JITTER` of the box,
+a seeded draw per version), embedded again (once per version, for every assigner). After replays 1, 5 and 10 (or those asked for) it reports:
 
 * ``identities``: live identities in the store, and ``per_object``: that divided by the true objects;
 * ``new``: identities the latest replay added (live after it minus live before it): 0 when every object already
@@ -40,6 +40,8 @@ TRACK_OFFSET = 1_000_000
 """Added to the track ids of each replay: every replay's tracks are new to the workers."""
 JITTER = 0.08
 """Largest fraction of a crop's width (height) a replay trims from its left or right (top or bottom) side."""
+VARIANTS = 3
+"""Versions of the crops the replays cycle through (replay k shows version (k - 1) mod VARIANTS; 0: as cut)."""
 
 
 def jittered(crops: Sequence[np.ndarray], seed: int) -> list[np.ndarray]:
@@ -64,11 +66,17 @@ def live_identities(path: Path) -> int:
     return sum(record.state == LIVE for record in records)
 
 
-def replays(rois: Sequence[Any], embeddings: np.ndarray, embed, threshold: float, workers: int, tracks: bool,
+def variants(rois: Sequence[Any], embeddings: np.ndarray, embed) -> list[np.ndarray]:
+    """The (N, D) embeddings of each version of the crops: ``embeddings`` (as cut), then ``embed`` (crops to unit
+    rows) of each jittered version."""
+    return [embeddings] + [embed(jittered([r.crop for r in rois], k)) for k in range(1, VARIANTS)]
+
+
+def replays(rois: Sequence[Any], looks: Sequence[np.ndarray], threshold: float, workers: int, tracks: bool,
             report_after: Sequence[int], assign) -> list[dict[str, Any]]:  # fmt: skip
     """Replay ``rois`` (``LabelledRoi``) ``max(report_after)`` times into one store; one row per replay in
-    ``report_after`` (see the module docstring). ``embeddings``: (N, D) of the crops as cut; ``embed``: the
-    embedder (crops to unit rows) for the later replays; ``assign``: tools/bench_reid.py's ``assign``."""
+    ``report_after`` (see the module docstring). ``looks``: :func:`variants`; ``assign``: tools/bench_reid.py's
+    ``assign``."""
     labelled = np.array([r.truth >= 0 for r in rois])
     truth = np.array([r.truth for r in rois])[labelled]
     camera = np.array([r.camera for r in rois])[labelled]
@@ -81,8 +89,7 @@ def replays(rois: Sequence[Any], embeddings: np.ndarray, embed, threshold: float
                      for r in rois]  # fmt: skip
             assigner = SharedSpace(threshold, workers, tracks=tracks, store_path=path,
                                    track_threshold=TrackAggregateConfig().match_threshold)
-            looks = embeddings if replay == 1 else embed(jittered([r.crop for r in rois], replay))
-            predicted = assign(assigner, looks, moved)[labelled]
+            predicted = assign(assigner, looks[(replay - 1) % len(looks)], moved)[labelled]
             assigner.close()
             live = live_identities(path)
             if replay in report_after:
