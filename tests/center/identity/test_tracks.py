@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import time
 
+import msgspec
 import numpy as np
 import pytest
+from prometheus_client import REGISTRY
 
 from vcascade.center.identity.head import IdentityHead
 from vcascade.center.identity.metrics import IdentityTelemetry
@@ -170,10 +172,16 @@ def test_the_head_matches_tracked_rois_by_their_track_when_tracks_are_enabled(tm
                     xyxy=(0.0, 0.0, 9.0, 9.0), crop_xyxy=(0, 0, 9, 9), class_id=0, score=0.9, track_id=3)
                 for k in range(2)]
         first, second = head(np.stack([unit(1), unit(1, 0.9)]), rois)
+        # a third look of another object's track: alone it enrols; more looks of object 1 move it there
+        other = [msgspec.structs.replace(rois[0], roi_id=f"s{k}", track_id=4) for k in range(4)]
+        moved = head(np.stack([unit(0.3, 0, 1)] + [unit(1, 0.05, seed=k) for k in range(3)]), other)
+        assert moved[0].enrolled and any(out.identity_revised_from == moved[0].identity_id for out in moved)
+        revisions = REGISTRY.get_sample_value("vcascade_identity_track_revisions_total", {"worker": "w-tracks"})
+        assert revisions == 1.0
         assert first.enrolled and first.track_looks == 1
         assert (second.identity_id, second.enrolled, second.crop_identity_id, second.track_looks) == (
             first.identity_id, False, -1, 2)
-        assert isinstance(head.space.tracks, TrackBook) and len(head.space.tracks) == 1
+        assert isinstance(head.space.tracks, TrackBook) and len(head.space.tracks) == 2
     finally:
         head.close()
     off = IdentityHead.from_config(EmbeddingHeadConfig(), "people", "w-plain",
