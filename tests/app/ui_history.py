@@ -21,23 +21,29 @@ MINUTE_MS = 60_000.0
 EVENTS = 36
 """Line and zone events written (the events page shows 25 a page)."""
 CAMERAS = ("street-1", "street-2")
+FIRST_FRAME = 110
+"""The evidence comes from frames 110..121 of bikes.mp4, where a cyclist stops at the kerb ..."""
+CYCLIST_XYXY = (330, 0, 530, 272)
+"""... in this box, frame pixels."""
 """The cameras of tests.demo's deployment."""
 
 
 @dataclass(frozen=True)
 class History:
-    """The folder written, the number of rows, and the capture time (ms) the rows count back from."""
+    """The folder written, the number of rows, the capture time (ms) the rows count back from, and the way-back
+    events written (a live view's edge may be given the same)."""
 
     folder: Path
     rows: int
     now_ms: float
+    written: list
 
 
 def fill_history(bikes_path: Path) -> History:
     """Write the store in the default history folder of the state folder ($VCASCADE_STATE_DIR)."""
     folder = state_path("history")
-    frames = video_frames(bikes_path, 12)
-    crops = [crop_jpeg(frame, (40 + 20 * i, 30, 200 + 20 * i, 230)) for i, frame in enumerate(frames)]
+    frames = video_frames(bikes_path, FIRST_FRAME + 12)[FIRST_FRAME:]
+    crops = [crop_jpeg(frame, CYCLIST_XYXY) for frame in frames]
     now = time.time() * 1000.0
     results = [
         answered("street-1", 7, crop=crops[0], capture_unix_ms=now - 50 * MINUTE_MS),
@@ -52,7 +58,7 @@ def fill_history(bikes_path: Path) -> History:
         camera = CAMERAS[i % 2]
         kind, place = [("line_cross", "stop-line"), ("zone_enter", "yard"), ("zone_exit", "yard")][i % 3]
         identity = 7 if i == 0 else (11 if i % 4 == 1 else None)
-        events.append(raised(camera, kind, place, identity=identity, frame=picture(frames[i % len(frames)]),
+        events.append(raised(camera, kind, place, identity=identity, frame=picture(frames[i % len(frames)], CYCLIST_XYXY),
                              capture_unix_ms=now - (25 - 0.5 * i) * MINUTE_MS, track_id=100 + i))
     cfg = HistoryConfig(retention_interval_s=3600)
     writer = HistoryWriter("edge-1", cfg, {}, lambda: SqliteHistory(folder), EvidenceFolder(folder)).start()
@@ -61,4 +67,4 @@ def fill_history(bikes_path: Path) -> History:
     writer.close(20.0)
     stored = SqliteHistory(folder, readonly=True).query(HistoryQuery(limit=1000))
     assert len(stored) == len(results) + len(events), "the writer kept every row"
-    return History(folder, len(stored), now)
+    return History(folder, len(stored), now, results + events)

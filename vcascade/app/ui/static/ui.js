@@ -90,8 +90,9 @@ async function refreshOverview() {
     document.getElementById("updated").textContent = `view unreachable: ${err.message}`; return;
   }
   previewFps = data.preview_fps || previewFps;
-  removeGoneTiles(data.cameras);
-  data.cameras.forEach(renderCamera);
+  const shown = data.cameras.filter((c) => c.removal !== "closed");  // removed at run time: leaves the grid
+  removeGoneTiles(shown);
+  shown.forEach(renderCamera);
   fillTable("brokers", data.brokers, (b) => [b.broker, b.alive ? "yes" : `no: ${b.error}`, b.workers, b.edges,
     b.queue_depth, b.in_flight, num(b.dispatched_per_s), b.alive ? drops(b.drops_by_reason) : "-"]);
   fillTable("workers", data.workers, (w) => [w.worker, w.recognizer, w.alive ? "yes" : `no: ${w.error}`, w.credits, w.in_flight,
