@@ -26,7 +26,7 @@ function thumbnail(row) {
   const src = row.kind === "event" ? row.frame_url || row.crop_url : row.crop_url || row.frame_url;  // the scene of an event
   if (!src) return el("span", { class: "muted" }, "no picture");
   return el("a", { href: row.frame_url || row.crop_url, target: "_blank", rel: "noopener" },
-    el("img", { class: "thumb", src, alt: `${row.kind} ${row.ref}`, loading: "lazy" }));
+    el("img", { class: "thumb", src, alt: `${row.kind} ${row.ref}` }));
 }
 
 async function history(params) {
