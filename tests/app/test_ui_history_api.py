@@ -15,11 +15,16 @@ import yaml
 
 from tests.app.ui_history import EVENTS, fill_history
 from tests.demo import demo_data
+from tests.edge.history.way_back_events import answered, crop_jpeg, video_frames
+from tests.postgres_server import PostgresServer
 from vcascade.app.ui import history_api
 from vcascade.app.ui.server import serve_view
 from vcascade.core.config import load_config
+from vcascade.core.state_dir import state_path
 from vcascade.edge.history import sqlite_store
+from vcascade.edge.history.evidence import EvidenceFolder
 from vcascade.edge.history.sqlite_store import DATABASE_FILE
+from vcascade.edge.history.writer import HistoryWriter, store_opener
 
 TOKEN = "history-token-0123456789abcdef"
 BEARER = {"Authorization": f"Bearer {TOKEN}"}
@@ -144,3 +149,33 @@ def test_without_a_history_store_the_search_says_so(tmp_path, free_port):
     finally:
         server.shutdown()
     assert status == 503 and body.startswith(b"no history store in ")
+
+
+def test_the_search_reads_a_postgresql_store_and_names_it_when_it_is_down(tmp_path, free_port, bikes_path):
+    pg = PostgresServer(free_port()).start()
+    try:
+        data = demo_data()
+        data["edges"]["edge-1"]["history"] = {"store": {"type": "postgres", "url": pg.url}, "timeout_s": 1.0}
+        data["ui"] = {"port": free_port()}
+        path = tmp_path / "deploy.yaml"
+        path.write_text(yaml.safe_dump(data))
+        dep = load_config(path)
+        cfg, folder = dep.edges["edge-1"].history, state_path("history")
+        writer = HistoryWriter("edge-1", cfg, {}, store_opener(cfg), EvidenceFolder(folder)).start()
+        crop = crop_jpeg(video_frames(bikes_path, 1)[0])
+        writer.keep(answered("street-1", 21, crop=crop))
+        writer.keep(answered("street-2", 21, crop=crop))
+        writer.close(20.0)
+        server = serve_view(dep)
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        try:
+            rows = search(url, "identity=21")["rows"]
+            assert [r["camera"] for r in rows] == ["street-2", "street-1"]
+            assert get(f"{url}{rows[0]['crop_url']}", headers={})[1][:2] == b"\xff\xd8"
+            pg.stop()
+            status, body, _ = get(f"{url}/api/history/search?identity=21", headers={})
+        finally:
+            server.shutdown()
+    finally:
+        pg.remove()
+    assert status == 503 and body.startswith(b"postgresql://") and b"history store:" in body

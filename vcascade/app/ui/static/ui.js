@@ -141,9 +141,9 @@ function eventRow(e) {
   const place = e.line || e.zone || "";
   const history = new URLSearchParams({ camera: e.camera, focus: e.event_id });
   return el("li", { class: "event-row", "data-event": e.event_id || "" },
-    el("span", { class: "row-time" }, clock(e.capture_ts_ms)), el("span", { class: "row-what" },
+    el("span", { class: "row-time" }, clock(e.capture_ts_ms)), " ", el("span", { class: "row-what" },
       `${e.camera} · ${e.type} ${place}${e.direction ? ` (${e.direction})` : ""}`),
-    `${e.class || ""} #${e.track_id}`,
+    " ", `${e.class || ""} #${e.track_id}`,
     ...(e.identity_id !== null && e.identity_id !== undefined ? [" · identity ", identityLink(e.identity_id)] : []),
     e.text ? ` · "${e.text}"` : "", e.dwell_s ? ` · ${num(e.dwell_s)} s` : "", " · ",
     el("a", { href: `#/events?${history}`, class: "history-link" }, "history"));
@@ -154,8 +154,8 @@ function resultRow(r) {
   const who = r.identity_id !== null && r.identity_id !== undefined && r.identity_id >= 0
     ? [" · identity ", identityLink(r.identity_id), r.similarity ? ` (${num(r.similarity, 2)})` : ""] : [];
   const e2e = r.latency_ms && r.latency_ms.end_to_end;
-  return el("li", {}, el("span", { class: "row-time" }, clock(r.capture_unix_ms)),
-    el("span", { class: "row-what" }, `${r.class_name} #${r.track_id}`), r.status === "ok" ? "" : `${r.status}`,
+  return el("li", {}, el("span", { class: "row-time" }, clock(r.capture_unix_ms)), " ",
+    el("span", { class: "row-what" }, `${r.class_name} #${r.track_id}`), r.status === "ok" ? "" : ` · ${r.status}`,
     r.reason ? ` (${r.reason})` : "", ...who, r.text ? ` · "${r.text}"` : "", r.recognizer ? ` · ${r.recognizer}` : "",
     e2e ? ` · ${num(e2e, 0)} ms` : "");
 }
