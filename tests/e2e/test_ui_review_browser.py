@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import shutil
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -25,11 +26,13 @@ from tests.demo import demo_data
 from vcascade.app.ui.server import serve_view
 from vcascade.core.config import load_config
 from vcascade.core.schema.edge_settings import EdgeSettings
+from vcascade.core.protocol.wire import TextOutput
+from vcascade.edge.analytics.counting import AnalyticsEvent
 from vcascade.edge.capture.frames import FrameSlots
 from vcascade.edge.capture.source import CameraReader
 from vcascade.edge.preview.hub import PreviewHub
 from vcascade.edge.preview.server import serve_previews
-from vcascade.edge.selection.identity_cache import IdentityCache
+from vcascade.edge.selection.identity_cache import IdentityCache, TrackIdentity
 from vcascade.edge.way_back import EventRaised
 
 pytestmark = pytest.mark.e2e
@@ -53,7 +56,7 @@ def browser():
 
 @pytest.fixture
 def review(tmp_path, free_port, bikes_path):
-    """(view URL, history, the edge's camera readers): the demo deployment's view over its filled history, its
+    """(view URL, history, the edge's camera readers, its preview hub): the demo deployment's view over its filled history, its
     edge's preview endpoint up with both cameras (readers not started) and their recent events."""
     history = fill_history(bikes_path)
     data = demo_data()
@@ -71,7 +74,7 @@ def review(tmp_path, free_port, bikes_path):
         hub.take(event)
     edge = serve_previews(EdgeSettings.from_deployment(dep, "edge-1"), hub, lambda: readers)
     view = serve_view(dep)
-    yield f"http://127.0.0.1:{view.server_address[1]}", history, readers
+    yield f"http://127.0.0.1:{view.server_address[1]}", history, readers, hub
     view.shutdown()
     edge.shutdown()
 
@@ -110,7 +113,7 @@ def event_rows(page) -> list[list[str]]:
 
 
 def test_the_events_page_lists_newest_first_filters_and_pages(page, review, tmp_path):
-    view, history, _ = review
+    view, history, _, _ = review
     page.goto(f"{view}/#/events")
     page.wait_for_selector("#history-events tbody tr")
     rows = event_rows(page)
@@ -141,7 +144,7 @@ def test_the_events_page_lists_newest_first_filters_and_pages(page, review, tmp_
 
 
 def test_the_identity_page_shows_its_timeline_across_two_cameras_with_the_gaps(page, review, tmp_path):
-    view, _, _ = review
+    view, _, _, _ = review
     page.goto(f"{view}/#/identity/7")
     page.wait_for_selector("#timeline .visit")
     visits = page.eval_on_selector_all("#timeline .visit", "(items) => items.map((li) => li.dataset.camera)")
@@ -155,7 +158,7 @@ def test_the_identity_page_shows_its_timeline_across_two_cameras_with_the_gaps(p
 
 
 def test_the_live_events_click_through_to_the_identity_and_events_pages(page, review):
-    view, history, _ = review
+    view, history, _, _ = review
     page.wait_for_selector("#events li.event-row")
     assert "{" not in page.locator("#events").text_content(), "events are rows, not JSON"
     first_of_7 = next(e for e in history.written if isinstance(e, EventRaised) and e.identity is not None
@@ -171,8 +174,22 @@ def test_the_live_events_click_through_to_the_identity_and_events_pages(page, re
     assert page.locator("#history-events tbody tr").count() == EVENTS // 2  # the camera's events
 
 
+def test_a_camera_page_with_events_does_not_scroll_sideways(page, review):
+    hub = review[3]
+    hub.watch("street-1")
+    reading = TrackIdentity(TextOutput(text="W" * 160, text_score=0.9), "roi", 1000.0)  # a long sign, no spaces
+    hub.take(EventRaised("street-1", AnalyticsEvent("zone_enter", "yard", 5, "car", 1000.0, time.time() * 1000.0),
+                         reading, "ev-long-reading", None))  # fmt: skip
+    page.set_viewport_size({"width": 900, "height": 800})
+    page.goto(f"{review[0]}/#/camera/street-1", wait_until="domcontentloaded")  # its MJPEG stream never ends loading
+    page.wait_for_selector('#camera-events li[data-event="ev-long-reading"]')
+    assert "{" not in page.locator("#camera-events").text_content()
+    assert "stop-line" in page.locator("#camera-events").text_content()
+    assert page.evaluate("document.documentElement.scrollWidth <= document.documentElement.clientWidth")
+
+
 def test_a_camera_removed_at_run_time_leaves_the_grid(page, review):
-    _, _, readers = review
+    _, _, readers, _ = review
     page.wait_for_selector('.tile[data-camera="street-2"]')
     readers[1].removal = "closed"  # what the edge's camera set reports once a removal's books are closed
     page.wait_for_selector('.tile[data-camera="street-2"]', state="detached")
