@@ -91,7 +91,7 @@ def page(browser, review):
 
 def screenshot(page, tmp_path: Path, name: str) -> None:
     """Save the page as ``name`` in the test's folder (checked to be a PNG) and in $VCASCADE_UI_SCREENSHOTS."""
-    page.screenshot(path=str(tmp_path / name), full_page=True)
+    page.screenshot(path=str(tmp_path / name))
     assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     folder = os.environ.get("VCASCADE_UI_SCREENSHOTS")
     if folder:
