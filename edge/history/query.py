@@ -139,7 +139,9 @@ def sightings_sql(query: HistoryQuery, identities: list[tuple[int, str]] | None)
     if query.cameras:
         where.append(f"camera IN ({', '.join('?' * len(query.cameras))})")
         params += list(query.cameras)
-    for column, value in (("ref", query.ref), ("class_name", query.class_name), ("event_type", query.event_type), ("place", query.place)):
+    filters = (("ref", query.ref), ("class_name", query.class_name), ("event_type", query.event_type),
+               ("place", query.place))
+    for column, value in filters:
         if value is not None:
             where.append(f"{column} = ?")
             params.append(value)

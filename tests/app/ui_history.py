@@ -58,7 +58,8 @@ def fill_history(bikes_path: Path) -> History:
         camera = CAMERAS[i % 2]
         kind, place = [("line_cross", "stop-line"), ("zone_enter", "yard"), ("zone_exit", "yard")][i % 3]
         identity = 7 if i == 0 else (11 if i % 4 == 1 else None)
-        events.append(raised(camera, kind, place, identity=identity, frame=picture(frames[i % len(frames)], CYCLIST_XYXY),
+        scene = picture(frames[i % len(frames)], CYCLIST_XYXY)
+        events.append(raised(camera, kind, place, identity=identity, frame=scene,
                              capture_unix_ms=now - (25 - 0.5 * i) * MINUTE_MS, track_id=100 + i))
     cfg = HistoryConfig(retention_interval_s=3600)
     writer = HistoryWriter("edge-1", cfg, {}, lambda: SqliteHistory(folder), EvidenceFolder(folder)).start()

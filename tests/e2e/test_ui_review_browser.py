@@ -56,8 +56,8 @@ def browser():
 
 @pytest.fixture
 def review(tmp_path, free_port, bikes_path):
-    """(view URL, history, the edge's camera readers, its preview hub): the demo deployment's view over its filled history, its
-    edge's preview endpoint up with both cameras (readers not started) and their recent events."""
+    """(view URL, history, the edge's camera readers, its preview hub): the demo deployment's view over its filled
+    history, its edge's preview endpoint up with both cameras (readers not started) and their recent events."""
     history = fill_history(bikes_path)
     data = demo_data()
     data["cameras"] = {name: {"url": str(bikes_path), "edge": "edge-1"} for name in CAMERAS}

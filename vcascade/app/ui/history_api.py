@@ -6,7 +6,8 @@ path                                         answer
 ===========================================  ============================================================
 ``/api/history/search?PARAMS``               JSON ``{"rows": [...], "offset", "limit", "more"}``: the
                                              matching rows, newest first; PARAMS are ``vcascade search``'s
-                                             options without dashes (:data:`~vcascade.app.history_request.HTTP_PARAMETERS`)
+                                             options without dashes
+                                             (:data:`~vcascade.app.history_request.HTTP_PARAMETERS`)
 ``/api/history/evidence/<ref>/crop.jpg``     the ROI crop kept with row ``ref`` (a result's or an event's id)
 ``/api/history/evidence/<ref>/frame.jpg``    the annotated frame kept with event ``ref``
 ``/api/history/counts``                      JSON: what this API answered and refused, by reason
@@ -106,7 +107,8 @@ class HistoryApi:
             if path is None:
                 return self._refuse(404, "evidence_not_found", f"no {image} kept for {ref}")
             if path.stat().st_size > MAX_EVIDENCE_BYTES:
-                return self._refuse(413, "evidence_too_large", f"the {image} of {ref} is over {MAX_EVIDENCE_BYTES} bytes")
+                too_large = f"the {image} of {ref} is over {MAX_EVIDENCE_BYTES} bytes"
+                return self._refuse(413, "evidence_too_large", too_large)
             body = path.read_bytes()
         except NoStore as exc:
             return self._refuse(503, "evidence_no_store", str(exc))
