@@ -111,6 +111,17 @@ def test_the_token_is_required(view):
     row = search(url, "identity=7")["rows"][0]
     assert get(f"{url}/api/history/search?identity=7", headers={})[0] == 401
     assert get(f"{url}{row['crop_url']}", headers={})[0] == 401
+    status, body, _ = get(f"{url}/api/history/search?identity=7&token={TOKEN}", headers={})  # the gate reads it
+    assert status == 200 and len(json.loads(body)["rows"]) == 5
+
+
+def test_an_evidence_image_over_the_limit_is_refused_and_counted(view, monkeypatch):
+    url, _ = view
+    row = search(url, "identity=7&limit=1")["rows"][0]
+    monkeypatch.setattr(history_api, "MAX_EVIDENCE_BYTES", 100)
+    status, body, _ = get(f"{url}{row['crop_url']}")
+    assert status == 413 and body.decode() == f"the crop.jpg of {row['ref']} is over 100 bytes\n"
+    assert json.loads(get(f"{url}/api/history/counts")[1])["evidence_too_large"] == 1
 
 
 def test_evidence_is_found_by_id_only_and_never_outside_the_folder(view):
