@@ -13,7 +13,7 @@ path                                         answer
 ``/api/history/counts``                      JSON: what this API answered and refused, by reason
 ===========================================  ============================================================
 
-Bounds: ``limit`` at most :data:`MAX_LIMIT`, ``offset + limit`` at most
+Bounds: ``limit`` at most :data:`MAX_LIMIT`, ``offset + limit`` under
 :data:`~vcascade.edge.history.query.MAX_LIMIT`, each store's query at most :data:`QUERY_BUDGET_S` (400 with one
 line naming the parameter for a bad one, as ``vcascade search`` exits 2; 503 with the store's reason when a
 store is down or too slow). Evidence is found by the row's id only, read from the store's own folder (a path is
@@ -82,8 +82,8 @@ class HistoryApi:
         try:
             words, offset = words_from_params(params)
             query = parse_query(words, time.time(), max_limit=MAX_LIMIT)
-            if offset + query.limit > MAX_ROWS:
-                raise QueryError(f"--offset {offset}: offset + limit may not pass {MAX_ROWS}")
+            if offset + query.limit >= MAX_ROWS:  # one more row is asked, to tell whether a next page exists
+                raise QueryError(f"--offset {offset}: offset + limit must stay under {MAX_ROWS}")
             rows = search(stores_of(self.dep), dataclasses.replace(query, limit=offset + query.limit + 1),
                           budget_s=QUERY_BUDGET_S)  # fmt: skip
         except NoStore as exc:
