@@ -6,7 +6,8 @@ path                                 answer
 ===================================  ===================================================================
 ``/``                                the page (grid; ``#/camera/NAME`` shows one camera), no build step
 ``/static/<file>``                   its script and style sheet (package data of ``vcascade.app.ui``)
-``/api/overview``                    JSON: cameras (state, reason, fps, ROIs/s, drops, e2e p50/p99 ms),
+``/api/overview``                    JSON: cameras (state, reason, fps, ROIs/s, drops, e2e p50/p99 ms,
+                                     ``no_preview_key`` when its edge serves no previews, ``removal``),
                                      brokers and workers (alive, credits, queue depth, stage times),
                                      components (ready / not ready / unreachable, why)
 ``/api/cameras/<name>/frame.jpg``    the camera's latest annotated preview (204 before the first one)
