@@ -89,7 +89,7 @@ def test_filters_and_pages_newest_first(view):
 @pytest.mark.parametrize("query, line", [
     ("since=yesterday", "since 'yesterday': expected a positive number and a unit"),
     ("from=3+dec", "from '3 dec': expected an ISO 8601 time"),
-    ("camera=street-9", "camera 'street-9': no such camera in the deployment file (known: street-1, street-2)"),
+    ("camera=street-9", "camera 'street-9': no such camera in the deployment file or its history (known: street-1, street-2)"),
     ("event=explosion", "event 'explosion': expected one of line_cross"),
     ("limit=501", "limit 501: expected 1..500"),
     ("limit=ten", "limit 'ten': expected an integer"),

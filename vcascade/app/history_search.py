@@ -64,7 +64,7 @@ def find_stores(file: Path | None, store: Path | None) -> Stores:
 
 def stores_of(dep: Deployment) -> Stores:
     """The stores of the edges of ``dep`` (each edge's ``history``: its SQLite folder, or its PostgreSQL server);
-    queries may name the cameras of ``dep``.
+    queries may name the cameras of ``dep`` and any camera the stores hold (one added at run time).
 
     Raises:
         NoStore: no history store where the edges keep theirs (none written yet, or history disabled).
@@ -107,7 +107,7 @@ def search(stores: Stores, query: HistoryQuery, budget_s: float | None = None) -
     store's query (None: unbounded).
 
     Raises:
-        QueryError: a camera of the query is unknown (not in the deployment file, or in no store).
+        QueryError: a camera of the query is unknown (neither in the deployment file nor in any store).
         NoStore: a store cannot be opened. StoreDown: a store failed to answer, or ran past ``budget_s``.
     """
     opened: list[tuple[Source, HistoryStore]] = []
@@ -117,10 +117,11 @@ def search(stores: Stores, query: HistoryQuery, budget_s: float | None = None) -
                 opened.append((source, source.open(budget_s)))
             except StoreDown as exc:
                 raise NoStore(f"{source.name}: {exc}") from None
-        known = stores.cameras if stores.cameras is not None else frozenset().union(*(s.cameras() for _, s in opened))
+        # a camera added at run time is in no file but has rows: the stores' cameras are known either way
+        known = frozenset().union(stores.cameras or (), *(s.cameras() for _, s in opened))
         for camera in query.cameras:
             if camera not in known:
-                where = "the deployment file" if stores.cameras is not None else "the history"
+                where = "the deployment file or its history" if stores.cameras is not None else "the history"
                 raise QueryError(f"--camera {camera!r}: no such camera in {where} (known: "
                                  f"{', '.join(sorted(known)) or 'none'})")
         rows = []
