@@ -38,7 +38,7 @@ from vcascade.edge.link.broker_link import BrokerLink
 from vcascade.edge.metrics import EdgeTelemetry
 from vcascade.edge.preview.annotate import camera_geometry
 from vcascade.edge.preview.hub import PreviewHub
-from vcascade.edge.privacy.model_file import FaceModels
+from vcascade.edge.privacy.model_file import PrivacyModels
 from vcascade.edge.privacy.redaction import CameraRedaction, RedactedFrame
 from vcascade.edge.selection.identity_cache import IdentityCache
 from vcascade.edge.selection.roi import roi_header
@@ -102,17 +102,18 @@ class EdgeNode:
     ``identities`` must be the identity cache of ``link``'s way back, so that answers reach it; so must ``preview``
     (the live view's previews, :mod:`vcascade.edge.preview.hub`; None: no previews), when given, and ``history``
     (:class:`vcascade.edge.history.writer.HistoryWriter`; None: nothing kept): events then carry their pictures.
-    ``faces``: the edge's face detectors (:class:`~vcascade.edge.privacy.model_file.FaceModels`; None: searched in
-    the default model folders).
+    ``privacy_models``: the edge's face and text detectors (:class:`~vcascade.edge.privacy.model_file.PrivacyModels`;
+    None: searched in the default model folders).
     """
 
     def __init__(
         self, settings: EdgeSettings, detector: Detector, link: BrokerLink, identities: IdentityCache,
-        preview: PreviewHub | None = None, history: HistoryWriter | None = None, faces: FaceModels | None = None,
+        preview: PreviewHub | None = None, history: HistoryWriter | None = None,
+        privacy_models: PrivacyModels | None = None,
     ) -> None:
         self.name, self.cfg, self.detector, self.link = settings.name, settings.edge, detector, link
         self.preview, self.history = preview, history
-        self.faces = faces or FaceModels(None)
+        self.privacy_models = privacy_models or PrivacyModels(None)
         self._refusals: dict[str, CameraFault] = {}
         self.settings = settings
         self.telemetry = EdgeTelemetry(self.name)
@@ -161,16 +162,20 @@ class EdgeNode:
                 self.history.set_limits(camera, cam_cfg.history)
 
     def _redaction(self, camera: str, cam_cfg: CameraConfig) -> CameraRedaction | None:
-        """The camera's redaction; None, with a refusal for its reader (:meth:`refusal`), when its face model
-        cannot be loaded: the camera must not start rather than send faces unredacted."""
+        """The camera's redaction; None, with a refusal for its reader (:meth:`refusal`), when its face or text
+        model cannot be loaded: the camera must not start rather than send faces or text unredacted."""
         self._refusals.pop(camera, None)
-        faces_cfg = cam_cfg.privacy.faces if cam_cfg.privacy is not None else None
+        privacy = cam_cfg.privacy
+        faces_cfg, text_cfg = (privacy.faces, privacy.text) if privacy is not None else (None, None)
+        key = "privacy.faces.model"
         try:
-            faces = self.faces.get(faces_cfg) if faces_cfg is not None else None
+            faces = self.privacy_models.faces(faces_cfg) if faces_cfg is not None else None
+            key = "privacy.text.model"
+            text = self.privacy_models.text(text_cfg) if text_cfg is not None else None
         except ModelUnavailable as exc:
-            self._refusals[camera] = CameraFault("privacy_model_missing", f"privacy.faces.model: {exc}")
+            self._refusals[camera] = CameraFault("privacy_model_missing", f"{key}: {exc}")
             return None
-        return CameraRedaction(cam_cfg.privacy, faces, self.detector.class_names)
+        return CameraRedaction(privacy, faces, self.detector.class_names, text)
 
     def refusal(self, camera: str) -> CameraFault | None:
         """Why ``camera`` must not start (its face model is missing or unfit), or None."""
@@ -289,7 +294,7 @@ class EdgeNode:
             pending = PendingRoi(
                 roi, frame.capture_s, detect_start_s, detect_end_s, encoded_s=time.perf_counter(),
                 send_reason=str(selection.send_reason[row]), class_name=self._class_name(roi.class_id),
-                keep_crop=image.redacted or not redacted.redacts("snapshot"),  # a face left for its route stays there
+                keep_crop=redacted.crop_fits(image, "snapshot"),  # a face left for its route, or any text, stays there
             )
             self.link.submit(pending, image)
         return len(selection)

@@ -142,7 +142,7 @@ class CameraConfig(ConfigModel):
         None, description="Crop, mirror, rescale or re-encode every decoded frame (None: frames as decoded)."
     )
     privacy: PrivacyConfig | None = Field(
-        None, description="Privacy masks and face redaction (docs/PRIVACY.md; None: frames and crops as they are)."
+        None, description="Privacy masks, face and text redaction (docs/PRIVACY.md; None: frames and crops as they are)."
     )
 
 
