@@ -133,6 +133,8 @@ def test_bench_privacy_reports_the_redaction_against_the_detector(tmp_path, mode
     assert result["frame_ratio"] == pytest.approx(redaction_ms / per_frame["detect"], abs=0.002)
     if result["crops"]:
         assert result["redaction_ms_per_crop"] == pytest.approx(redaction_ms * 20 / result["crops"], rel=0.01)
+    assert per_frame["text"] > 0 and result["text_ratio"] == pytest.approx(per_frame["text"] / per_frame["detect"],
+                                                                            abs=0.002)
 
 
 def test_bench_text_reads_plates_with_both_recognizers_and_reports_each_height(tmp_path, models_dir):
