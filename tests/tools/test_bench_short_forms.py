@@ -190,3 +190,18 @@ def test_bench_quantize_compares_the_int8_copy_with_fp32_on_the_footage(tmp_path
     cpu = result["cpu_ms_per_frame"]
     assert result["speedup"] == pytest.approx(cpu["fp32"] / cpu["int8"], rel=0.01)
     assert proc.returncode == (0 if result["within_goal"] else 1), proc.stderr[-3000:]
+
+
+def test_bench_face_recall_scores_the_labelled_faces(tmp_path, models_dir):
+    """The first 4 labelled frames (3 faces of one man, one frame without a face): each setting's counts are there
+    and consistent; CenterFace at its defaults finds those large faces."""
+    out = tmp_path / "recall.json"
+    proc = run_tool("tools.bench_face_recall", "--model-dir", str(models_dir), "--frames", "4", "--json", str(out))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = json.loads(out.read_text())
+    settings = {r["setting"]: r for r in report["settings"]}
+    assert report["frames"] == 4 and all(r["faces"] == 3 for r in settings.values())
+    assert settings["default"]["found"] == 3 and settings["default"]["recall"] == 1.0
+    assert settings["head_rule_only"]["found"] is None and 0 <= settings["head_rule_only"]["covered"] <= 3
+    for r in settings.values():
+        assert r["covered_share"] == pytest.approx(r["covered"] / 3, abs=0.001)
