@@ -44,7 +44,7 @@ from vcascade.edge.selection.identity_cache import IdentityCache
 from vcascade.edge.selection.roi import roi_header
 from vcascade.edge.selection.roi_policy import RoiPolicy
 from vcascade.edge.selection.roi_selection import RoiSelection
-from vcascade.edge.selection.routing import ClassRouter
+from vcascade.edge.selection.routing import ClassRouter, route_crop_sides
 from vcascade.edge.selection.tracking import CameraTracker
 from vcascade.edge.way_back import Tracked
 
@@ -62,13 +62,16 @@ class CameraTracking:
         self, policy_cfg: RoiPolicyConfig, roi_cfg: RoiConfig, router: ClassRouter | None = None,
         analytics: CameraAnalytics | None = None, camera_cfg: CameraConfig | None = None,
         redaction: CameraRedaction | None = None, unredacted: frozenset[str] = frozenset(),
+        crop_sides: dict[str, int] | None = None,
     ) -> None:
         """``policy_cfg``: the camera's ROI policy; ``roi_cfg``: its edge's ``roi`` (minimum size, padding);
         ``router``: its routes (None: every ROI for any recognizer); ``analytics``: its lines and zones (None:
         none); ``camera_cfg``: its settings (the lines and zones its previews draw); ``redaction``: what its
         images get before they leave (None: the camera was refused, nothing of it leaves); ``unredacted``: the
-        recognizers whose routes ask for faces as they are."""
+        recognizers whose routes ask for faces as they are; ``crop_sides``: the longest side of the crops sent to
+        each recognizer, px (0: as cut; a recognizer not in it: ``roi_cfg.crop_max_side_px``)."""
         self.redaction, self.unredacted = redaction, unredacted
+        self.crop_sides, self.default_crop_side = crop_sides or {}, roi_cfg.crop_max_side_px
         self.geometry = camera_geometry(camera_cfg)
         self.tracker = CameraTracker(policy_cfg.tracker)
         self.analytics = analytics
@@ -153,7 +156,7 @@ class EdgeNode:
             r.recognizer for r in routes if not r.unredacted_faces}  # a recognizer some route redacts stays redacted
         self._cameras[camera] = CameraTracking(
             policy, self.cfg.roi, router, self._analytics(camera, cam_cfg), cam_cfg,
-            self._redaction(camera, cam_cfg), unredacted,
+            self._redaction(camera, cam_cfg), unredacted, route_crop_sides(routes, self.cfg.roi.crop_max_side_px),
         )
         self.motion.add(camera, cam_cfg.motion)
         if open_books:
@@ -257,7 +260,7 @@ class EdgeNode:
             return 0  # nothing of this frame leaves (a refused camera's frames never do)
         if preview_due:
             self.preview.offer(redacted, tracked, now_s, cam.geometry)  # only while someone watches this camera
-        return self._submit(redacted, selection, cam.unredacted, detect_start_s, detect_end_s)
+        return self._submit(redacted, selection, cam, detect_start_s, detect_end_s)
 
     def _suppressed(self, frame: Frame, selection: RoiSelection, emit_tracked: bool) -> None:
         """Count the detections the policy did not send, per reason; publish a :class:`Tracked` for each followed
@@ -280,15 +283,18 @@ class EdgeNode:
             self.telemetry.tracked_line(frame.camera)
 
     def _submit(
-        self, redacted: RedactedFrame, selection: RoiSelection, unredacted: frozenset[str], detect_start_s: float,
+        self, redacted: RedactedFrame, selection: RoiSelection, cam: CameraTracking, detect_start_s: float,
         detect_end_s: float,
     ) -> int:
         """Crop, encode (from the redacted frame) and submit the ROI of each sent row of ``selection``; the rows
-        routed to a recognizer in ``unredacted`` keep their faces. Returns the number submitted."""
+        routed to a recognizer in ``cam.unredacted`` keep their faces, each crop is shrunk to its recognizer's
+        crop side (``cam.crop_sides``). Returns the number submitted."""
         frame = redacted.frame
         for row in range(len(selection)):
+            recognizer = str(selection.recognizer[row])
             image = redacted.crop(selection.crop_xyxy[row], self.cfg.roi.jpeg_quality,
-                                  unredacted_faces=str(selection.recognizer[row]) in unredacted)  # fmt: skip
+                                  unredacted_faces=recognizer in cam.unredacted,
+                                  max_side_px=cam.crop_sides.get(recognizer, cam.default_crop_side))  # fmt: skip
             self._counter += 1
             roi = roi_header(frame, selection, row, f"{self.name}-{self.run_id}-{self._counter}")
             pending = PendingRoi(

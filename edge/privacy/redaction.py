@@ -31,6 +31,7 @@ from vcascade.core.text_regions import DbParams
 from vcascade.edge.capture.frames import Frame
 from vcascade.edge.privacy.centerface import CenterFace
 from vcascade.edge.privacy.text_detector import TextDetector
+from vcascade.edge.selection.roi import shrink_to_side
 
 _MINT = object()
 """The token only this module holds; :class:`RedactedImage` refuses to be built without it."""
@@ -104,20 +105,24 @@ class RedactedFrame:
         self.regions_xyxy = np.zeros((0, 4), np.int32)
         self._text_xyxy: np.ndarray | None = None
 
-    def crop(self, crop_xyxy: np.ndarray, quality: int, *, unredacted_faces: bool = False) -> RedactedImage:
+    def crop(
+        self, crop_xyxy: np.ndarray, quality: int, *, unredacted_faces: bool = False, max_side_px: int = 0
+    ) -> RedactedImage:
         """The JPEG of an ROI crop.
 
         Args:
             crop_xyxy: (4,) int x1, y1, x2, y2 in frame pixels, x2/y2 exclusive (``RoiSelection.crop_xyxy``).
             quality: JPEG quality 1..100.
             unredacted_faces: the ROI's route asks for faces as they are (``unredacted_faces: true``).
+            max_side_px: the crop's longer side is shrunk to this first (its route's ``crop_max_side_px``; 0: as
+                cut, :func:`vcascade.edge.selection.roi.shrink_to_side`).
 
         Raises:
             ValueError: OpenCV could not encode the crop.
         """
         x1, y1, x2, y2 = (int(v) for v in crop_xyxy)
         pixels, redacted = self._pixels("roi", unredacted_faces)
-        return self._image(pixels[y1:y2, x1:x2], quality, "roi", redacted)
+        return self._image(shrink_to_side(pixels[y1:y2, x1:x2], max_side_px), quality, "roi", redacted)
 
     def render(self, exit_name: str, draw: Callable[[np.ndarray], np.ndarray], quality: int) -> RedactedImage:
         """The JPEG of a whole-frame image (a preview, a snapshot): ``draw`` gets the (redacted) (H, W, 3) uint8
