@@ -153,6 +153,11 @@ def test_bench_text_reads_plates_with_both_recognizers_and_reports_each_height(t
     assert report["cost_ratio"] == round(ms["pipeline"] / ms["single"], 2)
     goal = report["at_16px_or_more"]["pipeline"]["exact"] >= 0.9
     assert proc.returncode == (0 if goal else 1), proc.stderr[-3000:]
+    sizes = report["crop_size"]  # the per-route crop size: as cut against the default 224 px
+    assert sizes["max_side_px"] == 224 and set(sizes["as_cut"]["by_height"]) == {"12", "20"}
+    assert sizes["bytes_ratio"] == round(sizes["shrunk"]["bytes_per_roi"] / sizes["as_cut"]["bytes_per_roi"], 3)
+    assert 0 < sizes["shrunk"]["bytes_per_roi"] <= sizes["as_cut"]["bytes_per_roi"]
+    assert sizes["as_cut"]["edge_cpu_ms_per_crop"] > 0 and sizes["shrunk"]["edge_cpu_ms_per_crop"] > 0
     assert "single exact" in run_tool("tools.bench_text", "--model-dir", str(models_dir), "--samples", "2").stdout
 
 
