@@ -116,8 +116,9 @@ def test_each_route_gets_its_crop_size(models_dir, free_port):
         settings = EdgeSettings.from_deployment(dep, EDGE)
         node = EdgeNode(settings, detector, BrokerLink(settings, ctx, WayBack(OutputLines([]), identities)), identities)
         names = list(detector.class_names)
+        classes = np.array([names.index("person"), names.index("car")])
         detections = Detections(np.array([[10, 10, 90, 170], [300, 100, 500, 220]], np.float32),
-                                np.array([0.9, 0.9]), np.array([names.index("person"), names.index("car")]))  # fmt: skip
+                                np.array([0.9, 0.9]), classes)  # fmt: skip
         image = np.random.default_rng(0).integers(0, 255, (480, 640, 3), np.uint8)
         for seq in range(2):  # tentative, then sent
             now_s = time.perf_counter()
