@@ -30,6 +30,7 @@ from vcascade.core.schema.privacy import EXITS
 from vcascade.core.text_regions import DbParams
 from vcascade.edge.capture.frames import Frame
 from vcascade.edge.privacy.centerface import CenterFace
+from vcascade.edge.privacy.masks import FrameMasks
 from vcascade.edge.privacy.text_detector import TextDetector
 from vcascade.edge.selection.roi import shrink_to_side
 
@@ -156,13 +157,13 @@ class RedactedFrame:
         if (faces, text) not in self._pixels_by_kind:
             if (faces, False) not in self._pixels_by_kind:  # faces: found once, redacted in a copy of the frame
                 self.regions_xyxy = self._redaction.regions(self.frame.image, self._detections)
-                self._pixels_by_kind[(True, False)] = redact_regions(
+                self._pixels_by_kind[(True, False)] = self._redaction.blur(
                     self.frame.image, self.regions_xyxy, self._redaction.method
                 )
             if text:  # text regions found on the frame as it was, redacted on top of the faces where both apply
                 if self._text_xyxy is None:
                     self._text_xyxy = self._redaction.text_regions(self.frame.image)
-                self._pixels_by_kind[(faces, True)] = redact_regions(
+                self._pixels_by_kind[(faces, True)] = self._redaction.blur(
                     self._pixels_by_kind[(faces, False)], self._text_xyxy, self._redaction.text_method
                 )
         return self._pixels_by_kind[(faces, text)], faces or text
@@ -215,6 +216,7 @@ class CameraRedaction:
         self.text_method = cfg.method if cfg is not None else "blur"
         self.text_exits: Collection[str] = set(cfg.exits) if cfg is not None else set()
         self.text_params = DbParams(cfg.threshold, cfg.min_score, cfg.unclip_ratio, cfg.max_regions) if cfg else None
+        self.masks = FrameMasks(privacy) if privacy is not None and privacy.masks else None
         self.method = self.settings.method if self.settings is not None else "blur"
         self.exits: Collection[str] = set(self.settings.exits) if self.settings is not None else set()
         rule = self.settings.head_rule if self.settings is not None else None
@@ -249,11 +251,18 @@ class CameraRedaction:
         return clip_regions(np.concatenate(boxes), image.shape)
 
 
+    def blur(self, image: np.ndarray, regions_xyxy: np.ndarray, method: str) -> np.ndarray:
+        """:func:`redact_regions`, then the privacy masks filled again: a region that overlaps a mask would
+        otherwise blur the pixels around the mask into it, and a masked pixel leaves only as the fill colour."""
+        out = redact_regions(image, regions_xyxy, method)
+        return self.masks.apply(out) if self.masks is not None and len(regions_xyxy) else out
+
     def text_regions(self, image: np.ndarray) -> np.ndarray:
         """(m, 4) int32 text regions to redact in a (H, W, 3) uint8 BGR frame: the text detector's regions (each
         grown by the DB unclip offset, ``privacy.text.unclip_ratio``), as axis-aligned boxes clipped to the frame,
-        x2/y2 exclusive."""
-        boxes, _ = self.text.detect(image, self.text_params)
+        x2/y2 exclusive. Nothing is looked for inside the camera's privacy masks (their fill reads as text)."""
+        ignore = self.masks.raster(*image.shape[:2]) if self.masks is not None else None
+        boxes, _ = self.text.detect(image, self.text_params, ignore)
         return clip_regions(boxes, image.shape)
 
 

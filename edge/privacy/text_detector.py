@@ -56,12 +56,16 @@ class TextDetector:
         except Exception as exc:  # noqa: BLE001 - onnx and ORT raise their own types for unreadable models
             raise TextModelError(f"{path} is not a loadable text detection ONNX model: {exc}") from exc
 
-    def detect(self, image: np.ndarray, params: DbParams) -> tuple[np.ndarray, np.ndarray]:
+    def detect(
+        self, image: np.ndarray, params: DbParams, ignore: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
         """Text regions of one frame.
 
         Args:
             image: (H, W, 3) uint8 BGR.
             params: DB post-processing constants (threshold, box threshold, unclip ratio, region count).
+            ignore: (H, W) bool pixels where no text is looked for (the camera's privacy masks: a block of fill
+                colour reads as text to the DB detector, measured on the sample footage); None: none.
 
         Returns:
             ``(xyxy, score)``: (n, 4) float32 axis-aligned boxes around each (possibly turned) region in
@@ -73,7 +77,11 @@ class TextDetector:
         resized = cv2.resize(image, (in_w, in_h), interpolation=cv2.INTER_AREA if scale < 1 else cv2.INTER_LINEAR)
         blob = ((resized.astype(np.float32) / 255.0 - MEAN) / STD).transpose(2, 0, 1)[None]
         (prob, *_) = self.session.run(None, {self.input_name: np.ascontiguousarray(blob)})
-        regions = db_regions(prob[0, 0], params)
+        prob = prob[0, 0]
+        if ignore is not None and ignore.any():
+            prob = np.where(cv2.resize(ignore.astype(np.uint8), (in_w, in_h), interpolation=cv2.INTER_NEAREST) > 0,
+                            0.0, prob)  # fmt: skip
+        regions = db_regions(np.ascontiguousarray(prob, np.float32), params)
         if not regions:
             return np.zeros((0, 4), np.float32), np.zeros(0, np.float32)
         xyxy = np.array([r.xyxy() for r in regions], np.float32)
