@@ -267,10 +267,16 @@ class RoiQueues:
         key = (item.recognizer, item.camera)
         n = sign * item.size_bytes
         self.total_bytes += n
-        for table, entry, change in ((self._queue_bytes, key, n), (self._recognizer_bytes, item.recognizer, n),
-                                     (self._edge_bytes, item.edge, n), (self._edge_entries, (key, item.edge), sign)):
-            left = table.get(entry, 0) + change
-            if left:
-                table[entry] = left
-            else:
-                table.pop(entry, None)
+        _add_to(self._queue_bytes, key, n)  # four calls, no loop over a tuple of tables: this runs twice per ROI
+        _add_to(self._recognizer_bytes, item.recognizer, n)
+        _add_to(self._edge_bytes, item.edge, n)
+        _add_to(self._edge_entries, (key, item.edge), sign)
+
+
+def _add_to(table: dict, key: Hashable, change: int) -> None:
+    """Add ``change`` to ``table[key]`` (absent: 0), deleting the entry when the sum is 0."""
+    left = table.get(key, 0) + change
+    if left:
+        table[key] = left
+    else:
+        table.pop(key, None)

@@ -58,6 +58,18 @@ def test_waiting_messages_takes_every_waiting_message_in_order_with_all_its_fram
     assert not pull.poll(0)
 
 
+def test_waiting_messages_without_copy_keeps_every_frame_of_each_message(ctx):
+    """copy=False reads each frame's own ``more`` flag: messages of 1, 2 and 3 frames come out whole, in order."""
+    push, pull = _pair(ctx)
+    sent = [[b"a"], [b"b", b""], [b"c", b"header", bytes(50_000)]]
+    for frames in sent:
+        push.send_multipart(frames)
+    got = list(waiting_messages(pull, copy=False))
+    assert [[frame.bytes for frame in frames] for frames in got] == sent
+    assert all(isinstance(frame, zmq.Frame) for frames in got for frame in frames)
+    assert not pull.poll(0)
+
+
 def test_waiting_messages_is_bounded_and_leaves_the_rest_queued(ctx):
     push, pull = _pair(ctx)
     for i in range(RECV_BATCH + 3):

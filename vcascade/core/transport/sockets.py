@@ -13,6 +13,7 @@ blocking, at most ``RECV_BATCH`` per call.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from functools import partial
 
 import zmq
 
@@ -78,9 +79,23 @@ def waiting_messages(sock: zmq.Socket, limit: int = RECV_BATCH, *, copy: bool = 
     Raises:
         zmq.ZMQError: any error but ``EAGAIN`` (the socket was closed, the context terminated).
     """
+    receive = sock.recv_multipart if copy else partial(_recv_frames, sock)
     for _ in range(limit):
         try:
-            frames = sock.recv_multipart(zmq.NOBLOCK, copy=copy)
+            frames = receive(zmq.NOBLOCK, copy=copy)
         except zmq.Again:
             return
         yield frames
+
+
+def _recv_frames(sock: zmq.Socket, flags: int, copy: bool = False) -> list[zmq.Frame]:
+    """``sock.recv_multipart(flags, copy=False)`` at half its cost: each frame says itself whether another follows
+    (``zmq.Frame.more``, ``zmq_msg_more``), where ``recv_multipart`` asks the socket (``getsockopt(RCVMORE)``) after
+    every frame. The parts of a message arrive together (ZeroMQ delivers all or none), so only the first receive
+    can raise ``zmq.Again``."""
+    frame = sock.recv(flags, copy=False)
+    frames = [frame]
+    while frame.more:
+        frame = sock.recv(flags, copy=False)
+        frames.append(frame)
+    return frames
