@@ -37,7 +37,7 @@ from vcascade.core.schema.broker import HeartbeatConfig
 from vcascade.core.schema.broker_settings import BrokerSettings
 from vcascade.core.telemetry.health import READINESS
 from vcascade.core.transport.liveness import PeerLiveness
-from vcascade.core.transport.sockets import waiting_messages
+from vcascade.core.transport.sockets import send_frames, waiting_messages
 from vcascade.core.runtime.stop import StopFlag
 from vcascade.core.telemetry.metrics import serve_metrics
 from vcascade.core.transport.zap import start_authenticator
@@ -317,7 +317,7 @@ class _BrokerLoop:
         if envelope.roi.ttl_ms > 0:  # pass the deadline on: what is left of it after the wait here
             frames[1] = wire.encode(msgspec.structs.replace(envelope.roi, ttl_ms=remaining_ttl_ms(flight)))
         try:
-            self.backend.send_multipart(frames, flags=zmq.NOBLOCK, copy=False)
+            send_frames(self.backend, frames)
         except zmq.ZMQError as exc:  # EHOSTUNREACH: disconnected; EAGAIN: its pipe is full, it is not reading
             log.warning("broker %s: worker %r unreachable (%s)", self.name, flight.worker, exc.strerror)
             self.telemetry.send_failed("backend", send_failure_reason(exc))
@@ -380,7 +380,7 @@ class _BrokerLoop:
         """Send one Heartbeat (``frame``, default the plain one); False when the peer is gone (a full pipe is
         counted but not fatal)."""
         try:
-            sock.send_multipart([peer, frame or self._heartbeat], zmq.NOBLOCK)
+            send_frames(sock, [peer, frame or self._heartbeat])
         except zmq.ZMQError as exc:
             self.telemetry.send_failed(side, send_failure_reason(exc))
             return exc.errno != errno.EHOSTUNREACH
@@ -400,7 +400,7 @@ class _BrokerLoop:
 
     def _send_edge(self, edge: bytes, frames: list) -> bool:
         try:
-            self.frontend.send_multipart([edge, *frames], flags=zmq.NOBLOCK, copy=False)
+            send_frames(self.frontend, [edge, *frames])
         except zmq.ZMQError as exc:
             self.telemetry.send_failed("frontend", send_failure_reason(exc))
             self._count_drop("edge_gone" if exc.errno == errno.EHOSTUNREACH else "edge_busy")

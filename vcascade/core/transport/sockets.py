@@ -7,7 +7,8 @@
 * High-water marks are explicit; the application queues above them are what bound memory.
 
 :func:`waiting_messages` is the one way a socket loop takes what a socket holds: every waiting message without
-blocking, at most ``RECV_BATCH`` per call.
+blocking, at most ``RECV_BATCH`` per call. :func:`send_frames` sends one without blocking, for loops where a
+message's cost matters (the broker's).
 """
 
 from __future__ import annotations
@@ -25,6 +26,9 @@ MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 
 HWM = 10_000
 """Send/receive high-water mark, messages per peer."""
+
+_NOBLOCK = int(zmq.NOBLOCK)
+_NOBLOCK_MORE = int(zmq.NOBLOCK | zmq.SNDMORE)  # ints: combining pyzmq's flag enums costs about 1 us per call
 
 RECV_BATCH = 256
 """Messages :func:`waiting_messages` takes from one socket per call, at most. A flooding peer then holds its
@@ -99,3 +103,22 @@ def _recv_frames(sock: zmq.Socket, flags: int, copy: bool = False) -> list[zmq.F
         frame = sock.recv(flags, copy=False)
         frames.append(frame)
     return frames
+
+
+def send_frames(sock: zmq.Socket, frames: list) -> None:
+    """``sock.send_multipart(frames, zmq.NOBLOCK, copy=False)`` without its per-call type checks and flag enums
+    (about 20 % of its cost for a 3-frame message): ``zmq.Frame`` s received with ``copy=False`` are sent on without
+    a copy.
+
+    Args:
+        sock: a socket owned by the calling thread.
+        frames: ``bytes`` or ``zmq.Frame`` parts, at least one.
+
+    Raises:
+        zmq.ZMQError: as ``send_multipart``: ``zmq.Again`` when the peer's pipe is full (``EAGAIN``),
+            ``EHOSTUNREACH`` from a ROUTER with ``ROUTER_MANDATORY`` when the peer is gone. Both are raised by
+            the first part: once it is queued, ZeroMQ takes the rest of the message.
+    """
+    for frame in frames[:-1]:
+        sock.send(frame, _NOBLOCK_MORE, copy=False)
+    sock.send(frames[-1], _NOBLOCK, copy=False)
