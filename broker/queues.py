@@ -137,7 +137,10 @@ class RoiQueues:
     def append(self, seq: int, item: Queued) -> None:
         """Queue ``item`` (enqueue order ``seq``) at the tail of its (recognizer, camera) queue."""
         key = (item.recognizer, item.camera)
-        self._queues.setdefault(key, CameraQueue()).append((seq, item))
+        queue = self._queues.get(key)
+        if queue is None:  # not setdefault: it would build a CameraQueue for every ROI
+            queue = self._queues[key] = CameraQueue()
+        queue.append((seq, item))
         if not item.deferrable:
             self._prompt_order.setdefault(key)
         self._add(item)

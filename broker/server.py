@@ -218,7 +218,7 @@ class _BrokerLoop:
             return
         self.telemetry.roi_received(header.camera)
         envelope = Envelope(edge, frames[1:], header)
-        size_bytes = sum(len(frame) for frame in frames[1:])  # header and crop as received
+        size_bytes = len(frames[1]) + len(frames[2])  # header and crop as received (an Roi has one payload frame)
         item = Pending(header.roi_id, header.camera, now_s, header.ttl_ms, envelope, recognizer=header.recognizer,
                        size_bytes=size_bytes, edge=edge,
                        deferrable=header.send_reason in wire.DEFERRABLE_SEND_REASONS)  # fmt: skip
