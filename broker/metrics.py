@@ -151,7 +151,8 @@ class BrokerTelemetry:
         label = self.camera_label(camera)
         child = self._received_by_label.get(label)
         if child is None:
-            child = self._received_by_label[label] = ROIS_RECEIVED.labels(broker=self.broker, camera=label)
+            child = ROIS_RECEIVED.labels(broker=self.broker, camera=label)
+            self._received_by_label[label] = child
         child.inc()
 
     def dispatched(self, recognizer: str, queued_s: float) -> None:
@@ -161,7 +162,8 @@ class BrokerTelemetry:
         label = self.recognizer_label(recognizer)
         child = self._dispatched_by_label.get(label)
         if child is None:
-            child = self._dispatched_by_label[label] = RECOGNIZER_DISPATCHED.labels(broker=self.broker, recognizer=label)
+            child = RECOGNIZER_DISPATCHED.labels(broker=self.broker, recognizer=label)
+            self._dispatched_by_label[label] = child
         child.inc()
         self._queue_seconds.observe(queued_s)
 

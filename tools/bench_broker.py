@@ -2,12 +2,12 @@
 """Broker throughput and added latency, against a C-level ``zmq.proxy`` between the same endpoints.
 
     python -m tools.bench_broker [--seconds 2] [--reps 3] [--window 64] [--load 0.5] [--ttl-ms 1000]
-                                 [--reference DIR] [--json FILE|-]
+                                 [--reference PYTHON] [--json FILE|-]
 
 Intermediaries, side by side on their own tcp ports: ``zmq.proxy(ROUTER, DEALER)`` in a process, and the real
-``vcascade broker`` in a subprocess; with ``--reference DIR`` also the broker of another source tree (a git
-worktree of another commit: ``git worktree add --detach DIR main``), run by the same interpreter with ``DIR``
-first on ``PYTHONPATH``, so a change is measured against the code before it under the same load. The same
+``vcascade broker`` in a subprocess; with ``--reference PYTHON`` also the broker another interpreter runs (the
+environment of another checkout, e.g. a git worktree of main with its own virtual environment), so a change is
+measured against the code before it under the same load. The same
 clients drive them all: an edge-like DEALER sender per run (real ``wire.Roi`` headers as an edge sends them:
 a recognizer, a send reason and a deadline of ``--ttl-ms``, + ``--payload-kb`` payload) and one worker-like
 DEALER per intermediary that answers each ROI with a ``wire.Result`` at once, re-sends ``wire.Ready`` every
@@ -20,8 +20,9 @@ second to a broker and ignores the rest.
    the same tcp hops and worker, so the difference is the broker's own work. Taken per interleaved pair of
    runs, median over pairs.
 
-Runs alternate proxy, broker(, reference), proxy, broker... so load from other users falls on all alike. Goals (issue 4, ratio raised
-by issue 32): ratio >= 85 %, added p50 <= 0.3 ms, p99 <= 1 ms. Method and numbers: docs/BENCHMARKS.md.
+Runs alternate proxy, broker(, reference), proxy, broker... so load from other users falls on all alike. Goals
+(issue 4, ratio raised by issue 32): ratio >= 85 %, added p50 <= 0.3 ms, p99 <= 1 ms. Method and numbers:
+docs/BENCHMARKS.md.
 """
 
 from __future__ import annotations
@@ -251,7 +252,8 @@ def _broker_config(folder: Path, frontend_port: int, backend_port: int) -> Path:
 class Bench:
     """Starts the intermediaries and their worker-like processes; runs senders against any of them.
 
-    Targets: ``proxy``, ``broker`` (this tree's) and, with ``--reference DIR``, ``reference`` (``DIR``'s broker).
+    Targets: ``proxy``, ``broker`` (this checkout's) and, with ``--reference PYTHON``, ``reference`` (the broker
+    that interpreter runs).
     """
 
     def __init__(self, args: argparse.Namespace, folder: Path) -> None:
@@ -276,15 +278,14 @@ class Bench:
         self.procs.append(proc)
 
     def _start_broker(self, folder: Path, target: str) -> int:
-        """Start ``target``'s broker (``reference``: with ``--reference`` first on ``PYTHONPATH``); its pid."""
+        """Start ``target``'s broker (``reference``: run by the ``--reference`` interpreter); its pid."""
         folder.mkdir()
         front, back = (int(ep.rsplit(":", 1)[1]) for ep in self.endpoints[target])
         config = _broker_config(folder, front, back)
         cmd = [sys.executable, "-m", "vcascade", "broker", "--config", str(config), "--name", BROKER_NAME]
-        env = dict(os.environ)
         if target == "reference":
-            env["PYTHONPATH"] = os.pathsep.join([str(Path(self.args.reference).resolve()), env.get("PYTHONPATH", "")])
-        broker = subprocess.Popen([*cmd, "--log-level", "WARNING"], stdout=subprocess.DEVNULL, env=env)
+            cmd[0] = self.args.reference
+        broker = subprocess.Popen([*cmd, "--log-level", "WARNING"], stdout=subprocess.DEVNULL)
         self.brokers.append(broker)
         return broker.pid
 
@@ -419,8 +420,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--payload-kb", type=int, default=48, help="ROI payload, KiB (default 48)")
     parser.add_argument("--load", type=float, default=0.5, help="paced rate / broker max rate (default 0.5)")
     parser.add_argument("--ttl-ms", type=float, default=1000.0, help="the ROIs' deadline, ms (default 1000; 0: none)")
-    parser.add_argument("--reference", metavar="DIR",
-                        help="also measure the broker of the source tree DIR (e.g. a git worktree of main)")
+    parser.add_argument("--reference", metavar="PYTHON",
+                        help="also measure the broker this interpreter runs (another checkout's environment)")
     parser.add_argument("--json", help="also write the results as JSON to this file ('-': stdout, no table)")
     args = parser.parse_args(argv)
     res = measure(args)

@@ -70,8 +70,8 @@ def waiting_messages(sock: zmq.Socket, limit: int = RECV_BATCH, *, copy: bool = 
     A generator: each message is received when the caller asks for the next one, so the caller decodes and
     handles one message (its clock reads, its replies) before the next is taken. It ends when nothing is waiting
     (``zmq.Again``; after the first message the socket's ``ZMQ_EVENTS`` is asked instead, a third of the cost for
-    the common single message) or after ``limit`` messages; what is left stays queued in the socket for the next call (the
-    socket stays readable to ``zmq.Poller``). Decoding, and counting malformed messages, is the caller's.
+    the common single message) or after ``limit`` messages; what is left stays queued in the socket for the next
+    call (the socket stays readable to ``zmq.Poller``). Decoding, and counting malformed messages, is the caller's.
 
     Args:
         sock: a socket owned by the calling thread (ZeroMQ sockets are not thread-safe).
