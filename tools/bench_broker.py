@@ -14,7 +14,8 @@ DEALER per intermediary that answers each ROI with a ``wire.Result`` at once, re
 second to a broker and ignores the rest.
 
 1. throughput: ``--window`` ROIs in flight; msgs/s = results / s; MB/s = msgs/s x payload / 1e6; ratio =
-   broker / proxy; plus the intermediary's CPU time per ROI round trip (``/proc``, robust to other load).
+   broker / proxy; plus the intermediary's CPU time per ROI round trip (``/proc``, robust to other load), and
+   that of its main thread alone (the Python loop, or the proxy's C loop; the rest is libzmq's I/O thread).
 2. added latency at quantile q: q-quantile of sender-measured round trips (send -> Result) through the
    broker minus that through the proxy, both paced at ``--load`` x the broker's max rate; both paths cross
    the same tcp hops and worker, so the difference is the broker's own work. Taken per interleaved pair of
@@ -222,9 +223,11 @@ class _Sender:
 # ---------------------------------------------------------------- orchestration
 
 
-def _cpu_s(pid: int) -> float:
-    """User + system CPU time of process ``pid`` so far, s (Linux ``/proc/PID/stat`` fields 14-15, in ticks)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+def _cpu_s(pid: int, tid: int | None = None) -> float:
+    """User + system CPU time of process ``pid`` (or of its thread ``tid``) so far, s (Linux ``/proc/PID/stat`` or
+    ``/proc/PID/task/TID/stat`` fields 14-15, in ticks)."""
+    path = Path(f"/proc/{pid}/stat" if tid is None else f"/proc/{pid}/task/{tid}/stat")
+    fields = path.read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
@@ -296,11 +299,13 @@ class Bench:
         args = (self.endpoints[target][0], f"r{self.runs}", seconds, window, rate, self.args.payload_kb,
                 self.args.ttl_ms, self.out)  # fmt: skip
         sender = self.mp.Process(target=run_sender, args=args, daemon=True)
-        cpu_before_s = _cpu_s(self.pids[target])
+        pid = self.pids[target]
+        cpu_before_s, main_before_s = _cpu_s(pid), _cpu_s(pid, pid)
         sender.start()
         result = self.out.get(timeout=WARMUP_TIMEOUT_S + seconds + 30)
         sender.join(10)
-        result["cpu_us_per_roi"] = (_cpu_s(self.pids[target]) - cpu_before_s) / result["sent"] * 1e6
+        result["cpu_us_per_roi"] = (_cpu_s(pid) - cpu_before_s) / result["sent"] * 1e6
+        result["main_cpu_us_per_roi"] = (_cpu_s(pid, pid) - main_before_s) / result["sent"] * 1e6  # the loop's thread
         return result
 
     def close(self) -> None:
@@ -326,16 +331,19 @@ def _measure(bench: Bench, args: argparse.Namespace) -> dict:
     payload_bytes, targets, brokers = args.payload_kb * 1024, bench.targets, bench.targets[1:]
     rates: dict[str, list[float]] = {t: [] for t in targets}
     cpu_us: dict[str, list[float]] = {t: [] for t in targets}
+    main_us: dict[str, list[float]] = {t: [] for t in targets}
     for _ in range(args.reps):
         for target in targets:
             r = bench.run(target, args.seconds)
             rates[target].append(r["answers"] / r["elapsed_s"])
             cpu_us[target].append(r["cpu_us_per_roi"])
+            main_us[target].append(r["main_cpu_us_per_roi"])
     msgs_s = {t: statistics.median(v) for t, v in rates.items()}
     paced_rate = msgs_s["broker"] * args.load
     rtts: dict[str, list[float]] = {t: [] for t in targets}
     added = {b: {50: [], 99: []} for b in brokers}
     paced_cpu_us: dict[str, list[float]] = {t: [] for t in targets}
+    paced_main_us: dict[str, list[float]] = {t: [] for t in targets}
     drops = 0
     for _ in range(args.reps):
         rep = {}
@@ -344,6 +352,7 @@ def _measure(bench: Bench, args: argparse.Namespace) -> dict:
             rtts[target].extend(r["rtt_ms"])
             rep[target] = r["rtt_ms"]
             paced_cpu_us[target].append(r["cpu_us_per_roi"])
+            paced_main_us[target].append(r["main_cpu_us_per_roi"])
             drops += r["drops"]
         for b in brokers:  # per interleaved pair: noise that hits both runs of a pair cancels
             for p in added[b]:
@@ -355,7 +364,7 @@ def _measure(bench: Bench, args: argparse.Namespace) -> dict:
         "ttl_ms": args.ttl_ms, "cpus": os.cpu_count(), "reference": args.reference, "loadavg": os.getloadavg(),
         "throughput": {
             t: {"msgs_s": msgs_s[t], "mb_s": msgs_s[t] * payload_bytes / 1e6, "reps_msgs_s": rates[t],
-                "cpu_us_per_roi": statistics.median(cpu_us[t])}
+                "cpu_us_per_roi": statistics.median(cpu_us[t]), "main_cpu_us_per_roi": statistics.median(main_us[t])}
             for t in rates
         },
         "ratio": msgs_s["broker"] / msgs_s["proxy"],
@@ -363,6 +372,7 @@ def _measure(bench: Bench, args: argparse.Namespace) -> dict:
         "latency": {
             "rate_msgs_s": paced_rate, "load": args.load, "drops": drops,
             "cpu_us_per_roi": {t: statistics.median(v) for t, v in paced_cpu_us.items()},
+            "main_cpu_us_per_roi": {t: statistics.median(v) for t, v in paced_main_us.items()},
             "rtt_ms": {t: {**q[t], "n": len(rtts[t])} for t in rtts},
             "added_ms": added_ms["broker"],
             "added_ms_reps": {"p50": added["broker"][50], "p99": added["broker"][99]},
@@ -400,9 +410,11 @@ def print_table(res: dict) -> None:
     row("broker / proxy", {b: f"{res['ratios'][b]:.0%}" for b in brokers}, f">= {GOAL_RATIO:.0%}",
         res["ratio"] >= GOAL_RATIO)
     row("CPU per ROI and its result, us", {t: f"{tp[t]['cpu_us_per_roi']:.0f}" for t in targets})
+    row("  of which the main thread, us", {t: f"{tp[t]['main_cpu_us_per_roi']:.0f}" for t in targets})
     row(f"round trip p50 at {lat['rate_msgs_s']:,.0f}/s, ms", {t: f"{rtt[t][50]:.3f}" for t in targets})
     row("round trip p99, ms", {t: f"{rtt[t][99]:.3f}" for t in targets})
     row("CPU per ROI when paced, us", {t: f"{lat['cpu_us_per_roi'][t]:.0f}" for t in targets})
+    row("  of which the main thread, us", {t: f"{lat['main_cpu_us_per_roi'][t]:.0f}" for t in targets})
     row("added latency p50, ms", {b: f"{added[b]['p50']:.3f}" for b in brokers}, f"<= {GOAL_P50_MS}",
         added["broker"]["p50"] <= GOAL_P50_MS)
     row("added latency p99, ms", {b: f"{added[b]['p99']:.3f}" for b in brokers}, f"<= {GOAL_P99_MS}",

@@ -107,8 +107,9 @@ def measure(rois: int) -> dict[str, float]:
 
 def _reference(python: str, rois: int) -> dict[str, float]:
     """:func:`measure` under the interpreter ``python``, this file run as a script."""
-    proc = subprocess.run([python, str(Path(__file__).resolve()), "--rois", str(rois), "--json", "-"],
-                          capture_output=True, text=True, check=True, cwd=Path(__file__).resolve().parents[1])  # fmt: skip
+    script = Path(__file__).resolve()
+    proc = subprocess.run([python, str(script), "--rois", str(rois), "--json", "-"], capture_output=True, text=True,
+                          check=True, cwd=script.parents[1])  # fmt: skip
     return json.loads(proc.stdout)["rounds"][0]["broker"]
 
 
