@@ -106,7 +106,7 @@ def run_broker(
         )
         READINESS.set(f"broker:{name}:bound", True)
         READINESS.add_check(f"broker:{name}:workers", lambda: (dispatcher.workers > 0, "no worker registered"))
-        loop = _BrokerLoop(name, frontend, backend, dispatcher, beat, report)
+        loop = BrokerLoop(name, frontend, backend, dispatcher, beat, report)
         loop.serve(stop)
         loop.shutdown(drain_timeout_s)
     finally:
@@ -117,8 +117,12 @@ def run_broker(
             auth.stop()
 
 
-class _BrokerLoop:
-    """State and handlers of one running broker; all calls come from the one thread running :meth:`serve`."""
+class BrokerLoop:
+    """State and handlers of one running broker; all calls come from the one thread running :meth:`serve`.
+
+    Public for the benchmark that times its handlers step by step (``tools/bench_broker_steps.py``); a broker is
+    run by :func:`run_broker`, which binds the sockets and builds the dispatcher first.
+    """
 
     def __init__(
         self,
