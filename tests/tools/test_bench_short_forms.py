@@ -36,7 +36,19 @@ def test_bench_broker_compares_the_broker_with_zmq_proxy():
     res = json.loads(proc.stdout)
     tp = res["throughput"]
     assert tp["proxy"]["cpu_us_per_roi"] > 0 and tp["broker"]["cpu_us_per_roi"] > 0
-    assert res["ratio"] > 0
+    assert res["ratio"] == pytest.approx(tp["broker"]["msgs_s"] / tp["proxy"]["msgs_s"])
+    assert res["ttl_ms"] > 0  # ROIs with a deadline, as edges send them
+
+
+def test_bench_broker_steps_times_each_step_of_the_loop_against_a_reference():
+    """The reference is this checkout's own interpreter here: the mechanism, not a comparison, is under test."""
+    proc = run_tool("tools.bench_broker_steps", "--rois", "50", "--reference", sys.executable, "--json", "-")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    res = json.loads(proc.stdout)
+    (only,) = res["rounds"]
+    assert set(only) == {"broker", "reference"} and res["rois"] == 50
+    for target, steps in res["mean_us"].items():
+        assert len(steps) == 6 and all(us > 0 for us in steps.values()), (target, steps)
 
 
 def test_bench_analytics_reports_the_cost_ratio_and_its_verdict(tmp_path, models_dir):
