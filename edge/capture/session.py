@@ -12,20 +12,18 @@ import logging
 import threading
 import time
 import weakref
-from typing import TYPE_CHECKING
+from typing import Protocol
 
+from vcascade.core.config import CameraConfig
 from vcascade.edge.capture.av_reader import StreamDecoder, open_source
 from vcascade.edge.capture.faults import CameraFault
 from vcascade.edge.capture.ffmpeg_log import CameraLog
 from vcascade.edge.capture.frames import Frame
-from vcascade.edge.capture.hls import PACE_RESYNC_S
+from vcascade.edge.capture.hls import PACE_RESYNC_S, HlsCamera
 from vcascade.edge.capture.kinds import normalize_image
-from vcascade.edge.capture.timing import Pacer, RateGate
+from vcascade.edge.capture.timing import Pacer, RateGate, Timeline
 from vcascade.edge.capture.views import apply_view
-from vcascade.edge.privacy.masks import MaskOutsideFrame
-
-if TYPE_CHECKING:
-    from vcascade.edge.capture.source import CameraReader
+from vcascade.edge.privacy.masks import FrameMasks, MaskOutsideFrame
 
 log = logging.getLogger("vcascade.edge.capture.source")
 
@@ -33,6 +31,26 @@ Outcome = tuple[str, str, str]
 """How a session ended: (next state, reason, detail)."""
 _SESSIONS: weakref.WeakSet[CaptureSession] = weakref.WeakSet()
 """Every capture session of this process, including abandoned ones (see :func:`capture_threads_alive`)."""
+
+
+class Reader(Protocol):
+    """What a session uses of its camera's supervisor (:class:`vcascade.edge.capture.source.CameraReader`, which
+    documents each member)."""
+
+    edge: str
+    camera: str
+    cfg: CameraConfig
+    live: bool
+    hls: HlsCamera | None
+    timeline: Timeline
+    masks: FrameMasks | None
+    frames: int
+    loops: int
+
+    def deliver(self, session: CaptureSession, frame: Frame) -> bool: ...
+    def count_corrupt(self, reason: str, n: int) -> None: ...
+    def use_decoder(self, decoder: str) -> None: ...
+    def count_fallback(self, device: str, reason: str, message: str) -> None: ...
 
 
 class CaptureSession(threading.Thread):
@@ -49,7 +67,7 @@ class CaptureSession(threading.Thread):
         outcome: (next state, reason, detail) once finished; None while running or when abandoned.
     """
 
-    def __init__(self, reader: CameraReader) -> None:
+    def __init__(self, reader: Reader) -> None:
         super().__init__(name=f"capture-{reader.camera}", daemon=True)
         self.reader, self.cfg = reader, reader.cfg
         _SESSIONS.add(self)

@@ -7,16 +7,13 @@ stale playlist fails the pre-flight probe. Real processes: Python's http.server 
 from __future__ import annotations
 
 import itertools
-import shutil
 import signal
-import socket
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
+from tests.hls import HttpServer, LiveWriter, hls_source, stale_playlist, vod_playlist
 from vcascade.core.config import CameraConfig
 from vcascade.edge.capture.probe import probe_camera
 
@@ -24,45 +21,10 @@ pytestmark = pytest.mark.timeout(240)
 FAST_RETRY = {"backoff_initial_s": 0.3, "backoff_max_s": 1.0, "open_timeout_s": 5.0, "read_timeout_s": 5.0}
 
 
-def _ffmpeg() -> str:
-    exe = shutil.which("ffmpeg")
-    if exe is None:
-        pytest.fail("ffmpeg not found (apt-get install ffmpeg)")
-    return exe
-
-
 @pytest.fixture(scope="module")
 def source_ts(tmp_path_factory, bikes_path) -> Path:
-    """bikes.mp4 (640x272, 25 fps, 250 frames) as MPEG-TS with a keyframe every 25 frames: 1 s HLS segments."""
-    path = tmp_path_factory.mktemp("hls-src") / "bikes.ts"
-    subprocess.run([_ffmpeg(), "-v", "error", "-y", "-i", str(bikes_path), "-an", "-c:v", "libx264", "-preset",
-                    "ultrafast", "-g", "25", "-keyint_min", "25", "-sc_threshold", "0", "-threads", "1", "-f", "mpegts",
-                    str(path)], check=True)
-    return path
-
-
-class HttpServer:
-    """``python -m http.server`` on a free loopback port serving ``root``."""
-
-    def __init__(self, root: Path, port: int) -> None:
-        self.root, self.port = root, port
-        self.proc = subprocess.Popen([sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1",
-                                      "--directory", str(root)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                return
-            except OSError:
-                time.sleep(0.1)
-        pytest.fail("http.server did not start")
-
-    def url(self, path: str) -> str:
-        return f"http://127.0.0.1:{self.port}/{path}"
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        self.proc.wait(timeout=10)
+    """bikes.mp4 as MPEG-TS cut for 1 s segments (:func:`tests.hls.hls_source`)."""
+    return hls_source(bikes_path, tmp_path_factory.mktemp("hls-src") / "bikes.ts")
 
 
 @pytest.fixture
@@ -70,30 +32,6 @@ def http_root(tmp_path, free_port):
     server = HttpServer(tmp_path, free_port())
     yield server
     server.stop()
-
-
-class LiveWriter:
-    """A real FFmpeg HLS muxer writing a live playlist (1 s segments, 5 listed) from a looped clip at its own pace
-    (``-re``); ``append=True`` continues an existing playlist's numbering (a restarted writer)."""
-
-    def __init__(self, source: Path, playlist: Path, append: bool = False) -> None:
-        flags = "delete_segments+append_list" if append else "delete_segments"
-        self.playlist = playlist
-        self.proc = subprocess.Popen(
-            [_ffmpeg(), "-v", "error", "-re", "-stream_loop", "-1", "-i", str(source), "-c", "copy", "-f", "hls",
-             "-hls_time", "1", "-hls_list_size", "5", "-hls_flags", flags, str(playlist)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-
-    def segments(self) -> int:
-        try:
-            return sum(1 for line in self.playlist.read_text().splitlines() if line.endswith(".ts"))
-        except OSError:
-            return 0
-
-    def stop(self, sig: int) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-        self.proc.wait(timeout=10)
 
 
 @pytest.fixture
@@ -110,13 +48,6 @@ def writers():
         writer.stop(signal.SIGKILL)
 
 
-def _vod(source_ts: Path, root: Path, seconds: int = 3) -> str:
-    (root / "vod").mkdir()
-    subprocess.run([_ffmpeg(), "-v", "error", "-i", str(source_ts), "-t", str(seconds), "-c", "copy", "-f", "hls",
-                    "-hls_time", "1", "-hls_playlist_type", "vod", str(root / "vod" / "index.m3u8")], check=True)
-    return "vod/index.m3u8"
-
-
 def _books(reader, taker, slots) -> tuple[int, int]:
     """(frames decoded, frames taken + dropped by the newest-frame slot + still in it)."""
     held = 1 if slots.take(0.0) is not None else 0
@@ -126,7 +57,7 @@ def _books(reader, taker, slots) -> tuple[int, int]:
 def test_a_vod_playlist_is_played_once_paced_and_ends_with_its_reason(
     source_ts, http_root, cameras, consumer, wait_for
 ):
-    url = http_root.url(_vod(source_ts, http_root.root))
+    url = http_root.url(vod_playlist(source_ts, http_root.root))
     started_s = time.perf_counter()
     vod = cameras("vod", url=url, **FAST_RETRY)
     taker = consumer(cameras.slots)
@@ -143,7 +74,7 @@ def test_a_vod_playlist_is_played_once_paced_and_ends_with_its_reason(
 
 
 def test_a_vod_playlist_loops_paced_only_with_loop(source_ts, http_root, cameras, consumer, wait_for):
-    url = http_root.url(_vod(source_ts, http_root.root, seconds=2))
+    url = http_root.url(vod_playlist(source_ts, http_root.root, seconds=2))
     looped = cameras("looped", url=url, loop=True, **FAST_RETRY)
     taker = consumer(cameras.slots)
     started_s = time.perf_counter()
@@ -214,3 +145,15 @@ def test_the_probe_fails_a_stale_playlist_and_passes_a_growing_one(source_ts, ht
     stale = probe_camera(cfg, 5.0)
     assert (stale.ok, stale.reason) == (False, "playlist_stale"), stale
     assert "did not grow" in stale.detail
+
+
+def test_a_playlist_left_without_an_end_is_played_once_then_stalled(source_ts, http_root, cameras, consumer, wait_for):
+    url = http_root.url(stale_playlist(source_ts, http_root.root, seconds=3))
+    left = cameras("left", url=url, **FAST_RETRY)
+    consumer(cameras.slots)
+    assert wait_for(lambda: left.reason == "playlist_stale", 40), left.machine.history()
+    frames_at_stall = left.frames
+    assert 0 < frames_at_stall <= 75, frames_at_stall  # its 3 segments (at most), once
+    time.sleep(4)  # several reconnect attempts: none replays a segment (the bug: the last ones every ~22 s)
+    assert left.frames == frames_at_stall and left.reconnects >= 2, left.machine.history()
+    assert {t.reason for t in left.machine.history()[-4:]} <= {"playlist_stale", "reconnect", "retry"}
