@@ -61,10 +61,14 @@ class CaptureSession(threading.Thread):
 
     Attributes:
         cancel: set by the supervisor to stop or abandon the session; a frame read after it is discarded.
-        phase: ``opening``, ``reading``, ``pacing`` (realtime files), ``delivering`` (waiting on the slot), ``done``.
+        phase: ``opening``, ``reading``, ``pacing`` (realtime files, HLS), ``delivering`` (waiting on the slot),
+            ``done``.
         phase_since_s: ``time.perf_counter()`` when the phase began.
         opened: True once the source opened.
         outcome: (next state, reason, detail) once finished; None while running or when abandoned.
+        read_timeout_s: the read timeout in force, s: ``read_timeout_s``, or longer for a live HLS playlist
+            (:meth:`vcascade.edge.capture.hls.HlsCamera.before_open`); the supervisor's watchdog uses it.
+        writer_idle: True when a followed file ended because its writer stopped (reason ``writer_idle``).
     """
 
     def __init__(self, reader: Reader) -> None:
