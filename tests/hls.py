@@ -29,12 +29,15 @@ def _ffmpeg() -> str:
 
 
 class HttpServer:
-    """``python -m http.server`` on a free loopback port serving ``root``."""
+    """``python -m http.server`` on a free loopback port serving ``root``; its request log (one line per request)
+    goes to ``root/../http-<port>.log``."""
 
     def __init__(self, root: Path, port: int) -> None:
         self.root, self.port = root, port
-        self.proc = subprocess.Popen([sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1",
-                                      "--directory", str(root)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.log_path = root.parent / f"http-{port}.log"
+        with self.log_path.open("w") as log:
+            self.proc = subprocess.Popen([sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1",
+                                          "--directory", str(root)], stdout=subprocess.DEVNULL, stderr=log)
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             try:
@@ -43,6 +46,10 @@ class HttpServer:
             except OSError:
                 time.sleep(0.1)
         pytest.fail("http.server did not start")
+
+    def requests(self) -> list[str]:
+        """The request lines served so far (``GET /path HTTP/1.1``)."""
+        return [line.split('"')[1] for line in self.log_path.read_text().splitlines() if line.count('"') >= 2]
 
     def url(self, path: str) -> str:
         return f"http://127.0.0.1:{self.port}/{path}"

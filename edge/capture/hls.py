@@ -14,8 +14,8 @@ finished), its target duration, and which segments a camera has already played. 
   camera opens again only once the playlist has a later segment, and starts at the first new one
   (``live_start_index``).
 
-The playlist is fetched with the camera's own limits: its host was checked by the caller
-(:func:`vcascade.edge.capture.url_policy.check_host`), redirects are not followed, the answer is read up to
+The playlist is fetched with the camera's own limits: its host is checked first
+(:func:`vcascade.edge.capture.url_policy.check_host`, ``camera_hosts``), redirects are not followed, the answer is read up to
 :data:`PLAYLIST_MAX_BYTES` within ``open_timeout_s``. A master playlist is followed to its first variant (the one
 FFmpeg's first video stream comes from).
 """
@@ -29,6 +29,7 @@ from urllib.parse import urljoin, urlsplit
 import requests
 
 from vcascade.edge.capture.faults import CameraFault
+from vcascade.edge.capture.url_policy import check_host
 
 STALE_TARGET_DURATIONS = 3
 """A live playlist without a new segment for this many target durations is stale (RFC 8216 section 6.3.4 has a
@@ -191,16 +192,17 @@ class HlsCamera:
     """The playlist side of one HLS camera across its sessions (connections).
 
     Args:
-        url: the playlist URL (resolved).
+        url: the playlist URL.
         shown: the URL as logs may show it.
+        edge: the edge reading it (its ``camera_hosts`` allow-list is checked before each fetch).
 
     Attributes:
         playlist: the playlist as last fetched, None before the first session.
         seen_seq: the last segment of a playlist found stale: never played again (None: none yet).
     """
 
-    def __init__(self, url: str, shown: str) -> None:
-        self.url, self.shown = url, shown
+    def __init__(self, url: str, shown: str, edge: str) -> None:
+        self.url, self.shown, self.edge = url, shown, edge
         self.playlist: Playlist | None = None
         self.seen_seq: int | None = None
 
@@ -211,9 +213,11 @@ class HlsCamera:
         timeout, so that the demuxer's own end on a stale playlist comes before the timeout.
 
         Raises:
-            CameraFault: as :func:`fetch_playlist`; ``playlist_stale`` when a playlist found stale has no segment
-                after :attr:`seen_seq` yet.
+            CameraFault: ``host_not_allowed`` (:func:`vcascade.edge.capture.url_policy.check_host`); as
+                :func:`fetch_playlist`; ``playlist_stale`` when a playlist found stale has no segment after
+                :attr:`seen_seq` yet.
         """
+        check_host(self.url, self.edge, self.shown)
         playlist = self.playlist = fetch_playlist(self.url, open_timeout_s, self.shown)
         if playlist.ended:
             return {}, read_timeout_s

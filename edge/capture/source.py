@@ -108,7 +108,7 @@ class CameraReader(threading.Thread):
         self.refusal = refusal
         self.masks = FrameMasks(cfg.privacy) if cfg.privacy is not None and cfg.privacy.masks else None
         self.live = is_live(resolve_or_same(cfg.url))
-        self.hls = HlsCamera(cfg.url, redact_url(cfg.url)) if is_hls(cfg.url) else None
+        self.hls = HlsCamera(cfg.url, redact_url(cfg.url), cfg.edge) if is_hls(cfg.url) else None
         self.policy: FramePolicy = "newest" if self.live or cfg.realtime else "every_frame"
         self.telemetry = CameraTelemetry(edge, name)
         self.machine = CameraStateMachine(self.telemetry)

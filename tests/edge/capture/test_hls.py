@@ -16,6 +16,7 @@ import pytest
 from tests.hls import HttpServer, LiveWriter, hls_source, stale_playlist, vod_playlist
 from vcascade.core.config import CameraConfig
 from vcascade.edge.capture.probe import probe_camera
+from vcascade.edge.capture.url_policy import allow_hosts
 
 pytestmark = pytest.mark.timeout(240)
 FAST_RETRY = {"backoff_initial_s": 0.3, "backoff_max_s": 1.0, "open_timeout_s": 5.0, "read_timeout_s": 5.0}
@@ -157,3 +158,22 @@ def test_a_playlist_left_without_an_end_is_played_once_then_stalled(source_ts, h
     time.sleep(4)  # several reconnect attempts: none replays a segment (the bug: the last ones every ~22 s)
     assert left.frames == frames_at_stall and left.reconnects >= 2, left.machine.history()
     assert {t.reason for t in left.machine.history()[-4:]} <= {"playlist_stale", "reconnect", "retry"}
+
+
+def test_a_playlist_on_a_host_outside_camera_hosts_is_refused(source_ts, http_root, cameras, wait_for):
+    url = http_root.url(vod_playlist(source_ts, http_root.root))
+    allow_hosts(["10.20.0.0/16"])
+    try:
+        refused = cameras("refused", url=url, **FAST_RETRY)
+        assert wait_for(lambda: refused.fault == "host_not_allowed", 30), refused.machine.history()
+    finally:
+        allow_hosts(None)
+    assert refused.frames == 0 and refused.state in ("backing_off", "connecting")
+    assert http_root.requests() == [], http_root.requests()  # refused before anything is fetched from it
+
+
+def test_the_server_log_sees_requests(source_ts, http_root, read_all):
+    """The check above can fail: the server's log holds every request."""
+    reader, frames = read_all(http_root.url(vod_playlist(source_ts, http_root.root, seconds=1)), timeout_s=60)
+    assert reader.reason == "end_of_playlist" and len(frames) == 25
+    assert "GET /vod/index.m3u8 HTTP/1.1" in http_root.requests(), http_root.requests()
