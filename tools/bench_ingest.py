@@ -50,6 +50,7 @@ import argparse
 import json
 import math
 import os
+import resource
 import statistics
 import sys
 import tempfile
@@ -262,21 +263,23 @@ def time_clip(path: str, reps: int) -> dict[str, Any]:
         decoded frame) and ``cpu_ratio`` = bare / reader CPU; ``cpu_ratio_paired`` = median over repetitions of
         bare CPU / reader CPU of the same repetition (the goal's figure, >= 0.95), ``cpu_ratio_paired_ci`` its
         95 % interval and ``goal`` its :func:`verdict` (None on the tiny clip); ``cpu_handoff_ratio`` = paired
-        bare CPU / hand-off CPU.
+        bare CPU / hand-off CPU; ``page_faults_per_frame`` of each path (minor faults: memory first touched).
 
     Raises:
         RuntimeError: the paths decoded a different number of frames, or the reader failed.
     """
     runs: dict[str, list[float]] = {name: [] for name in WAYS}
     cpu_runs: dict[str, list[float]] = {name: [] for name in WAYS}  # process CPU seconds per run
+    faults: dict[str, int] = {name: 0 for name in WAYS}  # minor page faults, all runs
     counts = set()
     for way in WAYS.values():  # warm-up: file cache, codec initialisation, the reader's first metrics and threads
         way(path)
     for rep in range(reps):
         for name in repetition_order(rep):
-            cpu_start_s = time.process_time()
+            cpu_start_s, faults_start = time.process_time(), resource.getrusage(resource.RUSAGE_SELF).ru_minflt
             frames, seconds = WAYS[name](path)
             cpu_runs[name].append(time.process_time() - cpu_start_s)
+            faults[name] += resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults_start
             counts.add(frames)
             runs[name].append(frames / seconds)
     if len(counts) != 1:
@@ -302,6 +305,7 @@ def time_clip(path: str, reps: int) -> dict[str, Any]:
         "cpu_ratio_paired": round(statistics.median(cpu_pairs), 3),
         "cpu_ratio_paired_ci": median_interval(cpu_pairs),
         "cpu_handoff_ratio": paired_median(cpu_runs["bare"], cpu_runs["handoff"]),
+        "page_faults_per_frame": {name: round(v / (reps * frames), 2) for name, v in faults.items()},
     })
     result["goal"] = verdict(result["cpu_ratio_paired_ci"])
     return result
@@ -364,7 +368,8 @@ def print_decode(decode: dict[str, Any]) -> None:
         for name, label in (("bare", "bare PyAV loop"), ("handoff", "PyAV + hand-off"), ("reader", "edge CameraReader"),
                             ("opencv", "bare cv2 read loop"), ("opencv_1t", "bare cv2, 1 thread")):
             print(f"    {label:19s}: {clip[name + '_fps_median']:8.1f} frames/s median, {clip[name + '_fps_best']:8.1f} "
-                  f"best, {clip['cpu_ms_per_frame'][name]:.3f} ms CPU/frame  runs {clip[name + '_fps']}")
+                  f"best, {clip['cpu_ms_per_frame'][name]:.3f} ms CPU/frame, "
+                  f"{clip['page_faults_per_frame'][name]:.1f} page faults/frame  runs {clip[name + '_fps']}")
         low, high = clip["cpu_ratio_paired_ci"]
         goal = f"goal >= {GOAL} {clip['goal']}" if clip["goal"] else "no goal on this clip"
         print(f"    CPU/frame PyAV/reader: {clip['cpu_ratio_paired']:.3f} paired median (95 % CI {low:.3f}-{high:.3f}): "

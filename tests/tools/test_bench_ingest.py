@@ -29,7 +29,7 @@ def test_quick_decode_section_reports_every_path_with_wall_and_cpu_ratios():
     for clip in clips:
         for path in PATHS:  # the reader ended cleanly, nothing lost, with the frame count of every other path
             assert len(clip[f"{path}_fps"]) == 1 and clip[f"{path}_fps_best"] >= clip[f"{path}_fps_median"] > 0
-            assert clip["cpu_ms_per_frame"][path] > 0
+            assert clip["cpu_ms_per_frame"][path] > 0 and clip["page_faults_per_frame"][path] >= 0
         for ratio in ("ratio", "ratio_best", "ratio_paired", "ratio_opencv", "ratio_handoff", "handoff_ratio", "cpu_ratio",
                       "cpu_ratio_paired", "cpu_handoff_ratio"):
             assert 0 < clip[ratio] < 10
