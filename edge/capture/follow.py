@@ -7,7 +7,8 @@ it waits for more instead of reporting the end), ``rw_timeout`` (it gives up, wi
 ``follow_idle_s`` without a new byte) and ``seekable=0`` (read front to back: a fragmented MP4 is then read
 fragment by fragment, not up to the file size seen at opening). The camera then ends ``writer_idle`` when the file
 grew while it was read, and ``end_of_file`` when it did not (a file copied a moment ago: nobody was writing it, and
-it ended ``follow_idle_s`` after its last frame).
+it ended ``follow_idle_s`` after its last frame). FFmpeg's MP4 demuxer tries again after a read that timed out:
+a fragmented MP4 ends up to three times ``follow_idle_s`` after its last write.
 
 ``follow`` (per camera): ``auto`` (the default) follows a file whose last change is less than ``follow_idle_s``
 old when it opens (its writer is at work); ``always`` follows every file (a finished one then ends

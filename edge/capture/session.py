@@ -27,6 +27,12 @@ from vcascade.edge.privacy.masks import FrameMasks, MaskOutsideFrame
 
 log = logging.getLogger("vcascade.edge.capture.source")
 
+FOLLOW_WAITS = 3
+"""Waits of ``follow_idle_s`` a followed file's last read may take: FFmpeg's ``rw_timeout`` ends each read of the
+file, but its MP4 demuxer tries again after a failed read (measured: a fragmented MP4 ends 3 x ``rw_timeout``
+after its last write, an MPEG-TS after one)."""
+FOLLOW_SLACK_S = 2.0
+"""And this long (s) more before the watchdog calls a followed file's read stalled."""
 Outcome = tuple[str, str, str]
 """How a session ended: (next state, reason, detail)."""
 _SESSIONS: weakref.WeakSet[CaptureSession] = weakref.WeakSet()
@@ -67,7 +73,8 @@ class CaptureSession(threading.Thread):
         opened: True once the source opened.
         outcome: (next state, reason, detail) once finished; None while running or when abandoned.
         read_timeout_s: the read timeout in force, s: ``read_timeout_s``, or longer for a live HLS playlist
-            (:meth:`vcascade.edge.capture.hls.HlsCamera.before_open`); the supervisor's watchdog uses it.
+            (:meth:`vcascade.edge.capture.hls.HlsCamera.before_open`) and a followed file (:data:`FOLLOW_WAITS` x
+            ``follow_idle_s`` plus :data:`FOLLOW_SLACK_S`); the supervisor's watchdog uses it.
         writer_idle: True when a followed file ended because its writer stopped (reason ``writer_idle``).
     """
 
@@ -118,6 +125,9 @@ class CaptureSession(threading.Thread):
                 self.opened = True
                 read_timeout_s = self.read_timeout_s if self.reader.live else None
                 decoder = StreamDecoder(container, stream, self.reader.count_corrupt, ffmpeg_log.drain, read_timeout_s)
+                if decoder.follow_idle_s is not None:  # a followed file's read waits for its writer: not a stall
+                    self.read_timeout_s = max(self.cfg.read_timeout_s,
+                                              FOLLOW_WAITS * decoder.follow_idle_s + FOLLOW_SLACK_S)
                 outcome, frames = self._decode(decoder)
                 self.writer_idle = decoder.writer_idle
             except CameraFault as fault:
