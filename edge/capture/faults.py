@@ -47,7 +47,7 @@ FAULT_REASONS: tuple[str, ...] = (
     "redirect_refused",  # an HTTP camera redirected to another host (or protocol) not allowed
     "not_video",  # a file FFmpeg reads with a demuxer that is not a video one (text, image, audio)
     "privacy_mask_outside_frame",  # a privacy mask has a corner outside the camera's frames (no frame is used)
-    "privacy_model_missing",  # face redaction is on and its model cannot be loaded (no frame is read)
+    "privacy_model_missing",  # face or text redaction is on and its model cannot be loaded (no frame is read)
 )
 """Every cause of a camera fault, as the fixed word used in metrics, logs and snapshots."""
 

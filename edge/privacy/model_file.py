@@ -1,8 +1,10 @@
-"""The face detector's model file (``privacy.faces.model``): found on disk, never downloaded by a running edge.
+"""The redaction's model files (``privacy.faces.model``, ``privacy.text.model``): found on disk, never downloaded
+by a running edge.
 
-A camera with face redaction must not start on a guess: the edge only looks for the file (search order of
+A camera with face or text redaction must not start on a guess: the edge only looks for the file (search order of
 :func:`vcascade.core.runtime.models.find_model`) and a camera whose model is missing or unfit is refused with the
-reason ``privacy_model_missing``. ``python -m tools.fetch_models --faces`` downloads the official copy
+reason ``privacy_model_missing``. The text detector is the ``ocr`` recognizer's (``python -m tools.fetch_models
+--text`` fetches it). ``python -m tools.fetch_models --faces`` downloads the official copy
 (:data:`vcascade.core.schema.privacy.CENTERFACE_URL`) once, checks its SHA-256 and loads it before putting it in
 place (:func:`download_face_model`).
 """
@@ -14,10 +16,13 @@ import os
 import threading
 from pathlib import Path
 
-from vcascade.core.config import FaceRedactionConfig
+from vcascade.core.config import FaceRedactionConfig, TextRedactionConfig
 from vcascade.core.runtime.models import ModelUnavailable, download_model, find_model, user_cache_dir, writable_dir
-from vcascade.core.schema.privacy import CENTERFACE_MODEL, CENTERFACE_SHA256, CENTERFACE_URL, FACE_MODEL_TO_FIX
+from vcascade.core.schema.privacy import (
+    CENTERFACE_MODEL, CENTERFACE_SHA256, CENTERFACE_URL, FACE_MODEL_TO_FIX, TEXT_MODEL_TO_FIX,
+)
 from vcascade.edge.privacy.centerface import CenterFace, FaceModelError
+from vcascade.edge.privacy.text_detector import TextDetector, TextModelError
 
 TO_FIX = FACE_MODEL_TO_FIX
 
@@ -34,8 +39,8 @@ def face_model_path(model: str, model_dir: str | os.PathLike[str] | None) -> Pat
     return found
 
 
-class FaceModels:
-    """The face detectors of one edge process, one per model file and input width, shared by its cameras.
+class PrivacyModels:
+    """The face and text detectors of one edge process, one per model file and input width, shared by its cameras.
 
     Args:
         model_dir: the folder searched first (``--model-dir``).
@@ -45,8 +50,27 @@ class FaceModels:
         self.model_dir = model_dir
         self._lock = threading.Lock()
         self._detectors: dict[tuple[Path, int | None], CenterFace] = {}
+        self._text: dict[tuple[Path, int | None], TextDetector] = {}
 
-    def get(self, cfg: FaceRedactionConfig) -> CenterFace:
+    def text(self, cfg: TextRedactionConfig) -> TextDetector:
+        """The text detector for a camera's ``privacy.text``, loaded on first use.
+
+        Raises:
+            ModelUnavailable: the file is missing or is not a DB text detector (the message says which).
+        """
+        found = find_model(cfg.model, self.model_dir)
+        if found is None:
+            raise ModelUnavailable(f"text model {cfg.model} not found. {TEXT_MODEL_TO_FIX}")
+        key = (found, cfg.input_width_px)
+        with self._lock:
+            if key not in self._text:
+                try:
+                    self._text[key] = TextDetector(found, cfg.input_width_px)
+                except TextModelError as exc:
+                    raise ModelUnavailable(f"{exc}. {TEXT_MODEL_TO_FIX}") from exc
+            return self._text[key]
+
+    def faces(self, cfg: FaceRedactionConfig) -> CenterFace:
         """The detector for a camera's ``privacy.faces``, loaded on first use.
 
         Raises:

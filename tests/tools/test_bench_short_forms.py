@@ -133,6 +133,8 @@ def test_bench_privacy_reports_the_redaction_against_the_detector(tmp_path, mode
     assert result["frame_ratio"] == pytest.approx(redaction_ms / per_frame["detect"], abs=0.002)
     if result["crops"]:
         assert result["redaction_ms_per_crop"] == pytest.approx(redaction_ms * 20 / result["crops"], rel=0.01)
+    assert per_frame["text"] > 0 and result["text_ratio"] == pytest.approx(per_frame["text"] / per_frame["detect"],
+                                                                            abs=0.002)
 
 
 def test_bench_text_reads_plates_with_both_recognizers_and_reports_each_height(tmp_path, models_dir):
@@ -151,6 +153,11 @@ def test_bench_text_reads_plates_with_both_recognizers_and_reports_each_height(t
     assert report["cost_ratio"] == round(ms["pipeline"] / ms["single"], 2)
     goal = report["at_16px_or_more"]["pipeline"]["exact"] >= 0.9
     assert proc.returncode == (0 if goal else 1), proc.stderr[-3000:]
+    sizes = report["crop_size"]  # the per-route crop size: as cut against the default 224 px
+    assert sizes["max_side_px"] == 224 and set(sizes["as_cut"]["by_height"]) == {"12", "20"}
+    assert sizes["bytes_ratio"] == round(sizes["shrunk"]["bytes_per_roi"] / sizes["as_cut"]["bytes_per_roi"], 3)
+    assert 0 < sizes["shrunk"]["bytes_per_roi"] <= sizes["as_cut"]["bytes_per_roi"]
+    assert sizes["as_cut"]["edge_cpu_ms_per_crop"] > 0 and sizes["shrunk"]["edge_cpu_ms_per_crop"] > 0
     assert "single exact" in run_tool("tools.bench_text", "--model-dir", str(models_dir), "--samples", "2").stdout
 
 
@@ -188,3 +195,18 @@ def test_bench_quantize_compares_the_int8_copy_with_fp32_on_the_footage(tmp_path
     cpu = result["cpu_ms_per_frame"]
     assert result["speedup"] == pytest.approx(cpu["fp32"] / cpu["int8"], rel=0.01)
     assert proc.returncode == (0 if result["within_goal"] else 1), proc.stderr[-3000:]
+
+
+def test_bench_face_recall_scores_the_labelled_faces(tmp_path, models_dir):
+    """The first 4 labelled frames (3 faces of one man, one frame without a face): each setting's counts are there
+    and consistent; CenterFace at its defaults finds those large faces."""
+    out = tmp_path / "recall.json"
+    proc = run_tool("tools.bench_face_recall", "--model-dir", str(models_dir), "--frames", "4", "--json", str(out))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = json.loads(out.read_text())
+    settings = {r["setting"]: r for r in report["settings"]}
+    assert report["frames"] == 4 and all(r["faces"] == 3 for r in settings.values())
+    assert settings["default"]["found"] == 3 and settings["default"]["recall"] == 1.0
+    assert settings["head_rule_only"]["found"] is None and 0 <= settings["head_rule_only"]["covered"] <= 3
+    for r in settings.values():
+        assert r["covered_share"] == pytest.approx(r["covered"] / 3, abs=0.001)
