@@ -40,6 +40,7 @@ FAULT_REASONS: tuple[str, ...] = (
     "empty_file",  # 0 bytes
     "bad_url",  # the URL itself is malformed (e.g. device://abc)
     "stream_ended",  # a live stream ended (the server closed it); the camera reconnects
+    "playlist_stale",  # a live HLS playlist stopped growing (no new segment for 3 target durations)
     "read_error",  # any other error while reading (the detail says which)
     "protocol_not_allowed",  # a URL scheme that is no camera kind (vcascade.edge.capture.url_policy)
     "host_not_allowed",  # a network camera on a host edges.<name>.camera_hosts does not hold

@@ -144,7 +144,17 @@ class CameraConfig(ConfigModel):
     realtime: bool = Field(
         False, description="Files only: pace frames to the file's own timestamps, newest-frame slot (like a live camera)."
     )
-    loop: bool = Field(False, description="Files only: start again at the end (timestamps keep increasing).")
+    loop: bool = Field(
+        False, description="Files and HLS playlists with an end: start again at the end (timestamps keep increasing)."
+    )
+    follow: Literal["auto", "always", "never"] = Field(
+        "auto",
+        description="Files only: follow a file still being written (MPEG-TS, fragmented MP4, Matroska) until its "
+        "writer has been idle for `follow_idle_s`; auto: when it changed less than `follow_idle_s` before opening.",
+    )
+    follow_idle_s: float = Field(
+        5.0, gt=0, le=3600, description="A followed file ends (`writer_idle`) after this many seconds without new data."
+    )
     detect_fps: float | None = Field(
         None, gt=0, le=1000,
         description="Hand at most this many frames per second of stream time (PTS) to the detector (None: every frame).",
