@@ -106,10 +106,11 @@ class HistoryApi:
             path = evidence_file(stores_of(self.dep), ref, EVIDENCE_IMAGES[image], budget_s=QUERY_BUDGET_S)
             if path is None:
                 return self._refuse(404, "evidence_not_found", f"no {image} kept for {ref}")
-            if path.stat().st_size > MAX_EVIDENCE_BYTES:
+            with path.open("rb") as file:  # one bounded read: a file that grew since it was found is still cut off
+                body = file.read(MAX_EVIDENCE_BYTES + 1)
+            if len(body) > MAX_EVIDENCE_BYTES:
                 too_large = f"the {image} of {ref} is over {MAX_EVIDENCE_BYTES} bytes"
                 return self._refuse(413, "evidence_too_large", too_large)
-            body = path.read_bytes()
         except NoStore as exc:
             return self._refuse(503, "evidence_no_store", str(exc))
         except (StoreDown, OSError) as exc:
