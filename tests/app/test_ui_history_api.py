@@ -88,6 +88,7 @@ def test_filters_and_pages_newest_first(view):
 
 @pytest.mark.parametrize("query, line", [
     ("since=yesterday", "since 'yesterday': expected a positive number and a unit"),
+    ("since=--5m", "since '--5m': expected a positive number and a unit"),  # the value is quoted as given
     ("from=3+dec", "from '3 dec': expected an ISO 8601 time"),
     ("camera=street-9", "camera 'street-9': no such camera in the deployment file or its history (known: street-1, street-2)"),
     ("event=explosion", "event 'explosion': expected one of line_cross"),
