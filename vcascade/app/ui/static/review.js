@@ -60,7 +60,7 @@ async function showEvents(hashQuery) {
   showOnly("events-view");
   await fillCameraChoices().catch(() => {});
   const given = eventFilters(hashQuery);
-  const page = Math.max(0, Number(given.get("page") || 0));
+  const page = Math.max(0, Number.parseInt(given.get("page"), 10) || 0);  // a hand-typed page=abc: the first
   const focus = given.get("focus");
   const query = new URLSearchParams({ kind: "event", limit: PAGE_SIZE, offset: page * PAGE_SIZE });
   for (const name of FILTERS) if (given.get(name)) query.set(name, given.get(name));
@@ -128,7 +128,8 @@ async function showIdentity(identity) {
   const seen = visits(rows);
   const cameras = new Set(rows.map((r) => r.camera));
   const merged = rows[0].merged_from.length ? ` (merged from ${rows[0].merged_from.join(", ")})` : "";
-  summary.textContent = `${rows.length} sightings on ${cameras.size} camera${cameras.size > 1 ? "s" : ""}${merged}, ` +
+  const count = answer.more ? `the latest ${rows.length}` : `${rows.length}`;  // the API's largest page: say it is not all
+  summary.textContent = `${count} sightings on ${cameras.size} camera${cameras.size > 1 ? "s" : ""}${merged}, ` +
     `${timeText(rows[0].capture_unix_ms)} to ${timeText(rows[rows.length - 1].capture_unix_ms)}`;
   const items = [];
   seen.forEach((visit, i) => {
