@@ -45,15 +45,21 @@ function showOnly(id) {
 function eventFilters(hashQuery) {
   const given = new URLSearchParams(hashQuery);
   const form = document.getElementById("event-filters");
-  for (const name of FILTERS) form.elements[name].value = given.get(name) || "";
+  for (const name of FILTERS) {
+    const field = form.elements[name], value = given.get(name) || "";
+    if (field.tagName === "SELECT" && value && ![...field.options].some((o) => o.value === value)) {
+      field.append(el("option", { value }, value));  // a value from a link that the choices lack: shown, not dropped
+    }
+    field.value = value;
+  }
   return given;
 }
 
 async function fillCameraChoices() {
   const select = document.getElementById("event-filters").elements.camera;
-  if (select.options.length > 1) return;
   const overview = await getJson("/api/overview");
-  select.append(...overview.cameras.map((c) => el("option", { value: c.camera }, c.camera)));
+  const have = new Set([...select.options].map((o) => o.value));
+  select.append(...overview.cameras.filter((c) => !have.has(c.camera)).map((c) => el("option", { value: c.camera }, c.camera)));
 }
 
 async function showEvents(hashQuery) {
