@@ -95,6 +95,7 @@ def test_filters_and_pages_newest_first(view):
     ("limit=501", "limit 501: expected 1..500"),
     ("limit=ten", "limit 'ten': expected an integer"),
     ("identity=seven", "identity 'seven': expected an integer"),
+    ("identity=99999999999999999999", "identity 99999999999999999999: expected an id within a signed 64-bit"),
     ("offset=-1", "offset -1: expected 0 or more"),
     ("offset=99900&limit=500", "offset 99900: offset + limit must stay under 100000"),
     ("offset=99500&limit=500", "offset 99500: offset + limit must stay under 100000"),
