@@ -118,6 +118,13 @@ def test_the_token_is_required(view):
     assert status == 200 and len(json.loads(body)["rows"]) == 5
 
 
+def test_an_evidence_image_is_not_kept_in_the_browsers_cache(view):
+    url, _ = view
+    row = search(url, "identity=7&limit=1")["rows"][0]
+    status, body, headers = get(f"{url}{row['crop_url']}")
+    assert status == 200 and body[:2] == b"\xff\xd8" and headers["Cache-Control"] == "no-store"  # personal data
+
+
 def test_an_evidence_image_over_the_limit_is_refused_and_counted(view, monkeypatch):
     url, _ = view
     row = search(url, "identity=7&limit=1")["rows"][0]
