@@ -181,7 +181,7 @@ class EdgeNode:
         return CameraRedaction(privacy, faces, self.detector.class_names, text)
 
     def refusal(self, camera: str) -> CameraFault | None:
-        """Why ``camera`` must not start (its face model is missing or unfit), or None."""
+        """Why ``camera`` must not start (its face or text model is missing or unfit), or None."""
         return self._refusals.get(camera)
 
     def remove_camera(self, camera: str) -> None:

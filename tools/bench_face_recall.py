@@ -28,6 +28,7 @@ from typing import Any
 
 import av
 import numpy as np
+import supervision as sv
 
 from vcascade.core.config import PrivacyConfig, YoloxDetectorConfig
 from vcascade.core.detections import Detections
@@ -68,15 +69,6 @@ def labelled_frames(limit: int | None) -> list[tuple[int, np.ndarray, np.ndarray
     return out
 
 
-def iou(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """(n, m) IoU of (n, 4) and (m, 4) xyxy boxes."""
-    x1, y1 = np.maximum(a[:, None, 0], b[None, :, 0]), np.maximum(a[:, None, 1], b[None, :, 1])
-    x2, y2 = np.minimum(a[:, None, 2], b[None, :, 2]), np.minimum(a[:, None, 3], b[None, :, 3])
-    inter = np.clip(x2 - x1, 0, None) * np.clip(y2 - y1, 0, None)
-    area = lambda r: (r[:, 2] - r[:, 0]) * (r[:, 3] - r[:, 1])  # noqa: E731
-    return inter / (area(a)[:, None] + area(b)[None, :] - inter)
-
-
 def centres_inside(boxes: np.ndarray, areas: np.ndarray) -> np.ndarray:
     """(n, m) bool: the centre of box i lies inside area j."""
     cx, cy = (boxes[:, 0] + boxes[:, 2]) / 2, (boxes[:, 1] + boxes[:, 3]) / 2
@@ -105,7 +97,7 @@ def score(setting: str, privacy: PrivacyConfig, frames: list, detector, centerfa
         faces += len(labelled)
         if len(labelled):
             found += int(centres_inside(boxes, labelled).any(axis=0).sum()) if len(boxes) else 0
-            found_iou += int((iou(labelled, boxes) >= IOU_FOUND).any(axis=1).sum()) if len(boxes) else 0
+            found_iou += int((sv.box_iou_batch(labelled, boxes) >= IOU_FOUND).any(axis=1).sum()) if len(boxes) else 0
             covered += sum(covered_share(face, regions, image.shape) >= COVERED for face in labelled)
         known = np.concatenate([labelled, ignore]) if len(ignore) else labelled
         hits = centres_inside(boxes, known).any(axis=1) if len(known) and len(boxes) else np.zeros(len(boxes), bool)

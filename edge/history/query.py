@@ -49,6 +49,10 @@ class HistoryQuery:
         from_ms, to_ms: capture time window, ms since the Unix epoch (``to_ms`` excluded).
         limit: the newest ``limit`` rows (1..:data:`MAX_LIMIT`).
         ref: only the row of this result or event id (the live view's evidence images are asked for by it).
+
+    Raises:
+        QueryError: an identity outside a signed 64-bit integer (the stores' column), an unknown event type, a
+            ``limit`` out of range, ``to_ms`` not after ``from_ms``.
     """
 
     identity: int | None = None
@@ -64,6 +68,8 @@ class HistoryQuery:
     ref: str | None = None
 
     def __post_init__(self) -> None:
+        if self.identity is not None and not -(2**63) <= self.identity < 2**63:  # the stores' INTEGER / BIGINT
+            raise QueryError(f"--identity {self.identity}: expected an id within a signed 64-bit integer")
         if self.event_type is not None and self.event_type not in EVENT_TYPES:
             raise QueryError(f"--event {self.event_type!r}: expected one of {', '.join(EVENT_TYPES)}")
         if not 1 <= self.limit <= MAX_LIMIT:

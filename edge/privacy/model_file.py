@@ -15,6 +15,7 @@ import hashlib
 import os
 import threading
 from pathlib import Path
+from typing import Any
 
 from vcascade.core.config import FaceRedactionConfig, TextRedactionConfig
 from vcascade.core.runtime.models import ModelUnavailable, download_model, find_model, user_cache_dir, writable_dir
@@ -49,8 +50,7 @@ class PrivacyModels:
     def __init__(self, model_dir: str | os.PathLike[str] | None) -> None:
         self.model_dir = model_dir
         self._lock = threading.Lock()
-        self._detectors: dict[tuple[Path, int | None], CenterFace] = {}
-        self._text: dict[tuple[Path, int | None], TextDetector] = {}
+        self._loaded: dict[tuple[type, Path, int | None], CenterFace | TextDetector] = {}
 
     def text(self, cfg: TextRedactionConfig) -> TextDetector:
         """The text detector for a camera's ``privacy.text``, loaded on first use.
@@ -61,14 +61,7 @@ class PrivacyModels:
         found = find_model(cfg.model, self.model_dir)
         if found is None:
             raise ModelUnavailable(f"text model {cfg.model} not found. {TEXT_MODEL_TO_FIX}")
-        key = (found, cfg.input_width_px)
-        with self._lock:
-            if key not in self._text:
-                try:
-                    self._text[key] = TextDetector(found, cfg.input_width_px)
-                except TextModelError as exc:
-                    raise ModelUnavailable(f"{exc}. {TEXT_MODEL_TO_FIX}") from exc
-            return self._text[key]
+        return self._load(TextDetector, TextModelError, TEXT_MODEL_TO_FIX, found, cfg.input_width_px)
 
     def faces(self, cfg: FaceRedactionConfig) -> CenterFace:
         """The detector for a camera's ``privacy.faces``, loaded on first use.
@@ -77,14 +70,19 @@ class PrivacyModels:
             ModelUnavailable: the file is missing or is not a CenterFace model (the message says which).
         """
         path = face_model_path(cfg.model, self.model_dir)
-        key = (path, cfg.input_width_px)
+        return self._load(CenterFace, FaceModelError, TO_FIX, path, cfg.input_width_px)
+
+    def _load(self, kind: type, unfit: type[Exception], to_fix: str, path: Path, input_width_px: int | None) -> Any:
+        """The ``kind`` detector of ``path`` at ``input_width_px``, loaded once; ``unfit`` (its error for a file
+        that is not its model) raised again as ModelUnavailable ending with ``to_fix``."""
+        key = (kind, path, input_width_px)
         with self._lock:
-            if key not in self._detectors:
+            if key not in self._loaded:
                 try:
-                    self._detectors[key] = CenterFace(path, cfg.input_width_px)
-                except FaceModelError as exc:
-                    raise ModelUnavailable(f"{exc}. {TO_FIX}") from exc
-            return self._detectors[key]
+                    self._loaded[key] = kind(path, input_width_px)
+                except unfit as exc:
+                    raise ModelUnavailable(f"{exc}. {to_fix}") from exc
+            return self._loaded[key]
 
 
 def download_face_model(

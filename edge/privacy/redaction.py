@@ -250,10 +250,11 @@ class CameraRedaction:
             boxes.append(heads)
         return clip_regions(np.concatenate(boxes), image.shape)
 
-
     def blur(self, image: np.ndarray, regions_xyxy: np.ndarray, method: str) -> np.ndarray:
-        """:func:`redact_regions`, then the privacy masks filled again: a region that overlaps a mask would
-        otherwise blur the pixels around the mask into it, and a masked pixel leaves only as the fill colour."""
+        """A copy of the (H, W, 3) uint8 BGR ``image`` with the (n, 4) int32 ``regions_xyxy`` (frame pixels, x2/y2
+        exclusive) redacted by ``method`` (:func:`redact_regions`), then the privacy masks filled again: a region
+        that overlaps a mask would otherwise blur the pixels around the mask into it, and a masked pixel leaves
+        only as the fill colour."""
         out = redact_regions(image, regions_xyxy, method)
         return self.masks.apply(out) if self.masks is not None and len(regions_xyxy) else out
 

@@ -88,12 +88,14 @@ def test_filters_and_pages_newest_first(view):
 
 @pytest.mark.parametrize("query, line", [
     ("since=yesterday", "since 'yesterday': expected a positive number and a unit"),
+    ("since=--5m", "since '--5m': expected a positive number and a unit"),  # the value is quoted as given
     ("from=3+dec", "from '3 dec': expected an ISO 8601 time"),
     ("camera=street-9", "camera 'street-9': no such camera in the deployment file or its history (known: street-1, street-2)"),
     ("event=explosion", "event 'explosion': expected one of line_cross"),
     ("limit=501", "limit 501: expected 1..500"),
     ("limit=ten", "limit 'ten': expected an integer"),
     ("identity=seven", "identity 'seven': expected an integer"),
+    ("identity=99999999999999999999", "identity 99999999999999999999: expected an id within a signed 64-bit"),
     ("offset=-1", "offset -1: expected 0 or more"),
     ("offset=99900&limit=500", "offset 99900: offset + limit must stay under 100000"),
     ("offset=99500&limit=500", "offset 99500: offset + limit must stay under 100000"),
@@ -114,6 +116,13 @@ def test_the_token_is_required(view):
     assert get(f"{url}{row['crop_url']}", headers={})[0] == 401
     status, body, _ = get(f"{url}/api/history/search?identity=7&token={TOKEN}", headers={})  # the gate reads it
     assert status == 200 and len(json.loads(body)["rows"]) == 5
+
+
+def test_an_evidence_image_is_not_kept_in_the_browsers_cache(view):
+    url, _ = view
+    row = search(url, "identity=7&limit=1")["rows"][0]
+    status, body, headers = get(f"{url}{row['crop_url']}")
+    assert status == 200 and body[:2] == b"\xff\xd8" and headers["Cache-Control"] == "no-store"  # personal data
 
 
 def test_an_evidence_image_over_the_limit_is_refused_and_counted(view, monkeypatch):

@@ -142,6 +142,15 @@ def test_the_events_page_lists_newest_first_filters_and_pages(page, review, tmp_
     page.wait_for_function("document.querySelector('#events-status').textContent.includes('identity')")
     assert page.locator("#events-status").text_content() == "identity 'abc': expected an integer"
 
+    page.goto(f"{view}/#/events?since=3d&camera=street-1")  # a link's since that the choices lack stays shown
+    page.wait_for_function("document.querySelector('#event-filters select[name=since]').value === '3d'")
+    page.click("#event-filters button[type=submit]")
+    page.wait_for_function("location.hash.includes('since=3d') && location.hash.includes('camera=street-1')")
+
+    page.goto(f"{view}/#/events?page=abc")  # a hand-typed page that is no number: the first page, not an error
+    page.wait_for_function("document.querySelector('#page-number').textContent === 'page 1' && "
+                           "document.querySelectorAll('#history-events tbody tr').length === 25")
+
 
 def test_the_identity_page_shows_its_timeline_across_two_cameras_with_the_gaps(page, review, tmp_path):
     view, _, _, _ = review

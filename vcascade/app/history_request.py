@@ -125,9 +125,14 @@ def words_from_params(params: Mapping[str, Sequence[str]]) -> tuple[QueryWords, 
     return words, offset
 
 
+_OPTION = re.compile(r"""('(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")|--(%s)\b""" % "|".join(HTTP_PARAMETERS))
+"""An option's name in a message (``--since``), or a value the message quotes (``'--5m'``, left as given)."""
+
+
 def for_http(message: str) -> str:
-    """A :class:`QueryError`'s message with the HTTP parameter names (``--since`` -> ``since``)."""
-    return re.sub(r"--(?=[a-z])", "", message)
+    """A :class:`QueryError`'s message with the HTTP parameter names (``--since`` -> ``since``); the values it
+    quotes (Python ``repr``) are left as given."""
+    return _OPTION.sub(lambda m: m[1] or m[2], message)
 
 
 def row_json(row: dict[str, Any]) -> dict[str, Any]:

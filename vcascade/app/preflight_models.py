@@ -41,21 +41,23 @@ def model_problems(dep: Deployment, model_dir: str | os.PathLike[str] | None) ->
     problems = [_detector_problem(name, edge, model_dir) for name, edge in dep.edges.items()]
     problems += [onnx_file_problem(name, rec, model_dir) for name, rec in dep.recognizers.items()]
     models = PrivacyModels(model_dir)
-    problems += [_privacy_problem(name, cam.privacy, models) for name, cam in dep.cameras.items()
-                 if cam.privacy is not None]  # fmt: skip
+    for name, cam in dep.cameras.items():
+        if cam.privacy is not None:
+            problems += _privacy_problems(name, cam.privacy, models)
     return [p for p in problems if p]
 
 
-def _privacy_problem(camera: str, cfg: PrivacyConfig, models: PrivacyModels) -> str:
-    """The problem line of a camera whose face model is missing or not CenterFace, or whose text model is missing
-    or not a DB text detector, or ""."""
+def _privacy_problems(camera: str, cfg: PrivacyConfig, models: PrivacyModels) -> list[str]:
+    """The problem lines of a camera: one if its face model is missing or not CenterFace, one if its text model
+    is missing or not a DB text detector (both when both are: one run of ``check --deep`` names every fix)."""
+    problems = []
     for key, settings, load in (("faces", cfg.faces, models.faces), ("text", cfg.text, models.text)):
         try:
             if settings is not None:
                 load(settings)
         except MODEL_ERRORS as exc:
-            return f"cameras.{camera}.privacy.{key}.model: {exc}"
-    return ""
+            problems.append(f"cameras.{camera}.privacy.{key}.model: {exc}")
+    return problems
 
 
 def _detector_problem(name: str, edge: EdgeConfig, model_dir: str | os.PathLike[str] | None) -> str:

@@ -109,6 +109,7 @@ def test_save_writes_private_evidence_images(store, tmp_path, capsys):
     (["--event", "explosion"], "--event 'explosion': expected one of line_cross, zone_enter"),
     (["--line", "door", "--event", "zone_exit"], "--line with --event 'zone_exit'"),
     (["--limit", "0"], "--limit 0: expected 1..100000"),
+    (["--identity", "99999999999999999999"], "--identity 99999999999999999999: expected an id within a signed 64"),
     (["--since", "1h", "--from", "2026-12-03"], "--since and --from both give the start"),
     (["--from", "2026-12-03T10:00", "--to", "2026-12-03T09:00"], "--to is not after --from"),
 ])

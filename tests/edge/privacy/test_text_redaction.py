@@ -187,6 +187,9 @@ def test_a_missing_or_wrong_text_model_is_named_at_check_and_refused(models_dir,
     with pytest.raises(TextModelError, match="DB text probability map"):
         TextDetector(models_dir / "PP-OCRv6_rec_small.onnx")
     assert PrivacyModels(models_dir).text(PrivacyConfig(text={}).text) is not None
+    data["cameras"]["street-1"]["privacy"]["faces"] = {"model": "no-such-face-model.onnx"}
+    keys = [p.split(":")[0] for p in model_problems(Deployment.model_validate(data), models_dir) if "privacy" in p]
+    assert keys == ["cameras.street-1.privacy.faces.model", "cameras.street-1.privacy.text.model"]  # both, at once
 
 
 def test_no_text_is_looked_for_in_a_mask_and_masked_pixels_leave_as_the_fill(detector, street, plated):

@@ -41,8 +41,8 @@ def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:
 
 def handle(args: argparse.Namespace) -> int:
     """Print ``FILE: OK (2 cameras, 1 edge, ...)``, preceded by one ``privacy:`` line per exit that leaves faces
-    unredacted on purpose; a face model file that is missing, and with ``--deep`` every pre-flight problem, is one
-    line on stderr and EXIT_CONFIG. Raises ConfigError (exit 2) for an invalid file."""
+    unredacted on purpose; a face or text model file that is missing, and with ``--deep`` every pre-flight problem,
+    is one line on stderr and EXIT_CONFIG. Raises ConfigError (exit 2) for an invalid file."""
     dep = load_config(args.file)
     missing = privacy_model_problems(dep, args.model_dir)
     for problem in missing:

@@ -18,7 +18,9 @@ Bounds: ``limit`` at most :data:`MAX_LIMIT`, ``offset + limit`` under
 line naming the parameter for a bad one, as ``vcascade search`` exits 2; 503 with the store's reason when a
 store is down or too slow). Evidence is found by the row's id only, read from the store's own folder (a path is
 never taken from the client, and one in the database leading out of the folder is refused), at most
-:data:`MAX_EVIDENCE_BYTES`. Every answer and refusal is counted (``/api/history/counts``).
+:data:`MAX_EVIDENCE_BYTES`, and ``Cache-Control: no-store`` like every answer of the view (an image that retention
+or a redaction change removed is not kept on in a browser's cache). Every answer and refusal is counted
+(``/api/history/counts``).
 """
 
 from __future__ import annotations
@@ -106,16 +108,17 @@ class HistoryApi:
             path = evidence_file(stores_of(self.dep), ref, EVIDENCE_IMAGES[image], budget_s=QUERY_BUDGET_S)
             if path is None:
                 return self._refuse(404, "evidence_not_found", f"no {image} kept for {ref}")
-            if path.stat().st_size > MAX_EVIDENCE_BYTES:
+            with path.open("rb") as file:  # one bounded read: a file that grew since it was found is still cut off
+                body = file.read(MAX_EVIDENCE_BYTES + 1)
+            if len(body) > MAX_EVIDENCE_BYTES:
                 too_large = f"the {image} of {ref} is over {MAX_EVIDENCE_BYTES} bytes"
                 return self._refuse(413, "evidence_too_large", too_large)
-            body = path.read_bytes()
         except NoStore as exc:
             return self._refuse(503, "evidence_no_store", str(exc))
         except (StoreDown, OSError) as exc:
             return self._refuse(503, "evidence_store_down", f"history store: {exc}")
         self._count("evidence_ok")
-        return Response(200, "image/jpeg", body, {"Cache-Control": "private, max-age=3600"})
+        return Response(200, "image/jpeg", body)  # no-store, as every answer: faces are not kept in a browser's cache
 
     def _refuse(self, status: int, reason: str, message: str) -> Response:
         self._count(reason)

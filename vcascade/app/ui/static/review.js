@@ -45,22 +45,28 @@ function showOnly(id) {
 function eventFilters(hashQuery) {
   const given = new URLSearchParams(hashQuery);
   const form = document.getElementById("event-filters");
-  for (const name of FILTERS) form.elements[name].value = given.get(name) || "";
+  for (const name of FILTERS) {
+    const field = form.elements[name], value = given.get(name) || "";
+    if (field.tagName === "SELECT" && value && ![...field.options].some((o) => o.value === value)) {
+      field.append(el("option", { value }, value));  // a value from a link that the choices lack: shown, not dropped
+    }
+    field.value = value;
+  }
   return given;
 }
 
 async function fillCameraChoices() {
   const select = document.getElementById("event-filters").elements.camera;
-  if (select.options.length > 1) return;
   const overview = await getJson("/api/overview");
-  select.append(...overview.cameras.map((c) => el("option", { value: c.camera }, c.camera)));
+  const have = new Set([...select.options].map((o) => o.value));
+  select.append(...overview.cameras.filter((c) => !have.has(c.camera)).map((c) => el("option", { value: c.camera }, c.camera)));
 }
 
 async function showEvents(hashQuery) {
   showOnly("events-view");
   await fillCameraChoices().catch(() => {});
   const given = eventFilters(hashQuery);
-  const page = Math.max(0, Number(given.get("page") || 0));
+  const page = Math.max(0, Number.parseInt(given.get("page"), 10) || 0);  // a hand-typed page=abc: the first
   const focus = given.get("focus");
   const query = new URLSearchParams({ kind: "event", limit: PAGE_SIZE, offset: page * PAGE_SIZE });
   for (const name of FILTERS) if (given.get(name)) query.set(name, given.get(name));
@@ -128,7 +134,8 @@ async function showIdentity(identity) {
   const seen = visits(rows);
   const cameras = new Set(rows.map((r) => r.camera));
   const merged = rows[0].merged_from.length ? ` (merged from ${rows[0].merged_from.join(", ")})` : "";
-  summary.textContent = `${rows.length} sightings on ${cameras.size} camera${cameras.size > 1 ? "s" : ""}${merged}, ` +
+  const count = answer.more ? `the latest ${rows.length}` : `${rows.length}`;  // the API's largest page: say it is not all
+  summary.textContent = `${count} sightings on ${cameras.size} camera${cameras.size > 1 ? "s" : ""}${merged}, ` +
     `${timeText(rows[0].capture_unix_ms)} to ${timeText(rows[rows.length - 1].capture_unix_ms)}`;
   const items = [];
   seen.forEach((visit, i) => {
