@@ -26,6 +26,18 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if item.get_closest_marker("installs"):
             item.add_marker(pytest.mark.xdist_group("installs"))
+    items.sort(key=_short_ones_last)
+
+
+LONG_RUNNING = ("tests/e2e/", "tests/tools/", "tests/deploy/test_role_installs.py")
+"""The folders and files whose tests start whole deployments, benchmarks or installs (10-70 s each)."""
+
+
+def _short_ones_last(item: pytest.Item) -> bool:
+    """Sort key: the long-running tests first (False sorts first; the sort is stable, so each module stays in one
+    piece and in its order). Workers take tests in this order, so the run ends on short tests, not on a worker
+    still busy with a benchmark while the others are idle (longest first: the classic makespan heuristic)."""
+    return not item.nodeid.startswith(LONG_RUNNING)
 
 
 @pytest.fixture(scope="session")
