@@ -58,6 +58,8 @@ def over_bound_victim(queues: RoiQueues, queue_max: int, bounds: ByteBounds, add
         return queues.pop_victim(queues.longest())[1]
     if queues.total_bytes > bounds.total:
         return queues.pop_victim(queues.heaviest())[1]
+    if queues.total_bytes <= min(bounds.recognizer, bounds.edge):
+        return None  # no recognizer and no edge can hold more than all queued ROIs together (the usual case)
     for recognizer in dict.fromkeys(item.recognizer for item in added):
         if queues.recognizer_bytes(recognizer) > bounds.recognizer:
             return queues.pop_victim(queues.heaviest(recognizer))[1]

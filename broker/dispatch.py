@@ -385,6 +385,8 @@ class Dispatcher:
         Returns:
             ``(assignment or None, stale ROIs)``; None when no queued ROI has a worker with credit.
         """
+        if not self._queues:
+            return None, []  # the usual call between two ROIs: nothing waits
         stale: list[Pending] = []
         blocked: set[str] = set()  # recognizers without a worker with free credit, in this call
         while (found := self._next_servable(blocked)) is not None:

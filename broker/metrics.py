@@ -139,18 +139,32 @@ class BrokerTelemetry:
         self._overdue = ROIS_OVERDUE.labels(broker=broker)
         self._cameras: set[str] = set()
         self._recognizers: set[str] = set()
+        # children bound once per label value (a labels() lookup costs about 2 us; an ROI needs two), keyed by
+        # the label value, so bounded like the labels themselves
+        self._received_by_label: dict[str, Counter] = {}
+        self._dispatched_by_label: dict[str, Counter] = {}
         self._worker_labels: set[str] = set()  # labels of live workers' credit series
 
     def roi_received(self, camera: str) -> None:
         """Count one well-formed ROI from ``camera`` (label bounded, see :data:`MAX_CAMERA_LABELS`)."""
         self.counts.received += 1
-        ROIS_RECEIVED.labels(broker=self.broker, camera=self.camera_label(camera)).inc()
+        label = self.camera_label(camera)
+        child = self._received_by_label.get(label)
+        if child is None:
+            child = ROIS_RECEIVED.labels(broker=self.broker, camera=label)
+            self._received_by_label[label] = child
+        child.inc()
 
     def dispatched(self, recognizer: str, queued_s: float) -> None:
         """One ROI for ``recognizer`` (``""``: any) forwarded to a worker after waiting ``queued_s`` seconds here."""
         self.counts.forwarded += 1
         self._dispatched.inc()
-        RECOGNIZER_DISPATCHED.labels(broker=self.broker, recognizer=self.recognizer_label(recognizer)).inc()
+        label = self.recognizer_label(recognizer)
+        child = self._dispatched_by_label.get(label)
+        if child is None:
+            child = RECOGNIZER_DISPATCHED.labels(broker=self.broker, recognizer=label)
+            self._dispatched_by_label[label] = child
+        child.inc()
         self._queue_seconds.observe(queued_s)
 
     def result_forwarded(self) -> None:

@@ -137,7 +137,10 @@ class RoiQueues:
     def append(self, seq: int, item: Queued) -> None:
         """Queue ``item`` (enqueue order ``seq``) at the tail of its (recognizer, camera) queue."""
         key = (item.recognizer, item.camera)
-        self._queues.setdefault(key, CameraQueue()).append((seq, item))
+        queue = self._queues.get(key)
+        if queue is None:  # not setdefault: it would build a CameraQueue for every ROI
+            queue = self._queues[key] = CameraQueue()
+        queue.append((seq, item))
         if not item.deferrable:
             self._prompt_order.setdefault(key)
         self._add(item)
@@ -267,10 +270,16 @@ class RoiQueues:
         key = (item.recognizer, item.camera)
         n = sign * item.size_bytes
         self.total_bytes += n
-        for table, entry, change in ((self._queue_bytes, key, n), (self._recognizer_bytes, item.recognizer, n),
-                                     (self._edge_bytes, item.edge, n), (self._edge_entries, (key, item.edge), sign)):
-            left = table.get(entry, 0) + change
-            if left:
-                table[entry] = left
-            else:
-                table.pop(entry, None)
+        _add_to(self._queue_bytes, key, n)  # four calls, no loop over a tuple of tables: this runs twice per ROI
+        _add_to(self._recognizer_bytes, item.recognizer, n)
+        _add_to(self._edge_bytes, item.edge, n)
+        _add_to(self._edge_entries, (key, item.edge), sign)
+
+
+def _add_to(table: dict, key: Hashable, change: int) -> None:
+    """Add ``change`` to ``table[key]`` (absent: 0), deleting the entry when the sum is 0."""
+    left = table.get(key, 0) + change
+    if left:
+        table[key] = left
+    else:
+        table.pop(key, None)

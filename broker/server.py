@@ -37,7 +37,7 @@ from vcascade.core.schema.broker import HeartbeatConfig
 from vcascade.core.schema.broker_settings import BrokerSettings
 from vcascade.core.telemetry.health import READINESS
 from vcascade.core.transport.liveness import PeerLiveness
-from vcascade.core.transport.sockets import waiting_messages
+from vcascade.core.transport.sockets import send_frames, waiting_messages
 from vcascade.core.runtime.stop import StopFlag
 from vcascade.core.telemetry.metrics import serve_metrics
 from vcascade.core.transport.zap import start_authenticator
@@ -106,7 +106,7 @@ def run_broker(
         )
         READINESS.set(f"broker:{name}:bound", True)
         READINESS.add_check(f"broker:{name}:workers", lambda: (dispatcher.workers > 0, "no worker registered"))
-        loop = _BrokerLoop(name, frontend, backend, dispatcher, beat, report)
+        loop = BrokerLoop(name, frontend, backend, dispatcher, beat, report)
         loop.serve(stop)
         loop.shutdown(drain_timeout_s)
     finally:
@@ -117,8 +117,12 @@ def run_broker(
             auth.stop()
 
 
-class _BrokerLoop:
-    """State and handlers of one running broker; all calls come from the one thread running :meth:`serve`."""
+class BrokerLoop:
+    """State and handlers of one running broker; all calls come from the one thread running :meth:`serve`.
+
+    Public for the benchmark that times its handlers step by step (``tools/bench_broker_steps.py``); a broker is
+    run by :func:`run_broker`, which binds the sockets and builds the dispatcher first.
+    """
 
     def __init__(
         self,
@@ -218,7 +222,7 @@ class _BrokerLoop:
             return
         self.telemetry.roi_received(header.camera)
         envelope = Envelope(edge, frames[1:], header)
-        size_bytes = sum(len(frame) for frame in frames[1:])  # header and crop as received
+        size_bytes = len(frames[1]) + len(frames[2])  # header and crop as received (an Roi has one payload frame)
         item = Pending(header.roi_id, header.camera, now_s, header.ttl_ms, envelope, recognizer=header.recognizer,
                        size_bytes=size_bytes, edge=edge,
                        deferrable=header.send_reason in wire.DEFERRABLE_SEND_REASONS)  # fmt: skip
@@ -317,7 +321,7 @@ class _BrokerLoop:
         if envelope.roi.ttl_ms > 0:  # pass the deadline on: what is left of it after the wait here
             frames[1] = wire.encode(msgspec.structs.replace(envelope.roi, ttl_ms=remaining_ttl_ms(flight)))
         try:
-            self.backend.send_multipart(frames, flags=zmq.NOBLOCK, copy=False)
+            send_frames(self.backend, frames)
         except zmq.ZMQError as exc:  # EHOSTUNREACH: disconnected; EAGAIN: its pipe is full, it is not reading
             log.warning("broker %s: worker %r unreachable (%s)", self.name, flight.worker, exc.strerror)
             self.telemetry.send_failed("backend", send_failure_reason(exc))
@@ -380,7 +384,7 @@ class _BrokerLoop:
         """Send one Heartbeat (``frame``, default the plain one); False when the peer is gone (a full pipe is
         counted but not fatal)."""
         try:
-            sock.send_multipart([peer, frame or self._heartbeat], zmq.NOBLOCK)
+            send_frames(sock, [peer, frame or self._heartbeat])
         except zmq.ZMQError as exc:
             self.telemetry.send_failed(side, send_failure_reason(exc))
             return exc.errno != errno.EHOSTUNREACH
@@ -400,7 +404,7 @@ class _BrokerLoop:
 
     def _send_edge(self, edge: bytes, frames: list) -> bool:
         try:
-            self.frontend.send_multipart([edge, *frames], flags=zmq.NOBLOCK, copy=False)
+            send_frames(self.frontend, [edge, *frames])
         except zmq.ZMQError as exc:
             self.telemetry.send_failed("frontend", send_failure_reason(exc))
             self._count_drop("edge_gone" if exc.errno == errno.EHOSTUNREACH else "edge_busy")

@@ -51,5 +51,5 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "require_redacted": ".privacy.redaction",
     "FrameMasks": ".privacy.masks",
     "CenterFace": ".privacy.centerface",
-    "FaceModels": ".privacy.model_file",
+    "PrivacyModels": ".privacy.model_file",
 })

@@ -176,8 +176,9 @@ CONTROL_REQUESTS = Counter(
 IMAGES_OUT = Counter(
     "vcascade_edge_images_out_total",
     "Images that left the edge, by exit (roi: a crop put on a broker socket, retries included; preview: a preview "
-    "served over HTTP; snapshot) and redacted (true: faces redacted; false: this exit or route leaves faces as "
-    "they are). Privacy masks are filled in every frame either way (docs/PRIVACY.md).",
+    "served over HTTP; snapshot) and redacted (true: the camera's face or text redaction ran on it; false: this "
+    "exit or route leaves faces and text as they are). Privacy masks are filled in every frame either way "
+    "(docs/PRIVACY.md).",
     ["edge", "exit", "redacted"],
 )
 AUTH_FAILURES = auth_failures_counter("edge")

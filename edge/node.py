@@ -38,13 +38,13 @@ from vcascade.edge.link.broker_link import BrokerLink
 from vcascade.edge.metrics import EdgeTelemetry
 from vcascade.edge.preview.annotate import camera_geometry
 from vcascade.edge.preview.hub import PreviewHub
-from vcascade.edge.privacy.model_file import FaceModels
+from vcascade.edge.privacy.model_file import PrivacyModels
 from vcascade.edge.privacy.redaction import CameraRedaction, RedactedFrame
 from vcascade.edge.selection.identity_cache import IdentityCache
 from vcascade.edge.selection.roi import roi_header
 from vcascade.edge.selection.roi_policy import RoiPolicy
 from vcascade.edge.selection.roi_selection import RoiSelection
-from vcascade.edge.selection.routing import ClassRouter
+from vcascade.edge.selection.routing import ClassRouter, route_crop_sides
 from vcascade.edge.selection.tracking import CameraTracker
 from vcascade.edge.way_back import Tracked
 
@@ -62,13 +62,16 @@ class CameraTracking:
         self, policy_cfg: RoiPolicyConfig, roi_cfg: RoiConfig, router: ClassRouter | None = None,
         analytics: CameraAnalytics | None = None, camera_cfg: CameraConfig | None = None,
         redaction: CameraRedaction | None = None, unredacted: frozenset[str] = frozenset(),
+        crop_sides: dict[str, int] | None = None,
     ) -> None:
         """``policy_cfg``: the camera's ROI policy; ``roi_cfg``: its edge's ``roi`` (minimum size, padding);
         ``router``: its routes (None: every ROI for any recognizer); ``analytics``: its lines and zones (None:
         none); ``camera_cfg``: its settings (the lines and zones its previews draw); ``redaction``: what its
         images get before they leave (None: the camera was refused, nothing of it leaves); ``unredacted``: the
-        recognizers whose routes ask for faces as they are."""
+        recognizers whose routes ask for faces as they are; ``crop_sides``: the longest side of the crops sent to
+        each recognizer, px (0: as cut; a recognizer not in it: ``roi_cfg.crop_max_side_px``)."""
         self.redaction, self.unredacted = redaction, unredacted
+        self.crop_sides, self.default_crop_side = crop_sides or {}, roi_cfg.crop_max_side_px
         self.geometry = camera_geometry(camera_cfg)
         self.tracker = CameraTracker(policy_cfg.tracker)
         self.analytics = analytics
@@ -102,17 +105,18 @@ class EdgeNode:
     ``identities`` must be the identity cache of ``link``'s way back, so that answers reach it; so must ``preview``
     (the live view's previews, :mod:`vcascade.edge.preview.hub`; None: no previews), when given, and ``history``
     (:class:`vcascade.edge.history.writer.HistoryWriter`; None: nothing kept): events then carry their pictures.
-    ``faces``: the edge's face detectors (:class:`~vcascade.edge.privacy.model_file.FaceModels`; None: searched in
-    the default model folders).
+    ``privacy_models``: the edge's face and text detectors (:class:`~vcascade.edge.privacy.model_file.PrivacyModels`;
+    None: searched in the default model folders).
     """
 
     def __init__(
         self, settings: EdgeSettings, detector: Detector, link: BrokerLink, identities: IdentityCache,
-        preview: PreviewHub | None = None, history: HistoryWriter | None = None, faces: FaceModels | None = None,
+        preview: PreviewHub | None = None, history: HistoryWriter | None = None,
+        privacy_models: PrivacyModels | None = None,
     ) -> None:
         self.name, self.cfg, self.detector, self.link = settings.name, settings.edge, detector, link
         self.preview, self.history = preview, history
-        self.faces = faces or FaceModels(None)
+        self.privacy_models = privacy_models or PrivacyModels(None)
         self._refusals: dict[str, CameraFault] = {}
         self.settings = settings
         self.telemetry = EdgeTelemetry(self.name)
@@ -152,7 +156,7 @@ class EdgeNode:
             r.recognizer for r in routes if not r.unredacted_faces}  # a recognizer some route redacts stays redacted
         self._cameras[camera] = CameraTracking(
             policy, self.cfg.roi, router, self._analytics(camera, cam_cfg), cam_cfg,
-            self._redaction(camera, cam_cfg), unredacted,
+            self._redaction(camera, cam_cfg), unredacted, route_crop_sides(routes, self.cfg.roi.crop_max_side_px),
         )
         self.motion.add(camera, cam_cfg.motion)
         if open_books:
@@ -161,19 +165,23 @@ class EdgeNode:
                 self.history.set_limits(camera, cam_cfg.history)
 
     def _redaction(self, camera: str, cam_cfg: CameraConfig) -> CameraRedaction | None:
-        """The camera's redaction; None, with a refusal for its reader (:meth:`refusal`), when its face model
-        cannot be loaded: the camera must not start rather than send faces unredacted."""
+        """The camera's redaction; None, with a refusal for its reader (:meth:`refusal`), when its face or text
+        model cannot be loaded: the camera must not start rather than send faces or text unredacted."""
         self._refusals.pop(camera, None)
-        faces_cfg = cam_cfg.privacy.faces if cam_cfg.privacy is not None else None
+        privacy = cam_cfg.privacy
+        faces_cfg, text_cfg = (privacy.faces, privacy.text) if privacy is not None else (None, None)
+        key = "privacy.faces.model"
         try:
-            faces = self.faces.get(faces_cfg) if faces_cfg is not None else None
+            faces = self.privacy_models.faces(faces_cfg) if faces_cfg is not None else None
+            key = "privacy.text.model"
+            text = self.privacy_models.text(text_cfg) if text_cfg is not None else None
         except ModelUnavailable as exc:
-            self._refusals[camera] = CameraFault("privacy_model_missing", f"privacy.faces.model: {exc}")
+            self._refusals[camera] = CameraFault("privacy_model_missing", f"{key}: {exc}")
             return None
-        return CameraRedaction(cam_cfg.privacy, faces, self.detector.class_names)
+        return CameraRedaction(privacy, faces, self.detector.class_names, text)
 
     def refusal(self, camera: str) -> CameraFault | None:
-        """Why ``camera`` must not start (its face model is missing or unfit), or None."""
+        """Why ``camera`` must not start (its face or text model is missing or unfit), or None."""
         return self._refusals.get(camera)
 
     def remove_camera(self, camera: str) -> None:
@@ -252,7 +260,7 @@ class EdgeNode:
             return 0  # nothing of this frame leaves (a refused camera's frames never do)
         if preview_due:
             self.preview.offer(redacted, tracked, now_s, cam.geometry)  # only while someone watches this camera
-        return self._submit(redacted, selection, cam.unredacted, detect_start_s, detect_end_s)
+        return self._submit(redacted, selection, cam, detect_start_s, detect_end_s)
 
     def _suppressed(self, frame: Frame, selection: RoiSelection, emit_tracked: bool) -> None:
         """Count the detections the policy did not send, per reason; publish a :class:`Tracked` for each followed
@@ -275,15 +283,18 @@ class EdgeNode:
             self.telemetry.tracked_line(frame.camera)
 
     def _submit(
-        self, redacted: RedactedFrame, selection: RoiSelection, unredacted: frozenset[str], detect_start_s: float,
+        self, redacted: RedactedFrame, selection: RoiSelection, cam: CameraTracking, detect_start_s: float,
         detect_end_s: float,
     ) -> int:
         """Crop, encode (from the redacted frame) and submit the ROI of each sent row of ``selection``; the rows
-        routed to a recognizer in ``unredacted`` keep their faces. Returns the number submitted."""
+        routed to a recognizer in ``cam.unredacted`` keep their faces, each crop is shrunk to its recognizer's
+        crop side (``cam.crop_sides``). Returns the number submitted."""
         frame = redacted.frame
         for row in range(len(selection)):
+            recognizer = str(selection.recognizer[row])
             image = redacted.crop(selection.crop_xyxy[row], self.cfg.roi.jpeg_quality,
-                                  unredacted_faces=str(selection.recognizer[row]) in unredacted)  # fmt: skip
+                                  unredacted_faces=recognizer in cam.unredacted,
+                                  max_side_px=cam.crop_sides.get(recognizer, cam.default_crop_side))  # fmt: skip
             self._counter += 1
             known = self.identities.gallery_identity(frame.camera, int(selection.detections.track_id[row]),
                                                      str(selection.recognizer[row]))
@@ -291,7 +302,7 @@ class EdgeNode:
             pending = PendingRoi(
                 roi, frame.capture_s, detect_start_s, detect_end_s, encoded_s=time.perf_counter(),
                 send_reason=str(selection.send_reason[row]), class_name=self._class_name(roi.class_id),
-                keep_crop=image.redacted or not redacted.redacts("snapshot"),  # a face left for its route stays there
+                keep_crop=redacted.crop_fits(image, "snapshot"),  # a face left for its route, or any text, stays there
             )
             self.link.submit(pending, image)
         return len(selection)

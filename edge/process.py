@@ -39,7 +39,7 @@ from vcascade.edge.detection.pool import DetectorPool
 from vcascade.edge.link.broker_link import BrokerLink
 from vcascade.edge.node import EdgeNode
 from vcascade.edge.preview.hub import PreviewHub
-from vcascade.edge.privacy.model_file import FaceModels
+from vcascade.edge.privacy.model_file import PrivacyModels
 from vcascade.edge.preview.server import serve_previews
 from vcascade.edge.selection.identity_cache import IdentityCache
 from vcascade.edge.sinks.lines import OutputLines
@@ -105,7 +105,7 @@ class EdgeProcess:
         self.link = BrokerLink(settings, self.ctx, self.way_back)
         self._unlisten = listen_states(name, self.way_back.camera_state)
         self.node = EdgeNode(
-            settings, self.detector, self.link, identities, self.preview, self.history, FaceModels(model_dir)
+            settings, self.detector, self.link, identities, self.preview, self.history, PrivacyModels(model_dir)
         )
         self.slots = FrameSlots()
         self.pool = DetectorPool(

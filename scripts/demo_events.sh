@@ -7,7 +7,7 @@
 #
 #   scripts/demo_events.sh [--frames N] [--model-dir DIR] [--out DIR]
 #
-# DIR holds yolox_nano.onnx and PP-OCRv6_rec_small.onnx (default: $VCASCADE_TEST_MODELS, else models/).
+# DIR holds yolox_nano.onnx and the PP-OCRv6 text models (det and rec; default: $VCASCADE_TEST_MODELS, else models/).
 # Needs the Debian package `mosquitto` (scripts/test.sh installs it) and vcascade installed in .venv
 # (or VCASCADE_PYTHON pointing at a Python that has it).
 set -euo pipefail

@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
 # Run the demo (after its own set-up: ./scripts/demo.sh installs .venv), then ask its history for an identity seen
 # on both demo cameras and print that identity's timeline across cameras with the paths of its evidence images
-# (docs/HISTORY.md). Arguments go to `vcascade run`, e.g. --model-dir DIR.
+# (docs/HISTORY.md). Arguments go to `vcascade run`, e.g. --model-dir DIR. VCASCADE_DEMO_FILE names another
+# deployment file to run and search (the test's short form: tests/e2e/test_demo_search.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV="${VCASCADE_VENV:-.venv}"
+FILE="${VCASCADE_DEMO_FILE:-configs/demo.yaml}"
 if [ ! -x "$VENV/bin/vcascade" ]; then
     echo "demo_search.sh: no $VENV/bin/vcascade: run ./scripts/demo.sh first (it installs vcascade)" >&2
     exit 2
 fi
-"$VENV/bin/vcascade" run configs/demo.yaml "$@"
-identity="$("$VENV/bin/vcascade" search configs/demo.yaml --limit 100000 --json | "$VENV/bin/python" -c '
+"$VENV/bin/vcascade" run "$FILE" "$@"
+identity="$("$VENV/bin/vcascade" search "$FILE" --limit 100000 --json | "$VENV/bin/python" -c '
 import json, sys
 cameras = {}
 for row in json.load(sys.stdin):
@@ -24,4 +26,4 @@ if [ -z "$identity" ]; then
     exit 1
 fi
 echo "demo_search.sh: identity $identity was seen on both cameras; its timeline:" >&2
-COLUMNS="${COLUMNS:-200}" "$VENV/bin/vcascade" search configs/demo.yaml --identity "$identity"
+COLUMNS="${COLUMNS:-200}" "$VENV/bin/vcascade" search "$FILE" --identity "$identity"

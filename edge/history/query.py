@@ -48,6 +48,11 @@ class HistoryQuery:
         text: the text read contains this (case-insensitive).
         from_ms, to_ms: capture time window, ms since the Unix epoch (``to_ms`` excluded).
         limit: the newest ``limit`` rows (1..:data:`MAX_LIMIT`).
+        ref: only the row of this result or event id (the live view's evidence images are asked for by it).
+
+    Raises:
+        QueryError: an identity outside a signed 64-bit integer (the stores' column), an unknown event type, a
+            ``limit`` out of range, ``to_ms`` not after ``from_ms``.
     """
 
     identity: int | None = None
@@ -60,8 +65,11 @@ class HistoryQuery:
     from_ms: float | None = None
     to_ms: float | None = None
     limit: int = 100
+    ref: str | None = None
 
     def __post_init__(self) -> None:
+        if self.identity is not None and not -(2**63) <= self.identity < 2**63:  # the stores' INTEGER / BIGINT
+            raise QueryError(f"--identity {self.identity}: expected an id within a signed 64-bit integer")
         if self.event_type is not None and self.event_type not in EVENT_TYPES:
             raise QueryError(f"--event {self.event_type!r}: expected one of {', '.join(EVENT_TYPES)}")
         if not 1 <= self.limit <= MAX_LIMIT:
@@ -137,7 +145,9 @@ def sightings_sql(query: HistoryQuery, identities: list[tuple[int, str]] | None)
     if query.cameras:
         where.append(f"camera IN ({', '.join('?' * len(query.cameras))})")
         params += list(query.cameras)
-    for column, value in (("class_name", query.class_name), ("event_type", query.event_type), ("place", query.place)):
+    filters = (("ref", query.ref), ("class_name", query.class_name), ("event_type", query.event_type),
+               ("place", query.place))
+    for column, value in filters:
         if value is not None:
             where.append(f"{column} = ?")
             params.append(value)

@@ -24,6 +24,9 @@ from vcascade.edge.history.store import (
 DATABASE_FILE = "history.sqlite3"
 """Name of the database file in the history folder."""
 
+PROGRESS_STEPS = 10_000
+"""SQLite virtual-machine steps between two checks of a query's time budget (a few ms of work)."""
+
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS sightings (
     id INTEGER PRIMARY KEY,
@@ -115,6 +118,8 @@ class SqliteHistory:
         folder: the history folder (created ``dir_mode``; the file ``file_mode``, its ``-wal`` and ``-shm`` follow).
         timeout_s: longest wait for the write lock, s.
         readonly: open for queries only (``vcascade search``): the file must exist.
+        budget_s: longest one query may run, s (None: unbounded); past it SQLite interrupts it and
+            :meth:`query` raises StoreDown (the live view's HTTP search bounds its queries so).
 
     Raises:
         StoreDown: the file cannot be opened or its schema created. FileNotFoundError: ``readonly`` and no file.
@@ -124,9 +129,10 @@ class SqliteHistory:
 
     def __init__(
         self, folder: str | Path, timeout_s: float = 2.0, readonly: bool = False, file_mode: int = FILE_MODE,
-        dir_mode: int = DIR_MODE,
+        dir_mode: int = DIR_MODE, budget_s: float | None = None,
     ) -> None:
         self.folder = Path(folder)
+        self.budget_s = budget_s
         self.path = self.folder / DATABASE_FILE
         try:
             if readonly:
@@ -295,10 +301,24 @@ class SqliteHistory:
 
     def query(self, query: HistoryQuery) -> list[dict[str, Any]]:
         """The rows answering ``query``, oldest first (module docstring of :mod:`vcascade.edge.history.query`);
-        each row also has ``followed``: the ids an identity query stood for (``[]`` otherwise)."""
-        identities = None if query.identity is None else self.followed_identities(query.identity)
-        sql = sightings_sql(query, identities)
-        rows = [dict(zip(COLUMNS, row)) for row in self._db.execute(sql.text, sql.params)]
+        each row also has ``followed``: the ids an identity query stood for (``[]`` otherwise).
+
+        Raises:
+            StoreDown: it ran past ``budget_s``, or SQLite failed.
+        """
+        if self.budget_s is not None:
+            deadline = time.monotonic() + self.budget_s
+            self._db.set_progress_handler(lambda: time.monotonic() > deadline, PROGRESS_STEPS)
+        try:
+            identities = None if query.identity is None else self.followed_identities(query.identity)
+            sql = sightings_sql(query, identities)
+            rows = [dict(zip(COLUMNS, row)) for row in self._db.execute(sql.text, sql.params)]
+        except sqlite3.OperationalError as exc:
+            if "interrupted" in str(exc):
+                raise StoreDown(f"history store: the query ran past its budget of {self.budget_s:g} s") from None
+            raise _store_error(exc) from exc
+        finally:
+            self._db.set_progress_handler(None, 0)
         followed = [] if identities is None else [i for i, _ in identities]
         for row in rows:
             row["followed"] = followed

@@ -27,11 +27,14 @@ FONT_SCALE = 0.45
 @dataclass(frozen=True)
 class Geometry:
     """A camera's lines and zones: each an (k, 2) float32 array of x, y points, in frame pixels, or in 0..1 of the
-    frame's width and height when ``normalized``."""
+    frame's width and height when ``normalized``; ``line_names``/``zone_names`` label them (drawn at each one's
+    first point; fewer names than shapes: the rest unlabelled)."""
 
     lines: tuple[np.ndarray, ...] = ()
     zones: tuple[np.ndarray, ...] = ()
     normalized: bool = False
+    line_names: tuple[str, ...] = ()
+    zone_names: tuple[str, ...] = ()
 
 
 NO_GEOMETRY = Geometry()
@@ -47,6 +50,8 @@ def camera_geometry(camera_cfg: CameraConfig | None) -> Geometry:
         tuple(np.asarray(line.points, np.float32) for line in analytics.lines),
         tuple(np.asarray(zone.polygon, np.float32) for zone in analytics.zones),
         analytics.coordinates == "normalized",
+        tuple(line.name for line in analytics.lines),
+        tuple(zone.name for zone in analytics.zones),
     )
 
 
@@ -79,10 +84,13 @@ def annotate(
     out = cv2.resize(image, (round(width * scale), round(height * scale)), interpolation=cv2.INTER_AREA) \
         if scale < 1.0 else image.copy()
     to_px = np.array([width, height], np.float32) * scale if geometry.normalized else np.float32(scale)
-    for zone in geometry.zones:
-        cv2.polylines(out, [np.round(zone * to_px).astype(np.int32)], True, ZONE_COLOR_BGR, 2, cv2.LINE_AA)
-    for line in geometry.lines:
-        cv2.polylines(out, [np.round(line * to_px).astype(np.int32)], False, LINE_COLOR_BGR, 2, cv2.LINE_AA)
+    for shapes, names, closed, color in ((geometry.zones, geometry.zone_names, True, ZONE_COLOR_BGR),
+                                         (geometry.lines, geometry.line_names, False, LINE_COLOR_BGR)):
+        for i, shape in enumerate(shapes):
+            points = np.round(shape * to_px).astype(np.int32)
+            cv2.polylines(out, [points], closed, color, 2, cv2.LINE_AA)
+            if i < len(names):
+                _label(out, names[i], int(points[0][0]), int(points[0][1]), color)
     for row in range(len(detections)):
         x1, y1, x2, y2 = (round(float(v) * scale) for v in detections.xyxy[row])
         color = track_color_bgr(int(detections.track_id[row]))

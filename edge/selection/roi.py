@@ -25,6 +25,19 @@ def crop_pixels(image: np.ndarray, crop_xyxy: np.ndarray) -> np.ndarray:
     return image[y1:y2, x1:x2]
 
 
+def shrink_to_side(pixels: np.ndarray, max_side_px: int) -> np.ndarray:
+    """A (h, w, 3) uint8 BGR crop with its longer side shrunk to ``max_side_px``, aspect ratio kept (area
+    interpolation, OpenCV ``INTER_AREA``); the crop itself (no copy) when ``max_side_px`` is 0 or the crop is no
+    larger (a route's ``crop_max_side_px``: crops are never enlarged)."""
+    h, w = pixels.shape[:2]
+    side = max(h, w)
+    if max_side_px <= 0 or side <= max_side_px:
+        return pixels
+    scale = max_side_px / side
+    size = (max(1, round(w * scale)), max(1, round(h * scale)))
+    return cv2.resize(np.ascontiguousarray(pixels), size, interpolation=cv2.INTER_AREA)
+
+
 def encode_jpeg(pixels: np.ndarray, quality: int) -> bytes:
     """JPEG-encode a (h, w, 3) uint8 BGR crop with OpenCV at ``quality`` (1..100).
 

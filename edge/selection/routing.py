@@ -77,3 +77,16 @@ class ClassRouter:
     def tracks_pinned(self) -> int:
         """Number of live tracks with a pinned recognizer."""
         return len(self._pinned)
+
+
+def route_crop_sides(routes: Iterable[RouteConfig], default_px: int) -> dict[str, int]:
+    """The longest side of the crops sent to each routed recognizer, px (0: as cut): a route's
+    ``crop_max_side_px``, else the edge's ``roi.crop_max_side_px`` (``default_px``). A recognizer that several
+    routes name gets the largest of their sizes (0, as cut, is the largest): no route's crops are smaller than
+    it asked for."""
+    sides: dict[str, int] = {}
+    for route in routes:
+        side = default_px if route.crop_max_side_px is None else route.crop_max_side_px
+        known = sides.get(route.recognizer)
+        sides[route.recognizer] = side if known is None else (0 if 0 in (known, side) else max(known, side))
+    return sides

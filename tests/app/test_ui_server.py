@@ -142,3 +142,4 @@ def test_without_a_preview_port_a_camera_shows_its_state_and_reason_from_the_edg
         metrics.server_close()
     assert (row["state"], row["reason"], row["error"]) == ("failed", "missing_file", None)
     assert row["previews"] == "edge edge-1 has no preview_port"
+    assert row["no_preview_key"] == "edges.edge-1.preview_port"  # the page shows it as the hint

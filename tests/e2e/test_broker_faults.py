@@ -175,6 +175,7 @@ class Edge:
         self.sock.close(linger=0)
 
 
+@pytest.mark.alone  # compares camera B's latency alone and under flood: other tests' load would move one, not the other
 def test_fair_under_flood_survives_a_killed_worker_and_stops_on_time_with_peers_gone(cluster, jpeg_crops):
     """One cluster (worker start-up dominates the cost), four phases: a flooding camera does not delay another;
     a worker killed mid-stream loses nothing; a worker whose broker was killed stops on SIGTERM in bounded time;

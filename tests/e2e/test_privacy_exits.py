@@ -1,11 +1,13 @@
-"""Every exit of an image, with a privacy mask and face redaction on, checked on the bytes that arrive: ROI crops at
+"""Every exit of an image, with a privacy mask, face and text redaction on, checked on the bytes that arrive: ROI crops at
 a worker behind a real `vcascade broker` process (the test plays the worker on the broker's backend socket), and
 previews read by a real HTTP client from a real `vcascade edge` process reading bikes.mp4. The footage is real:
 CenterFace finds faces of the people at the back of the street (frame 114 has five, 12-35 px high).
 
 What is checked: in every received image, the masked area is the fill colour and every face CenterFace finds in
 the same (masked) source frame has lost its detail (its Laplacian no longer follows the source's: see
-``detail_kept``); ``vcascade_edge_images_out_total`` counts every image that left, none of them unredacted.
+``detail_kept``), and in every preview so has every text region PP-OCR's detector finds there (the taxi's roof
+sign, shop lettering; ROI crops keep their text for a text recognizer); ``vcascade_edge_images_out_total`` counts
+every image that left, none of them unredacted.
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ from vcascade.core.protocol import wire
 from vcascade.core.transport.sockets import make_socket
 from vcascade.edge.privacy.centerface import CenterFace
 from vcascade.edge.privacy.masks import FrameMasks
+from vcascade.edge.privacy.redaction import CameraRedaction
+from vcascade.edge.privacy.text_detector import TextDetector
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 
@@ -38,7 +42,7 @@ FILL = (7, 200, 13)
 MASK = [[520, 120], [640, 120], [640, 272], [520, 272]]
 """The bottom-right corner of the street: people walk through it."""
 PRIVACY = {"frame_size_px": [640, 272], "fill_bgr": list(FILL), "masks": [{"name": "corner", "polygon": MASK}],
-           "faces": {"method": "blur"}}  # fmt: skip
+           "faces": {"method": "blur"}, "text": {"method": "blur"}}  # fmt: skip
 STARTUP_S = 120
 MIN_FACE_PX = 8
 """Face areas smaller than this on a side in a received image are too small to judge by their detail."""
@@ -133,7 +137,7 @@ def _check_image(
         if x2 - x1 < MIN_FACE_PX or y2 - y1 < MIN_FACE_PX:
             continue
         kept = detail_kept(image[y1:y2, x1:x2], source[y0 + y1:y0 + y2, x0 + x1:x0 + x2])
-        assert kept < 0.3, f"a face at {(fx1, fy1, fx2, fy2)} left with its detail ({kept:.2f})"
+        assert kept < 0.3, f"a face or text region at {(fx1, fy1, fx2, fy2)} left with its detail ({kept:.2f})"
         judged += 1
     return judged
 
@@ -142,20 +146,28 @@ def test_no_masked_pixel_and_no_face_leaves_unredacted(deployment, bikes_path, m
     data, procs = deployment
     sources = _source_frames(bikes_path)
     centerface = CenterFace(models_dir / "centerface.onnx")
+    reader = CameraRedaction(PrivacyConfig.model_validate(PRIVACY), centerface, ["person"],
+                             TextDetector(models_dir / "PP-OCRv6_det_small.onnx"))  # the edge's text settings
     faces_of: dict[int, np.ndarray] = {}
+    texts_of: dict[int, np.ndarray] = {}
 
     def faces(seq: int) -> np.ndarray:
         if seq not in faces_of:  # the edge's own settings: min_score 0.2, boxes grown 1.3x (the test judges the face)
             faces_of[seq] = np.round(centerface.detect(sources[seq], 0.2)[0]).astype(int)
         return faces_of[seq]
 
+    def texts(seq: int) -> np.ndarray:
+        if seq not in texts_of:
+            texts_of[seq] = reader.text_regions(sources[seq])
+        return texts_of[seq]
+
     worker = Worker(f"tcp://127.0.0.1:{data['brokers']['broker-1']['backend_port']}")
     preview_url = f"http://127.0.0.1:{data['edges']['edge-1']['preview_port']}/preview/street-1.jpg"
-    crop_faces = preview_faces = previews = 0
+    crop_faces = preview_faces = preview_texts = previews = 0
     masked_crops = 0
     try:
         deadline = time.monotonic() + STARTUP_S
-        while time.monotonic() < deadline and (crop_faces < 3 or preview_faces < 1 or masked_crops < 1):
+        while time.monotonic() < deadline and min(crop_faces, 3 * preview_faces, 3 * preview_texts, 3 * masked_crops) < 3:
             for name, proc in procs.items():
                 assert proc.poll() is None, f"{name} exited: {proc.communicate()[1][-3000:]}"
             worker.pump(1.0)
@@ -173,9 +185,11 @@ def test_no_masked_pixel_and_no_face_leaves_unredacted(deployment, bikes_path, m
                         image = cv2.imdecode(np.frombuffer(resp.read(), np.uint8), cv2.IMREAD_COLOR)
                         previews += 1
                         preview_faces += _check_image(image, sources[seq], (0, 0), faces(seq), drawn=True)
+                        preview_texts += _check_image(image, sources[seq], (0, 0), texts(seq), drawn=True)
             except OSError:
                 pass  # the endpoint is not up yet
-        assert crop_faces >= 3 and preview_faces >= 1 and masked_crops >= 1, (crop_faces, preview_faces, masked_crops)
+        assert crop_faces >= 3 and min(preview_faces, preview_texts, masked_crops) >= 1, (
+            crop_faces, preview_faces, preview_texts, masked_crops)
         counts = _images_out(data["edges"]["edge-1"]["metrics_port"])
         assert counts.get(("roi", "true"), 0) >= 1 and counts.get(("preview", "true"), 0) >= previews
         assert counts.get(("roi", "false"), 0) == 0 and counts.get(("preview", "false"), 0) == 0

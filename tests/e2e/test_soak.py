@@ -117,6 +117,7 @@ def test_checks_flag_fd_and_thread_growth_and_restarts():
     assert failed == ["same pid (no restart)", "no fds growth (slack 3)", "no threads growth (slack 3)"]
 
 
+@pytest.mark.alone
 @pytest.mark.timeout(900)
 def test_soak_one_minute_nothing_grows(tmp_path, models_dir):
     """One frame per second and camera keeps the deployment below the capacity of a shared 2-core CI machine:

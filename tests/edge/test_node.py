@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 
+import cv2
 import numpy as np
 import pytest
 import zmq
@@ -94,3 +95,37 @@ def test_previews_are_encoded_only_for_a_watched_camera_at_its_rate(node):
     assert node.preview.encoded == {CAMERA: 1}
     latest = node.preview.latest(CAMERA)
     assert latest.frame_seq == 10 and len(latest.boxes_xyxy_px) == 1  # tracked from frame 0: confirmed by now
+
+
+def test_each_route_gets_its_crop_size(models_dir, free_port):
+    """The demo's two routes with the edge shrinking crops to 48 px and the text route keeping them as cut: the
+    queued person crop is 48 px on its longer side, the car crop keeps its 200x120 px."""
+    raw = demo_data(both_recognizers=True)
+    del raw["cameras"]["street-2"]
+    roi = raw["edges"][EDGE]["roi"]
+    roi["crop_max_side_px"] = 48
+    roi["padding_px"] = 0
+    roi["routes"][0]["crop_max_side_px"] = 0  # ppocr-text: cars, buses, trucks as cut
+    for broker in raw["brokers"].values():
+        broker["frontend_port"], broker["backend_port"], broker["metrics_port"] = free_port(), free_port(), free_port()
+    dep = Deployment.model_validate(raw)
+    detector, _ = load_detector(dep.edges[EDGE], models_dir)
+    ctx = zmq.Context()
+    try:
+        identities = IdentityCache(EDGE)
+        settings = EdgeSettings.from_deployment(dep, EDGE)
+        node = EdgeNode(settings, detector, BrokerLink(settings, ctx, WayBack(OutputLines([]), identities)), identities)
+        names = list(detector.class_names)
+        classes = np.array([names.index("person"), names.index("car")])
+        detections = Detections(np.array([[10, 10, 90, 170], [300, 100, 500, 220]], np.float32),
+                                np.array([0.9, 0.9]), classes)  # fmt: skip
+        image = np.random.default_rng(0).integers(0, 255, (480, 640, 3), np.uint8)
+        for seq in range(2):  # tentative, then sent
+            now_s = time.perf_counter()
+            node.handle_detections(Frame(CAMERA, seq, image, 40.0 * seq, now_s, 1.7e12), detections, now_s, now_s)
+        sizes = {pending.roi.recognizer: cv2.imdecode(np.frombuffer(payload, np.uint8), cv2.IMREAD_COLOR).shape[:2]
+                 for pending, payload in node.link._queue}  # fmt: skip
+        assert sizes == {"mobilenetv2-embedder": (48, 24), "ppocr-text": (120, 200)}
+        assert [p.roi.crop_xyxy for p, _ in node.link._queue] == [(10, 10, 90, 170), (300, 100, 500, 220)]
+    finally:
+        ctx.destroy(linger=0)

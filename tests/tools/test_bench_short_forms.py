@@ -36,7 +36,19 @@ def test_bench_broker_compares_the_broker_with_zmq_proxy():
     res = json.loads(proc.stdout)
     tp = res["throughput"]
     assert tp["proxy"]["cpu_us_per_roi"] > 0 and tp["broker"]["cpu_us_per_roi"] > 0
-    assert res["ratio"] > 0
+    assert res["ratio"] == pytest.approx(tp["broker"]["msgs_s"] / tp["proxy"]["msgs_s"])
+    assert res["ttl_ms"] > 0  # ROIs with a deadline, as edges send them
+
+
+def test_bench_broker_steps_times_each_step_of_the_loop_against_a_reference():
+    """The reference is this checkout's own interpreter here: the mechanism, not a comparison, is under test."""
+    proc = run_tool("tools.bench_broker_steps", "--rois", "50", "--reference", sys.executable, "--json", "-")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    res = json.loads(proc.stdout)
+    (only,) = res["rounds"]
+    assert set(only) == {"broker", "reference"} and res["rois"] == 50
+    for target, steps in res["mean_us"].items():
+        assert len(steps) == 6 and all(us > 0 for us in steps.values()), (target, steps)
 
 
 def test_bench_analytics_reports_the_cost_ratio_and_its_verdict(tmp_path, models_dir):
@@ -133,6 +145,8 @@ def test_bench_privacy_reports_the_redaction_against_the_detector(tmp_path, mode
     assert result["frame_ratio"] == pytest.approx(redaction_ms / per_frame["detect"], abs=0.002)
     if result["crops"]:
         assert result["redaction_ms_per_crop"] == pytest.approx(redaction_ms * 20 / result["crops"], rel=0.01)
+    assert per_frame["text"] > 0 and result["text_ratio"] == pytest.approx(per_frame["text"] / per_frame["detect"],
+                                                                            abs=0.002)
 
 
 def test_bench_text_reads_plates_with_both_recognizers_and_reports_each_height(tmp_path, models_dir):
@@ -151,6 +165,11 @@ def test_bench_text_reads_plates_with_both_recognizers_and_reports_each_height(t
     assert report["cost_ratio"] == round(ms["pipeline"] / ms["single"], 2)
     goal = report["at_16px_or_more"]["pipeline"]["exact"] >= 0.9
     assert proc.returncode == (0 if goal else 1), proc.stderr[-3000:]
+    sizes = report["crop_size"]  # the per-route crop size: as cut against the default 224 px
+    assert sizes["max_side_px"] == 224 and set(sizes["as_cut"]["by_height"]) == {"12", "20"}
+    assert sizes["bytes_ratio"] == round(sizes["shrunk"]["bytes_per_roi"] / sizes["as_cut"]["bytes_per_roi"], 3)
+    assert 0 < sizes["shrunk"]["bytes_per_roi"] <= sizes["as_cut"]["bytes_per_roi"]
+    assert sizes["as_cut"]["edge_cpu_ms_per_crop"] > 0 and sizes["shrunk"]["edge_cpu_ms_per_crop"] > 0
     assert "single exact" in run_tool("tools.bench_text", "--model-dir", str(models_dir), "--samples", "2").stdout
 
 
@@ -188,3 +207,18 @@ def test_bench_quantize_compares_the_int8_copy_with_fp32_on_the_footage(tmp_path
     cpu = result["cpu_ms_per_frame"]
     assert result["speedup"] == pytest.approx(cpu["fp32"] / cpu["int8"], rel=0.01)
     assert proc.returncode == (0 if result["within_goal"] else 1), proc.stderr[-3000:]
+
+
+def test_bench_face_recall_scores_the_labelled_faces(tmp_path, models_dir):
+    """The first 4 labelled frames (3 faces of one man, one frame without a face): each setting's counts are there
+    and consistent; CenterFace at its defaults finds those large faces."""
+    out = tmp_path / "recall.json"
+    proc = run_tool("tools.bench_face_recall", "--model-dir", str(models_dir), "--frames", "4", "--json", str(out))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = json.loads(out.read_text())
+    settings = {r["setting"]: r for r in report["settings"]}
+    assert report["frames"] == 4 and all(r["faces"] == 3 for r in settings.values())
+    assert settings["default"]["found"] == 3 and settings["default"]["recall"] == 1.0
+    assert settings["head_rule_only"]["found"] is None and 0 <= settings["head_rule_only"]["covered"] <= 3
+    for r in settings.values():
+        assert r["covered_share"] == pytest.approx(r["covered"] / 3, abs=0.001)

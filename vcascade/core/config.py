@@ -68,6 +68,7 @@ from vcascade.core.schema import (  # noqa: F401  (re-exported: the schema is pa
     StageGroupConfig,
     SupervisionConfig,
     TextHeadConfig,
+    TextRedactionConfig,
     TopologyConfig,
     TopologyLinkConfig,
     TorchRecognizerConfig,

@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from tests.demo import TEXT, demo_data
+from tests.hls import HttpServer, hls_source, stale_playlist
 from vcascade.app.cli import main
 from vcascade.app.preflight import key_problems
 from vcascade.core.config import Deployment
@@ -110,3 +111,18 @@ def test_missing_key_files_are_one_line_per_component_and_generated_ones_pass(tm
     assert all("edge-1" in line or "broker-1" in line or "worker-1" in line for line in lines)
     generate_keys(keys, component_names(dep))
     assert key_problems(dep) == []
+
+
+def test_a_stale_hls_playlist_is_one_line_with_its_reason(tmp_path, free_port, bikes_path, models_dir, capsys):
+    """An HLS playlist without an end whose writer is gone (issue 31): `playlist_stale`, exit 2."""
+    source = hls_source(bikes_path, tmp_path / "bikes.ts")
+    server = HttpServer(tmp_path, free_port())
+    try:
+        data = _deployment(tmp_path, free_port, bikes_path)
+        data["cameras"]["street-2"]["url"] = server.url(stale_playlist(source, tmp_path, seconds=2))
+        assert _check(tmp_path, data, models_dir) == 2
+    finally:
+        server.stop()
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 1, lines
+    assert "cameras.street-2: playlist_stale: " in lines[0] and "did not grow" in lines[0], lines

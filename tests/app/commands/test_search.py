@@ -109,6 +109,7 @@ def test_save_writes_private_evidence_images(store, tmp_path, capsys):
     (["--event", "explosion"], "--event 'explosion': expected one of line_cross, zone_enter"),
     (["--line", "door", "--event", "zone_exit"], "--line with --event 'zone_exit'"),
     (["--limit", "0"], "--limit 0: expected 1..100000"),
+    (["--identity", "99999999999999999999"], "--identity 99999999999999999999: expected an id within a signed 64"),
     (["--since", "1h", "--from", "2026-12-03"], "--since and --from both give the start"),
     (["--from", "2026-12-03T10:00", "--to", "2026-12-03T09:00"], "--to is not after --from"),
 ])
@@ -121,8 +122,14 @@ def test_bad_queries_name_the_problem_in_one_line_and_exit_2(store, capsys, args
 def test_the_deployment_file_names_the_stores_and_the_cameras(store, capsys):
     rows = search_json(capsys, str(REPO / "configs" / "demo.yaml"), "--identity", "7")
     assert len(rows) == 6
-    assert main(["search", str(REPO / "configs" / "demo.yaml"), "--camera", "cam-a"]) == 2
-    assert "no such camera in the deployment file (known: " in capsys.readouterr().err
+    assert main(["search", str(REPO / "configs" / "demo.yaml"), "--camera", "cam-z"]) == 2
+    assert "no such camera in the deployment file or its history (known: " in capsys.readouterr().err
+
+
+def test_a_camera_in_the_history_but_not_in_the_file_is_searched(store, capsys):
+    # cameras added at run time (`vcascade camera add`) are in no deployment file; their rows are in the store
+    rows = search_json(capsys, str(REPO / "configs" / "demo.yaml"), "--camera", "cam-a")
+    assert rows and {row["camera"] for row in rows} == {"cam-a"}
 
 
 def test_a_search_without_like_loads_no_torch(store):

@@ -11,7 +11,7 @@ from vcascade.center.heads import RegionTextHead, build_head, head_context
 from vcascade.center.intake.preprocess import PreprocessSpec, to_input
 from vcascade.center.stages.runtimes import load_recognizer_stages, warm_up
 from vcascade.center.stages.text_pipeline import TextModelMismatch, build_ocr_stages, load_ocr_models
-from vcascade.center.stages.text_regions import DbParams, db_regions
+from vcascade.core.text_regions import DbParams, db_regions
 from vcascade.core.config import OcrRecognizerConfig
 from vcascade.core.protocol.wire import Roi
 from vcascade.core.runtime.resources import resolve

@@ -75,6 +75,22 @@ def test_check_refuses_face_redaction_without_its_model(tmp_path, capsys):
     assert "python -m tools.fetch_models --faces" in err[0]
 
 
+def test_check_refuses_text_redaction_without_its_model(tmp_path, capsys, models_dir):
+    path = _write(tmp_path, {"text": {"model": "no-such-text-detector.onnx"}})
+    code = main(["check", str(path), "--model-dir", str(models_dir)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1
+    assert "cameras.street-1.privacy.text.model = 'no-such-text-detector.onnx': no such file" in err[0]
+    assert "text redaction needs it" in err[0] and "python -m tools.fetch_models --text" in err[0]
+    assert main(["check", str(_write(tmp_path, {"text": {"method": "pixelate"}})), "--model-dir", str(models_dir)]) == 0
+
+
+@pytest.mark.parametrize(("text", "key"), [({"exits": ["roi"]}, "privacy.text.exits[0]"),
+                                           ({"min_score": 1.5}, "privacy.text.min_score")])
+def test_text_redaction_settings_are_checked(tmp_path, text, key):
+    assert f"cameras.street-1.{key}" in _error(tmp_path, {"text": text})
+
+
 def test_check_lists_routes_that_leave_faces_unredacted(tmp_path, capsys, models_dir):
     routes = [{"recognizer": "mobilenetv2-embedder", "classes": ["person"], "unredacted_faces": True}]
     path = _write(tmp_path, {"faces": {}}, routes=routes)

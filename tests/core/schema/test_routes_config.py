@@ -94,3 +94,32 @@ def test_empty_routes_or_classes_are_rejected(tmp_path):
     assert "edges.edge-1.roi.routes = []" in _error(tmp_path, _two_recognizers([]))
     msg = _error(tmp_path, _two_recognizers([{"recognizer": "people", "classes": []}]))
     assert "edges.edge-1.roi.routes[0].classes = []" in msg
+
+
+def test_a_route_may_keep_its_crops_as_cut_where_the_edge_shrinks_them(tmp_path):
+    data = _two_recognizers([{"recognizer": "vehicles", "classes": ["car"], "crop_max_side_px": 0},
+                             {"recognizer": "people", "crop_max_side_px": 128}])  # fmt: skip
+    data["edges"]["edge-1"]["roi"]["crop_max_side_px"] = 96
+    dep = _load(tmp_path, data)
+    assert dep.edges["edge-1"].roi.crop_max_side_px == 96
+    assert [r.crop_max_side_px for r in dep.routes_of("street-1")] == [0, 128]
+
+
+@pytest.mark.parametrize(
+    ("where", "value", "key"),
+    [("route", 16, "edges.edge-1.roi.routes[0].crop_max_side_px = 16"),
+     ("route", -1, "edges.edge-1.roi.routes[0].crop_max_side_px"),
+     ("edge", 31, "edges.edge-1.roi.crop_max_side_px = 31"),
+     ("camera", 8, "cameras.street-1.routes[0].crop_max_side_px = 8")],
+)
+def test_a_bad_crop_size_is_one_line_naming_its_key(tmp_path, where, value, key):
+    data = _two_recognizers([{"recognizer": "people"}])
+    if where == "route":
+        data["edges"]["edge-1"]["roi"]["routes"][0]["crop_max_side_px"] = value
+    elif where == "edge":
+        data["edges"]["edge-1"]["roi"]["crop_max_side_px"] = value
+    else:
+        data["cameras"]["street-1"]["routes"] = [{"recognizer": "people", "crop_max_side_px": value}]
+    msg = _error(tmp_path, data)
+    assert key in msg and ("expected 0 (as cut) or at least 32 px" in msg or "greater than or equal to 0" in msg)
+    assert len(msg.strip().splitlines()) == 1

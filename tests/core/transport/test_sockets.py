@@ -16,7 +16,9 @@ from vcascade.broker import run_broker
 from vcascade.core.schema import BrokerSettings
 from vcascade.core.protocol import wire
 from vcascade.core.config import Deployment
-from vcascade.core.transport.sockets import LINGER_MS, MAX_MESSAGE_BYTES, RECV_BATCH, make_socket, waiting_messages
+from vcascade.core.transport.sockets import (
+    LINGER_MS, MAX_MESSAGE_BYTES, RECV_BATCH, make_socket, send_frames, waiting_messages,
+)
 
 DEMO = Path(__file__).resolve().parents[3] / "configs" / "demo.yaml"
 WAIT_S = 20.0  # generous: the CI machine is slow and shared
@@ -56,6 +58,30 @@ def test_waiting_messages_takes_every_waiting_message_in_order_with_all_its_fram
         push.send_multipart([b"header-%d" % i, b"payload"])
     assert list(waiting_messages(pull)) == [[b"header-%d" % i, b"payload"] for i in range(5)]
     assert not pull.poll(0)
+
+
+def test_waiting_messages_without_copy_keeps_every_frame_of_each_message(ctx):
+    """copy=False reads each frame's own ``more`` flag: messages of 1, 2 and 3 frames come out whole, in order."""
+    push, pull = _pair(ctx)
+    sent = [[b"a"], [b"b", b""], [b"c", b"header", bytes(50_000)]]
+    for frames in sent:
+        push.send_multipart(frames)
+    got = list(waiting_messages(pull, copy=False))
+    assert [[frame.bytes for frame in frames] for frames in got] == sent
+    assert all(isinstance(frame, zmq.Frame) for frames in got for frame in frames)
+    assert not pull.poll(0)
+
+
+def test_send_frames_sends_received_frames_on_whole_and_refuses_a_gone_peer(ctx):
+    push, pull = _pair(ctx)
+    send_frames(push, [b"only"])
+    (received,) = list(waiting_messages(pull, copy=False))
+    send_frames(push, [b"head", *received, bytes(70_000)])  # a received zmq.Frame is sent on as it is
+    assert [[f.bytes for f in m] for m in waiting_messages(pull, copy=False)] == [[b"head", b"only", bytes(70_000)]]
+    router = make_socket(ctx, zmq.ROUTER)  # ROUTER_MANDATORY: a message to an unknown peer raises
+    with pytest.raises(zmq.ZMQError) as exc:
+        send_frames(router, [b"nobody", b"header"])
+    assert exc.value.errno == zmq.EHOSTUNREACH
 
 
 def test_waiting_messages_is_bounded_and_leaves_the_rest_queued(ctx):

@@ -4,6 +4,7 @@ boxes, labels (class, score, track, identity or text) and the camera's lines and
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 import cv2
@@ -135,3 +136,19 @@ def test_recent_lines_are_kept_only_for_watched_cameras_events_apart_tracked_lin
     assert [e["event_id"] for e in recent["events"]] == ["e1"]
     previews.forget("cam")
     assert previews.recent("cam") == {"results": [], "events": []} and not previews.watching("cam")
+
+
+def test_lines_and_zones_are_labelled_with_their_names(bikes_frame):
+    camera = CameraConfig(url="x.mp4", edge="e", analytics=AnalyticsConfig(
+        lines=[CountingLineConfig(name="gate", points=((0, 200), (639, 200)))],
+        zones=[ZoneConfig(name="kerb", polygon=[(400, 40), (600, 40), (600, 120)])],
+    ))
+    named = camera_geometry(camera)
+    assert (named.line_names, named.zone_names) == (("gate",), ("kerb",))
+    unnamed = dataclasses.replace(named, line_names=(), zone_names=())
+    images = [decoded(hub().offer(outgoing(frame_of(bikes_frame)), Detections.empty(), time.monotonic(), g).image.jpeg)
+              for g in (named, unnamed)]  # fmt: skip
+    with_names, without = (image.astype(int) for image in images)
+    assert np.abs(with_names[187:196, 2:30] - without[187:196, 2:30]).mean() > 40  # the label above the line's start
+    assert np.abs(with_names[27:36, 402:430] - without[27:36, 402:430]).mean() > 40  # and above the zone's
+    assert np.abs(with_names[230:260, 300:600] - without[230:260, 300:600]).mean() < 2  # nothing else moved

@@ -19,7 +19,7 @@ import pytest
 from vcascade.core.config import FaceRedactionConfig
 from vcascade.core.runtime.models import ModelUnavailable
 from vcascade.core.schema.privacy import CENTERFACE_MODEL, CENTERFACE_SHA256
-from vcascade.edge.privacy.model_file import FaceModels, download_face_model
+from vcascade.edge.privacy.model_file import PrivacyModels, download_face_model
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -71,13 +71,13 @@ def test_a_file_with_another_hash_is_refused_and_not_kept(served, tmp_path):
 
 
 def test_missing_or_unfit_model_says_what_to_do(tmp_path, models_dir):
-    faces = FaceModels(tmp_path)
+    faces = PrivacyModels(tmp_path)
     missing = r"face model centerface.onnx not found. To fix: run `python -m tools.fetch_models --faces`"
     with pytest.raises(ModelUnavailable, match=missing):
-        faces.get(FaceRedactionConfig())
+        faces.faces(FaceRedactionConfig())
     with pytest.raises(ModelUnavailable, match="is not a loadable CenterFace ONNX model|not CenterFace"):
-        faces.get(FaceRedactionConfig(model=str(models_dir / "yolox_nano.onnx")))
-    assert faces.get(FaceRedactionConfig(model=str(models_dir / CENTERFACE_MODEL))) is not None
+        faces.faces(FaceRedactionConfig(model=str(models_dir / "yolox_nano.onnx")))
+    assert faces.faces(FaceRedactionConfig(model=str(models_dir / CENTERFACE_MODEL))) is not None
 
 
 def test_fetch_script_fetches_the_face_model(served, tmp_path, models_dir):

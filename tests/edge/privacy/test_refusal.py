@@ -18,7 +18,8 @@ from vcascade.edge.camera_set import CameraSet
 from vcascade.edge.capture.frames import Frame, FrameSlots
 from vcascade.edge.link.broker_link import BrokerLink
 from vcascade.edge.node import EdgeNode
-from vcascade.edge.privacy.model_file import FaceModels
+from vcascade.core.schema.privacy import PrivacyConfig
+from vcascade.edge.privacy.model_file import PrivacyModels
 from vcascade.edge.process import load_detector
 from vcascade.edge.selection.identity_cache import IdentityCache
 from vcascade.edge.sinks.lines import OutputLines
@@ -43,7 +44,7 @@ def refused(models_dir, free_port, tmp_path, bikes_path):
     link = BrokerLink(settings, ctx, WayBack(OutputLines([]), identities))
     empty = tmp_path / "no-models"
     empty.mkdir()
-    yield EdgeNode(settings, detector, link, identities, faces=FaceModels(empty)), dep.cameras[CAMERA]
+    yield EdgeNode(settings, detector, link, identities, privacy_models=PrivacyModels(empty)), dep.cameras[CAMERA]
     ctx.destroy(linger=0)
 
 
@@ -68,3 +69,13 @@ def test_a_refused_camera_sends_nothing(refused):
         now_s = time.perf_counter()
         assert node.handle_detections(Frame(CAMERA, seq, image, 40.0 * seq, now_s, 1.7e12), person, now_s, now_s) == 0
     assert node.link.tally_copy()[CAMERA].sent == 0
+
+
+def test_missing_text_model_refuses_the_camera(refused):
+    node, cam_cfg = refused
+    text_only = cam_cfg.model_copy(update={"privacy": PrivacyConfig(text={"model": "no-such-text-model.onnx"})})
+    node.add_camera(CAMERA, text_only)
+    fault = node.refusal(CAMERA)
+    assert fault is not None and fault.reason == "privacy_model_missing"
+    assert fault.detail.startswith("privacy.text.model: text model no-such-text-model.onnx not found")
+    assert "fetch_models --text" in fault.detail

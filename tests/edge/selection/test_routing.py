@@ -13,7 +13,7 @@ from vcascade.core.config import Deployment, RoiPolicyConfig, RouteConfig
 from vcascade.core.detections import Detections
 from vcascade.edge.selection.roi_policy import RoiPolicy
 from vcascade.edge.selection.roi_selection import FOLLOWED_REASONS, SUPPRESS_REASONS
-from vcascade.edge.selection.routing import ANY_RECOGNIZER, ClassRouter
+from vcascade.edge.selection.routing import ANY_RECOGNIZER, ClassRouter, route_crop_sides
 
 PERSON, BICYCLE, CAR, DOG = (COCO_CLASSES.index(n) for n in ("person", "bicycle", "car", "dog"))
 DEMO = Path(__file__).resolve().parents[3] / "configs" / "demo.yaml"
@@ -147,3 +147,14 @@ def test_an_edge_whose_brokers_have_no_worker_routes_to_the_files_only_recognize
     dep = Deployment.model_validate(data)
     assert dep.recognizers_served("edge-1") == []
     assert ClassRouter(dep.routes_of("street-1"), COCO_CLASSES).route(DOG) == "mobilenetv2-embedder"
+
+
+def test_route_crop_sides_take_each_routes_size_or_the_edges():
+    routes = [RouteConfig(recognizer="text", classes=["car"], crop_max_side_px=0),
+              RouteConfig(recognizer="people", classes=["person"]),
+              RouteConfig(recognizer="reid", classes=["car"], crop_max_side_px=64),
+              RouteConfig(recognizer="reid", classes=["bus"], crop_max_side_px=128),
+              RouteConfig(recognizer="any", classes=["truck"], crop_max_side_px=96),
+              RouteConfig(recognizer="any", crop_max_side_px=0)]  # fmt: skip
+    assert route_crop_sides(routes, 160) == {"text": 0, "people": 160, "reid": 128, "any": 0}
+    assert route_crop_sides([], 160) == {}

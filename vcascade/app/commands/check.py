@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from vcascade.app.commands import EXIT_CONFIG, EXIT_OK
-from vcascade.app.privacy_models import face_model_problems
+from vcascade.app.privacy_models import privacy_model_problems
 from vcascade.core.config import load_config
 from vcascade.core.runtime.models import MODEL_DIR_ENV
 from vcascade.core.schema.checks import privacy_notices
@@ -41,10 +41,10 @@ def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:
 
 def handle(args: argparse.Namespace) -> int:
     """Print ``FILE: OK (2 cameras, 1 edge, ...)``, preceded by one ``privacy:`` line per exit that leaves faces
-    unredacted on purpose; a face model file that is missing, and with ``--deep`` every pre-flight problem, is one
-    line on stderr and EXIT_CONFIG. Raises ConfigError (exit 2) for an invalid file."""
+    unredacted on purpose; a face or text model file that is missing, and with ``--deep`` every pre-flight problem,
+    is one line on stderr and EXIT_CONFIG. Raises ConfigError (exit 2) for an invalid file."""
     dep = load_config(args.file)
-    missing = face_model_problems(dep, args.model_dir)
+    missing = privacy_model_problems(dep, args.model_dir)
     for problem in missing:
         print(f"{args.file}: {problem}", file=sys.stderr)
     if missing:

@@ -17,15 +17,15 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-from vcascade.app.commands import EXIT_CONFIG, EXIT_OK
+from vcascade.app.commands import EXIT_CONFIG, EXIT_FAILURE, EXIT_OK
 from vcascade.app.commands.options import add_model_dir
+from vcascade.app.history_request import QueryWords, parse_query, row_json
 from vcascade.app.history_search import find_stores, iso_time, save_evidence, search
 from vcascade.app.like_image import Neighbour, embed, embedding_recognizer, nearest_identities, read_image
 from vcascade.core.config import load_config
 from vcascade.edge.analytics.counting import EVENT_TYPES
-from vcascade.edge.history.query import HistoryQuery, QueryError, parse_duration_s, parse_time_ms
-
-ZONE_EVENTS = tuple(t for t in EVENT_TYPES if t.startswith("zone_"))
+from vcascade.edge.history.query import HistoryQuery, QueryError
+from vcascade.edge.history.store import StoreDown
 
 
 def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:
@@ -72,6 +72,9 @@ def handle(args: argparse.Namespace) -> int:
     except QueryError as exc:
         print(f"vcascade search: {exc}", file=sys.stderr)
         return EXIT_CONFIG
+    except StoreDown as exc:
+        print(f"vcascade search: {exc}", file=sys.stderr)
+        return EXIT_FAILURE
     if args.like is not None and not rows:
         print(f"vcascade search: no identity at or above the recognizer's match_threshold is like {args.like}",
               file=sys.stderr)
@@ -79,7 +82,7 @@ def handle(args: argparse.Namespace) -> int:
         saved = save_evidence(rows, args.save)
         print(f"saved {len(saved)} evidence images to {args.save}", file=sys.stderr)
     if args.json:
-        print(json.dumps([_json_row(row) for row in rows], indent=1))
+        print(json.dumps([row_json(row) for row in rows], indent=1))
     elif args.like is not None:
         for identity in dict.fromkeys(row["like_identity"] for row in rows):
             print_table([row for row in rows if row["like_identity"] == identity], identity)
@@ -108,34 +111,18 @@ def like(args: argparse.Namespace, image: np.ndarray) -> list[Neighbour]:
 
 
 def build_query(args: argparse.Namespace, now_s: float) -> HistoryQuery:
-    """The query the arguments ask, times relative to ``now_s`` (Unix seconds).
+    """The query the arguments ask, times relative to ``now_s`` (Unix seconds), read by
+    :func:`vcascade.app.history_request.parse_query` (the live view's HTTP API reads its parameters there too).
 
     Raises:
         QueryError: a malformed time or duration, contradicting filters, an unknown event type, a bad limit.
     """
-    if args.since is not None and args.from_time is not None:
-        raise QueryError("--since and --from both give the start: use one")
-    if args.line is not None and args.zone is not None:
-        raise QueryError("--line and --zone: an event has one place; use one")
-    event = args.event
-    if args.line is not None:
-        if event not in (None, "line_cross"):
-            raise QueryError(f"--line with --event {event!r}: a line has line_cross events only")
-        event = "line_cross"
-    if args.zone is not None and event is not None and event not in ZONE_EVENTS:
-        raise QueryError(f"--zone with --event {event!r}: a zone has {', '.join(ZONE_EVENTS)} events")
-    from_ms = None
-    if args.since is not None:
-        from_ms = (now_s - parse_duration_s(args.since)) * 1000.0
-    elif args.from_time is not None:
-        from_ms = parse_time_ms(args.from_time, "--from")
-    to_ms = None if args.to_time is None else parse_time_ms(args.to_time, "--to")
-    return HistoryQuery(
-        identity=args.identity, cameras=tuple(args.camera), class_name=args.class_name, event_type=event,
-        place=args.line if args.line is not None else args.zone,
-        events_only=event is not None or args.zone is not None, text=args.text, from_ms=from_ms, to_ms=to_ms,
-        limit=args.limit,
+    words = QueryWords(
+        identity=None if args.identity is None else str(args.identity), cameras=tuple(args.camera),
+        class_name=args.class_name, event=args.event, line=args.line, zone=args.zone, text=args.text,
+        since=args.since, from_time=args.from_time, to_time=args.to_time, limit=str(args.limit),
     )
+    return parse_query(words, now_s)
 
 
 def print_table(rows: list[dict[str, Any]], identity: int | None) -> None:
@@ -162,11 +149,3 @@ def print_table(rows: list[dict[str, Any]], identity: int | None) -> None:
             "\n".join(p for p in (row["crop_file"], row["frame_file"]) if p),
         )
     console.print(table)
-
-
-def _json_row(row: dict[str, Any]) -> dict[str, Any]:
-    keep = {k: v for k, v in row.items() if k not in ("crop_path", "frame_path", "followed", "bytes")}
-    keep["time"] = iso_time(row["capture_unix_ms"])
-    asked = row.get("like_identity", row["identity"])
-    keep["merged_from"] = sorted(set(row["followed"]) - {asked}) if row["followed"] else []
-    return keep

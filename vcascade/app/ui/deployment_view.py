@@ -161,7 +161,8 @@ class DeploymentView:
     def _camera_row(self, edge: str, camera: str, edge_state: dict[str, Any]) -> dict[str, Any]:
         scrape, before = self._after.get(edge), self._before.get(edge)
         reported = edge_state.get("cameras", {}).get(camera)
-        row: dict[str, Any] = {"edge": edge, "camera": camera, "state": "unknown", "reason": None, "error": None}
+        row: dict[str, Any] = {"edge": edge, "camera": camera, "state": "unknown", "reason": None, "error": None,
+                               "no_preview_key": no_preview_key(self.dep, edge)}  # fmt: skip
         if reported is not None:
             row.update({k: reported.get(k) for k in ("state", "reason", "detail", "error", "removal")})
         elif "error" in edge_state:
@@ -229,6 +230,12 @@ class DeploymentView:
                 )  # fmt: skip
             rows.append(row)
         return rows
+
+
+def no_preview_key(dep: Deployment, edge: str) -> str | None:
+    """The key that would give ``edge``'s cameras a preview (``edges.<edge>.preview_port``), None when it has one."""
+    cfg = dep.edges.get(edge)
+    return f"edges.{edge}.preview_port" if cfg is not None and cfg.preview_port is None else None
 
 
 def hop_breakdown(results: list[dict[str, Any]]) -> list[dict[str, Any]]:

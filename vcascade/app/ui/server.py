@@ -6,7 +6,8 @@ path                                 answer
 ===================================  ===================================================================
 ``/``                                the page (grid; ``#/camera/NAME`` shows one camera), no build step
 ``/static/<file>``                   its script and style sheet (package data of ``vcascade.app.ui``)
-``/api/overview``                    JSON: cameras (state, reason, fps, ROIs/s, drops, e2e p50/p99 ms),
+``/api/overview``                    JSON: cameras (state, reason, fps, ROIs/s, drops, e2e p50/p99 ms,
+                                     ``no_preview_key`` when its edge serves no previews, ``removal``),
                                      brokers and workers (alive, credits, queue depth, stage times),
                                      components (ready / not ready / unreachable, why)
 ``/api/cameras/<name>/frame.jpg``    the camera's latest annotated preview (204 before the first one)
@@ -14,6 +15,8 @@ path                                 answer
                                      ``ui.preview_fps`` per second
 ``/api/cameras/<name>/recent``       JSON: its recent result lines, events, per-hop latency breakdown
 ``/api/events``                      JSON: the recent events of every camera (the event feed)
+``/api/history/...``                 the history's queries and evidence images
+                                     (:mod:`vcascade.app.ui.history_api`)
 ===================================  ===================================================================
 
 Read-only (:mod:`vcascade.core.telemetry.http`: GET and HEAD only, bounded and Host-checked), bound to ``ui.bind`` (127.0.0.1 unless
@@ -29,6 +32,7 @@ from importlib import resources
 from urllib.parse import unquote
 
 from vcascade.app.ui.deployment_view import DeploymentView, EdgeUnreachable
+from vcascade.app.ui.history_api import HistoryApi
 from vcascade.core.config import Deployment
 from vcascade.core.telemetry.http import TOKEN_COOKIE, Request, Response, json_response, serve_read_only, text
 from vcascade.core.telemetry.http_server import BoundedHttpServer
@@ -56,6 +60,7 @@ def static_file(name: str) -> bytes | None:
 def make_route(view: DeploymentView) -> Callable[[Request], Response]:
     """The function answering the requests of ``view`` (the token gate runs before it)."""
     token = view.dep.ui.token
+    history = HistoryApi(view.dep)
 
     def route(request: Request) -> Response:
         path = request.path
@@ -67,6 +72,8 @@ def make_route(view: DeploymentView) -> Callable[[Request], Response]:
             return json_response(view.overview())
         if path == "/api/events":
             return json_response(view.events())
+        if path.startswith("/api/history/"):
+            return history.answer(request)
         if path.startswith("/api/cameras/"):
             camera, _, what = unquote(path[len("/api/cameras/"):]).partition("/")
             return _camera(camera, what)

@@ -71,6 +71,7 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "HeadRuleConfig": ".privacy",
     "PrivacyConfig": ".privacy",
     "PrivacyMaskConfig": ".privacy",
+    "TextRedactionConfig": ".privacy",
     "BrokerConfig": ".broker",
     "CurveConfig": ".broker",
     "HeartbeatConfig": ".broker",

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Annotated, Literal, Union
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from vcascade.core.private_files import DIR_MODE, FILE_MODE, Mode, mode_field
 from vcascade.core.schema.analytics import AnalyticsConfig
-from vcascade.core.schema.base import ConfigModel, Name, Port, cpus_field
+from vcascade.core.schema.base import ConfigModel, Name, Port, cpus_field, key_problem
 from vcascade.core.schema.detector import DetectorConfig, YoloxDetectorConfig
 from vcascade.core.schema.history import HistoryConfig, HistoryLimits
 from vcascade.core.schema.privacy import PrivacyConfig
@@ -54,6 +54,20 @@ class RoiPolicyConfig(ConfigModel):
     tracker: TrackerConfig = Field(TrackerConfig(), description="Tracker settings.")
 
 
+MIN_CROP_SIDE_PX = 32
+"""The smallest ``crop_max_side_px`` other than 0: a crop shrunk further holds too little for any recognizer."""
+
+
+def check_crop_side(value: int | None) -> None:
+    """``crop_max_side_px`` is None, 0 or at least :data:`MIN_CROP_SIDE_PX`.
+
+    Raises:
+        ValueError: otherwise, naming the key (:func:`vcascade.core.schema.base.key_problem`).
+    """
+    if value is not None and 0 < value < MIN_CROP_SIDE_PX:
+        raise key_problem("crop_max_side_px", value, f"expected 0 (as cut) or at least {MIN_CROP_SIDE_PX} px")
+
+
 class RouteConfig(ConfigModel):
     """Sends detections of some classes to one recognizer (docs/USAGE.md, "Routing"; first matching route wins)."""
 
@@ -66,6 +80,17 @@ class RouteConfig(ConfigModel):
         description="The crops of this route leave with faces as they are even where the camera's `privacy.faces` "
         "redacts ROI crops (a face recognizer needs them); `vcascade check` lists every such route.",
     )
+    crop_max_side_px: int | None = Field(
+        None, ge=0, le=8192,
+        description="Crops of this route whose longer side is larger are shrunk to it before encoding, px (0: sent as "
+        "cut, at the frame's resolution, e.g. for a text recognizer reading plates; None: the edge's "
+        "`roi.crop_max_side_px`). 0 or at least 32.",
+    )
+
+    @model_validator(mode="after")
+    def _crop_side(self) -> RouteConfig:
+        check_crop_side(self.crop_max_side_px)
+        return self
 
 
 # ---------------------------------------------------------------- cameras
@@ -119,7 +144,17 @@ class CameraConfig(ConfigModel):
     realtime: bool = Field(
         False, description="Files only: pace frames to the file's own timestamps, newest-frame slot (like a live camera)."
     )
-    loop: bool = Field(False, description="Files only: start again at the end (timestamps keep increasing).")
+    loop: bool = Field(
+        False, description="Files and HLS playlists with an end: start again at the end (timestamps keep increasing)."
+    )
+    follow: Literal["auto", "always", "never"] = Field(
+        "auto",
+        description="Files only: follow a file still being written (MPEG-TS, fragmented MP4, Matroska) until its "
+        "writer has been idle for `follow_idle_s`; auto: when it changed less than `follow_idle_s` before opening.",
+    )
+    follow_idle_s: float = Field(
+        5.0, gt=0, le=3600, description="A followed file ends (`writer_idle`) after this many seconds without new data."
+    )
     detect_fps: float | None = Field(
         None, gt=0, le=1000,
         description="Hand at most this many frames per second of stream time (PTS) to the detector (None: every frame).",
@@ -142,7 +177,7 @@ class CameraConfig(ConfigModel):
         None, description="Crop, mirror, rescale or re-encode every decoded frame (None: frames as decoded)."
     )
     privacy: PrivacyConfig | None = Field(
-        None, description="Privacy masks and face redaction (docs/PRIVACY.md; None: frames and crops as they are)."
+        None, description="Privacy masks, face and text redaction (docs/PRIVACY.md; None: frames and crops as they are)."
     )
 
 
@@ -156,6 +191,16 @@ class RoiConfig(ConfigModel):
     padding_px: int = Field(4, ge=0, le=512, description="Pixels added on each side of the box before cropping.")
     min_size_px: int = Field(16, ge=1, le=4096, description="Detections whose box is narrower or shorter are not sent.")
     jpeg_quality: int = Field(90, ge=1, le=100, description="JPEG quality of the encoded crop.")
+    crop_max_side_px: int = Field(
+        0, ge=0, le=8192,
+        description="Crops whose longer side is larger are shrunk to it (area interpolation) before encoding, px "
+        "(0: sent as cut, at the frame's resolution); a route's own `crop_max_side_px` overrides it. 0 or at least 32.",
+    )
+
+    @model_validator(mode="after")
+    def _crop_side(self) -> RoiConfig:
+        check_crop_side(self.crop_max_side_px)
+        return self
     ttl_ms: float = Field(
         0.0, ge=0, description="Deadline: max age of an ROI, ms from frame capture to start of compute (0: none)."
     )

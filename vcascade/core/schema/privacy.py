@@ -1,5 +1,6 @@
-"""Privacy settings of a camera (``cameras.<name>.privacy``): masks filled before anything sees the frame, and
-faces redacted in every image that leaves the edge (edge/privacy/, docs/PRIVACY.md).
+"""Privacy settings of a camera (``cameras.<name>.privacy``): masks filled before anything sees the frame, faces
+redacted in every image that leaves the edge, and text regions in previews and snapshots (edge/privacy/,
+docs/PRIVACY.md).
 
 Mask coordinates follow ``analytics``: pixels of the upright frame (after the camera's ``view``), or fractions
 0..1 of its width and height with ``coordinates: normalized``. Polygons are checked like zones (at least 3
@@ -27,10 +28,19 @@ FACE_MODEL_TO_FIX = (
     f"{CENTERFACE_MODEL} in --model-dir DIR / $VCASCADE_MODEL_DIR."
 )
 """The hint every "face model missing" message ends with."""
+TEXT_MODEL = "PP-OCRv6_det_small.onnx"
+"""File name of the text detector (PaddleOCR PP-OCRv6 det, DB; Apache-2.0), the ``ocr`` recognizer's detector."""
+TEXT_MODEL_TO_FIX = (
+    "To fix: run `python -m tools.fetch_models --text` (takes it out of the rapidocr 3.10.0 wheel), or save "
+    f"{TEXT_MODEL} in --model-dir DIR / $VCASCADE_MODEL_DIR."
+)
+"""The hint every "text model missing" message ends with."""
 
 EXITS = ("roi", "preview", "snapshot")
 """The ways an image leaves an edge: ROI crops to the brokers, live-view previews, evidence snapshots."""
 Exit = Literal["roi", "preview", "snapshot"]
+TEXT_EXITS = ("preview", "snapshot")
+"""The exits text regions may be redacted in: not ROI crops, which the centre's text recognizer reads."""
 
 
 class PrivacyMaskConfig(ConfigModel):
@@ -95,8 +105,43 @@ class FaceRedactionConfig(ConfigModel):
     )
 
 
+class TextRedactionConfig(ConfigModel):
+    """Text regions (plates, name tags, signs) found by PaddleOCR's DB text detector are blurred or pixelated in
+    the images of the listed exits (previews and snapshots; ROI crops are what a text recognizer reads)."""
+
+    model: str = Field(
+        TEXT_MODEL,
+        description="Text detector ONNX file (DB: (N, 3, H, W) in, (N, 1, H, W) text probability map out): an "
+        "absolute path, or a file name searched in --model-dir, $VCASCADE_MODEL_DIR and the user cache "
+        "(`python -m tools.fetch_models --text` fetches it).",
+    )
+    method: Literal["blur", "pixelate"] = Field("blur", description="How a text region is made unreadable.")
+    threshold: float = Field(
+        0.3, gt=0, lt=1, description="Text probability at or above which a pixel is text (PaddleOCR's DB default)."
+    )
+    min_score: float = Field(
+        0.5, gt=0, lt=1, description="Regions whose mean text probability is lower are left as they are "
+        "(rapidocr's box threshold)."
+    )
+    unclip_ratio: float = Field(
+        2.0, gt=0, le=4, description="DB unclip ratio r' (offset A' r' / L', Liao et al. 2020): larger grows each "
+        "region more around its text (the recognizer's 1.6 fits a line tightly; redaction wants a margin).",
+    )
+    input_width_px: int | None = Field(
+        None, ge=32, le=4096,
+        description="Frames are resized to this width (aspect ratio kept, sides rounded up to multiples of 32) for "
+        "the text detector (None: the frame's own width); larger finds smaller text and costs more.",
+    )
+    max_regions: int = Field(
+        64, ge=1, le=512, description="Text regions redacted per frame at most (the best scoring)."
+    )
+    exits: list[Literal["preview", "snapshot"]] = Field(
+        list(TEXT_EXITS), min_length=1, description="Which exits get text redaction: `preview`, `snapshot`."
+    )
+
+
 class PrivacyConfig(ConfigModel):
-    """A camera's privacy masks and face redaction (docs/PRIVACY.md)."""
+    """A camera's privacy masks, face redaction and text redaction (docs/PRIVACY.md)."""
 
     coordinates: Literal["pixels", "normalized"] = Field(
         "pixels", description="Units of the mask corners: pixels of the upright frame, or fractions 0..1 of its size."
@@ -108,6 +153,9 @@ class PrivacyConfig(ConfigModel):
     fill_bgr: tuple[int, int, int] = Field((0, 0, 0), description="Colour masked pixels are filled with, [B, G, R].")
     masks: list[PrivacyMaskConfig] = Field(default_factory=list, max_length=64, description="Privacy masks.")
     faces: FaceRedactionConfig | None = Field(None, description="Face redaction (None: faces leave as they are).")
+    text: TextRedactionConfig | None = Field(
+        None, description="Text redaction in previews and snapshots (None: text leaves as it is)."
+    )
 
     @model_validator(mode="after")
     def _masks_inside(self) -> PrivacyConfig:

@@ -1,6 +1,7 @@
 // vcascade live view: a framework-free page over the view's JSON API (vcascade/app/ui/server.py).
 // Grid: /api/overview every second, each camera's preview every 1/preview_fps s. Camera page (#/camera/NAME):
-// an MJPEG stream, its recent ROIs' latency per hop, its recent result lines and events.
+// an MJPEG stream, its recent ROIs' latency per hop, its recent result lines and events. The review pages
+// (#/events, #/identity/ID) are review.js's.
 "use strict";
 
 const FAULT_STATES = new Set(["stalled", "backing_off", "failed", "unreachable"]);  // drawn red, with the reason
@@ -44,8 +45,22 @@ function tileOf(row) {
   return tile;
 }
 
+function previewHint(tile, key) {
+  // a camera whose edge serves no previews: say which key turns them on instead of a broken image
+  const link = tile.querySelector("a");
+  if (!key || link.querySelector(".hint")) return;
+  link.replaceChildren(el("div", { class: "hint" },
+    el("span", {}, "No preview: its edge serves none. Set ", el("code", {}, key), " to see this camera.")));
+}
+
+function removeGoneTiles(cameras) {
+  const names = new Set(cameras.map((c) => c.camera));
+  for (const tile of document.querySelectorAll(".tile")) if (!names.has(tile.dataset.camera)) tile.remove();
+}
+
 function renderCamera(row) {
   const tile = tileOf(row);
+  previewHint(tile, row.no_preview_key);
   const fault = FAULT_STATES.has(row.state);
   tile.classList.toggle("fault", fault);
   tile.dataset.state = row.state;
@@ -75,7 +90,9 @@ async function refreshOverview() {
     document.getElementById("updated").textContent = `view unreachable: ${err.message}`; return;
   }
   previewFps = data.preview_fps || previewFps;
-  data.cameras.forEach(renderCamera);
+  const shown = data.cameras.filter((c) => c.removal !== "closed");  // removed at run time: leaves the grid
+  removeGoneTiles(shown);
+  shown.forEach(renderCamera);
   fillTable("brokers", data.brokers, (b) => [b.broker, b.alive ? "yes" : `no: ${b.error}`, b.workers, b.edges,
     b.queue_depth, b.in_flight, num(b.dispatched_per_s), b.alive ? drops(b.drops_by_reason) : "-"]);
   fillTable("workers", data.workers, (w) => [w.worker, w.recognizer, w.alive ? "yes" : `no: ${w.error}`, w.credits, w.in_flight,
@@ -96,20 +113,20 @@ async function refreshFrame(img, camera) {
 
 function refreshFrames() {
   for (const tile of document.querySelectorAll(".tile")) {
-    if (NO_NEW_FRAMES.has(tile.dataset.state)) continue;
-    refreshFrame(tile.querySelector("img"), tile.dataset.camera).catch(() => {});
+    const img = tile.querySelector("img");
+    if (NO_NEW_FRAMES.has(tile.dataset.state) || !img) continue;
+    refreshFrame(img, tile.dataset.camera).catch(() => {});
   }
 }
 
 async function refreshEvents() {
   const events = await getJson("/api/events");
   if (!events.length) return;  // keep the note saying why there are none
-  document.getElementById("events").replaceChildren(...events.slice().reverse().map((e) => el("li", {}, lineText(e))));
+  document.getElementById("events").replaceChildren(...events.slice().reverse().map(eventRow));
 }
 
 function showGrid() {
-  document.getElementById("camera-view").hidden = true;
-  document.getElementById("grid-view").hidden = false;
+  showOnly("grid-view");
   every(OVERVIEW_MS, refreshOverview);
   every(2 * OVERVIEW_MS, () => refreshEvents().catch(() => {}));
   every(1000 / previewFps, refreshFrames);
@@ -117,15 +134,42 @@ function showGrid() {
 
 // ------------------------------------------------------------------ one camera
 
-function lineText(line) {
-  const { camera, ...rest } = line;
-  return JSON.stringify(rest);
+function clock(ms) { return ms ? new Date(ms).toLocaleTimeString() : ""; }
+
+function eventRow(e) {
+  // one live event as a row: time, camera, what and where, who; links to its history and identity
+  const place = e.line || e.zone || "";
+  const history = new URLSearchParams({ camera: e.camera, focus: e.event_id });
+  return el("li", { class: "event-row", "data-event": e.event_id || "" },
+    el("span", { class: "row-time" }, clock(e.capture_ts_ms)), " ", el("span", { class: "row-what" },
+      `${e.camera} · ${e.type} ${place}${e.direction ? ` (${e.direction})` : ""}`),
+    " ", `${e.class || ""} #${e.track_id}`,
+    ...(e.identity_id !== null && e.identity_id !== undefined ? [" · identity ", identityLink(e.identity_id)] : []),
+    e.text ? ` · "${e.text}"` : "", e.dwell_s ? ` · ${num(e.dwell_s)} s` : "", " · ",
+    el("a", { href: `#/events?${history}`, class: "history-link" }, "history"));
+}
+
+function resultRow(r) {
+  // one result line as a row: time, class and track, status, identity or text, end-to-end latency
+  const who = r.identity_id !== null && r.identity_id !== undefined && r.identity_id >= 0
+    ? [" · identity ", identityLink(r.identity_id), r.similarity ? ` (${num(r.similarity, 2)})` : ""] : [];
+  const e2e = r.latency_ms && r.latency_ms.end_to_end;
+  return el("li", {}, el("span", { class: "row-time" }, clock(r.capture_unix_ms)), " ",
+    el("span", { class: "row-what" }, `${r.class_name} #${r.track_id}`), r.status === "ok" ? "" : ` · ${r.status}`,
+    r.reason ? ` (${r.reason})` : "", ...who, r.text ? ` · "${r.text}"` : "", r.recognizer ? ` · ${r.recognizer}` : "",
+    e2e ? ` · ${num(e2e, 0)} ms` : "");
 }
 
 async function refreshCamera(camera) {
   const [overview, recent] = await Promise.all([
     getJson("/api/overview"), getJson(`/api/cameras/${encodeURIComponent(camera)}/recent`).catch(() => null)]);
   const row = overview.cameras.find((c) => c.camera === camera);
+  if (row && row.no_preview_key) {
+    const hint = document.getElementById("stream-hint");
+    document.getElementById("stream").hidden = true;
+    hint.hidden = false;
+    hint.replaceChildren("No preview: its edge serves none. Set ", el("code", {}, row.no_preview_key), " to see this camera.");
+  }
   if (row) {
     const why = row.state === "streaming" ? "" : ` (${[row.reason, row.error || row.detail].filter(Boolean).join(": ")})`;
     document.getElementById("camera-state").textContent =
@@ -133,17 +177,18 @@ async function refreshCamera(camera) {
   }
   if (!recent) return;
   fillTable("hops", recent.hops, (h) => [h.hop, num(h.p50_ms), num(h.p99_ms), h.n]);
-  const lines = recent.results.slice(-30).reverse().map((l) => el("li", {}, lineText(l)));
+  const lines = recent.results.slice(-30).reverse().map(resultRow);
   document.getElementById("results").replaceChildren(...lines);
-  const events = recent.events.slice(-30).reverse().map((e) => el("li", {}, lineText(e)));
+  const events = recent.events.slice(-30).reverse().map(eventRow);
   document.getElementById("camera-events").replaceChildren(...events);
 }
 
 function showCamera(camera) {
-  document.getElementById("grid-view").hidden = true;
-  document.getElementById("camera-view").hidden = false;
+  showOnly("camera-view");
   document.getElementById("camera-title").textContent = camera;
   const stream = document.getElementById("stream");
+  stream.hidden = false;
+  document.getElementById("stream-hint").hidden = true;
   stream.src = `/api/cameras/${encodeURIComponent(camera)}/stream.mjpg`;
   every(OVERVIEW_MS, () => refreshCamera(camera).catch(() => {}));
 }
@@ -155,9 +200,16 @@ function route() {
   timers = [];
   const stream = document.getElementById("stream");
   stream.removeAttribute("src");  // closes the MJPEG connection when leaving a camera page
-  const match = location.hash.match(/^#\/camera\/(.+)$/);
-  if (match) showCamera(decodeURIComponent(match[1])); else showGrid();
+  const camera = location.hash.match(/^#\/camera\/(.+)$/);
+  const events = location.hash.match(/^#\/events(?:\?(.*))?$/);
+  const identity = location.hash.match(/^#\/identity\/(-?\d+)$/);
+  if (camera) showCamera(decodeURIComponent(camera[1]));
+  else if (events) showEvents(events[1] || "");
+  else if (identity) showIdentity(identity[1]);
+  else showGrid();
 }
+
+document.getElementById("event-filters").addEventListener("submit", applyEventFilters);
 
 window.addEventListener("hashchange", route);
 route();
