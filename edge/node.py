@@ -296,7 +296,9 @@ class EdgeNode:
                                   unredacted_faces=recognizer in cam.unredacted,
                                   max_side_px=cam.crop_sides.get(recognizer, cam.default_crop_side))  # fmt: skip
             self._counter += 1
-            roi = roi_header(frame, selection, row, f"{self.name}-{self.run_id}-{self._counter}")
+            known = self.identities.gallery_identity(frame.camera, int(selection.detections.track_id[row]),
+                                                     str(selection.recognizer[row]))
+            roi = roi_header(frame, selection, row, f"{self.name}-{self.run_id}-{self._counter}", known)
             pending = PendingRoi(
                 roi, frame.capture_s, detect_start_s, detect_end_s, encoded_s=time.perf_counter(),
                 send_reason=str(selection.send_reason[row]), class_name=self._class_name(roi.class_id),

@@ -18,12 +18,17 @@ micro-batches dealt round-robin as the broker alternates them) for a sweep of ma
 tools/reid_metrics.py: pairwise precision/recall (all pairs and cross-camera pairs), IDF1, identity switches,
 fragmentations, and embedding comparisons per ROI.
 
+The track assigners (``+ tracks``) match tracked ROIs by their track's aggregate (docs/IDENTITY.md, "Identities
+from tracks"); every ROI carries the identity its track got in the answers the edge already has
+(:data:`ANSWER_LAG`). ``--replays 1,5,10`` replays the scenario into one store and reports after each count how
+many identities the returning objects have and how the cameras agree (tools/reid_replays.py).
+
 ``--blur-faces`` cuts every crop from the frame with its faces blurred, as an edge with ``privacy.faces`` sends
 them (CenterFace, docs/PRIVACY.md), to measure what face redaction costs re-identification.
 
 Usage: ``python -m tools.bench_reid [--scenario segments|demo] [--quick] [--stride N] [--json OUT]
-[--model-dir DIR] [--blur-faces]`` (``--quick``: two cameras over the first 150 frames, every 4th frame's ROIs; under a
-minute of CPU, for CI; ``--scenario demo``: the demo's own two cameras and embedder classes, see :func:`scenario`).
+[--model-dir DIR] [--blur-faces] [--replays 1,5,10 [--replay-threshold T] [--replay-workers 1,2]]`` (``--quick``:
+two cameras over the first 150 frames, every 4th frame's ROIs, replays 1 and 3; about a minute of CPU, for CI; ``--scenario demo``: the demo's own two cameras and embedder classes, see :func:`scenario`).
 """
 
 from __future__ import annotations
@@ -43,6 +48,7 @@ import yaml
 
 from tools.reid_assigners import Assigner, OneWorker, SeveralWorkers, SharedSpace  # noqa: E402
 from tools.reid_metrics import quality  # noqa: E402
+from tools.reid_replays import print_replays, replays, variants  # noqa: E402
 from tools.reid_scenario import (  # noqa: E402
     DEMO,
     EMBEDDER_CLASSES,
@@ -74,6 +80,9 @@ MICRO_BATCH = 8
 TRAVEL_MARGIN_S = 1.0
 """Added to the time offset between two cameras' segments to make their topology link's travel window."""
 MIN_IOU = 0.5
+ANSWER_LAG = 2
+"""The ROIs of micro-batch k carry the identity their track got in micro-batches up to k - ANSWER_LAG (the edge
+has those answers; the previous micro-batch is still being answered), as ``track_identity_id``."""
 """Box IoU at or above which a camera's ROI takes a ground-truth identity."""
 
 
@@ -137,13 +146,15 @@ def scenario_topology(cameras: Sequence[ScenarioCamera], fps: float = 25.0) -> T
 
 @dataclass(frozen=True)
 class LabelledRoi:
-    """One ROI of the scenario: its camera, camera PTS (ms), camera track, true identity (-1: none), crop."""
+    """One ROI of the scenario: its camera, camera PTS (ms), camera track, true identity (-1: none), crop,
+    detection score."""
 
     camera: str
     pts_ms: float
     track_id: int
     truth: int
     crop: np.ndarray
+    score: float = 1.0
 
 
 def iou(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -176,30 +187,43 @@ def scenario_rois(cameras: Sequence[ScenarioCamera], clip: Sequence[ClipFrame], 
         for roi in track_rois(clip[cam.first_frame:cam.last_frame], detector, deployment, cam.view, classes, redact):
             if (roi.frame - cam.first_frame) % stride == 0:
                 label = true_identity(roi.xyxy, truth[roi.frame], cam.view, frame_hw)
-                rois.append(LabelledRoi(cam.name, roi.pts_ms, roi.track_id, label, roi.crop))
+                rois.append(LabelledRoi(cam.name, roi.pts_ms, roi.track_id, label, roi.crop, roi.score))
     return sorted(rois, key=lambda r: (r.pts_ms, r.camera))
 
 
 def assign(assigner: Assigner, embeddings: np.ndarray, rois: Sequence[LabelledRoi]) -> np.ndarray:
-    """Run ``assigner`` over the ROIs in micro-batches of :data:`MICRO_BATCH`; (N,) int64 identity ids."""
+    """Run ``assigner`` over the ROIs in micro-batches of :data:`MICRO_BATCH`, each ROI carrying the identity the
+    edge knows for its track (:data:`ANSWER_LAG`); (N,) int64 identity ids."""
     ids = np.empty(len(rois), dtype=np.int64)
-    for start in range(0, len(rois), MICRO_BATCH):
+    known: dict[tuple[str, int], int] = {}
+    starts = list(range(0, len(rois), MICRO_BATCH))
+    for k, start in enumerate(starts):
+        if k >= ANSWER_LAG:  # answers of an earlier micro-batch reach the edge
+            done = starts[k - ANSWER_LAG]
+            for r, ident in zip(rois[done:done + MICRO_BATCH], ids[done:done + MICRO_BATCH].tolist()):
+                if r.track_id >= 0 and ident >= 1:
+                    known[(r.camera, r.track_id)] = ident
         batch = rois[start:start + MICRO_BATCH]
         ids[start:start + len(batch)] = assigner(embeddings[start:start + len(batch)], [r.camera for r in batch],
-                                                 np.array([r.pts_ms for r in batch]))
+                                                 np.array([r.pts_ms for r in batch]), [r.track_id for r in batch],
+                                                 [r.score for r in batch],
+                                                 [known.get((r.camera, r.track_id), -1) for r in batch])
     return ids
 
 
 def assigners(threshold: float, workers: int, topology: Topology) -> list[Assigner]:
     """The modes compared: one worker; several with own galleries; several on the shared space, with and
-    without topology pruning."""
+    without topology pruning; one and several on the shared space matching tracks (their aggregates)."""
     return [OneWorker(threshold), SeveralWorkers(threshold, workers), SharedSpace(threshold, workers),
-            SharedSpace(threshold, workers, topology)]
+            SharedSpace(threshold, workers, topology), SharedSpace(threshold, 1, tracks=True),
+            SharedSpace(threshold, workers, tracks=True)]
 
 
 def sweep(embedders: Sequence[Embedder], rois: Sequence[LabelledRoi], workers: int, topology: Topology,
-          thresholds: Sequence[float] = THRESHOLDS) -> list[dict[str, Any]]:
-    """Quality of every (embedder, assigner, threshold), one row each, with comparisons per ROI."""
+          thresholds: Sequence[float] = THRESHOLDS, embedded: dict[str, np.ndarray] | None = None
+          ) -> list[dict[str, Any]]:  # fmt: skip
+    """Quality of every (embedder, assigner, threshold), one row each, with comparisons per ROI; ``embedded``
+    (when given) gets each embedder's (N, D) embeddings by name."""
     labelled = np.array([r.truth >= 0 for r in rois])
     truth = np.array([r.truth for r in rois])[labelled]
     camera = np.array([r.camera for r in rois])[labelled]
@@ -208,6 +232,8 @@ def sweep(embedders: Sequence[Embedder], rois: Sequence[LabelledRoi], workers: i
         start = time.perf_counter()
         embeddings = embedder([r.crop for r in rois])
         embed_ms = (time.perf_counter() - start) * 1000.0 / max(len(rois), 1)
+        if embedded is not None:
+            embedded[embedder.name] = embeddings
         for threshold in thresholds:
             for assigner in assigners(threshold, workers, topology):
                 predicted = assign(assigner, embeddings, rois)[labelled]
@@ -227,10 +253,12 @@ def face_blur(model_dir: str | None, class_names: Sequence[str]) -> Redact:
 
 
 def reid_section(name: str = "segments", stride: int = 1, workers: int = 2, model_dir: str | None = None,
-                 blur_faces: bool = False) -> dict[str, Any]:
-    """Build the scenario, embed, assign and score; returns ``scenario`` (counts) and ``rows`` (:func:`sweep`).
-    ``blur_faces``: crops are cut from frames with their faces blurred, as an edge with ``privacy.faces`` sends
-    them."""
+                 blur_faces: bool = False, replay_counts: Sequence[int] = (), replay_threshold: float = 0.8,
+                 replay_workers: Sequence[int] = (1,)) -> dict[str, Any]:  # fmt: skip
+    """Build the scenario, embed, assign and score; returns ``scenario`` (counts), ``rows`` (:func:`sweep`) and
+    ``replays`` (tools/reid_replays.py: the demo embedder's ROIs replayed into one store, per-crop and by tracks,
+    with ``replay_workers`` workers, reported after each of ``replay_counts``; empty without). ``blur_faces``:
+    crops are cut from frames with their faces blurred, as an edge with ``privacy.faces`` sends them."""
     pin_threads()
     setting = scenario(name)
     clip = read_clip(max_frames=setting.frames)
@@ -249,7 +277,12 @@ def reid_section(name: str = "segments", stride: int = 1, workers: int = 2, mode
         "true_identities": len(seen_on), "on_several_cameras": sum(len(c) > 1 for c in seen_on.values()),
     }
     embedders = [MobileNetEmbedder(deployment), ColourHistogramEmbedder()]
-    return {"scenario": counts, "rows": sweep(embedders, rois, workers, scenario_topology(cameras))}
+    embedded: dict[str, np.ndarray] = {}
+    rows = sweep(embedders, rois, workers, scenario_topology(cameras), embedded=embedded)
+    looks = variants(rois, embedded[embedders[0].name], embedders[0]) if replay_counts else []
+    replayed = [row for n in replay_workers for tracks in (False, True) if replay_counts
+                for row in replays(rois, looks, replay_threshold, n, tracks, replay_counts, assign)]  # fmt: skip
+    return {"scenario": counts, "rows": rows, "replays": replayed}
 
 
 def print_section(result: dict[str, Any]) -> None:
@@ -266,6 +299,10 @@ def print_section(result: dict[str, Any]) -> None:
               f"{_f(row['recall'])} {_f(row['cross_precision'])} {_f(row['cross_recall'])} {_f(row['idf1'])} "
               f"{row['id_switches']:5d} {row['fragmentations']:5d} {row['identities']:5d} "
               f"{row['comparisons_per_roi']:7.1f}")
+    if result.get("replays"):
+        print(f"returning objects: {s['name']} replayed into one store, {result['replays'][0]['threshold']} "
+              f"threshold, mobilenetv2")
+        print_replays(result["replays"])
 
 
 def _f(x: float) -> str:
@@ -281,12 +318,17 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2, help="workers in the several-workers modes")
     parser.add_argument("--model-dir", help="folder holding yolox_nano.onnx")
     parser.add_argument("--json", type=Path, help="write the numbers here")
+    parser.add_argument("--replays", help="replay counts to report, e.g. 1,5,10 (quick: 1,3; default: none)")
+    parser.add_argument("--replay-threshold", type=float, default=0.8, help="match threshold of the replays")
+    parser.add_argument("--replay-workers", default="1", help="worker counts of the replays, e.g. 1,2")
     parser.add_argument("--blur-faces", action="store_true",
                         help="blur faces in the crops as an edge with privacy.faces does (needs centerface.onnx)")
     args = parser.parse_args()
     stride = args.stride or (4 if args.quick else 1)
+    counts = args.replays or ("1,3" if args.quick else "")
     result = reid_section("quick" if args.quick else args.scenario, stride, args.workers, args.model_dir,
-                          args.blur_faces)
+                          args.blur_faces, [int(n) for n in counts.split(",") if n], args.replay_threshold,
+                          [int(n) for n in args.replay_workers.split(",")])
     print_section(result)
     if args.json:
         args.json.write_text(json.dumps(result, indent=2))

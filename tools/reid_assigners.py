@@ -5,7 +5,9 @@
   broker dealing them micro-batches in turn (the bug of issue 16: one id names different objects).
 * :class:`SharedSpace`: several workers, each with its local copy of the shared identity space
   (:class:`IdentitySpace`) synced through one embedded SQLite store (the default backend), optionally with a
-  camera topology; every worker syncs as its background thread would, every ``sync_interval_s`` of stream time.
+  camera topology, optionally matching tracked ROIs by their track's aggregate (``tracks``, the default of
+  ``identity.tracks``); every worker syncs as its background thread would, every ``sync_interval_s`` of stream
+  time.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ from vcascade.center.identity.sqlite_store import SqliteStore
 from vcascade.center.identity.store import Sighting
 from vcascade.center.identity.sync import StoreSync
 from vcascade.center.identity.topology import Topology
+from vcascade.center.identity.tracks import TrackBook
+from vcascade.core.schema.identity import TrackAggregateConfig
 
 MAX_IDENTITIES = 10_000
 """The demo embedder's ``max_identities``."""
@@ -45,8 +49,12 @@ class Assigner(Protocol):
     comparisons: int
     """Embedding comparisons made so far (0 where not counted)."""
 
-    def __call__(self, embeddings: np.ndarray, cameras: Sequence[str], pts_ms: np.ndarray) -> np.ndarray:
-        """(n,) int64 identity ids for (n, D) float32 unit embeddings of ROIs from ``cameras`` at ``pts_ms``."""
+    def __call__(self, embeddings: np.ndarray, cameras: Sequence[str], pts_ms: np.ndarray,
+                 tracks: Sequence[int] = (), scores: Sequence[float] = (), known: Sequence[int] = ()
+                 ) -> np.ndarray:  # fmt: skip
+        """(n,) int64 identity ids for (n, D) float32 unit embeddings of ROIs from ``cameras`` at ``pts_ms``, with
+        their camera track ids, detection scores and the identity the edge knows for their track (-1: none; the
+        ROI's ``track_identity_id``); the last three are used by the assigners that match tracks."""
 
 
 class OneWorker:
@@ -56,7 +64,8 @@ class OneWorker:
         self.name, self.comparisons = "1 worker", 0
         self.head = EmbeddingHead(threshold, MAX_IDENTITIES)
 
-    def __call__(self, embeddings: np.ndarray, cameras: Sequence[str], pts_ms: np.ndarray) -> np.ndarray:
+    def __call__(self, embeddings: np.ndarray, cameras: Sequence[str], pts_ms: np.ndarray, tracks=(),
+                 scores=(), known=()) -> np.ndarray:  # fmt: skip
         self.comparisons += len(embeddings) * len(self.head)
         return np.array([out.identity_id for out in self.head(embeddings)], dtype=np.int64)
 
@@ -69,7 +78,8 @@ class SeveralWorkers:
         self.heads = [EmbeddingHead(threshold, MAX_IDENTITIES) for _ in range(workers)]
         self.turn = 0
 
-    def __call__(self, embeddings: np.ndarray, cameras: Sequence[str], pts_ms: np.ndarray) -> np.ndarray:
+    def __call__(self, embeddings: np.ndarray, cameras: Sequence[str], pts_ms: np.ndarray, tracks=(),
+                 scores=(), known=()) -> np.ndarray:  # fmt: skip
         head = self.heads[self.turn % len(self.heads)]
         self.turn += 1
         self.comparisons += len(embeddings) * len(head)
@@ -88,16 +98,24 @@ class SharedSpace:
         threshold: match threshold (cosine).
         workers: number of workers.
         topology: camera topology for pruning (None: compare with every identity).
+        tracks: match tracked ROIs by their track's aggregate (``identity.tracks`` defaults); False: each alone.
+        track_threshold: the aggregates' match threshold (None: ``threshold``).
+        store_path: the SQLite store's file (None: one in a scratch folder, removed by :meth:`close`); a store
+            kept between assigners is the same space met again (``--replays``).
     """
 
-    def __init__(self, threshold: float, workers: int, topology: Topology | None = None) -> None:
-        self.name = f"{workers} workers, shared space" + (" + topology" if topology is not None else "")
+    def __init__(self, threshold: float, workers: int, topology: Topology | None = None, tracks: bool = False,
+                 store_path: Path | None = None, track_threshold: float | None = None) -> None:  # fmt: skip
+        self.name = (f"{workers} worker{'s' if workers > 1 else ''}, shared space"
+                     + (" + topology" if topology is not None else "") + (" + tracks" if tracks else ""))
         self.comparisons = 0
         self._folder = tempfile.TemporaryDirectory(prefix="bench-reid-")
-        store_path = Path(self._folder.name) / "identities.sqlite"
-        space_name = f"bench-{next(_SPACES)}"
-        self.spaces = [IdentitySpace(threshold, MAX_IDENTITIES, "exact", topology)
-                       for _ in range(workers)]
+        store_path = store_path or Path(self._folder.name) / "identities.sqlite"
+        space_name = "bench" if store_path.parent != Path(self._folder.name) else f"bench-{next(_SPACES)}"
+        cfg = TrackAggregateConfig()
+        books = [TrackBook(cfg.max_tracks, cfg.ttl_s, cfg.outlier_sigma) if tracks else None for _ in range(workers)]
+        self.spaces = [IdentitySpace(threshold, MAX_IDENTITIES, "exact", topology, book, cfg.revise_margin,
+                                     track_threshold) for book in books]
         self.syncs = [
             StoreSync(space, SqliteStore(store_path, space_name), IdentityTelemetry(f"bench-reid-{i}"),
                       SYNC_INTERVAL_S, ID_BLOCK, RETENTION_S, MAX_IDENTITIES)
@@ -108,7 +126,8 @@ class SharedSpace:
         self._synced_ms = [0.0] * workers
         self.turn = 0
 
-    def __call__(self, embeddings: np.ndarray, cameras: Sequence[str], pts_ms: np.ndarray) -> np.ndarray:
+    def __call__(self, embeddings: np.ndarray, cameras: Sequence[str], pts_ms: np.ndarray, tracks=(),
+                 scores=(), known=()) -> np.ndarray:  # fmt: skip
         worker = self.turn % len(self.spaces)
         self.turn += 1
         now_ms = float(np.min(pts_ms))
@@ -118,10 +137,14 @@ class SharedSpace:
                 self._synced_ms[other] = now_ms
         wall_s = time.time()
         sightings = [Sighting(camera, float(t_ms), wall_s) for camera, t_ms in zip(cameras, pts_ms)]
-        outputs, stats = self.spaces[worker].match(embeddings, sightings)
+        keys = [(camera, int(track)) if track >= 0 else None for camera, track in zip(cameras, tracks)] or None
+        outputs, stats = self.spaces[worker].match(embeddings, sightings, keys, list(scores) or None,
+                                                   list(known) or None)
         self.comparisons += stats.comparisons
         return np.array([out.identity_id for out in outputs], dtype=np.int64)
 
     def close(self) -> None:
-        """Remove the scratch folder (its store)."""
+        """Push what is left (as a worker's clean stop does), then remove the scratch folder (its store)."""
+        for sync in self.syncs:
+            sync.cycle()
         self._folder.cleanup()

@@ -100,6 +100,7 @@ class TrackedRoi:
         xyxy: (4,) float32 box in the camera's pixels.
         track_id: the camera's ByteTrack id (>= 0).
         crop: (h, w, 3) uint8 BGR, the box padded by ``roi.padding_px`` as the edge crops it.
+        score: the detector's confidence, 0..1 (the ROI's ``score``).
     """
 
     frame: int
@@ -107,6 +108,7 @@ class TrackedRoi:
     xyxy: np.ndarray
     track_id: int
     crop: np.ndarray
+    score: float = 1.0
 
 
 Redact = Callable[[np.ndarray, Detections], np.ndarray]
@@ -147,7 +149,8 @@ def track_rois(frames: Sequence[ClipFrame], detector: OnnxDetector, deployment: 
         for row, (x0, y0, x1, y1) in enumerate(chosen.crop_xyxy.tolist()):
             if chosen.detections.track_id[row] >= 0:
                 rois.append(TrackedRoi(frame.index, pts_ms, chosen.detections.xyxy[row].copy(),
-                                       int(chosen.detections.track_id[row]), image[y0:y1, x0:x1].copy()))
+                                       int(chosen.detections.track_id[row]), image[y0:y1, x0:x1].copy(),
+                                       float(chosen.detections.score[row])))
     return rois
 
 

@@ -20,6 +20,7 @@ from vcascade.center.identity.space import IdentitySpace
 from vcascade.center.identity.store import IdentityStore, Sighting
 from vcascade.center.identity.sync import StoreSync
 from vcascade.center.identity.topology import Topology
+from vcascade.center.identity.tracks import TrackBook
 from vcascade.center.identity.vectors import l2_normalise
 from vcascade.core.protocol.wire import EmbeddingOutput, Roi
 from vcascade.core.state_dir import state_path
@@ -59,7 +60,10 @@ class IdentityHead:
         """
         ident = cfg.identity
         topology = None if ident.topology is None else Topology.from_config(ident.topology)
-        space = IdentitySpace(cfg.match_threshold, cfg.max_identities, ident.index, topology)
+        tracks = ident.tracks
+        book = TrackBook(tracks.max_tracks, tracks.ttl_s, tracks.outlier_sigma) if tracks.enabled else None
+        space = IdentitySpace(cfg.match_threshold, cfg.max_identities, ident.index, topology, book,
+                              tracks.revise_margin, tracks.match_threshold)
         telemetry = IdentityTelemetry(worker)
         guard = IdGuard(state_path(f"identity-ids.{space_name}.{worker}.json"), telemetry)
         sync = StoreSync(space, store or build_store(ident.store, space_name), telemetry, ident.sync_interval_s,
@@ -71,18 +75,23 @@ class IdentityHead:
 
         Args:
             embeddings: (n, D) float array (any scale; L2-normalised here).
-            rois: the n ROIs (camera and time of each sighting); None: unknown camera, time now.
+            rois: the n ROIs (camera and time of each sighting, track and detection score); None: unknown
+                camera, time now, untracked.
 
         Returns:
-            One output per row: identity id (negative while provisional), cosine similarity (1.0 when enrolled),
-            enrolled, provisional, merged_from.
+            One output per row: identity id (negative while provisional; a tracked ROI's is its track's),
+            cosine similarity (1.0 when enrolled), enrolled, provisional, merged_from, the crop's own match.
 
         Raises:
             ValueError: not 2-D, or D differs from the space's.
         """
         if embeddings.ndim != 2:
             raise ValueError(f"embeddings must be (n, D), got shape {embeddings.shape}")
-        outputs, stats = self.space.match(l2_normalise(embeddings), self._sightings(rois, len(embeddings)))
+        tracks = None if rois is None else [(r.camera, r.track_id) if r.track_id >= 0 else None for r in rois]
+        scores = None if rois is None else [r.score for r in rois]
+        carried = None if rois is None else [r.track_identity_id for r in rois]
+        outputs, stats = self.space.match(l2_normalise(embeddings), self._sightings(rois, len(embeddings)), tracks,
+                                          scores, carried)
         self.telemetry.matched(stats, len(self.space))
         return outputs
 

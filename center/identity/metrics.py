@@ -19,7 +19,8 @@ MATCHES = Counter("vcascade_identity_matches_total", "ROIs that matched a known 
 MERGES = Counter(
     "vcascade_identity_merges_total",
     "Identities folded into another, by kind (duplicate: this worker merged two live identities in the store; "
-    "reconciled: a provisional id replaced by a store id).",
+    "reconciled: a provisional id replaced by a store id; revised: an identity a track enrolled, folded into the "
+    "one more looks of the track matched).",
     ["worker", "kind"],
 )
 PROVISIONAL = Counter(
@@ -53,6 +54,11 @@ STORE_RESETS = Counter(
     "Times the identity store was found to have lost its data, by how (generation_changed: its generation marker "
     "changed; ids_went_back: its id counter was below ids already seen).", ["worker", "reason"],
 )
+TRACK_REVISIONS = Counter(
+    "vcascade_identity_track_revisions_total",
+    "Tracks whose identity changed after more looks (their aggregate matched another identity better; the "
+    "result line says so in identity_revised_from).", ["worker"],
+)
 IDS_REFUSED = Counter(
     "vcascade_identity_ids_refused_total",
     "Ids the store handed out at or below ids this worker had already seen, refused (never given to anyone).",
@@ -65,7 +71,7 @@ SKIP_REASONS = ("malformed", "wrong_length")
 RESET_REASONS = ("generation_changed", "ids_went_back")
 """``reason`` label values of ``vcascade_identity_store_resets_total``."""
 
-MERGE_KINDS = ("duplicate", "reconciled")
+MERGE_KINDS = ("duplicate", "reconciled", "revised")
 """``kind`` label values of ``vcascade_identity_merges_total``."""
 STORE_OPS = ("reserve", "write", "changes", "merge", "sweep", "generation", "raise_ids")
 """``op`` label values: the :class:`vcascade.center.identity.store.IdentityStore` calls."""
@@ -76,7 +82,8 @@ class IdentityTelemetry:
 
     def __init__(self, worker: str) -> None:
         self.worker = worker
-        for family in (GALLERY, ENROLMENTS, MATCHES, PROVISIONAL, COMPARISONS, DROPPED_UPDATES, IDS_REFUSED):
+        for family in (GALLERY, ENROLMENTS, MATCHES, PROVISIONAL, COMPARISONS, DROPPED_UPDATES, IDS_REFUSED,
+                       TRACK_REVISIONS):
             family.labels(worker)  # exported from the start, at 0
         for kind in MERGE_KINDS:
             MERGES.labels(worker, kind)
@@ -93,6 +100,8 @@ class IdentityTelemetry:
         ENROLMENTS.labels(self.worker).inc(stats.enrolments)
         PROVISIONAL.labels(self.worker).inc(stats.provisional)
         COMPARISONS.labels(self.worker).inc(stats.comparisons)
+        TRACK_REVISIONS.labels(self.worker).inc(stats.revisions)
+        self.merged("revised", stats.folded)
         GALLERY.labels(self.worker).set(gallery_size)
 
     def gallery(self, size: int) -> None:

@@ -32,6 +32,8 @@ import numpy as np
 from vcascade.center.identity.index import make_index
 from vcascade.center.identity.store import LIVE, MERGED, Sighting, StoredIdentity, StoreWrite, add_sighting
 from vcascade.center.identity.topology import UNKNOWN, Topology
+from vcascade.center.identity.track_match import TrackMatching
+from vcascade.center.identity.tracks import TrackBook, TrackKey
 from vcascade.center.identity.vectors import l2_normalise
 from vcascade.core.protocol.wire import EmbeddingOutput
 
@@ -64,12 +66,16 @@ class MatchStats:
     Attributes:
         matches: ROIs that matched an identity. enrolments: ROIs that enrolled one (provisional ones included).
         provisional: ROIs answered with a provisional result. comparisons: embedding comparisons made.
+        revisions: tracks whose identity changed. folded: identities a track had enrolled and left before they
+            reached the store, folded into the one it moved to here.
     """
 
     matches: int = 0
     enrolments: int = 0
     provisional: int = 0
     comparisons: int = 0
+    revisions: int = 0
+    folded: int = 0
 
 
 @dataclass
@@ -79,16 +85,19 @@ class SyncNews:
     Attributes:
         duplicates: ``(loser, survivor)`` pairs: an enrolment that landed since the previous pull and the
             earlier-landed identity it duplicates (at or above the match threshold), in landing order.
+        revised: ``(loser, survivor)`` pairs: an identity a track enrolled, then left for another when more looks
+            moved its aggregate there (:mod:`.tracks`); the store folds it into that one.
         merged: identities this worker held that the store merged into another (by any worker).
         wrong_length: live records skipped: their vector's size is not the space's (the others are taken).
     """
 
     duplicates: list[tuple[int, int]] = field(default_factory=list)
+    revised: list[tuple[int, int]] = field(default_factory=list)
     merged: int = 0
     wrong_length: int = 0
 
 
-class IdentitySpace:
+class IdentitySpace(TrackMatching):
     """Local identities (slot arrays plus a vector index) with the pending exchange with the store. Thread-safe.
 
     Args:
@@ -97,11 +106,21 @@ class IdentitySpace:
             (the store evicts on its own, :meth:`vcascade.center.identity.store.IdentityStore.sweep`).
         index_kind: vector index kind (``exact`` or ``ann``, :func:`vcascade.center.identity.index.make_index`).
         topology: camera topology for pruning, or None to compare with every identity.
+        tracks: the worker's track aggregates (tracked ROIs are matched and enrolled by their track's aggregate,
+            :mod:`.tracks`), or None: every ROI is matched alone.
+        revise_margin: how much more similar (cosine) another identity must be to a track's aggregate than the
+            identity the track is bound to, for the track to move to it.
+        track_threshold: cosine at or above which a track's aggregate matches an identity (None:
+            ``match_threshold``).
     """
 
     def __init__(self, match_threshold: float, capacity: int, index_kind: str = "exact",
-                 topology: Topology | None = None) -> None:  # fmt: skip
+                 topology: Topology | None = None, tracks: TrackBook | None = None,
+                 revise_margin: float = 0.0, track_threshold: float | None = None) -> None:  # fmt: skip
         self.match_threshold = float(match_threshold)
+        self.tracks, self.revise_margin = tracks, float(revise_margin)
+        self.track_threshold = self.match_threshold if track_threshold is None else float(track_threshold)
+        self._revised: list[tuple[int, int]] = []  # (enrolled by a track, what it moved to): for the store
         self.capacity = int(capacity)
         self.index_kind = index_kind
         self.topology = topology
@@ -136,12 +155,19 @@ class IdentitySpace:
 
     # ------------------------------------------------------------------ head thread
 
-    def match(self, units: np.ndarray, sightings: list[Sighting]) -> tuple[list[EmbeddingOutput], MatchStats]:
+    def match(self, units: np.ndarray, sightings: list[Sighting], tracks: list[TrackKey | None] | None = None,
+              scores: list[float] | None = None, carried: list[int] | None = None,
+              ) -> tuple[list[EmbeddingOutput], MatchStats]:  # fmt: skip
         """Match or enrol each row, in order.
 
         Args:
             units: float32 (n, D), L2-normalised embeddings; D fixed by the first call or the first store record.
             sightings: one per row: the ROI's camera, time on the topology clock (ms) and wall time (s).
+            tracks: one per row: the ROI's ``(camera, track_id)``, or None for an untracked ROI (matched alone);
+                None: every row alone. Ignored without a track book.
+            scores: one per row: the detector's confidence, 0..1 (a look's weight in its track's aggregate).
+            carried: one per row: the identity the edge last got for the ROI's track (``track_identity_id``, -1:
+                none).
 
         Returns:
             One :class:`vcascade.core.protocol.wire.EmbeddingOutput` per row, and the call's :class:`MatchStats`.
@@ -152,7 +178,12 @@ class IdentitySpace:
         stats = MatchStats()
         with self._lock:
             self._ensure_dim(units.shape[1])
-            outputs = [self._match_row(unit, seen, stats) for unit, seen in zip(units, sightings)]
+            keys = tracks if tracks is not None and self.tracks is not None else [None] * len(units)
+            weights = scores if scores is not None else [1.0] * len(units)
+            knowns = carried if carried is not None else [NO_IDENTITY] * len(units)
+            outputs = [self._match_row(unit, seen, stats) if key is None else
+                       self._match_track_row(unit, seen, key, weight, known, stats)
+                       for unit, seen, key, weight, known in zip(units, sightings, keys, weights, knowns)]  # fmt: skip
         stats.provisional = sum(out.provisional for out in outputs)
         return outputs, stats
 
@@ -170,8 +201,9 @@ class IdentitySpace:
         provisional = ident < 0 or not self.in_sync
         merged = tuple(self._unreported.pop(ident, ()))
         second, second_similarity = runner_up if runner_up[1] >= self.match_threshold else (NO_IDENTITY, -1.0)
+        crop = (NO_IDENTITY, None) if enrolled else (ident, float(similarity))
         return EmbeddingOutput(ident, float(similarity), enrolled, provisional, merged, second,
-                               None if second == NO_IDENTITY else float(second_similarity))  # fmt: skip
+                               None if second == NO_IDENTITY else float(second_similarity), *crop)  # fmt: skip
 
     def _best(self, unit: np.ndarray, seen: Sighting) -> tuple[tuple[int, float], tuple[int, float], int]:
         """The most similar identity and the runner-up, each (id or :data:`NO_IDENTITY`, similarity; -1.0 for
@@ -279,8 +311,11 @@ class IdentitySpace:
                     if record.state == MERGED:  # its own unreported news (a provisional id it replaced) moves too
                         self._unreport(record.merged_into, [record.identity_id,
                                                             *self._unreported.pop(record.identity_id, [])])
+                        if self.tracks is not None:
+                            self.tracks.rebind(record.identity_id, record.merged_into)
                     self._remove(record.identity_id)
             news.duplicates = self._duplicates([ident for _, ident in sorted(landed)])
+            news.revised, self._revised = self._revised, []
             self._loaded = True
         return news
 
@@ -409,6 +444,22 @@ class IdentitySpace:
         self._set_enrolment(slot, first, NOT_LANDED)
         self._enrolled.add(new)
         self._unreport(new, [old, *self._unreported.pop(old, [])])
+        if self.tracks is not None:
+            self.tracks.rebind(old, new)
+
+    def _fold(self, old: int, new: int) -> None:
+        """Fold the unpushed enrolment ``old`` into ``new`` here (its sum and count added; news of it moves to
+        ``new``); its id is never used again."""
+        slot, into = self._slot[old], self._slot[new]
+        total, count = self._sums[into] + self._sums[slot], self._counts[into] + self._counts[slot]
+        self._set(into, new, total, count, self._seen[into])
+        if new not in self._enrolled:
+            delta = self._deltas.setdefault(new, _Delta(np.zeros_like(total), 0, self._seen[into]))
+            delta.vector_sum += self._sums[slot]
+            delta.count += int(self._counts[slot])
+        self._remove(old)
+        self._unreport(new, [old, *self._unreported.pop(old, [])])
+        self.tracks.rebind(old, new)
 
     def _drop_least_recent(self) -> None:
         """Beyond capacity, forget the least recently seen identity here (the store keeps it)."""

@@ -69,7 +69,7 @@ class StoreSync:
         self.writer = secrets.token_hex(8)  # this process's writer token in the store
         self._unanswered: list[StoreWrite] = []  # the last push, until the store answers it
         self._first_seq = self._next_seq = 0  # write numbers: of the unanswered push's first, of the next
-        self._merges: list[tuple[int, int]] = []  # duplicates found, not yet merged in the store
+        self._merges: list[tuple[int, int, str]] = []  # (loser, survivor, kind) found, not yet merged in the store
         self._next_sweep_s = 0.0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="identity-sync", daemon=True)
@@ -126,11 +126,12 @@ class StoreSync:
             self.telemetry.records_skipped("wrong_length", news.wrong_length)
         self.guard.saw([r.identity_id for r in records if r.identity_id > 0])
         self.guard.save()
-        self._merges.extend(news.duplicates)
+        self._merges.extend([(loser, survivor, "duplicate") for loser, survivor in news.duplicates])
+        self._merges.extend([(loser, survivor, "revised") for loser, survivor in news.revised])
         while self._merges:  # in order; one the store did not take stays for the next cycle (the pull has moved on)
-            loser, survivor = self._merges[0]
+            loser, survivor, kind = self._merges[0]
             if self._call("merge", self.store.merge, loser, survivor):
-                self.telemetry.merged("duplicate")
+                self.telemetry.merged(kind)
             self._merges.pop(0)
         now_s = self.clock()
         if now_s >= self._next_sweep_s:

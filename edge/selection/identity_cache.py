@@ -23,11 +23,13 @@ class TrackIdentity:
             a head output). Read through its accessors (``gallery_identity()``, ``read_text()``, ...).
         roi_id: the ROI whose answer this is.
         stream_ts_ms: PTS of that ROI's frame, ms (an answer for an older crop never replaces a newer one).
+        recognizer: the recognizer that answered (the ROI's ``recognizer``).
     """
 
     output: HeadOutput | None
     roi_id: str
     stream_ts_ms: float
+    recognizer: str = ""
 
     def gallery_identity(self) -> int | None:
         """The gallery identity of the answer (>= 0), None without one (another head, or provisional)."""
@@ -58,7 +60,7 @@ class IdentityCache:
         reading: a plate read well once is not replaced by a later blurred look)."""
         if roi.track_id < 0:
             return
-        entry = TrackIdentity(output, roi.roi_id, roi.stream_ts_ms)
+        entry = TrackIdentity(output, roi.roi_id, roi.stream_ts_ms, roi.recognizer)
         with self._lock:
             if roi.track_id not in self._alive.get(roi.camera, ()):
                 return
@@ -71,6 +73,13 @@ class IdentityCache:
         """The track's last identity, or None when no answer for it has arrived yet."""
         with self._lock:
             return self._identities.get(camera, {}).get(track_id)
+
+    def gallery_identity(self, camera: str, track_id: int, recognizer: str) -> int:
+        """The gallery identity (>= 1) ``recognizer``'s latest kept answer gave the track, -1 when there is none
+        (no answer yet, another recognizer's, provisional, untracked): what a new ROI of the track carries."""
+        entry = self.get(camera, track_id) if track_id >= 0 else None
+        identity = None if entry is None or entry.recognizer != recognizer else entry.gallery_identity()
+        return -1 if identity is None else identity
 
     def retain(self, camera: str, alive_track_ids: set[int]) -> None:
         """Set the camera's live tracks (from its tracker); identities of the others are forgotten."""

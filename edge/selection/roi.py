@@ -50,10 +50,11 @@ def encode_jpeg(pixels: np.ndarray, quality: int) -> bytes:
     return buf.tobytes()
 
 
-def roi_header(frame: Frame, selection: RoiSelection, row: int, roi_id: str) -> wire.Roi:
+def roi_header(frame: Frame, selection: RoiSelection, row: int, roi_id: str, track_identity_id: int = -1) -> wire.Roi:
     """The ``wire.Roi`` header of the ROI of ``selection``'s sent row ``row`` (0 <= row < ``len(selection)``),
-    cropped from ``frame``, with the policy's send reason; ``roi_id`` is its globally unique id. ``ttl_ms`` and ``attempt`` keep their defaults
-    (the link sets the deadline left when it sends, and the attempt when it resends)."""
+    cropped from ``frame``, with the policy's send reason; ``roi_id`` is its globally unique id;
+    ``track_identity_id`` the identity its recognizer last gave its track (-1: none). ``ttl_ms`` and ``attempt``
+    keep their defaults (the link sets the deadline left when it sends, and the attempt when it resends)."""
     detections = selection.detections
     return wire.Roi(
         roi_id=roi_id,
@@ -68,4 +69,5 @@ def roi_header(frame: Frame, selection: RoiSelection, row: int, roi_id: str) -> 
         track_id=int(detections.track_id[row]),
         recognizer=str(selection.recognizer[row]),
         send_reason=str(selection.send_reason[row]),
+        track_identity_id=int(track_identity_id),
     )

@@ -44,6 +44,8 @@ NOT_ON_DASHBOARD = {
     # refusals of damaged stores and camera URLs (issue 28): rare faults, each logged at WARNING or above
     "vcascade_identity_store_records_skipped_total", "vcascade_identity_store_resets_total",
     "vcascade_identity_ids_refused_total", "vcascade_edge_camera_url_refusals_total",
+    # tracks whose identity more looks moved (issue 33): detail of the identity row's merges (kind "revised")
+    "vcascade_identity_track_revisions_total",
     # the history store's detail: images written and bytes evicted (the panel shows rows and drops)
     "vcascade_history_records_total", "vcascade_history_evidence_images_total", "vcascade_history_evicted_bytes_total",
     # the process collector's other families

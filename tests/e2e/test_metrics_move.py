@@ -153,6 +153,7 @@ SCENARIOS: dict[str, str] = {
     "vcascade_identity_store_records_skipped_total": "covered:tests/center/identity/test_store_damage.py",
     "vcascade_identity_store_resets_total": "covered:tests/center/identity/test_store_damage.py",
     "vcascade_identity_ids_refused_total": "covered:tests/center/identity/test_store_damage.py",
+    "vcascade_identity_track_revisions_total": "covered:tests/center/identity/test_tracks.py",
     "vcascade_edge_camera_url_refusals_total": "covered:tests/edge/capture/test_url_policy.py",
     "vcascade_edge_camera_decoder": "covered:tests/edge/capture/test_decoder.py",
     "vcascade_edge_decoder_fallbacks_total": "covered:tests/edge/capture/test_decoder.py",

@@ -23,15 +23,16 @@ def test_a_roi_takes_the_true_identity_whose_box_it_covers_in_the_view():
     assert true_identity(truth.xyxy[1], truth, CameraViewConfig(mirror=True), (272, 640)) == -1  # wrong side
 
 
-def test_quick_run_scores_every_embedder_and_shows_the_several_galleries_bug(run_quick):
-    _, result = run_quick("bench_reid", 300)
+def test_quick_run_scores_every_embedder_and_assigner_and_replays_into_one_store(run_quick):
+    _, result = run_quick("bench_reid", 900)  # a loaded 2-core machine takes 5-7 min
     scenario = result["scenario"]
     assert [c["name"] for c in scenario["cameras"]] == ["cam-a", "cam-b"]
     assert scenario["cameras"][1]["view"]["mirror"] is True
     assert scenario["labelled_rois"] > 0.8 * scenario["rois"] and scenario["on_several_cameras"] >= 2
     rows = result["rows"]
     assert {r["embedder"] for r in rows} == {"mobilenetv2", "hsv-histogram"}
-    modes = ["1 worker", "2 workers, own galleries", "2 workers, shared space", "2 workers, shared space + topology"]
+    modes = ["1 worker", "2 workers, own galleries", "2 workers, shared space", "2 workers, shared space + topology",
+             "1 worker, shared space + tracks", "2 workers, shared space + tracks"]
     assert len(rows) == 2 * len(modes) * len(THRESHOLDS) and {r["assigner"] for r in rows} == set(modes)
     for row in rows:
         assert 0.0 <= row["idf1"] <= 1.0 and row["id_switches"] >= 0 and row["comparisons_per_roi"] >= 0
@@ -39,6 +40,17 @@ def test_quick_run_scores_every_embedder_and_shows_the_several_galleries_bug(run
     assert best["1 worker"] > best["2 workers, own galleries"]  # issue 16: galleries per worker lose identities
     assert best["2 workers, shared space"] > best["2 workers, own galleries"]  # the shared space gets some back
     assert all(r["comparisons_per_roi"] > 0 for r in rows if r["assigner"] in modes[2:])  # counted by the space
+    assert best["1 worker, shared space + tracks"] > best["1 worker"]  # a track's looks beat its crops alone
+    # replays 1 and 3, per-crop and by tracks: identities counted in the store, the later replay's new ones are
+    # what it added, agreement and IDF1 are fractions
+    rows = result["replays"]
+    assert [(r["assigner"], r["replay"]) for r in rows] == [
+        ("1 worker, shared space", 1), ("1 worker, shared space", 3),
+        ("1 worker, shared space + tracks", 1), ("1 worker, shared space + tracks", 3)]
+    for first, third in (rows[:2], rows[2:]):
+        assert first["new"] == first["identities"] > 0 and third["identities"] >= first["identities"]
+        assert 0 <= third["new"] <= third["identities"] - first["identities"]
+        assert all(0.0 <= r["agreement"] <= 1.0 and 0.0 <= r["idf1"] <= 1.0 for r in (first, third))
 
 
 def test_blur_faces_cuts_the_same_crops_from_frames_with_their_faces_blurred(models_dir):

@@ -116,3 +116,22 @@ def test_tracked_lines_repeat_the_head_fields_of_their_tracks_result_line(output
     head_keys = set(output.__struct_fields__)
     assert {key: line[key] for key in head_keys} == {key: record[key] for key in head_keys}
     assert (line["identity_id"], line["similarity"], line["identity_roi_id"]) == (*identity, pending.roi_id)
+
+
+def test_a_new_roi_carries_its_tracks_identity_from_its_own_recognizer_only():
+    """What an ROI sends as ``track_identity_id``: the gallery identity its recognizer gave the track; -1 for no
+    answer yet, another recognizer's answer, a provisional id, an untracked ROI."""
+    cache = IdentityCache("e")
+    cache.retain("cam", {1, 2, 3})
+    roi = lambda track, recognizer: Roi(roi_id=f"r{track}", camera="cam", frame_seq=0, stream_ts_ms=1.0,  # noqa: E731
+                                        capture_unix_ms=0.0, xyxy=(0.0, 0.0, 1.0, 1.0), crop_xyxy=(0, 0, 1, 1),
+                                        class_id=0, score=0.5, track_id=track, recognizer=recognizer)
+    cache.remember(roi(1, "people"), EmbeddingOutput(7, 0.9, False))
+    cache.remember(roi(2, "people"), EmbeddingOutput(-3, 1.0, True, True))
+    cache.remember(roi(3, "plates"), TextOutput("KA 12", 0.9))
+    assert cache.gallery_identity("cam", 1, "people") == 7
+    assert cache.gallery_identity("cam", 1, "faces") == -1
+    assert cache.gallery_identity("cam", 2, "people") == -1
+    assert cache.gallery_identity("cam", 3, "people") == -1
+    assert cache.gallery_identity("cam", 4, "people") == -1
+    assert cache.gallery_identity("cam", -1, "people") == -1

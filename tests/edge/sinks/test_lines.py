@@ -185,13 +185,14 @@ def test_tracked_line_carries_cached_identity_or_nulls():
 @pytest.mark.parametrize(("output", "fields"), [
     (EmbeddingOutput(5, 0.912345, True), {"identity_id": 5, "similarity": 0.9123, "enrolled": True,
                                           "provisional": False, "merged_from": [], "runner_up_id": -1,
-                                          "runner_up_similarity": None}),
+                                          "runner_up_similarity": None, "crop_identity_id": -1, "crop_similarity": None, "track_looks": 0, "identity_revised_from": -1}),
     (EmbeddingOutput(-2, 1.0, True, True, ()), {"identity_id": -2, "similarity": 1.0, "enrolled": True,
                                                 "provisional": True, "merged_from": [], "runner_up_id": -1,
-                                                "runner_up_similarity": None}),
-    (EmbeddingOutput(4, 0.9, False, False, (9, -2), 7, 0.851234), {
+                                                "runner_up_similarity": None, "crop_identity_id": -1, "crop_similarity": None, "track_looks": 0, "identity_revised_from": -1}),
+    (EmbeddingOutput(4, 0.9, False, False, (9, -2), 7, 0.851234, 4, 0.881234, 6, 3), {
         "identity_id": 4, "similarity": 0.9, "enrolled": False, "provisional": False, "merged_from": [9, -2],
-        "runner_up_id": 7, "runner_up_similarity": 0.8512}),
+        "runner_up_id": 7, "runner_up_similarity": 0.8512, "crop_identity_id": 4, "crop_similarity": 0.8812,
+        "track_looks": 6, "identity_revised_from": 3}),
     (ClassifierOutput(("car", "bus"), (0.612345, 0.2)), {"labels": ["car", "bus"], "label_scores": [0.6123, 0.2]}),
     (TextOutput("KA 12", 0.971234), {"text": "KA 12", "text_score": 0.9712, "texts": []}),
     (TextOutput("KA 12", 0.971234, (TextRegion("KA 12", 0.971234, (3.0, 40.25, 61.5, 52.0), 0.81234),

@@ -106,6 +106,9 @@ class Roi(_Header, tag="roi"):
         send_reason: why the ROI policy sent it (:data:`SendReason`); brokers dispatch refreshes and better
             crops (:data:`DEFERRABLE_SEND_REASONS`) after the other ROIs queued. ``""``: not said (served with
             first sightings).
+        track_identity_id: the identity the recognizer's latest answer for this track named (>= 1), as the edge
+            knows it when it sends; -1: none yet (or untracked, or provisional). Lets whichever worker receives
+            the ROI continue the track's identity (docs/IDENTITY.md, "Identities from tracks").
     """
 
     roi_id: str
@@ -123,6 +126,7 @@ class Roi(_Header, tag="roi"):
     track_id: int = -1
     recognizer: Annotated[str, msgspec.Meta(pattern=f"^$|{NAME_PATTERN}")] = ""
     send_reason: SendReason = ""
+    track_identity_id: int = -1
 
 
 class _HeadOutputBase(msgspec.Struct, tag_field="head", frozen=True):
@@ -185,6 +189,13 @@ class EmbeddingOutput(_HeadOutputBase, tag="embedding"):
             workers whose copies of the space differ by their latest unpushed matches may answer it apart
             (docs/IDENTITY.md, "What is left").
         runner_up_similarity: its cosine similarity, -1..1; None without a runner-up.
+        crop_identity_id: the identity this crop alone matched at or above the match threshold, before any
+            enrolment (-1: none). On a tracked ROI ``identity_id`` is the track's (its aggregate's), which may
+            differ (docs/IDENTITY.md, "Identities from tracks").
+        crop_similarity: the crop's cosine similarity to ``crop_identity_id``, -1..1; None when it is -1.
+        track_looks: looks of the ROI's track combined into the answer (0: the ROI was matched alone, untracked).
+        identity_revised_from: the identity this track was answered with before, when more looks moved its
+            aggregate to another one (``identity_id``); -1: unchanged.
     """
 
     identity_id: int
@@ -194,6 +205,10 @@ class EmbeddingOutput(_HeadOutputBase, tag="embedding"):
     merged_from: tuple[int, ...] = ()
     runner_up_id: int = -1
     runner_up_similarity: float | None = None
+    crop_identity_id: int = -1
+    crop_similarity: float | None = None
+    track_looks: int = 0
+    identity_revised_from: int = -1
 
     def gallery_identity(self) -> int | None:
         return self.identity_id if self.identity_id >= 0 else None

@@ -76,6 +76,32 @@ class TopologyConfig(ConfigModel):
     )
 
 
+class TrackAggregateConfig(ConfigModel):
+    """Identities from whole tracks: a tracked ROI is matched and enrolled by its track's aggregate embedding
+    (quality-weighted mean of its looks, outliers rejected; docs/IDENTITY.md, "Identities from tracks")."""
+
+    enabled: bool = Field(False, description="Match tracked ROIs by their track's aggregate; false: every ROI alone.")
+    match_threshold: float = Field(
+        0.9, ge=-1, le=1,
+        description="Cosine similarity at or above which a track's aggregate matches an identity (an aggregate is "
+        "closer to every centroid than one crop: it needs a higher bar than the head's match_threshold).",
+    )
+    ttl_s: float = Field(
+        60.0, gt=0, le=86_400, description="A track not seen for this long (wall time) is forgotten by the worker, s."
+    )
+    max_tracks: int = Field(10_000, ge=1, le=10_000_000, description="Tracks each worker keeps at most (least "
+                            "recently seen forgotten first).")
+    outlier_sigma: float = Field(
+        2.5, gt=0, le=10,
+        description="A look whose cosine with its track's aggregate lies more than this many standard deviations "
+        "below the track's mean is left out of the aggregate.",
+    )
+    revise_margin: float = Field(
+        0.02, ge=0, le=1,
+        description="Cosine by which another identity must beat a track's current one, for the track to move to it.",
+    )
+
+
 class IdentitySpaceConfig(ConfigModel):
     """How the workers of one embedding recognizer share its identities (docs/IDENTITY.md)."""
 
@@ -91,4 +117,5 @@ class IdentitySpaceConfig(ConfigModel):
     id_block: int = Field(32, ge=1, le=100_000, description="Ids each worker reserves from the store at a time.")
     index: Literal["exact", "ann"] = Field("exact", description="Local vector index: exact search or approximate.")
     topology: TopologyConfig | None = Field(None, description="Camera topology pruning; None: compare with all.")
+    tracks: TrackAggregateConfig = Field(TrackAggregateConfig(), description="Identities from whole tracks.")
 
