@@ -20,8 +20,7 @@ from vcascade.app.commands import EXIT_CONFIG, EXIT_FAILURE, EXIT_OK
 from vcascade.app.commands.options import add_model_dir
 from vcascade.app.history_request import QueryWords, parse_query, row_json
 from vcascade.app.history_search import find_stores, iso_time, save_evidence, search
-from vcascade.app.like_image import (Neighbour, embed, embedding_recognizer, like_rows, nearest_identities,
-                                     read_image)
+from vcascade.app.like_image import Neighbour, embed, embedding_recognizer, like_rows, nearest_identities, read_image
 from vcascade.core.config import load_config
 from vcascade.edge.analytics.counting import EVENT_TYPES
 from vcascade.edge.history.query import HistoryQuery, QueryError
