@@ -27,7 +27,7 @@ TOKEN = "history-token-0123456789abcdef"
 
 @pytest.fixture
 def like_view(tmp_path, free_port, bikes_path):
-    """(view URL, history, embedder config) for the demo deployment, its history filled."""
+    """(view URL, history, deployment) for the demo deployment (embedder on torch), its history filled."""
     history = fill_history(bikes_path)
     data = demo_data()
     data["ui"] = {"token": TOKEN, "port": free_port()}
