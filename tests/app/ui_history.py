@@ -69,3 +69,29 @@ def fill_history(bikes_path: Path) -> History:
     stored = SqliteHistory(folder, readonly=True).query(HistoryQuery(limit=1000))
     assert len(stored) == len(results) + len(events), "the writer kept every row"
     return History(folder, len(stored), now, results + events)
+
+
+def enrol_like(dep, history: History) -> str:
+    """Make identity 7 live in the identity space of ``dep``'s embedding recognizer with the embedding of the crop
+    of its first result (the model of vcascade.app.like_image, as the view embeds it), and identity 11 with a vector
+    like nothing kept; the id of that result's row."""
+    import numpy as np
+
+    import vcascade.center.identity as identity_space
+    from vcascade.app.like_image import decode_image, embedding_recognizer, load_embedder
+    from vcascade.center.identity.store import Sighting, StoreWrite
+
+    name, rec_cfg = embedding_recognizer(dep, None)
+    row = next(r for r in SqliteHistory(history.folder, readonly=True).query(HistoryQuery(identity=7, limit=100))
+               if r["kind"] == "result" and r["identity"] == 7)
+    vector = load_embedder(rec_cfg)(decode_image((history.folder / row["crop_path"]).read_bytes(), "crop"))
+    other = np.zeros_like(vector)
+    other[0] = 1.0
+    store = identity_space.build_store(rec_cfg.head.identity.store, name)
+    try:
+        assert store.reserve_ids(11)[-1] == 11, "a fresh identity space"
+        seen = Sighting("street-1", 0.0, 1.0)
+        store.write([StoreWrite(7, vector, 1, seen, True, vector), StoreWrite(11, other, 1, seen, True, other)])
+    finally:
+        store.close()
+    return row["ref"]

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.app.ui_history import CAMERAS, EVENTS, fill_history
+from tests.app.ui_history import CAMERAS, EVENTS, enrol_like, fill_history
 from tests.demo import demo_data
 from vcascade.app.ui.server import serve_view
 from vcascade.core.config import load_config
@@ -164,6 +164,19 @@ def test_the_identity_page_shows_its_timeline_across_two_cameras_with_the_gaps(p
     assert summary.startswith("5 sightings on 2 cameras (merged from 9)")
     assert wait_images_loaded(page, "#timeline img.thumb") == 5
     screenshot(page, tmp_path, "ui_identity.png")
+
+
+def test_similar_under_a_thumbnail_lists_the_identities_like_its_crop(page, review, tmp_path):
+    view, history, _, _ = review
+    ref = enrol_like(load_config(tmp_path / "deploy.yaml"), history)
+    page.goto(f"{view}/#/identity/7")
+    page.click(f'#timeline figure:has(img[alt="result {ref}"]) a.similar')
+    page.wait_for_selector("#like-status:not([hidden]) a.identity")
+    assert page.evaluate("location.hash") == f"#/events?like={ref}"
+    assert page.locator("#like-status").text_content() == f"identities like the crop of {ref}: 7 (1.00)"
+    assert [row[5] for row in event_rows(page)] == ["7"]  # the events of identity 7
+    page.click("#like-status a.identity")
+    page.wait_for_selector("#timeline .visit")
 
 
 def test_the_live_events_click_through_to_the_identity_and_events_pages(page, review):

@@ -20,10 +20,11 @@ from vcascade.edge.history.query import HistoryQuery, QueryError, parse_duration
 ZONE_EVENTS = tuple(t for t in EVENT_TYPES if t.startswith("zone_"))
 """Event types a zone raises."""
 
-HTTP_PARAMETERS = ("identity", "camera", "class", "event", "line", "zone", "text", "since", "from", "to", "kind",
-                   "limit", "offset")  # fmt: skip
-"""Parameters of ``/api/history/search``: the options of ``vcascade search`` without dashes, plus ``kind``
-(``event``: events only) and ``offset`` (paging)."""
+HTTP_PARAMETERS = ("identity", "like_top", "like", "camera", "class", "event", "line", "zone", "text", "since", "from",
+                   "to", "kind", "limit", "offset")  # fmt: skip
+"""Parameters of ``/api/history/search``: the options of ``vcascade search`` without dashes (``--like-top``:
+``like_top``), plus ``kind`` (``event``: events only) and ``offset`` (paging). Over HTTP ``like`` names a row (its
+id) whose crop is the picture, not a file."""
 
 REPEATABLE = frozenset({"camera"})
 """HTTP parameters that may be given more than once."""
@@ -125,14 +126,15 @@ def words_from_params(params: Mapping[str, Sequence[str]]) -> tuple[QueryWords, 
     return words, offset
 
 
-_OPTION = re.compile(r"""('(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")|--(%s)\b""" % "|".join(HTTP_PARAMETERS))
+_OPTION = re.compile(r"""('(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")|--(%s)\b"""
+                     % "|".join(name.replace("_", "-") for name in HTTP_PARAMETERS))
 """An option's name in a message (``--since``), or a value the message quotes (``'--5m'``, left as given)."""
 
 
 def for_http(message: str) -> str:
     """A :class:`QueryError`'s message with the HTTP parameter names (``--since`` -> ``since``); the values it
     quotes (Python ``repr``) are left as given."""
-    return _OPTION.sub(lambda m: m[1] or m[2], message)
+    return _OPTION.sub(lambda m: m[1] or m[2].replace("-", "_"), message)
 
 
 def row_json(row: dict[str, Any]) -> dict[str, Any]:

@@ -6,7 +6,6 @@ deployment's edges (docs/HISTORY.md), as a table, JSON for scripts, or evidence 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import sys
 import time
@@ -21,7 +20,7 @@ from vcascade.app.commands import EXIT_CONFIG, EXIT_FAILURE, EXIT_OK
 from vcascade.app.commands.options import add_model_dir
 from vcascade.app.history_request import QueryWords, parse_query, row_json
 from vcascade.app.history_search import find_stores, iso_time, save_evidence, search
-from vcascade.app.like_image import Neighbour, embed, embedding_recognizer, nearest_identities, read_image
+from vcascade.app.like_image import Neighbour, embed, embedding_recognizer, like_rows, nearest_identities, read_image
 from vcascade.core.config import load_config
 from vcascade.edge.analytics.counting import EVENT_TYPES
 from vcascade.edge.history.query import HistoryQuery, QueryError
@@ -63,12 +62,7 @@ def handle(args: argparse.Namespace) -> int:
         if image is None:
             rows = search(stores, query)
         else:
-            neighbours = like(args, image)
-            rows = []
-            for neighbour in neighbours:
-                found = search(stores, dataclasses.replace(query, identity=neighbour.identity))
-                rows += [{**row, "like_identity": neighbour.identity, "like_similarity": neighbour.similarity}
-                         for row in found]
+            rows = like_rows(stores, query, like(args, image))
     except QueryError as exc:
         print(f"vcascade search: {exc}", file=sys.stderr)
         return EXIT_CONFIG

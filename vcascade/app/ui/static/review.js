@@ -1,12 +1,13 @@
 // vcascade review pages over the history (vcascade/app/ui/history_api.py): the events page (#/events?FILTERS,
-// newest first, a page of PAGE_SIZE) and an identity's page (#/identity/ID: its timeline across cameras, oldest
+// newest first, a page of PAGE_SIZE; like=REF: the events of the identities like row REF's crop, listed above) and an
+// identity's page (#/identity/ID: its timeline across cameras, oldest
 // first, with the gaps between cameras). Loaded before ui.js, which routes to showEvents and showIdentity.
 "use strict";
 
 const PAGE_SIZE = 25;
 const TIMELINE_LIMIT = 500;  // the API's largest page
 const EVENT_TYPES = ["line_cross", "zone_enter", "zone_exit", "zone_dwell"];
-const FILTERS = ["camera", "event", "line", "zone", "class", "identity", "text", "since"];
+const FILTERS = ["camera", "event", "line", "zone", "class", "identity", "text", "since", "like"];
 
 function timeText(ms) { return new Date(ms).toISOString().replace("T", " ").replace(/\.\d+Z$/, " UTC"); }
 
@@ -25,8 +26,19 @@ function identityLink(identity) {
 function thumbnail(row) {
   const src = row.kind === "event" ? row.frame_url || row.crop_url : row.crop_url || row.frame_url;  // the scene of an event
   if (!src) return el("span", { class: "muted" }, "no picture");
-  return el("a", { href: row.frame_url || row.crop_url, target: "_blank", rel: "noopener" },
+  const image = el("a", { href: row.frame_url || row.crop_url, target: "_blank", rel: "noopener" },
     el("img", { class: "thumb", src, alt: `${row.kind} ${row.ref}` }));
+  if (!row.crop_url) return image;
+  // "find similar": the identities whose appearance is nearest to this crop (the API embeds it)
+  return el("span", { class: "thumb-box" }, image,
+    el("a", { href: `#/events?${new URLSearchParams({ like: row.ref })}`, class: "similar" }, "similar"));
+}
+
+function likeList(like, ref) {
+  // the identities a like-query found, most similar first, each a link to its page
+  if (!like.length) return [`no identity is like the crop of ${ref} (at or above the recognizer's match threshold)`];
+  const items = like.map((n) => el("span", {}, identityLink(n.identity), ` (${n.similarity.toFixed(2)})`));
+  return [`identities like the crop of ${ref}: `, ...items.flatMap((item, i) => (i ? [", ", item] : [item]))];
 }
 
 async function history(params) {
@@ -72,11 +84,15 @@ async function showEvents(hashQuery) {
   for (const name of FILTERS) if (given.get(name)) query.set(name, given.get(name));
   const body = document.querySelector("#history-events tbody");
   const status = document.getElementById("events-status");
+  document.getElementById("like-status").hidden = true;
   let answer;
   try { answer = await history(query); } catch (err) {
     body.replaceChildren(); status.textContent = err.message; status.className = "problem"; return;
   }
   status.className = "";
+  const similar = document.getElementById("like-status");
+  similar.hidden = !answer.like;
+  similar.replaceChildren(...(answer.like ? likeList(answer.like, given.get("like")) : []));
   status.textContent = answer.rows.length ? `events ${page * PAGE_SIZE + 1}–${page * PAGE_SIZE + answer.rows.length}, newest first`
     : "no events match";
   body.replaceChildren(...answer.rows.map((row) => {
