@@ -5,6 +5,8 @@ reason, the per-hop breakdown, and camera credentials never in the page or its A
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import threading
 import urllib.error
 import urllib.request
@@ -143,3 +145,36 @@ def test_without_a_preview_port_a_camera_shows_its_state_and_reason_from_the_edg
     assert (row["state"], row["reason"], row["error"]) == ("failed", "missing_file", None)
     assert row["previews"] == "edge edge-1 has no preview_port"
     assert row["no_preview_key"] == "edges.edge-1.preview_port"  # the page shows it as the hint
+
+
+
+def test_without_the_edge_extra_the_live_view_serves_and_the_history_names_the_extra(tmp_path, free_port):
+    """A broker or centre host installs no psycopg (the edge extra's): the view still starts and serves the live
+    pages; the history's routes answer 501 with the one line naming the extra. In a fresh interpreter,
+    ``sys.modules["psycopg"] = None`` makes that import fail as it does where the library is not installed."""
+    data = demo_data()
+    data["ui"] = {"token": TOKEN, "port": free_port()}
+    path = tmp_path / "deploy.yaml"
+    path.write_text(yaml.safe_dump(data))
+    script = f"""
+import sys, urllib.error, urllib.request
+sys.modules["psycopg"] = None
+from vcascade.app.ui.server import serve_view
+from vcascade.core.config import load_config
+server = serve_view(load_config({str(path)!r}))
+base = f"http://127.0.0.1:{{server.server_address[1]}}"
+for url in (base + "/", base + "/api/history/search?limit=5"):
+    request = urllib.request.Request(url, headers={{"Authorization": "Bearer {TOKEN}"}})
+    try:
+        with urllib.request.urlopen(request, timeout=20) as answer:
+            print(answer.status, answer.read()[:0].decode())
+    except urllib.error.HTTPError as exc:
+        print(exc.code, exc.read().decode())
+server.shutdown()
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    page, history = done.stdout.strip().splitlines()
+    assert page.strip() == "200"
+    assert history.startswith("501 ") and "lacks psycopg" in history and "pip install 'vcascade[edge]'" in history
+    assert "the history pages answer 501" in done.stderr  # logged once when the view starts

@@ -95,7 +95,8 @@ ENTRY_POINTS = {
     "broker": ["vcascade.app.cli", "vcascade.app.commands.component", "vcascade.app.commands.check",
                "vcascade.app.commands.status", "vcascade.app.commands.ui", "vcascade.app.commands.camera",
                "vcascade.app.commands.keys", "vcascade.app.commands.prometheus_config", "vcascade.broker.server"],
-    "edge": ["vcascade.edge.process", "vcascade.app.commands.quantize"],
+    "edge": ["vcascade.edge.process", "vcascade.app.commands.quantize", "vcascade.app.commands.search",
+             "vcascade.app.ui.history_api"],
     "center": ["vcascade.center.worker", "vcascade.center.stage_group", "vcascade.app.commands.plan"],
     "all": ["vcascade.app.commands.run", "vcascade.app.preflight"],
 }  # fmt: skip

@@ -26,7 +26,6 @@ import yaml
 import zmq
 
 from tests.demo import EMBEDDER, demo_data, scrape_metrics
-from tests.edge.privacy.test_redaction import detail_kept
 from vcascade.core.config import PrivacyConfig
 from vcascade.core.protocol import wire
 from vcascade.core.transport.sockets import make_socket
@@ -116,6 +115,17 @@ def _images_out(port: int) -> dict[tuple[str, str], float]:
             labels = dict(part.split("=") for part in line[line.index("{") + 1:line.index("}")].split(","))
             counts[(labels["exit"].strip('"'), labels["redacted"].strip('"'))] = float(line.rsplit(" ", 1)[1])
     return counts
+
+
+def detail_kept(after: np.ndarray, before: np.ndarray) -> float:
+    """How much of ``before``'s fine detail ``after`` still holds: the regression coefficient of the two areas'
+    Laplacians (cov(after, before) / var(before)), i.e. their correlation times the ratio of their detail's
+    amplitudes. Over bikes.mp4's faces of 8 px and more at the edge's settings: 0.53 to 1 for a face only
+    JPEG-encoded, at most 0.11 once blurred. The correlation alone reads up to 0.49 for a blurred 12 px face
+    beside a large bright shape (the blur leaves the shape's edge as a ramp, whose Laplacian still lines up),
+    though nothing of the face's detail is left."""
+    a, b = (cv2.Laplacian(cv2.cvtColor(x, cv2.COLOR_BGR2GRAY), cv2.CV_64F).ravel() for x in (after, before))
+    return float(np.cov(a, b)[0, 1] / b.var(ddof=1))
 
 
 def _check_image(

@@ -16,7 +16,8 @@ path                                 answer
 ``/api/cameras/<name>/recent``       JSON: its recent result lines, events, per-hop latency breakdown
 ``/api/events``                      JSON: the recent events of every camera (the event feed)
 ``/api/history/...``                 the history's queries and evidence images
-                                     (:mod:`vcascade.app.ui.history_api`)
+                                     (:mod:`vcascade.app.ui.history_api`; the history is the edge's, so
+                                     an install without the ``edge`` extra answers 501 naming it)
 ===================================  ===================================================================
 
 Read-only (:mod:`vcascade.core.telemetry.http`: GET and HEAD only, bounded and Host-checked), bound to ``ui.bind`` (127.0.0.1 unless
@@ -26,14 +27,15 @@ configured; any other address needs ``ui.token``, a config check). A request tha
 
 from __future__ import annotations
 
+import importlib
 import logging
 from collections.abc import Callable
 from importlib import resources
 from urllib.parse import unquote
 
 from vcascade.app.ui.deployment_view import DeploymentView, EdgeUnreachable
-from vcascade.app.ui.history_api import HistoryApi
 from vcascade.core.config import Deployment
+from vcascade.core.extras import EDGE, missing_extra
 from vcascade.core.telemetry.http import TOKEN_COOKIE, Request, Response, json_response, serve_read_only, text
 from vcascade.core.telemetry.http_server import BoundedHttpServer
 
@@ -42,6 +44,9 @@ log = logging.getLogger(__name__)
 STATIC_TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=utf-8",
                 ".css": "text/css; charset=utf-8", ".png": "image/png"}  # fmt: skip
 """Content types of the files in ``static/``; other files are not served."""
+HISTORY_API = "vcascade.app.ui.history_api"
+"""The history's queries read the edge's stores (PyAV, OpenCV and psycopg come with them): named here and imported
+when the view starts, so a host without the ``edge`` extra still serves the live view."""
 MJPEG_BOUNDARY = "vcascade-frame"
 STREAM_MAX_S = 3600.0
 """An MJPEG stream ends after this long (the page reopens it), s: no connection is held forever."""
@@ -60,7 +65,7 @@ def static_file(name: str) -> bytes | None:
 def make_route(view: DeploymentView) -> Callable[[Request], Response]:
     """The function answering the requests of ``view`` (the token gate runs before it)."""
     token = view.dep.ui.token
-    history = HistoryApi(view.dep)
+    history = _history_answer(view.dep)
 
     def route(request: Request) -> Response:
         path = request.path
@@ -73,7 +78,7 @@ def make_route(view: DeploymentView) -> Callable[[Request], Response]:
         if path == "/api/events":
             return json_response(view.events())
         if path.startswith("/api/history/"):
-            return history.answer(request)
+            return history(request)
         if path.startswith("/api/cameras/"):
             camera, _, what = unquote(path[len("/api/cameras/"):]).partition("/")
             return _camera(camera, what)
@@ -124,6 +129,20 @@ def make_route(view: DeploymentView) -> Callable[[Request], Response]:
                         stream_interval_s=1.0 / view.dep.ui.preview_fps, stream_max_s=STREAM_MAX_S)  # fmt: skip
 
     return route
+
+
+def _history_answer(dep: Deployment) -> Callable[[Request], Response]:
+    """What answers ``/api/history/...``: the history API, or, in an install without the ``edge`` extra, a 501
+    naming the extra to install (logged once here)."""
+    try:
+        api = importlib.import_module(HISTORY_API).HistoryApi(dep)
+    except ModuleNotFoundError as exc:
+        line = missing_extra(exc, "ui", EDGE)
+        if line is None:
+            raise
+        log.warning("%s (the history pages answer 501 until then)", line)
+        return lambda request: text(501, line)
+    return api.answer
 
 
 def serve_view(dep: Deployment, host: str | None = None, port: int | None = None) -> BoundedHttpServer:
