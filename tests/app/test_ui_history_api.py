@@ -13,7 +13,7 @@ import urllib.request
 import pytest
 import yaml
 
-from tests.app.ui_history import EVENTS, fill_history
+from tests.app.ui_history import EVENTS, history_view
 from tests.demo import demo_data
 from tests.edge.history.way_back_events import answered, crop_jpeg, video_frames
 from tests.postgres_server import PostgresServer
@@ -33,14 +33,8 @@ BEARER = {"Authorization": f"Bearer {TOKEN}"}
 @pytest.fixture
 def view(tmp_path, free_port, bikes_path):
     """(view URL, history) for the demo deployment (no component running) whose edge's history is filled."""
-    history = fill_history(bikes_path)
-    data = demo_data()
-    data["ui"] = {"token": TOKEN, "port": free_port()}
-    path = tmp_path / "deploy.yaml"
-    path.write_text(yaml.safe_dump(data))
-    server = serve_view(load_config(path))
-    yield f"http://127.0.0.1:{server.server_address[1]}", history
-    server.shutdown()
+    with history_view(tmp_path, free_port(), bikes_path, TOKEN) as (url, history, _):
+        yield url, history
 
 
 def get(url: str, headers: dict[str, str] | None = BEARER):

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from tests.app.test_ui_history_api import get
-from tests.app.ui_history import enrol_like, fill_history
+from tests.app.ui_history import enrol_like, fill_history, history_view
 from tests.demo import EMBEDDER, demo_data
 from vcascade.app.like_image import load_embedder
 from vcascade.app.ui import history_like
@@ -28,15 +28,8 @@ TOKEN = "history-token-0123456789abcdef"
 @pytest.fixture
 def like_view(tmp_path, free_port, bikes_path):
     """(view URL, history, deployment) for the demo deployment (embedder on torch), its history filled."""
-    history = fill_history(bikes_path)
-    data = demo_data()
-    data["ui"] = {"token": TOKEN, "port": free_port()}
-    path = tmp_path / "deploy.yaml"
-    path.write_text(yaml.safe_dump(data))
-    dep = load_config(path)
-    server = serve_view(dep)
-    yield f"http://127.0.0.1:{server.server_address[1]}", history, dep
-    server.shutdown()
+    with history_view(tmp_path, free_port(), bikes_path, TOKEN) as found:
+        yield found
 
 
 def counts(url: str) -> dict:

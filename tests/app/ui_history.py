@@ -6,10 +6,18 @@ again (with id 9 merged into it), other identities, a plate reading, and :data:`
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+import yaml
+
+from tests.demo import demo_data
+
 from tests.edge.history.way_back_events import answered, crop_jpeg, picture, raised, video_frames
+from vcascade.app.ui.server import serve_view
+from vcascade.core.config import Deployment, load_config
 from vcascade.core.schema.history import HistoryConfig
 from vcascade.core.state_dir import state_path
 from vcascade.edge.history.evidence import EvidenceFolder
@@ -37,6 +45,23 @@ class History:
     rows: int
     now_ms: float
     written: list
+
+
+@contextmanager
+def history_view(tmp_path: Path, port: int, bikes_path: Path, token: str) -> Iterator[tuple[str, History, Deployment]]:
+    """(view URL, history, deployment) of the live view of the demo deployment (no component running) at ``port``,
+    gated by ``token``, its edge's history filled by :func:`fill_history`; the view stops on exit."""
+    history = fill_history(bikes_path)
+    data = demo_data()
+    data["ui"] = {"token": token, "port": port}
+    path = tmp_path / "deploy.yaml"
+    path.write_text(yaml.safe_dump(data))
+    dep = load_config(path)
+    server = serve_view(dep)
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", history, dep
+    finally:
+        server.shutdown()
 
 
 def fill_history(bikes_path: Path) -> History:
