@@ -254,7 +254,8 @@ def run_setting(s: Setting, table: dict[int, float], deadline_ms: float, workdir
             _wait_ready(dep["workers"][name]["metrics_port"], deadline_s)
         _wait_files([Path(f"{out}.ready") for out in outs.values()], edges, deadline_s)
         start_s = time.time() + 0.5
-        go.write_text(repr(start_s))
+        (phase / "go.part").write_text(repr(start_s))
+        (phase / "go.part").rename(go)  # atomic: an edge polling for the file never reads it half-written
         time.sleep(max(0.0, start_s - time.time()))
         cpu0 = {n: _cpu_s(p.pid) for n, p in brokers.items()}
         edge_cpu0_s = sum(_cpu_s(p.pid) for p in edges)
