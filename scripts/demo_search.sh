@@ -14,13 +14,15 @@ fi
 "$VENV/bin/vcascade" run "$FILE" "$@"
 identity="$("$VENV/bin/vcascade" search "$FILE" --limit 100000 --json | "$VENV/bin/python" -c '
 import json, sys
+from vcascade.core.config import load_config
+demo_cameras = set(load_config(sys.argv[1]).cameras)  # the history may hold other deployments cameras too
 cameras = {}
 for row in json.load(sys.stdin):
-    if row["identity"] is not None and row["identity"] >= 0:
+    if row["identity"] is not None and row["identity"] >= 0 and row["camera"] in demo_cameras:
         cameras.setdefault(row["identity"], set()).add(row["camera"])
 both = sorted(i for i, seen in cameras.items() if len(seen) >= 2)
 print(both[0] if both else "")
-')"
+' "$FILE")"
 if [ -z "$identity" ]; then
     echo "demo_search.sh: no identity was seen on both cameras in this history" >&2
     exit 1

@@ -103,6 +103,16 @@ def root_log_handlers_removed_after():
     root.setLevel(level)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def session_state_dir(tmp_path_factory):
+    """Module- and session-scoped fixtures start deployments before any test's own folder is set: they (and the
+    processes they start) keep identity and history stores in this session's folder, never in the checkout's
+    ``state/`` (where a later ``scripts/demo_search.sh`` would find them)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("VCASCADE_STATE_DIR", str(tmp_path_factory.mktemp("session-state")))
+        yield
+
+
 @pytest.fixture(autouse=True)
 def identity_state_dir(tmp_path, monkeypatch):
     """Every test (and the processes it starts) keeps embedded identity stores in its own folder
