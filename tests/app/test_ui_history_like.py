@@ -70,7 +70,7 @@ def test_like_a_rows_crop_answers_the_nearest_identities_timelines(like_view, mo
     gone = SqliteHistory(history.folder, readonly=True).query(HistoryQuery(identity=11, limit=1))[0]
     (history.folder / gone["crop_path"]).unlink()  # as retention removes it
     for query, problem in [(f"like={gone['ref']}", "no crop kept with that row"),
-                           ("like=edge-1-run-404", "no crop kept with that row (or no such row)"),
+                           ("like=edge-9-run-404", "no crop kept with that row (or no such row)"),
                            (f"like={ref}&identity=7", "like and identity both name the identity"),
                            (f"like={ref}&like_top=21", "like_top 21: expected 1..20"),
                            ("like=a%2Fb", "not a row id")]:  # fmt: skip
