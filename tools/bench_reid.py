@@ -21,8 +21,9 @@ fragmentations, and embedding comparisons per ROI.
 The track assigners (``+ tracks``) match tracked ROIs by their track's aggregate (docs/IDENTITY.md, "Identities
 from tracks"), at the sweep's threshold, a track's first look at the crop's (:data:`CROP_THRESHOLD`); ``+ window``
 rows keep a centroid of the latest :data:`CENTROID_WINDOW` looks (``identity.centroid_window``). Every ROI carries
-the identity its track got in the answers the edge already has (:data:`ANSWER_LAG`). ``--replays 1,5,10`` replays the scenario into one store and reports after each count how
-many identities the returning objects have and how the cameras agree (tools/reid_replays.py).
+the identity its track got in the answers the edge already has (:data:`ANSWER_LAG`). ``--replays 1,5,10`` replays
+the scenario into one store and reports after each count how many identities the returning objects have and how
+the cameras agree (tools/reid_replays.py).
 
 ``--blur-faces`` cuts every crop from the frame with its faces blurred, as an edge with ``privacy.faces`` sends
 them (CenterFace, docs/PRIVACY.md), to measure what face redaction costs re-identification.
@@ -267,8 +268,9 @@ def reid_section(name: str = "segments", stride: int = 1, workers: int = 2, mode
                  replay_workers: Sequence[int] = (1,)) -> dict[str, Any]:  # fmt: skip
     """Build the scenario, embed, assign and score; returns ``scenario`` (counts), ``rows`` (:func:`sweep`) and
     ``replays`` (tools/reid_replays.py: the demo embedder's ROIs replayed into one store, per-crop and by tracks,
-    without and with a centroid of :data:`CENTROID_WINDOW` looks, with ``replay_workers`` workers, reported after each of ``replay_counts``; empty without). ``blur_faces``:
-    crops are cut from frames with their faces blurred, as an edge with ``privacy.faces`` sends them."""
+    without and with a centroid of :data:`CENTROID_WINDOW` looks, with ``replay_workers`` workers, reported after
+    each of ``replay_counts``; empty without). ``blur_faces``: crops are cut from frames with their faces blurred,
+    as an edge with ``privacy.faces`` sends them."""
     pin_threads()
     setting = scenario(name)
     clip = read_clip(max_frames=setting.frames)

@@ -47,8 +47,9 @@ def test_quick_run_scores_every_embedder_and_assigner_and_replays_into_one_store
     # the store, the later replay's new ones are what it added, agreement and IDF1 are fractions
     rows = result["replays"]
     window = f" + window {CENTROID_WINDOW}"
+    kinds = ("", window, " + tracks", " + tracks" + window)
     assert [(r["assigner"], r["replay"]) for r in rows] == [
-        (f"1 worker, shared space{mode}", n) for mode in ("", window, " + tracks", " + tracks" + window) for n in (1, 3)]
+        (f"1 worker, shared space{kind}", n) for kind in kinds for n in (1, 3)]
     for first, third in (rows[k:k + 2] for k in range(0, len(rows), 2)):
         assert first["new"] == first["identities"] > 0 and third["identities"] >= first["identities"]
         assert 0 <= third["new"] <= third["identities"] - first["identities"]
