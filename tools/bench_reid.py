@@ -19,9 +19,11 @@ tools/reid_metrics.py: pairwise precision/recall (all pairs and cross-camera pai
 fragmentations, and embedding comparisons per ROI.
 
 The track assigners (``+ tracks``) match tracked ROIs by their track's aggregate (docs/IDENTITY.md, "Identities
-from tracks"); every ROI carries the identity its track got in the answers the edge already has
-(:data:`ANSWER_LAG`). ``--replays 1,5,10`` replays the scenario into one store and reports after each count how
-many identities the returning objects have and how the cameras agree (tools/reid_replays.py).
+from tracks"), at the sweep's threshold, a track's first look at the crop's (:data:`CROP_THRESHOLD`); ``+ window``
+rows keep a centroid of the latest :data:`CENTROID_WINDOW` looks (``identity.centroid_window``). Every ROI carries
+the identity its track got in the answers the edge already has (:data:`ANSWER_LAG`). ``--replays 1,5,10`` replays
+the scenario into one store and reports after each count how many identities the returning objects have and how
+the cameras agree (tools/reid_replays.py).
 
 ``--blur-faces`` cuts every crop from the frame with its faces blurred, as an edge with ``privacy.faces`` sends
 them (CenterFace, docs/PRIVACY.md), to measure what face redaction costs re-identification.
@@ -80,10 +82,15 @@ MICRO_BATCH = 8
 TRAVEL_MARGIN_S = 1.0
 """Added to the time offset between two cameras' segments to make their topology link's travel window."""
 MIN_IOU = 0.5
+"""Box IoU at or above which a camera's ROI takes a ground-truth identity."""
 ANSWER_LAG = 2
 """The ROIs of micro-batch k carry the identity their track got in micro-batches up to k - ANSWER_LAG (the edge
 has those answers; the previous micro-batch is still being answered), as ``track_identity_id``."""
-"""Box IoU at or above which a camera's ROI takes a ground-truth identity."""
+CROP_THRESHOLD = 0.8
+"""The demo head's ``match_threshold``: the crop's bar in the track rows, whose sweep threshold is the aggregate's
+(``identity.tracks.match_threshold``); a lower sweep threshold is both."""
+CENTROID_WINDOW = 20
+"""``identity.centroid_window`` of the rows and replays that measure a centroid that forgets."""
 
 
 @dataclass(frozen=True)
@@ -213,10 +220,14 @@ def assign(assigner: Assigner, embeddings: np.ndarray, rois: Sequence[LabelledRo
 
 def assigners(threshold: float, workers: int, topology: Topology) -> list[Assigner]:
     """The modes compared: one worker; several with own galleries; several on the shared space, with and
-    without topology pruning; one and several on the shared space matching tracks (their aggregates)."""
+    without topology pruning; one and several on the shared space matching tracks (their aggregates at
+    ``threshold``, crops at :data:`CROP_THRESHOLD` or lower), with every look kept in the centroids and with a
+    centroid of :data:`CENTROID_WINDOW` looks."""
+    crop = min(CROP_THRESHOLD, threshold)
+    tracked = [SharedSpace(crop, n, tracks=True, track_threshold=threshold, centroid_window=window)
+               for window in (0, CENTROID_WINDOW) for n in (1, workers)]  # fmt: skip
     return [OneWorker(threshold), SeveralWorkers(threshold, workers), SharedSpace(threshold, workers),
-            SharedSpace(threshold, workers, topology), SharedSpace(threshold, 1, tracks=True),
-            SharedSpace(threshold, workers, tracks=True)]
+            SharedSpace(threshold, workers, topology), *tracked]
 
 
 def sweep(embedders: Sequence[Embedder], rois: Sequence[LabelledRoi], workers: int, topology: Topology,
@@ -257,8 +268,9 @@ def reid_section(name: str = "segments", stride: int = 1, workers: int = 2, mode
                  replay_workers: Sequence[int] = (1,)) -> dict[str, Any]:  # fmt: skip
     """Build the scenario, embed, assign and score; returns ``scenario`` (counts), ``rows`` (:func:`sweep`) and
     ``replays`` (tools/reid_replays.py: the demo embedder's ROIs replayed into one store, per-crop and by tracks,
-    with ``replay_workers`` workers, reported after each of ``replay_counts``; empty without). ``blur_faces``:
-    crops are cut from frames with their faces blurred, as an edge with ``privacy.faces`` sends them."""
+    without and with a centroid of :data:`CENTROID_WINDOW` looks, with ``replay_workers`` workers, reported after
+    each of ``replay_counts``; empty without). ``blur_faces``: crops are cut from frames with their faces blurred,
+    as an edge with ``privacy.faces`` sends them."""
     pin_threads()
     setting = scenario(name)
     clip = read_clip(max_frames=setting.frames)
@@ -280,8 +292,10 @@ def reid_section(name: str = "segments", stride: int = 1, workers: int = 2, mode
     embedded: dict[str, np.ndarray] = {}
     rows = sweep(embedders, rois, workers, scenario_topology(cameras), embedded=embedded)
     looks = variants(rois, embedded[embedders[0].name], embedders[0]) if replay_counts else []
-    replayed = [row for n in replay_workers for tracks in (False, True) if replay_counts
-                for row in replays(rois, looks, replay_threshold, n, tracks, replay_counts, assign)]  # fmt: skip
+    replayed = [row for n in replay_workers for tracks in (False, True) for window in (0, CENTROID_WINDOW)
+                if replay_counts
+                for row in replays(rois, looks, replay_threshold, n, tracks, replay_counts, assign,
+                                   centroid_window=window)]  # fmt: skip
     return {"scenario": counts, "rows": rows, "replays": replayed}
 
 

@@ -102,12 +102,15 @@ class SharedSpace:
         track_threshold: the aggregates' match threshold (None: ``threshold``).
         store_path: the SQLite store's file (None: one in a scratch folder, removed by :meth:`close`); a store
             kept between assigners is the same space met again (``--replays``).
+        centroid_window: looks an identity's centroid remembers (``identity.centroid_window``; 0: all).
     """
 
     def __init__(self, threshold: float, workers: int, topology: Topology | None = None, tracks: bool = False,
-                 store_path: Path | None = None, track_threshold: float | None = None) -> None:  # fmt: skip
+                 store_path: Path | None = None, track_threshold: float | None = None,
+                 centroid_window: int = 0) -> None:  # fmt: skip
         self.name = (f"{workers} worker{'s' if workers > 1 else ''}, shared space"
-                     + (" + topology" if topology is not None else "") + (" + tracks" if tracks else ""))
+                     + (" + topology" if topology is not None else "") + (" + tracks" if tracks else "")
+                     + (f" + window {centroid_window}" if centroid_window else ""))
         self.comparisons = 0
         self._folder = tempfile.TemporaryDirectory(prefix="bench-reid-")
         store_path = store_path or Path(self._folder.name) / "identities.sqlite"
@@ -115,7 +118,7 @@ class SharedSpace:
         cfg = TrackAggregateConfig()
         books = [TrackBook(cfg.max_tracks, cfg.ttl_s, cfg.outlier_sigma) if tracks else None for _ in range(workers)]
         self.spaces = [IdentitySpace(threshold, MAX_IDENTITIES, "exact", topology, book, cfg.revise_margin,
-                                     track_threshold) for book in books]
+                                     track_threshold, centroid_window=centroid_window) for book in books]
         self.syncs = [
             StoreSync(space, SqliteStore(store_path, space_name), IdentityTelemetry(f"bench-reid-{i}"),
                       SYNC_INTERVAL_S, ID_BLOCK, RETENTION_S, MAX_IDENTITIES)

@@ -73,10 +73,13 @@ def variants(rois: Sequence[Any], embeddings: np.ndarray, embed) -> list[np.ndar
 
 
 def replays(rois: Sequence[Any], looks: Sequence[np.ndarray], threshold: float, workers: int, tracks: bool,
-            report_after: Sequence[int], assign) -> list[dict[str, Any]]:  # fmt: skip
+            report_after: Sequence[int], assign, track_threshold: float | None = None, **space: Any
+            ) -> list[dict[str, Any]]:  # fmt: skip
     """Replay ``rois`` (``LabelledRoi``) ``max(report_after)`` times into one store; one row per replay in
     ``report_after`` (see the module docstring). ``looks``: :func:`variants`; ``assign``: tools/bench_reid.py's
-    ``assign``."""
+    ``assign``; ``track_threshold``: the aggregates' (None: ``identity.tracks``' default); ``space``: more
+    :class:`tools.reid_assigners.SharedSpace` options (``centroid_window``)."""
+    track_threshold = TrackAggregateConfig().match_threshold if track_threshold is None else track_threshold
     labelled = np.array([r.truth >= 0 for r in rois])
     truth = np.array([r.truth for r in rois])[labelled]
     camera = np.array([r.camera for r in rois])[labelled]
@@ -87,8 +90,8 @@ def replays(rois: Sequence[Any], looks: Sequence[np.ndarray], threshold: float, 
         for replay in range(1, max(report_after) + 1):
             moved = [dataclasses.replace(r, track_id=r.track_id + replay * TRACK_OFFSET) if r.track_id >= 0 else r
                      for r in rois]  # fmt: skip
-            assigner = SharedSpace(threshold, workers, tracks=tracks, store_path=path,
-                                   track_threshold=TrackAggregateConfig().match_threshold)
+            assigner = SharedSpace(threshold, workers, tracks=tracks, store_path=path, track_threshold=track_threshold,
+                                   **space)
             predicted = assign(assigner, looks[(replay - 1) % len(looks)], moved)[labelled]
             assigner.close()
             live = live_identities(path)

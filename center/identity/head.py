@@ -63,7 +63,8 @@ class IdentityHead:
         tracks = ident.tracks
         book = TrackBook(tracks.max_tracks, tracks.ttl_s, tracks.outlier_sigma) if tracks.enabled else None
         space = IdentitySpace(cfg.match_threshold, cfg.max_identities, ident.index, topology, book,
-                              tracks.revise_margin, tracks.match_threshold)
+                              tracks.revise_margin, tracks.match_threshold,
+                              centroid_window=ident.centroid_window)
         telemetry = IdentityTelemetry(worker)
         guard = IdGuard(state_path(f"identity-ids.{space_name}.{worker}.json"), telemetry)
         sync = StoreSync(space, store or build_store(ident.store, space_name), telemetry, ident.sync_interval_s,

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from vcascade.center.identity.centroid import look_delta
 from vcascade.center.identity.index import make_index
 from vcascade.center.identity.store import LIVE, MERGED, Sighting, StoredIdentity, StoreWrite, add_sighting
 from vcascade.center.identity.topology import UNKNOWN, Topology
@@ -112,11 +113,13 @@ class IdentitySpace(TrackMatching):
             identity the track is bound to, for the track to move to it.
         track_threshold: cosine at or above which a track's aggregate matches an identity (None:
             ``match_threshold``).
+        centroid_window: looks an identity's centroid remembers (:mod:`.centroid`; 0: every look).
     """
 
     def __init__(self, match_threshold: float, capacity: int, index_kind: str = "exact",
                  topology: Topology | None = None, tracks: TrackBook | None = None,
-                 revise_margin: float = 0.0, track_threshold: float | None = None) -> None:  # fmt: skip
+                 revise_margin: float = 0.0, track_threshold: float | None = None,
+                 centroid_window: int = 0) -> None:  # fmt: skip
         self.match_threshold = float(match_threshold)
         self.tracks, self.revise_margin = tracks, float(revise_margin)
         self.track_threshold = self.match_threshold if track_threshold is None else float(track_threshold)
@@ -124,6 +127,7 @@ class IdentitySpace(TrackMatching):
         self.capacity = int(capacity)
         self.index_kind = index_kind
         self.topology = topology
+        self.centroid_window = int(centroid_window)
         self.in_sync = False  # set by the sync thread: the last exchange with the store succeeded
         self._loaded = False  # the first pull (the whole space) is applied
         self._lock = threading.Lock()
@@ -227,14 +231,15 @@ class IdentitySpace(TrackMatching):
 
     def _observe(self, ident: int, unit: np.ndarray, seen: Sighting) -> None:
         slot = self._slot[ident]
-        self._set(slot, ident, self._sums[slot] + unit, self._counts[slot] + 1, seen)
+        change, added = look_delta(self._sums[slot], int(self._counts[slot]), unit, self.centroid_window)
+        self._set(slot, ident, self._sums[slot] + change, self._counts[slot] + added, seen)
         if ident not in self._enrolled:
             delta = self._deltas.get(ident)
             if delta is None:
-                self._deltas[ident] = _Delta(unit.copy(), 1, seen)
+                self._deltas[ident] = _Delta(change, added, seen)
             else:
-                delta.vector_sum += unit
-                delta.count += 1
+                delta.vector_sum += change
+                delta.count += added
                 delta.seen = add_sighting(delta.seen, seen)
 
     def _enrol(self, unit: np.ndarray, seen: Sighting) -> int:

@@ -25,8 +25,9 @@ class TrackMatching:
       binds a track this worker has not bound yet, and replaces an identity the track enrolled here when it
       reached the store earlier; one this worker's copy does not hold yet is answered as it is, provisional,
       without the look (the next sync brings it);
-    * a track bound to nothing matches the most similar identity at or above ``track_threshold``, else enrols
-      one with its aggregate: a track enrols at most once while it matches nothing;
+    * a track bound to nothing matches the most similar identity at or above ``track_threshold`` (at or above
+      ``match_threshold`` while its aggregate is one look: that is a crop, and a crop has the crop's bar), else
+      enrols one with its aggregate: a track enrols at most once while it matches nothing;
     * a track bound to an identity it matched moves to another only when its aggregate is ``revise_margin`` more
       similar to that one (and at or above ``track_threshold``): hysteresis against flip-flopping between two;
     * a track bound to the identity it enrolled (whose centroid follows the track's own looks) moves as soon as
@@ -37,7 +38,9 @@ class TrackMatching:
 
     ``track_threshold`` is the aggregate's own: a mean of looks is closer to every centroid than one look is (the
     looks' noise averages out, the component they share with every object stays), so it needs a higher bar than
-    a crop (measured: tools/bench_reid.py, docs/BENCHMARKS.md).
+    a crop (measured: tools/bench_reid.py, docs/BENCHMARKS.md). A track's first look is no mean: held to the
+    aggregate's bar it enrolled objects the crop alone would have matched, and with several workers (each seeing
+    part of a track before any answer is back) each worker enrolled its part.
 
     The identity matched gets the look (when accepted into the aggregate), so every identity's centroid is the
     mean of the accepted looks of the tracks bound to it.
@@ -92,7 +95,7 @@ class TrackMatching:
                 state.identity = carried
                 return carried, self._similarity(carried, aggregate), runner_up, False
         if bound == NO_IDENTITY:
-            if candidate != NO_IDENTITY and similarity >= self.track_threshold:
+            if candidate != NO_IDENTITY and similarity >= self._binding_threshold(state):
                 state.identity = candidate
                 return candidate, similarity, runner_up, False
             state.identity = state.enrolled = self._enrol(aggregate, seen)
@@ -107,6 +110,11 @@ class TrackMatching:
             state.identity = candidate
             return candidate, similarity, runner_up, False
         return bound, self._similarity(bound, aggregate), runner_up, False
+
+    def _binding_threshold(self, state: TrackState) -> float:
+        """The bar a track bound to nothing must reach: the crop's while its aggregate is one accepted look (its
+        first, or the latest after a restart), the aggregate's once it is a mean of several."""
+        return self.match_threshold if state.accepted <= 1 else self.track_threshold
 
     def _similarity(self, ident: int, unit: np.ndarray) -> float:
         return float(self._units[self._slot[ident]] @ unit)

@@ -190,3 +190,14 @@ def test_the_head_matches_tracked_rois_by_their_track_when_tracks_are_enabled(tm
         assert off.space.tracks is None  # the default: every ROI alone
     finally:
         off.close()
+
+
+def test_a_tracks_first_look_is_held_to_the_crops_threshold_and_its_aggregate_to_the_tracks():
+    """With ``tracks.match_threshold`` above the head's: a first look at cos 0.85 to a known identity matches it
+    (as the crop alone would), a first look at cos 0.6 enrols."""
+    sp = IdentitySpace(THRESHOLD, 1000, tracks=TrackBook(100, 60.0, 2.5), revise_margin=0.02, track_threshold=0.9)
+    known = look(sp, unit(1), track=None).identity_id
+    near = look(sp, unit(0.85, np.sqrt(1 - 0.85**2)), track=1)
+    assert (near.identity_id, near.enrolled, near.crop_identity_id, near.track_looks) == (known, False, known, 1)
+    far = look(sp, unit(0.6, 0.8), track=2)
+    assert far.enrolled and far.identity_id != known

@@ -40,3 +40,11 @@ def test_a_topology_link_naming_an_unknown_camera_is_an_error_naming_its_key_pat
     assert f"{key}[1].source = 'street-9': {cameras}" in msg
     assert f"{key}[2].target = 'gate-3': {cameras}" in msg
     assert f"{key}[0]" not in msg and f"{key}[1].target" not in msg and f"{key}[2].source" not in msg
+
+
+def test_a_negative_centroid_window_is_an_error_naming_its_key_path(tmp_path):
+    data = demo_data()
+    data["recognizers"][RECOGNIZER]["head"]["identity"] = {"centroid_window": 20}
+    assert load(tmp_path, data).recognizers[RECOGNIZER].head.identity.centroid_window == 20
+    data["recognizers"][RECOGNIZER]["head"]["identity"] = {"centroid_window": -1}
+    assert f"recognizers.{RECOGNIZER}.head.identity.centroid_window = -1" in error(tmp_path, data)

@@ -118,4 +118,9 @@ class IdentitySpaceConfig(ConfigModel):
     index: Literal["exact", "ann"] = Field("exact", description="Local vector index: exact search or approximate.")
     topology: TopologyConfig | None = Field(None, description="Camera topology pruning; None: compare with all.")
     tracks: TrackAggregateConfig = Field(TrackAggregateConfig(), description="Identities from whole tracks.")
+    centroid_window: int = Field(
+        0, ge=0, le=1_000_000,
+        description="Looks an identity's centroid remembers: past this many, each look moves it by 1/window (an "
+        "exponential moving average); 0: the mean of every look ever matched.",
+    )
 
