@@ -24,13 +24,13 @@ thread (:mod:`vcascade.center.identity.sync`), which hands this class the store'
 from __future__ import annotations
 
 import threading
-from collections import Counter, OrderedDict
+from collections import OrderedDict
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from vcascade.center.identity.centroid import look_delta
-from vcascade.center.identity.index import make_index
+from vcascade.center.identity.slots import NOT_LANDED, UNUSED, IdentitySlots
 from vcascade.center.identity.store import LIVE, MERGED, Sighting, StoredIdentity, StoreWrite, add_sighting
 from vcascade.center.identity.topology import UNKNOWN, Topology
 from vcascade.center.identity.track_match import TrackMatching
@@ -45,10 +45,6 @@ NO_IDENTITY = -1
 DUPLICATE_CANDIDATES = 8
 """Nearest identities searched (by centroid, then by enrolment embedding) for what a newly landed enrolment
 duplicates (itself and later enrolments included, then skipped)."""
-NOT_LANDED = np.iinfo(np.int64).max
-"""Enrolment version of an identity whose enrolment has not reached the store yet."""
-UNUSED = np.iinfo(np.int64).min
-"""Id of a free slot (provisional ids are negative, so -1 cannot mark one)."""
 
 
 @dataclass
@@ -98,8 +94,9 @@ class SyncNews:
     wrong_length: int = 0
 
 
-class IdentitySpace(TrackMatching):
-    """Local identities (slot arrays plus a vector index) with the pending exchange with the store. Thread-safe.
+class IdentitySpace(TrackMatching, IdentitySlots):
+    """Local identities (slot arrays plus vector indexes, :class:`.slots.IdentitySlots`) with the pending exchange
+    with the store. Thread-safe.
 
     Args:
         match_threshold: cosine similarity at or above which an identity matches, -1..1.
@@ -125,32 +122,16 @@ class IdentitySpace(TrackMatching):
         self.track_threshold = self.match_threshold if track_threshold is None else float(track_threshold)
         self._revised: list[tuple[int, int]] = []  # (enrolled by a track, what it moved to): for the store
         self.capacity = int(capacity)
-        self.index_kind = index_kind
-        self.topology = topology
         self.centroid_window = int(centroid_window)
         self.in_sync = False  # set by the sync thread: the last exchange with the store succeeded
         self._loaded = False  # the first pull (the whole space) is applied
         self._lock = threading.Lock()
-        self._dim: int | None = None
-        self._index = self._first_index = None  # by slot: centroids, enrolment embeddings
-        self._slot: dict[int, int] = {}
-        self._free: list[int] = []
-        self._ids = np.zeros(0, np.int64)
-        self._sums = self._units = np.zeros((0, 0), np.float32)
-        self._counts = np.zeros(0, np.int64)
-        self._codes = np.zeros(0, np.int32)  # topology code of the last camera
-        self._t_s = np.zeros(0, np.float64)  # last sighting on the topology clock, s
-        self._firsts = np.zeros((0, 0), np.float32)  # unit enrolment embedding
-        self._landed = np.zeros(0, np.int64)  # store version its enrolment landed at (NOT_LANDED: not yet)
-        self._seen: list[Sighting | None] = []
+        super().__init__(index_kind, topology)
         self._pool: list[int] = []  # reserved store ids, used in order
         self._next_provisional = FIRST_PROVISIONAL_ID
         self._enrolled: set[int] = set()  # not yet pushed: enrolments (their whole state is pushed)
         self._deltas: dict[int, _Delta] = {}  # not yet pushed: matches of identities the store knows
         self._unreported: OrderedDict[int, list[int]] = OrderedDict()  # survivor -> merged ids not yet in a result
-
-    def __len__(self) -> int:
-        return len(self._slot)
 
     def identities(self) -> list[int]:
         """Ids of the local identities (unordered)."""
@@ -370,73 +351,10 @@ class IdentitySpace(TrackMatching):
                 pairs.append((ident, best))
         return pairs
 
-    # ------------------------------------------------------------------ slots
-
-    def _settle_dim(self, records: list[StoredIdentity]) -> None:
-        """Before the first vector is known: the space's size is the most common among the live records."""
-        if self._dim is None:
-            sizes = Counter(len(r.vector_sum) for r in records if r.state == LIVE and r.vector_sum is not None)
-            if sizes:
-                self._ensure_dim(sizes.most_common(1)[0][0])
-
-    def _fits(self, record: StoredIdentity) -> bool:
-        """A live record whose vectors have the space's size."""
-        return record.vector_sum is not None and len(record.vector_sum) == self._dim and (
-            record.first is None or len(record.first) == self._dim)
-
-    def _ensure_dim(self, dim: int) -> None:
-        if self._dim is None:
-            self._dim = dim
-            self._index, self._first_index = make_index(self.index_kind, dim), make_index(self.index_kind, dim)
-            self._sums = self._units = self._firsts = np.zeros((0, dim), np.float32)
-        elif dim != self._dim:
-            raise ValueError(f"embedding size {dim} differs from the identity space's {self._dim}")
-
-    def _new_slot(self, ident: int) -> int:
-        if self._free:
-            slot = self._free.pop()
-        else:
-            slot = len(self._seen)
-            if slot == len(self._ids):
-                self._grow(max(16, 2 * slot))
-            self._seen.append(None)
-        self._slot[ident] = slot
-        return slot
-
-    def _grow(self, size: int) -> None:
-        extra = size - len(self._ids)
-        self._ids = np.concatenate([self._ids, np.full(extra, UNUSED, np.int64)])
-        self._sums = np.concatenate([self._sums, np.zeros((extra, self._dim), np.float32)])
-        self._units = np.concatenate([self._units, np.zeros((extra, self._dim), np.float32)])
-        self._counts = np.concatenate([self._counts, np.zeros(extra, np.int64)])
-        self._codes = np.concatenate([self._codes, np.full(extra, UNKNOWN, np.int32)])
-        self._t_s = np.concatenate([self._t_s, np.zeros(extra, np.float64)])
-        self._firsts = np.concatenate([self._firsts, np.zeros((extra, self._dim), np.float32)])
-        self._landed = np.concatenate([self._landed, np.full(extra, NOT_LANDED, np.int64)])
-
-    def _set(self, slot: int, ident: int, total: np.ndarray, count: int, seen: Sighting) -> None:
-        self._ids[slot] = ident
-        self._sums[slot] = total
-        self._units[slot] = l2_normalise(total[None])[0]
-        self._counts[slot] = count
-        self._seen[slot] = seen
-        self._codes[slot] = UNKNOWN if self.topology is None else self.topology.code(seen.camera)
-        self._t_s[slot] = seen.t_ms / 1000.0
-        self._index.add(np.array([slot], np.int64), self._units[slot][None])  # keyed by slot: ids may be < 0
-
-    def _set_enrolment(self, slot: int, first: np.ndarray, version: int) -> None:
-        """Keep a slot's enrolment: its unit embedding (float32 (D,), indexed) and the version it landed at."""
-        self._firsts[slot] = first
-        self._landed[slot] = version
-        self._first_index.add(np.array([slot], np.int64), self._firsts[slot][None])
+    # ------------------------------------------------------------------ changes of slots
 
     def _remove(self, ident: int) -> None:
-        slot = self._slot.pop(ident)
-        self._ids[slot] = UNUSED
-        self._seen[slot] = None
-        self._free.append(slot)
-        self._index.remove(np.array([slot], np.int64))
-        self._first_index.remove(np.array([slot], np.int64))
+        self._release(ident)
         self._enrolled.discard(ident)
 
     def _rename(self, old: int, new: int) -> None:
