@@ -1,0 +1,51 @@
+"""tools/roi_walk.py's short form: the demo deployment runs until each recognizer answered two ROIs, and the
+modules that ran on the way (measured in every component process) stay within the count docs/DESIGN.md gives
+in "Following one ROI in the code"."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.demo import EMBEDDER, TEXT
+
+pytestmark = pytest.mark.e2e
+
+REPO = Path(__file__).resolve().parents[2]
+DOCUMENTED = re.compile(r"the person ROI's walk is \*\*(\d+) files\*\*")
+"""How docs/DESIGN.md states the measured walk of the demo's person ROI."""
+ON_EVERY_WALK = ["vcascade.edge.capture.source", "vcascade.edge.detection.pool", "vcascade.edge.link.broker_link",
+                 "vcascade.broker.server", "vcascade.center.worker", "vcascade.center.stages.engine",
+                 "vcascade.core.protocol.wire", "vcascade.edge.sinks.lines"]  # fmt: skip
+"""Modules no ROI can pass by: camera to sink, through the broker and a worker."""
+
+
+def documented_walk() -> int:
+    (count,) = DOCUMENTED.findall((REPO / "docs" / "DESIGN.md").read_text())
+    return int(count)
+
+
+def test_the_demo_person_roi_walk_stays_within_the_documented_count(tmp_path, models_dir):
+    out = tmp_path / "walk.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "tools.roi_walk", "--model-dir", str(models_dir), "--answers", "2",
+         "--json", str(out)],
+        capture_output=True, text=True, timeout=900, cwd=REPO, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(out.read_text())
+    assert result["answered"][EMBEDDER] >= 2 and result["answered"][TEXT] >= 2
+    assert {f"{p['kind']} {p['name']}" for p in result["processes"] if p["recording"] and p["stopped"]} == {
+        "edge edge-1", "broker broker-1", "worker worker-1", "worker worker-2"}
+    person, text = result["walks"][EMBEDDER], result["walks"][TEXT]
+    assert set(ON_EVERY_WALK) <= set(person["modules"]) and set(ON_EVERY_WALK) <= set(text["modules"])
+    assert "vcascade.center.identity.head" in person["modules"] and "vcascade.center.identity.head" not in text["modules"]
+    assert not any(m.startswith("vcascade.app.") for m in result["walks"]["all"]["modules"])
+    assert person["files"] == len(person["modules"]) == sum(person["per_component"].values())
+    assert person["files"] <= documented_walk(), "\n".join(person["modules"])
+    assert f"walk of {EMBEDDER}'s ROIs" in proc.stdout
