@@ -42,9 +42,8 @@ from vcascade.edge.privacy.model_file import PrivacyModels
 from vcascade.edge.privacy.redaction import CameraRedaction, RedactedFrame
 from vcascade.edge.selection.identity_cache import IdentityCache
 from vcascade.edge.selection.roi import roi_header
-from vcascade.edge.selection.roi_policy import RoiPolicy
 from vcascade.edge.selection.roi_selection import RoiSelection
-from vcascade.edge.selection.routing import ClassRouter, route_crop_sides
+from vcascade.edge.selection.roi_policy import ClassRouter, RoiPolicy, route_crop_sides
 from vcascade.edge.selection.tracking import CameraTracker
 from vcascade.edge.way_back import Tracked
 
