@@ -17,7 +17,7 @@ from tests.demo import EMBEDDER, TEXT
 pytestmark = pytest.mark.e2e
 
 REPO = Path(__file__).resolve().parents[2]
-DOCUMENTED = re.compile(r"the person ROI's walk is \*\*(\d+) files\*\*")
+DOCUMENTED = re.compile(r"(?i)the person ROI's walk is \*\*(\d+) files\*\*")
 """How docs/DESIGN.md states the measured walk of the demo's person ROI."""
 ON_EVERY_WALK = ["vcascade.edge.capture.source", "vcascade.edge.detection.pool", "vcascade.edge.link.broker_link",
                  "vcascade.broker.server", "vcascade.center.worker", "vcascade.center.stages.engine",
