@@ -19,7 +19,7 @@ from vcascade.edge.analytics.counting import AnalyticsEvent
 from vcascade.edge.analytics.events import EventUpdates
 from vcascade.edge.capture.frames import Frame
 from vcascade.edge.capture.state import Transition
-from vcascade.edge.link.account import PendingRoi, close_account
+from vcascade.edge.link.state import PendingRoi, close_account
 from vcascade.edge.selection.identity_cache import IdentityCache, TrackIdentity
 from vcascade.edge.sinks.queue import json_line
 from vcascade.edge.sinks.lines import OutputLines, line
