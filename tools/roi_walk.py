@@ -44,6 +44,7 @@ import vcascade.app.launcher
 from vcascade.app.child import child_main
 from vcascade.app.cli import main as vcascade_main
 from vcascade.core.protocol import wire
+from vcascade.core.state_dir import STATE_DIR_ENV
 from vcascade.core.transport.ports import free_port
 
 REPO = Path(__file__).resolve().parents[1]
@@ -52,6 +53,8 @@ FLUSH_S = 0.2
 """How often a traced process writes what it recorded, and looks for the stop file, s."""
 STOP_FILE = "stop-recording"
 """Created in the trace folder when enough ROIs were answered: the processes stop recording."""
+TRACE_DIR_ENV = "VCASCADE_ROI_WALK_DIR"
+"""Set by the tool for its launcher's children: the folder their recorders write to."""
 
 
 class Recorder:
@@ -119,10 +122,6 @@ def traced_child(kind: str, config_path: str, name: str, *rest: Any) -> None:
     child_main(kind, config_path, name, *rest)
 
 
-TRACE_DIR_ENV = "VCASCADE_ROI_WALK_DIR"
-"""Set by the tool for its launcher's children: the folder their recorders write to."""
-
-
 def write_deployment(config: Path, folder: Path) -> tuple[Path, Path, set[str]]:
     """Write ``folder/deploy.yaml``: ``config`` with free ports and its edges' sinks in ``folder``.
 
@@ -140,7 +139,8 @@ def write_deployment(config: Path, folder: Path) -> tuple[Path, Path, set[str]]:
         sinks = [s for s in edge.get("sinks", []) if s["type"] not in ("jsonl", "zmq_pub")]
         edge["sinks"] = [*sinks, {"type": "jsonl", "path": str(results), "mode": "append"},
                          {"type": "zmq_pub", "endpoint": f"tcp://127.0.0.1:{free_port()}"}]  # fmt: skip
-        routes = edge.get("roi", {}).get("routes") or [{"recognizer": w["recognizer"]} for w in data["workers"].values()]
+        workers = [{"recognizer": w["recognizer"]} for w in data["workers"].values()]
+        routes = edge.get("roi", {}).get("routes") or workers
         recognizers |= {route["recognizer"] for route in routes}
     path = folder / "deploy.yaml"
     path.write_text(yaml.safe_dump(data))
@@ -190,7 +190,7 @@ def run_walk(config: Path, model_dir: str | None, answers: int, timeout_s: float
         traces = folder / "traces"
         traces.mkdir()
         os.environ[TRACE_DIR_ENV] = str(traces)
-        os.environ["VCASCADE_STATE_DIR"] = str(folder / "state")
+        os.environ[STATE_DIR_ENV] = str(folder / "state")
         vcascade.app.launcher.child_main = traced_child  # the launcher's children run under a recorder
         outcome: dict[str, Any] = {"timed_out": False, "answered": {}}
         watcher = threading.Thread(target=stop_when_answered, daemon=True,

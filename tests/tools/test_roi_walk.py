@@ -44,7 +44,8 @@ def test_the_demo_person_roi_walk_stays_within_the_documented_count(tmp_path, mo
         "edge edge-1", "broker broker-1", "worker worker-1", "worker worker-2"}
     person, text = result["walks"][EMBEDDER], result["walks"][TEXT]
     assert set(ON_EVERY_WALK) <= set(person["modules"]) and set(ON_EVERY_WALK) <= set(text["modules"])
-    assert "vcascade.center.identity.head" in person["modules"] and "vcascade.center.identity.head" not in text["modules"]
+    head = "vcascade.center.identity.head"  # the embedding head: the person ROI's, never the text ROI's
+    assert head in person["modules"] and head not in text["modules"]
     assert not any(m.startswith("vcascade.app.") for m in result["walks"]["all"]["modules"])
     assert person["files"] == len(person["modules"]) == sum(person["per_component"].values())
     assert person["files"] <= documented_walk(), "\n".join(person["modules"])
