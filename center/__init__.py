@@ -6,8 +6,8 @@ from vcascade.core.exports import lazy_exports
 __getattr__, __dir__ = lazy_exports(__name__, {
     "Plan": ".stages.balance",
     "balance": ".stages.balance",
-    "MicroBatcher": ".intake.batcher",
-    "STOP": ".intake.batcher",
+    "MicroBatcher": ".intake.microbatch",
+    "STOP": ".intake.microbatch",
     "ClassifierHead": ".heads",
     "EmbeddingHead": ".heads",
     "HeadContext": ".heads",

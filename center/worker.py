@@ -19,7 +19,7 @@ while draining). An answer ZeroMQ refuses to queue (the broker's pipe at its hig
 
 Deadline: an ROI whose ``ttl_ms`` (what the broker passes on: the edge's deadline less the time already spent
 in the broker's queue) will have elapsed, counted from its receipt by the IO thread, when its micro-batch is
-expected to start the first stage (close time plus :class:`vcascade.center.intake.admission.StartEstimate`'s wait
+expected to start the first stage (close time plus :class:`vcascade.center.intake.microbatch.StartEstimate`'s wait
 behind the micro-batches ahead) is dropped as ``stale`` before any decode or compute.
 """
 
@@ -36,11 +36,9 @@ from typing import Callable
 
 import zmq
 
-from vcascade.center.intake.admission import StartEstimate
-from vcascade.center.intake.batcher import STOP, MicroBatcher
 from vcascade.center.heads import build_head, head_context, head_input
 from vcascade.center.metrics import WorkerTelemetry
-from vcascade.center.intake.microbatch import MicroBatch, RoiItem
+from vcascade.center.intake.microbatch import STOP, MicroBatch, MicroBatcher, RoiItem, StartEstimate
 from vcascade.center.outbox import Outbox
 from vcascade.center.intake.preprocess import PreprocessSpec, prepare_micro_batch, split_stale
 from vcascade.center.stages.runtimes import input_device, load_recognizer_stages, warm_up, with_stage_threads
@@ -140,7 +138,7 @@ class _Worker:
         log.info("worker %s: warm-up micro-batch of %d in %.0f ms", name, largest, warm_s * 1e3)
         context = replace(head_context(recognizer, model_dir), recognizer=cfg.recognizer, worker=name)
         self.head = build_head(recognizer.head, context)
-        self.admission = StartEstimate()  # when a micro-batch closed now would start stage 0 (center/intake/admission.py)
+        self.admission = StartEstimate()  # when a micro-batch closed now would start stage 0 (center/intake/microbatch.py)
         self.engine = StageEngine(
             stages, cfg.stage_queue, self._emit_results, self._fail_batch, self._stage_computed,
             max_in_flight=cfg.max_batches_in_flight, threads_per_stage=threads,

@@ -5,8 +5,8 @@ Follow one ROI from :func:`vcascade.edge.process.run_edge`: :mod:`vcascade.edge.
 :mod:`vcascade.edge.capture.state`; decoding with PyAV in :mod:`vcascade.edge.capture.av_reader`, fault reasons in
 :mod:`vcascade.edge.capture.faults`, FFmpeg's log lines in :mod:`vcascade.edge.capture.ffmpeg_log`, one-shot checks in
 :mod:`vcascade.edge.capture.probe`) -> :mod:`vcascade.edge.capture.frames` -> :mod:`vcascade.edge.detection` -> :mod:`vcascade.edge.selection.tracking` ->
-:mod:`vcascade.edge.selection.roi_policy` (:mod:`vcascade.edge.selection.routing`) -> :mod:`vcascade.edge.selection.roi_selection` ->
-:mod:`vcascade.edge.privacy.redaction` -> :mod:`vcascade.edge.selection.roi` -> :mod:`vcascade.edge.link.broker_link` (-> broker -> worker ->) :mod:`vcascade.edge.link.account`
+:mod:`vcascade.edge.selection.roi_policy` (with its routes) -> :mod:`vcascade.edge.selection.roi_selection` ->
+:mod:`vcascade.edge.privacy.redaction` -> :mod:`vcascade.edge.selection.roi` -> :mod:`vcascade.edge.link.broker_link` (-> broker -> worker ->) :mod:`vcascade.edge.link.state`
 -> :mod:`vcascade.edge.way_back` (:mod:`vcascade.edge.selection.identity_cache` for later detections of the same track,
 :mod:`vcascade.edge.analytics.events`, :mod:`vcascade.edge.preview.hub`) -> :mod:`vcascade.edge.sinks.lines` -> :mod:`vcascade.edge.sinks.queue`.
 """
@@ -14,8 +14,8 @@ Follow one ROI from :func:`vcascade.edge.process.run_edge`: :mod:`vcascade.edge.
 from vcascade.core.exports import lazy_exports
 
 __getattr__, __dir__ = lazy_exports(__name__, {
-    "PendingRoi": ".link.account",
-    "close_account": ".link.account",
+    "PendingRoi": ".link.state",
+    "close_account": ".link.state",
     "DetectorContractError": ".detection",
     "OnnxDetector": ".detection",
     "Yolov5Detector": ".detection",
@@ -38,7 +38,7 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "RoiPolicy": ".selection.roi_policy",
     "RoiSelection": ".selection.roi_selection",
     "crop_boxes": ".selection.roi_selection",
-    "ClassRouter": ".selection.routing",
+    "ClassRouter": ".selection.roi_policy",
     "CameraReader": ".capture.source",
     "SourceError": ".capture.source",
     "open_source": ".capture.source",

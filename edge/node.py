@@ -9,7 +9,7 @@ worth sending (:mod:`vcascade.edge.selection.roi_policy`: one :class:`~vcascade.
 the others become :class:`~vcascade.edge.way_back.Tracked` with their track's cached identity, :mod:`vcascade.edge.selection.identity_cache`), crops,
 JPEG-encodes and heads each selected row (:mod:`vcascade.edge.selection.roi`) and submits it to the
 :class:`~edge.link.broker_link.BrokerLink`, which sends it to a broker, receives the result, closes the latency account
-(:mod:`vcascade.edge.link.account`) and hands it to the way back (:mod:`vcascade.edge.way_back`).
+(:mod:`vcascade.edge.link.state`) and hands it to the way back (:mod:`vcascade.edge.way_back`).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from vcascade.edge.detection import Detector
 from vcascade.edge.detection.motion import MotionGates
 from vcascade.edge.detection.pool import DetectedFrame
 from vcascade.edge.history.writer import HistoryWriter
-from vcascade.edge.link.account import PendingRoi
+from vcascade.edge.link.state import PendingRoi
 from vcascade.edge.link.broker_link import BrokerLink
 from vcascade.edge.metrics import EdgeTelemetry
 from vcascade.edge.preview.annotate import camera_geometry
@@ -42,9 +42,8 @@ from vcascade.edge.privacy.model_file import PrivacyModels
 from vcascade.edge.privacy.redaction import CameraRedaction, RedactedFrame
 from vcascade.edge.selection.identity_cache import IdentityCache
 from vcascade.edge.selection.roi import roi_header
-from vcascade.edge.selection.roi_policy import RoiPolicy
 from vcascade.edge.selection.roi_selection import RoiSelection
-from vcascade.edge.selection.routing import ClassRouter, route_crop_sides
+from vcascade.edge.selection.roi_policy import ClassRouter, RoiPolicy, route_crop_sides
 from vcascade.edge.selection.tracking import CameraTracker
 from vcascade.edge.way_back import Tracked
 

@@ -35,7 +35,7 @@ from vcascade.core.protocol.wire import Result, Roi
 from vcascade.edge.analytics.counting import AnalyticsEvent
 from vcascade.edge.capture.state import Transition
 from vcascade.edge.history.event_frame import EventFrame
-from vcascade.edge.link.account import PendingRoi
+from vcascade.edge.link.state import PendingRoi
 from vcascade.edge.selection.identity_cache import IdentityCache, TrackIdentity
 
 log = logging.getLogger(__name__)
@@ -48,7 +48,7 @@ class Answered:
     Attributes:
         pending: the edge's record of the ROI (header as last sent, its timestamps, send reason, class name).
         result: the worker's answer, as decoded (its typed head ``output``, hops).
-        latency_ms: the closed latency account, ms per hop (:func:`vcascade.edge.link.account.close_account`).
+        latency_ms: the closed latency account, ms per hop (:func:`vcascade.edge.link.state.close_account`).
         crop_jpeg: the JPEG crop the edge sent for it (the history's evidence; None: not at hand).
     """
 

@@ -40,7 +40,7 @@ from vcascade.core.detections import Detections
 from vcascade.core.runtime.resources import resolve
 from vcascade.core.schema.edge_settings import EdgeSettings
 from vcascade.edge.capture.frames import Frame
-from vcascade.edge.link.account import PendingRoi
+from vcascade.edge.link.state import PendingRoi
 from vcascade.edge.link.broker_link import BrokerLink
 from vcascade.edge.privacy.redaction import CameraRedaction, RedactedImage
 from vcascade.edge.selection.degrade import sheds
@@ -54,7 +54,7 @@ TRACK_STRIDE = 1_000_000
 
 class Collector:
     """A sink of the broker link: keeps what the harness needs of every finished ROI record, and the latency
-    account (ms per hop, :func:`vcascade.edge.link.account.close_account`) summed over the results later than
+    account (ms per hop, :func:`vcascade.edge.link.state.close_account`) summed over the results later than
     ``deadline_ms`` end to end (where late results spent their time)."""
 
     def __init__(self, base_s: float, deadline_ms: float) -> None:

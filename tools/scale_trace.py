@@ -83,7 +83,7 @@ def record(model_dir: str | None, out: Path, refresh_s: float | None = None) -> 
     from vcascade.core.runtime.resources import resolve
     from vcascade.edge.node import CameraTracking
     from vcascade.edge.process import load_detector
-    from vcascade.edge.selection.routing import ClassRouter
+    from vcascade.edge.selection.roi_policy import ClassRouter
 
     dep = load_config(DEMO)
     edge = "edge-1"

@@ -36,10 +36,11 @@ import zmq
 from vcascade.core.protocol import wire
 from vcascade.core.schema.edge_settings import EdgeSettings
 from vcascade.core.transport.sockets import waiting_messages
-from vcascade.edge.link.account import PendingRoi, close_account
 from vcascade.edge.privacy.redaction import RedactedImage, require_redacted
 from vcascade.edge.link.sockets import broker_socket, close_broker_socket, disconnected
-from vcascade.edge.link.state import LATENCY_SAMPLES, BrokerTable, CameraTally, Flight, LinkBooks, may_retry
+from vcascade.edge.link.state import (
+    LATENCY_SAMPLES, BrokerTable, CameraTally, Flight, LinkBooks, PendingRoi, close_account, may_retry,
+)
 from vcascade.edge.metrics import EdgeTelemetry
 from vcascade.edge.selection.degrade import shed_level
 from vcascade.edge.way_back import Answered, Dropped, WayBack, WayBackEvent

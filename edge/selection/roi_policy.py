@@ -20,7 +20,7 @@ Policy ``every_detection`` sends every detection that passes the filters (the be
 Filters, in order, for both policies: ``classes`` (reason ``class``), box size (``size``: narrower or shorter
 than ``roi.min_size_px``, wider or higher than ``max_size_px``, or wholly outside the frame, so that nothing is
 left to crop), ``min_score`` (``score``) and, with a
-router, the camera's routes (``no_route``: no route takes the class, :mod:`vcascade.edge.selection.routing`). Detections
+router, the camera's routes (``no_route``: no route takes the class, :class:`ClassRouter`). Detections
 that pass them but are not sent are suppressed as ``tentative`` (no confirmed track yet; ByteTrack confirms a
 track on its second match at the earliest) or ``sent_recently`` (the track was sent and nothing calls for a
 new crop). While the brokers report a backlog, sends are shed in a fixed order (``refresh``, then ``better``,
@@ -34,20 +34,33 @@ The policy's answer for a frame is one :class:`~vcascade.edge.selection.roi_sele
 with their reasons, recognizers and crop rectangles (``roi.padding_px`` on each side, clamped to the frame), and
 the detections suppressed, with their reasons. The minimum size is applied here only: the crop step
 (:mod:`vcascade.edge.selection.roi`) takes the selection as it is.
+
+**Routes** (:class:`ClassRouter`): which recognizer a detection's ROI is for, by class, first match wins.
+A deployment may run several recognizers at once (an appearance embedder for people and bikes, a text
+recognizer for vehicles), each in its own workers. The edge names the recognizer on every ROI
+(``wire.Roi.recognizer``) and the broker gives the ROI only to a worker announcing that recognizer (the
+Majordomo pattern, ZeroMQ Guide ch. 4: requests name a service). Routes come from the config
+(``edges.<name>.roi.routes``, overridden per camera by ``cameras.<name>.routes``; without routes every ROI goes
+to the one recognizer the edge's brokers serve, :meth:`vcascade.core.schema.Deployment.routes_of`):
+
+* a route with ``classes`` takes those detector classes; a route without takes every class left;
+* a class no route takes is not sent (the ROI policy suppresses it as ``no_route``);
+* a track keeps the recognizer of its first routed detection, even if the detector later gives it another
+  class (ByteTrack is class-agnostic): one track, one recognizer, so its identity comes from one model.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from vcascade.core.coco import COCO_CLASSES
-from vcascade.core.config import RoiPolicyConfig
+from vcascade.core.config import RoiPolicyConfig, RouteConfig
 from vcascade.core.detections import Detections
 from vcascade.edge.selection.degrade import sheds
 from vcascade.edge.selection.roi_selection import SENT_REASONS, RoiSelection, crop_boxes
-from vcascade.edge.selection.routing import ANY_RECOGNIZER, ClassRouter
 
 SCORE_EPS = 1e-6
 """Tolerance on score comparisons: scores are float32 (0.8 + 0.15 must reach 0.95)."""
@@ -184,3 +197,76 @@ def is_better(crop: SentCrop, last: SentCrop, area_ratio: float, score_margin: f
     larger = crop.area_px2 >= area_ratio * last.area_px2 and crop.score >= last.score - SCORE_EPS
     surer = crop.score >= last.score + score_margin - SCORE_EPS and crop.area_px2 >= last.area_px2
     return larger or surer
+
+
+ANY_RECOGNIZER = ""
+"""The recognizer of ROIs from a camera without routes (no single recognizer known): any worker takes them."""
+
+
+class ClassRouter:
+    """The routes of one camera, with the recognizer each live track was pinned to.
+
+    Not thread-safe: one instance per camera, used from the detector thread. State is bounded by the tracker:
+    call :meth:`retain` with the tracker's live ids each frame.
+
+    Args:
+        routes: the camera's routes in order (``[]``: every class to :data:`ANY_RECOGNIZER`).
+        class_names: the detector's class names, index = ``class_id``.
+
+    Raises:
+        ValueError: a route names a class the detector does not have (possible only with a class-names file,
+            which config validation cannot read).
+    """
+
+    def __init__(self, routes: Sequence[RouteConfig], class_names: Sequence[str]) -> None:
+        index = {name: class_id for class_id, name in enumerate(class_names)}
+        self._by_class: dict[int, str] = {}
+        self._rest: str | None = None if routes else ANY_RECOGNIZER
+        for route in routes:
+            if route.classes is None:
+                self._rest = route.recognizer
+                break
+            for name in route.classes:
+                if name not in index:
+                    raise ValueError(f"route to {route.recognizer!r}: class {name!r} is not a detector class name")
+                self._by_class.setdefault(index[name], route.recognizer)
+        self._pinned: dict[int, str] = {}
+
+    def route(self, class_id: int, track_id: int = -1) -> str | None:
+        """The recognizer for a detection, or None when no route takes its class.
+
+        Args:
+            class_id: detector class index.
+            track_id: its track (-1: none); a track keeps the recognizer of its first routed detection.
+        """
+        pinned = self._pinned.get(track_id) if track_id >= 0 else None
+        if pinned is not None:
+            return pinned
+        recognizer = self._by_class.get(class_id, self._rest)
+        if recognizer is not None and track_id >= 0:
+            self._pinned[track_id] = recognizer
+        return recognizer
+
+    def retain(self, alive_track_ids: Iterable[int]) -> None:
+        """Forget the pins of tracks the tracker no longer keeps."""
+        alive = set(alive_track_ids)
+        for track_id in [t for t in self._pinned if t not in alive]:
+            del self._pinned[track_id]
+
+    @property
+    def tracks_pinned(self) -> int:
+        """Number of live tracks with a pinned recognizer."""
+        return len(self._pinned)
+
+
+def route_crop_sides(routes: Iterable[RouteConfig], default_px: int) -> dict[str, int]:
+    """The longest side of the crops sent to each routed recognizer, px (0: as cut): a route's
+    ``crop_max_side_px``, else the edge's ``roi.crop_max_side_px`` (``default_px``). A recognizer that several
+    routes name gets the largest of their sizes (0, as cut, is the largest): no route's crops are smaller than
+    it asked for."""
+    sides: dict[str, int] = {}
+    for route in routes:
+        side = default_px if route.crop_max_side_px is None else route.crop_max_side_px
+        known = sides.get(route.recognizer)
+        sides[route.recognizer] = side if known is None else (0 if 0 in (known, side) else max(known, side))
+    return sides

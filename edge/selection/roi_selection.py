@@ -32,7 +32,7 @@ class RoiSelection:
     Attributes:
         detections: the n detections sent, boxes in original-frame pixels.
         send_reason: (n,) str, why each is sent, one of :data:`SENT_REASONS`.
-        recognizer: (n,) str, the recognizer each ROI is for (:mod:`vcascade.edge.selection.routing`; ``""``: any).
+        recognizer: (n,) str, the recognizer each ROI is for (:mod:`vcascade.edge.selection.roi_policy`; ``""``: any).
         crop_xyxy: (n, 4) int32, the rectangle each ROI crops (the box padded and clamped to the frame), x1, y1,
             x2, y2 in original-frame pixels, x2/y2 exclusive, at least 1 px wide and high.
         suppressed: the m detections not sent.

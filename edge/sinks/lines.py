@@ -19,7 +19,7 @@ import msgspec
 from vcascade.core.coco import COCO_CLASSES
 from vcascade.core.protocol.wire import HeadOutput
 from vcascade.core.redact import redact_url
-from vcascade.edge.link.account import PendingRoi
+from vcascade.edge.link.state import PendingRoi
 from vcascade.edge.selection.identity_cache import TrackIdentity
 from vcascade.edge.way_back import (
     Answered, CameraStateChanged, Dropped, EventRaised, EventUpdated, Tracked, WayBackEvent,

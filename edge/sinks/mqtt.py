@@ -26,8 +26,7 @@ import paho.mqtt.client as mqtt
 import zmq
 
 from vcascade.core.config import MqttSinkConfig
-from vcascade.edge.sinks.books import SinkBooks
-from vcascade.edge.sinks.queue import Entry, QueuedSink, encoded
+from vcascade.edge.sinks.queue import Entry, QueuedSink, SinkBooks, encoded
 
 log = logging.getLogger(__name__)
 

@@ -38,9 +38,8 @@ from vcascade.core.transport.disconnects import watch_connections
 from vcascade.core.transport.security import secure_server
 from vcascade.core.transport.sockets import make_socket
 from vcascade.core.transport.zap import start_authenticator
-from vcascade.edge.sinks.books import SinkBooks, delivered_key, json_line
 from vcascade.edge.sinks.mqtt import MqttSink
-from vcascade.edge.sinks.queue import Delivery, Entry, QueuedSink, close_sinks
+from vcascade.edge.sinks.queue import Delivery, Entry, QueuedSink, SinkBooks, close_sinks, delivered_key, json_line
 from vcascade.edge.sinks.webhook import WebhookSink
 
 log = logging.getLogger(__name__)

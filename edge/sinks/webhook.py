@@ -26,9 +26,8 @@ import zmq
 from vcascade.core.config import WebhookSinkConfig
 from vcascade.core.redact import redact_url
 from vcascade.edge.capture.backoff import Backoff
-from vcascade.edge.sinks.books import SinkBooks
 from vcascade.edge.sinks.http_deadline import DeadlineSession
-from vcascade.edge.sinks.queue import Entry, QueuedSink, encoded
+from vcascade.edge.sinks.queue import Entry, QueuedSink, SinkBooks, encoded
 
 RETRY_STATUSES = {408: "http_408", 429: "http_429"}
 """HTTP statuses below 500 that are worth another attempt (RFC 9110 15.5.9 Request Timeout; RFC 6585 section 4

@@ -7,7 +7,7 @@ import time
 import pytest
 
 from tests.center.stages.test_calibrated import calibrated_worker, roi_header
-from vcascade.center.intake.admission import EWMA_WEIGHT, StartEstimate
+from vcascade.center.intake.microbatch import EWMA_WEIGHT, StartEstimate
 from vcascade.core.protocol import wire
 
 

@@ -5,8 +5,7 @@ from __future__ import annotations
 import queue
 import time
 
-from vcascade.center.intake.batcher import STOP, MicroBatcher
-from vcascade.center.intake.microbatch import RoiItem
+from vcascade.center.intake.microbatch import STOP, MicroBatcher, RoiItem
 from vcascade.core.protocol.wire import Roi
 
 

@@ -23,7 +23,7 @@ from vcascade.edge.analytics.camera import CameraAnalytics
 from vcascade.edge.analytics.counting import AnalyticsEvent
 from vcascade.edge.analytics.events import MAX_PENDING_TRACKS, EventUpdates
 from vcascade.edge.capture.frames import Frame
-from vcascade.edge.link.account import PendingRoi
+from vcascade.edge.link.state import PendingRoi
 from vcascade.edge.link.broker_link import BrokerLink
 from vcascade.edge.node import EdgeNode
 from vcascade.edge.process import load_detector

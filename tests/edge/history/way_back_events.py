@@ -17,7 +17,7 @@ from vcascade.edge.analytics.counting import AnalyticsEvent
 from vcascade.edge.capture.frames import Frame
 from vcascade.edge.capture.state import Transition
 from vcascade.edge.history.event_frame import EventFrame
-from vcascade.edge.link.account import PendingRoi
+from vcascade.edge.link.state import PendingRoi
 from vcascade.edge.privacy.redaction import CameraRedaction
 from vcascade.edge.selection.identity_cache import TrackIdentity
 from vcascade.edge.way_back import Answered, CameraStateChanged, EventRaised, EventUpdated

@@ -3,7 +3,7 @@
 import pytest
 
 from vcascade.core.protocol.wire import EmbeddingOutput, Result, Roi
-from vcascade.edge.link.account import PendingRoi, close_account
+from vcascade.edge.link.state import PendingRoi, close_account
 
 
 def _pending():

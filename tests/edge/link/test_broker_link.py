@@ -19,7 +19,7 @@ from tests.demo import demo_data
 from tests.edge.sinks.test_sinks import strict_loads
 from vcascade.core.protocol import wire
 from vcascade.core.config import Deployment, JsonlSinkConfig
-from vcascade.edge.link.account import PendingRoi
+from vcascade.edge.link.state import PendingRoi
 from vcascade.core.schema.edge_settings import EdgeSettings
 from vcascade.edge.link.broker_link import BrokerLink
 from vcascade.edge.sinks.lines import OutputLines

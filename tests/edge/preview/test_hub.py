@@ -17,7 +17,7 @@ from vcascade.core.detections import Detections
 from vcascade.core.protocol.wire import EmbeddingOutput, Result, Roi, TextOutput
 from vcascade.edge.analytics.counting import AnalyticsEvent
 from vcascade.edge.capture.frames import Frame
-from vcascade.edge.link.account import PendingRoi
+from vcascade.edge.link.state import PendingRoi
 from vcascade.edge.preview.annotate import camera_geometry
 from vcascade.edge.preview.hub import PreviewHub
 from vcascade.edge.selection.identity_cache import IdentityCache, TrackIdentity

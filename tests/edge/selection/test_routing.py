@@ -11,9 +11,8 @@ from tests.demo import demo_data
 from vcascade.core.coco import COCO_CLASSES
 from vcascade.core.config import Deployment, RoiPolicyConfig, RouteConfig
 from vcascade.core.detections import Detections
-from vcascade.edge.selection.roi_policy import RoiPolicy
 from vcascade.edge.selection.roi_selection import FOLLOWED_REASONS, SUPPRESS_REASONS
-from vcascade.edge.selection.routing import ANY_RECOGNIZER, ClassRouter, route_crop_sides
+from vcascade.edge.selection.roi_policy import ANY_RECOGNIZER, ClassRouter, RoiPolicy, route_crop_sides
 
 PERSON, BICYCLE, CAR, DOG = (COCO_CLASSES.index(n) for n in ("person", "bicycle", "car", "dog"))
 DEMO = Path(__file__).resolve().parents[3] / "configs" / "demo.yaml"

@@ -3,7 +3,7 @@ updates, output lines), give lines byte-identical to those the edge wrote before
 
 ``golden_lines.jsonl`` was written by the dict-building formatters of the edge as they were before (result, drop,
 ``tracked``, event, event update and camera state lines of the demo's embedding and text heads, plus a classifier
-head and a result without output), encoded by the sinks' own encoder (:func:`vcascade.edge.sinks.books.json_line`).
+head and a result without output), encoded by the sinks' own encoder (:func:`vcascade.edge.sinks.queue.json_line`).
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from vcascade.edge.analytics.counting import AnalyticsEvent
 from vcascade.edge.analytics.events import EventUpdates
 from vcascade.edge.capture.frames import Frame
 from vcascade.edge.capture.state import Transition
-from vcascade.edge.link.account import PendingRoi, close_account
+from vcascade.edge.link.state import PendingRoi, close_account
 from vcascade.edge.selection.identity_cache import IdentityCache, TrackIdentity
-from vcascade.edge.sinks.books import json_line
+from vcascade.edge.sinks.queue import json_line
 from vcascade.edge.sinks.lines import OutputLines, line
 from vcascade.edge.way_back import Answered, Dropped, EventRaised, Tracked, WayBack
 

@@ -333,7 +333,7 @@ class Ready(_Header, tag="ready"):
     ``recognizer`` names the recognizer it runs (``recognizers`` key, never empty); the broker gives it only
     ROIs for that recognizer or for any (``Roi.recognizer`` ``""``). ``start_delay_ms``: the worker's estimate
     of how long a micro-batch closed now would wait before its first stage starts, ms
-    (:class:`vcascade.center.intake.admission.StartEstimate`; 0: none). The broker does not dispatch an ROI that would
+    (:class:`vcascade.center.intake.microbatch.StartEstimate`; 0: none). The broker does not dispatch an ROI that would
     start past its deadline. Added with a default: older peers ignore it or send none (protocol 2 still).
     """
 
