@@ -57,6 +57,7 @@ SECTIONS = [
     ("`security`", config.SecurityConfig),
     ("`security.curve`", config.CurveConfig),
     ("`heartbeat`", config.HeartbeatConfig),
+    ("`supervision`", config.SupervisionConfig),
     ("`ui`", config.UiConfig),
     ("`metrics`", config.MetricsConfig),
 ]
