@@ -91,13 +91,14 @@ def read_evidence(path: Path, ref: str, image: str) -> bytes:
 
 class HistoryApi:
     """The ``/api/history/`` answers for ``dep``'s history stores (those of its edges, found on each request: a
-    store written after the view started is found)."""
+    store written after the view started is found); like-queries load the embedding recognizer's model from
+    ``model_dir`` first (``--model-dir``)."""
 
-    def __init__(self, dep: Deployment) -> None:
+    def __init__(self, dep: Deployment, model_dir: str | None = None) -> None:
         self.dep = dep
         self._counts: Counter[str] = Counter()
         self._lock = threading.Lock()
-        self._like = LikeSearch(dep, read_evidence)
+        self._like = LikeSearch(dep, read_evidence, model_dir)
 
     def answer(self, request: Request) -> Response:
         """The answer to a request whose path starts ``/api/history/``; an unexpected exception is a counted 500
