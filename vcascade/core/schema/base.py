@@ -108,3 +108,16 @@ def spinning_field() -> Any:
     """``allow_spinning`` of an ONNX Runtime session."""
     return Field(False, description="Let idle ONNX Runtime threads busy-wait (lower latency, burns the cores others share).")
 
+
+# ---------------------------------------------------------------- model files (vcascade/core/runtime/models.py)
+
+
+def model_file_field(default: Any, what: str, *, package: bool = False, fetch: str | None = None) -> Any:
+    """A key naming a model file (``default``; ``...``: required): its description is ``what`` the file is, then
+    where it may be, in the search order of :func:`vcascade.core.runtime.models.model_search_dirs`, and with
+    ``fetch`` the ``python -m tools.fetch_models`` flag that gets it. ``package``: the key also takes
+    ``package://<distribution>/<file>``."""
+    where = "an absolute path, " + ("package://<distribution>/<file>, " if package else "")
+    where += "or a file name searched in --model-dir, $VCASCADE_MODEL_DIR, then the user cache (~/.cache/vcascade/models)"
+    fetched = f"; `python -m tools.fetch_models --{fetch}` fetches it" if fetch else ""
+    return Field(default, description=f"{what}: {where}{fetched}.")
