@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from tests.app.launcher_files import text_worker_only, write_file
-from tests.demo import TEXT
+from tests.app.launcher_files import text_worker_only
+from tests.demo import TEXT, write_deployment
 from vcascade.app.cli import main
 from vcascade.app.commands import EXIT_NO_RESTART
 from vcascade.app.launcher import Launcher
@@ -26,7 +26,8 @@ def test_run_refuses_each_missing_or_unfit_model_in_one_line_before_starting_any
     data["edges"]["edge-1"]["detector"] = {"type": "yolov8", "path": str(models_dir / "yolox_nano.onnx")}
     status = tmp_path / "status.json"
     started = time.monotonic()
-    code = main(["run", str(write_file(tmp_path, data)), "--model-dir", str(models_dir), "--status-file", str(status)])
+    path = write_deployment(tmp_path, data)
+    code = main(["run", str(path), "--model-dir", str(models_dir), "--status-file", str(status)])
     took_s = time.monotonic() - started
     lines = capsys.readouterr().err.splitlines()
     assert code == 1 and len(lines) == 2, lines
@@ -41,7 +42,7 @@ def test_a_component_failing_its_start_deterministically_is_reported_once_and_no
     data = text_worker_only(free_port, "absent-text.onnx")  # what run's check would refuse; the launcher alone
     data["supervision"] = {"max_restarts": 5, "window_s": 60, "backoff_initial_s": 0.1, "backoff_max_s": 0.1}
     dep = Deployment.model_validate(data)
-    launcher = Launcher(dep, write_file(tmp_path, data), str(models_dir), "WARNING")
+    launcher = Launcher(dep, write_deployment(tmp_path, data), str(models_dir), "WARNING")
     try:
         launcher.start()  # brokers, then the worker, which fails; the edges are never started
         deadline = time.monotonic() + 60

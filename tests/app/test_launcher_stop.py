@@ -11,7 +11,8 @@ import time
 
 import pytest
 
-from tests.app.launcher_files import text_worker_only, write_file
+from tests.app.launcher_files import text_worker_only
+from tests.demo import write_deployment
 from vcascade.app.launcher import Launcher
 from vcascade.core.config import ConfigError, Deployment, load_config
 
@@ -21,7 +22,7 @@ pytestmark = pytest.mark.timeout(180)
 def test_a_broker_that_overstays_the_stop_grace_is_killed_logged_and_counted(tmp_path, free_port, models_dir, caplog):
     data = text_worker_only(free_port, "absent-text.onnx")  # the worker fails its start: the broker alone serves
     data["supervision"] = {"stop_grace_s": 1.5}
-    launcher = Launcher(Deployment.model_validate(data), write_file(tmp_path, data), str(models_dir), "WARNING")
+    launcher = Launcher(Deployment.model_validate(data), write_deployment(tmp_path, data), str(models_dir), "WARNING")
     broker = launcher.components.get(("broker", "broker-1"))
     try:
         launcher.start()
@@ -48,7 +49,7 @@ def test_a_stop_grace_out_of_bounds_is_one_line_naming_the_key(tmp_path, free_po
     data = text_worker_only(free_port, "text.onnx")
     data["supervision"] = {"stop_grace_s": grace}
     with pytest.raises(ConfigError) as info:
-        load_config(write_file(tmp_path, data))
+        load_config(write_deployment(tmp_path, data))
     line = str(info.value)
     assert f"deploy.yaml: supervision.stop_grace_s = {grace!r}: expected " in line and "\n" not in line, line
 

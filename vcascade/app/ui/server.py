@@ -157,8 +157,9 @@ def serve_view(
         vcascade.core.telemetry.http.HttpPortInUse: the address cannot be bound.
     """
     host = dep.ui.bind if host is None else host
-    server = serve_read_only(host, dep.ui.port if port is None else port, make_route(DeploymentView(dep), model_dir), "ui",
-                             token=dep.ui.token, allowed_hosts=dep.ui.allowed_hosts)  # fmt: skip
+    route = make_route(DeploymentView(dep), model_dir)
+    server = serve_read_only(host, dep.ui.port if port is None else port, route, "ui", token=dep.ui.token,
+                             allowed_hosts=dep.ui.allowed_hosts)  # fmt: skip
     log.info("live view on http://%s:%d/ (token %s)", host, server.server_address[1],
              "required" if dep.ui.token else "not required")  # fmt: skip
     return server
