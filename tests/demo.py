@@ -13,6 +13,8 @@ engine against torch.
 from __future__ import annotations
 
 import http.client
+import subprocess
+import sys
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -39,15 +41,55 @@ def demo_data(both_recognizers: bool = False, torch_embedder: bool = True) -> di
     return data
 
 
+def free_ports(data: dict[str, Any], free_port) -> dict[str, Any]:
+    """``data`` with free ports for every edge, broker and worker (metrics; a broker's frontend and backend), so
+    that tests running in parallel never meet (``free_port``: the fixture)."""
+    for edge in data["edges"].values():
+        edge["metrics_port"] = free_port()
+    for broker in data["brokers"].values():
+        broker.update(frontend_port=free_port(), backend_port=free_port(), metrics_port=free_port())
+    for worker in data["workers"].values():
+        worker["metrics_port"] = free_port()
+    return data
+
+
 def one_camera_demo(free_port, sinks: list[dict[str, Any]]) -> dict[str, Any]:
-    """:func:`demo_data` with camera ``street-1`` alone, ``sinks`` on ``edge-1``, and free ports for ``edge-1``,
-    ``broker-1`` and ``worker-1`` (``free_port``: the fixture)."""
+    """:func:`demo_data` with camera ``street-1`` alone, ``sinks`` on ``edge-1``, and free ports
+    (:func:`free_ports`)."""
     data = demo_data()
     del data["cameras"]["street-2"]
-    data["edges"]["edge-1"].update(sinks=sinks, metrics_port=free_port())
-    data["brokers"]["broker-1"].update(frontend_port=free_port(), backend_port=free_port(), metrics_port=free_port())
-    data["workers"]["worker-1"]["metrics_port"] = free_port()
-    return data
+    data["edges"]["edge-1"]["sinks"] = sinks
+    return free_ports(data, free_port)
+
+
+def short_demo(tmp_path: Path, free_port, frames: int | None, both_recognizers: bool = False) -> dict[str, Any]:
+    """:func:`demo_data` whose cameras stop after ``frames`` frames (None: at the video's end), with ``edge-1``'s
+    result lines in ``tmp_path/results.jsonl`` (its one sink, truncated at start) and free ports
+    (:func:`free_ports`): the end-to-end tests' run of the demo."""
+    data = demo_data(both_recognizers=both_recognizers)
+    for cam in data["cameras"].values():
+        if frames is not None:
+            cam["max_frames"] = frames
+    data["edges"]["edge-1"]["sinks"] = [{"type": "jsonl", "path": str(tmp_path / "results.jsonl"), "mode": "truncate"}]
+    return free_ports(data, free_port)
+
+
+def write_deployment(tmp_path: Path, data: dict[str, Any], name: str = "deploy.yaml") -> Path:
+    """``data`` as the YAML file ``tmp_path/name``."""
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def start_run(config: Path, models_dir: Path, summary: Path, *args: str, **popen: Any) -> subprocess.Popen:
+    """``vcascade run CONFIG --model-dir MODELS_DIR --summary-json SUMMARY ARGS...`` as a child process working in
+    the config's folder, its stdout and stderr together as text on ``proc.stdout``; ``popen``: more arguments of
+    :class:`subprocess.Popen` (``start_new_session``)."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "vcascade", "run", str(config), "--model-dir", str(models_dir),
+         "--summary-json", str(summary), *args],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=config.parent, **popen,
+    )  # fmt: skip
 
 
 def torch_demo_text() -> str:

@@ -25,6 +25,10 @@ SECTIONS = [
     ("`cameras.<name>.analytics.zones[]`", config.ZoneConfig),
     ("`cameras.<name>.view`", config.CameraViewConfig),
     ("`cameras.<name>.history`", config.HistoryLimits),
+    ("`cameras.<name>.motion`", config.MotionConfig),
+    ("`cameras.<name>.privacy`", config.PrivacyConfig),
+    ("`cameras.<name>.privacy.faces`", config.FaceRedactionConfig),
+    ("`cameras.<name>.privacy.text`", config.TextRedactionConfig),
     ("`edges.<name>`", config.EdgeConfig),
     ("`edges.<name>.detector` with `type: yolox` (the default)", config.YoloxDetectorConfig),
     ("`edges.<name>.detector` with `type: yolov5`", config.Yolov5DetectorConfig),
@@ -44,6 +48,7 @@ SECTIONS = [
     ("`recognizers.<name>` with `type: torch`", config.TorchRecognizerConfig),
     ("`recognizers.<name>` with `type: onnx`", config.OnnxRecognizerConfig),
     ("`recognizers.<name>` with `type: ocr`", config.OcrRecognizerConfig),
+    ("`recognizers.<name>` with `type: calibrated`", config.CalibratedRecognizerConfig),
     ("`recognizers.<name>.head` with `type: embedding`", config.EmbeddingHeadConfig),
     ("`recognizers.<name>.head.identity`", config.IdentitySpaceConfig),
     ("`recognizers.<name>.head.identity.store` with `type: sqlite`", config.SqliteStoreConfig),
@@ -57,6 +62,7 @@ SECTIONS = [
     ("`security`", config.SecurityConfig),
     ("`security.curve`", config.CurveConfig),
     ("`heartbeat`", config.HeartbeatConfig),
+    ("`supervision`", config.SupervisionConfig),
     ("`ui`", config.UiConfig),
     ("`metrics`", config.MetricsConfig),
 ]
@@ -87,6 +93,13 @@ def _type_name(annotation) -> str:
     return re.sub(r"Union\[(\w+)\]", r"\1", text).replace("|", "\\|")
 
 
+def _summary(model: type[BaseModel]) -> str:
+    """The first paragraph of the model's docstring as one line, its reST code (````x````, ``:mod:`x` ``) as
+    Markdown's."""
+    paragraph = " ".join((model.__doc__ or "").strip().split("\n\n")[0].split())
+    return re.sub(r":\w+:`", "`", paragraph.replace("``", "`"))
+
+
 def render() -> str:
     out = [
         "# Configuration reference",
@@ -97,7 +110,7 @@ def render() -> str:
         "",
     ]
     for title, model in SECTIONS:
-        out += [f"## {title}", "", (model.__doc__ or "").strip().splitlines()[0], "",
+        out += [f"## {title}", "", _summary(model), "",
                 "| key | type | default | description |", "|---|---|---|---|"]
         for name, field in model.model_fields.items():
             default = "required" if field.is_required() else (

@@ -15,7 +15,7 @@ import cv2
 import numpy as np
 import onnx
 
-from vcascade.core.runtime.onnx_session import open_session, session_options
+from vcascade.core.runtime.onnx_session import checked_cpu_session
 from vcascade.edge.detection.nms import batched_nms
 
 INPUT = "input.1"
@@ -48,14 +48,9 @@ class CenterFace:
         self, path: str | os.PathLike[str], input_width_px: int | None = None, intra_op_threads: int = 1
     ) -> None:
         self.input_width_px = input_width_px
-        try:
-            model = onnx.load(os.fspath(path))
-            _dynamic_shapes(model)
-            self.session = open_session(model.SerializeToString(), session_options(intra_op_threads), "cpu")
-        except FaceModelError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - onnx and ORT raise their own types for unreadable models
-            raise FaceModelError(f"{path} is not a loadable CenterFace ONNX model: {exc}") from exc
+        self.session, _ = checked_cpu_session(
+            path, _dynamic_shapes, FaceModelError, "CenterFace ONNX model", intra_op_threads
+        )
 
     def detect(self, image: np.ndarray, min_score: float) -> tuple[np.ndarray, np.ndarray]:
         """Faces of one frame.

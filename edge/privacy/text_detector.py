@@ -16,7 +16,7 @@ import cv2
 import numpy as np
 import onnx
 
-from vcascade.core.runtime.onnx_session import open_session, session_options
+from vcascade.core.runtime.onnx_session import checked_cpu_session
 from vcascade.core.text_regions import DbParams, db_regions
 
 MEAN = np.array([0.485, 0.456, 0.406], np.float32)
@@ -47,14 +47,10 @@ class TextDetector:
         self, path: str | os.PathLike[str], input_width_px: int | None = None, intra_op_threads: int = 1
     ) -> None:
         self.input_width_px = input_width_px
-        try:
-            model = onnx.load(os.fspath(path))
-            self.input_name = _check_signature(model, path)
-            self.session = open_session(model.SerializeToString(), session_options(intra_op_threads), "cpu")
-        except TextModelError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - onnx and ORT raise their own types for unreadable models
-            raise TextModelError(f"{path} is not a loadable text detection ONNX model: {exc}") from exc
+        self.session, self.input_name = checked_cpu_session(
+            path, lambda model: _check_signature(model, path), TextModelError, "text detection ONNX model",
+            intra_op_threads,
+        )
 
     def detect(
         self, image: np.ndarray, params: DbParams, ignore: np.ndarray | None = None

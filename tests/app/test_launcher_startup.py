@@ -6,12 +6,11 @@ contract check 5 times, about 30 s, and a worker without its text model 5 times,
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import pytest
-import yaml
 
-from tests.demo import TEXT, demo_data
+from tests.app.launcher_files import text_worker_only
+from tests.demo import TEXT, write_deployment
 from vcascade.app.cli import main
 from vcascade.app.commands import EXIT_NO_RESTART
 from vcascade.app.launcher import Launcher
@@ -20,32 +19,15 @@ from vcascade.core.config import Deployment
 pytestmark = pytest.mark.timeout(180)
 
 
-def _write(tmp_path: Path, data: dict) -> Path:
-    path = tmp_path / "deploy.yaml"
-    path.write_text(yaml.safe_dump(data))
-    return path
-
-
-def _text_worker_only(free_port, text_model: str) -> dict:
-    """The demo with its text recognizer on ``text_model`` and worker-2 alone; every port free."""
-    data = demo_data(both_recognizers=True)
-    data["recognizers"][TEXT]["model"] = text_model
-    data["workers"] = {"worker-2": {**data["workers"]["worker-2"], "metrics_port": free_port()}}
-    data["brokers"]["broker-1"].update(frontend_port=free_port(), backend_port=free_port(), metrics_port=free_port())
-    data["edges"]["edge-1"].update(metrics_port=free_port())
-    data["edges"]["edge-1"].pop("sinks", None)
-    data["edges"]["edge-1"]["roi"]["routes"] = [{"recognizer": TEXT}]
-    return data
-
-
 def test_run_refuses_each_missing_or_unfit_model_in_one_line_before_starting_anything(
     tmp_path, free_port, models_dir, capsys
 ):
-    data = _text_worker_only(free_port, "absent-text.onnx")
+    data = text_worker_only(free_port, "absent-text.onnx")
     data["edges"]["edge-1"]["detector"] = {"type": "yolov8", "path": str(models_dir / "yolox_nano.onnx")}
     status = tmp_path / "status.json"
     started = time.monotonic()
-    code = main(["run", str(_write(tmp_path, data)), "--model-dir", str(models_dir), "--status-file", str(status)])
+    path = write_deployment(tmp_path, data)
+    code = main(["run", str(path), "--model-dir", str(models_dir), "--status-file", str(status)])
     took_s = time.monotonic() - started
     lines = capsys.readouterr().err.splitlines()
     assert code == 1 and len(lines) == 2, lines
@@ -57,10 +39,10 @@ def test_run_refuses_each_missing_or_unfit_model_in_one_line_before_starting_any
 def test_a_component_failing_its_start_deterministically_is_reported_once_and_not_restarted(
     tmp_path, free_port, models_dir
 ):
-    data = _text_worker_only(free_port, "absent-text.onnx")  # what run's check would refuse; the launcher alone
+    data = text_worker_only(free_port, "absent-text.onnx")  # what run's check would refuse; the launcher alone
     data["supervision"] = {"max_restarts": 5, "window_s": 60, "backoff_initial_s": 0.1, "backoff_max_s": 0.1}
     dep = Deployment.model_validate(data)
-    launcher = Launcher(dep, _write(tmp_path, data), str(models_dir), "WARNING")
+    launcher = Launcher(dep, write_deployment(tmp_path, data), str(models_dir), "WARNING")
     try:
         launcher.start()  # brokers, then the worker, which fails; the edges are never started
         deadline = time.monotonic() + 60

@@ -6,6 +6,7 @@ id only, never from a path outside the history folder; every answer and refusal 
 from __future__ import annotations
 
 import json
+import logging
 import sqlite3
 import urllib.error
 import urllib.request
@@ -143,6 +144,22 @@ def test_evidence_is_found_by_id_only_and_never_outside_the_folder(view):
     assert status == 404 and b"version" not in body
     counts = json.loads(get(f"{url}/api/history/counts")[1])
     assert counts["evidence_bad_name"] == 5 and counts["evidence_not_found"] == 2 and counts["search_ok"] == 1
+
+
+def test_a_row_no_reader_expects_is_a_counted_500_logged_by_type_and_the_view_serves_on(view, caplog):
+    url, history = view
+    row = search(url, "identity=11&kind=event&limit=1")["rows"][0]
+    db = sqlite3.connect(history.folder / DATABASE_FILE)
+    with db:  # another writer (or a bad disk) left a capture time that is no number: no refusal foresees it
+        db.execute("UPDATE sightings SET capture_unix_ms = 'alice at 12 Main St' WHERE ref = ?", [row["ref"]])
+    db.close()
+    with caplog.at_level(logging.ERROR, logger="vcascade.app.ui.history_api"):
+        status, body, _ = get(f"{url}/api/history/search?identity=11")
+    assert status == 500 and body == b"internal error: see the view's log\n"
+    [line] = [r.getMessage() for r in caplog.records if r.name.startswith("vcascade")]
+    assert line.startswith("history API: a search request failed: TypeError at ") and "alice" not in line
+    assert get(f"{url}/api/history/search?identity=7")[0] == 200  # the server serves on
+    assert json.loads(get(f"{url}/api/history/counts")[1]) == {"search_internal_error": 1, "search_ok": 2}
 
 
 def test_a_query_past_its_time_budget_is_a_503_naming_it(view, monkeypatch):

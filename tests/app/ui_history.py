@@ -96,10 +96,10 @@ def fill_history(bikes_path: Path) -> History:
     return History(folder, len(stored), now, results + events)
 
 
-def enrol_like(dep, history: History) -> str:
+def enrol_like(dep, history: History, model_dir: str | None = None) -> str:
     """Make identity 7 live in the identity space of ``dep``'s embedding recognizer with the embedding of the crop
-    of its first result (the model of vcascade.app.like_image, as the view embeds it), and identity 11 with a vector
-    like nothing kept; the id of that result's row."""
+    of its first result (the model of vcascade.app.like_image, as the view embeds it, its file looked up in
+    ``model_dir`` first), and identity 11 with a vector like nothing kept; the id of that result's row."""
     import numpy as np
 
     import vcascade.center.identity as identity_space
@@ -109,7 +109,7 @@ def enrol_like(dep, history: History) -> str:
     name, rec_cfg = embedding_recognizer(dep, None)
     row = next(r for r in SqliteHistory(history.folder, readonly=True).query(HistoryQuery(identity=7, limit=100))
                if r["kind"] == "result" and r["identity"] == 7)
-    vector = load_embedder(rec_cfg)(decode_image((history.folder / row["crop_path"]).read_bytes(), "crop"))
+    vector = load_embedder(rec_cfg, model_dir)(decode_image((history.folder / row["crop_path"]).read_bytes(), "crop"))
     other = np.zeros_like(vector)
     other[0] = 1.0
     store = identity_space.build_store(rec_cfg.head.identity.store, name)

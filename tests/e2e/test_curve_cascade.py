@@ -14,10 +14,9 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-import yaml
 import zmq
 
-from tests.demo import demo_data
+from tests.demo import short_demo, write_deployment
 from vcascade.core.protocol import wire
 from vcascade.core.transport.keys import generate_keys
 from vcascade.core.transport.security import load_keypair, load_public_key
@@ -29,19 +28,9 @@ FRAMES = 40  # bikes.mp4 has no detection before frame 25
 
 
 def _curve_deployment(tmp_path: Path, free_port) -> tuple[Path, dict]:
-    data = demo_data()
-    for cam in data["cameras"].values():
-        cam["max_frames"] = FRAMES
-    edge = data["edges"]["edge-1"]
-    edge["sinks"] = [{"type": "jsonl", "path": str(tmp_path / "results.jsonl"), "mode": "truncate"}]
-    edge["metrics_port"] = free_port()
-    broker = data["brokers"]["broker-1"]
-    broker.update(frontend_port=free_port(), backend_port=free_port(), metrics_port=free_port())
-    data["workers"]["worker-1"]["metrics_port"] = free_port()
+    data = short_demo(tmp_path, free_port, FRAMES)
     data["security"] = {"curve": {"enabled": True, "keys_dir": str(tmp_path / "keys")}}
-    path = tmp_path / "deploy.yaml"
-    path.write_text(yaml.safe_dump(data))
-    return path, data
+    return write_deployment(tmp_path, data), data
 
 
 def _vcascade(*args: str, cwd: Path) -> subprocess.CompletedProcess:

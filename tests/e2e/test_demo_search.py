@@ -12,9 +12,8 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
 
-from tests.demo import demo_data
+from tests.demo import short_demo, write_deployment
 
 pytestmark = pytest.mark.e2e
 
@@ -24,17 +23,7 @@ FRAMES = 60
 
 
 def test_demo_search_prints_a_timeline_across_both_cameras_with_evidence_that_exists(tmp_path, free_port, models_dir):
-    data = demo_data()
-    for cam in data["cameras"].values():
-        cam["max_frames"] = FRAMES
-    edge = data["edges"]["edge-1"]
-    edge["sinks"] = [{"type": "jsonl", "path": str(tmp_path / "results.jsonl"), "mode": "truncate"}]
-    edge["metrics_port"] = free_port()
-    data["brokers"]["broker-1"].update(frontend_port=free_port(), backend_port=free_port(), metrics_port=free_port())
-    for worker in data["workers"].values():
-        worker["metrics_port"] = free_port()
-    config = tmp_path / "demo.yaml"
-    config.write_text(yaml.safe_dump(data))
+    config = write_deployment(tmp_path, short_demo(tmp_path, free_port, FRAMES), "demo.yaml")
     env = {**os.environ, "VCASCADE_DEMO_FILE": str(config), "VCASCADE_VENV": sys.prefix, "COLUMNS": "400"}
     done = subprocess.run([str(REPO / "scripts" / "demo_search.sh"), "--model-dir", str(models_dir)],
                           capture_output=True, text=True, timeout=400, env=env)  # fmt: skip

@@ -21,16 +21,13 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any, Callable
 
 import pytest
-import yaml
 
-from tests.demo import EMBEDDER, demo_data, scrape_metrics
+from tests.demo import EMBEDDER, scrape_metrics, short_demo, start_run, write_deployment
 from tests.records import result_lines
 from vcascade.center.identity.redis_store import RedisStore
 from vcascade.center.identity.sqlite_store import SqliteStore
@@ -44,15 +41,10 @@ RUN_TIMEOUT_S = 500
 
 def _deployment(tmp_path: Path, free_port, store: dict | None, frames: int = FRAMES,
                 id_block: int | None = None) -> tuple[Path, dict]:  # fmt: skip
-    data = demo_data()
+    data = short_demo(tmp_path, free_port, frames)
     for cam in data["cameras"].values():
-        cam["max_frames"] = frames
         cam.pop("view", None)  # the same pixels on both cameras: identical crops are the same object, exactly
-    edge = data["edges"]["edge-1"]
-    edge["roi"]["policy"] = {"mode": "every_detection"}
-    edge["sinks"] = [{"type": "jsonl", "path": str(tmp_path / "results.jsonl"), "mode": "truncate"}]
-    edge["metrics_port"] = free_port()
-    data["brokers"]["broker-1"].update(frontend_port=free_port(), backend_port=free_port(), metrics_port=free_port())
+    data["edges"]["edge-1"]["roi"]["policy"] = {"mode": "every_detection"}
     first = data["workers"].pop("worker-1")
     for name in ("worker-1", "worker-2"):  # one credit each: the broker alternates between them
         data["workers"][name] = {**first, "credits": 1, "max_batch": 1, "metrics_port": free_port()}
@@ -60,9 +52,7 @@ def _deployment(tmp_path: Path, free_port, store: dict | None, frames: int = FRA
         data["recognizers"][EMBEDDER]["head"]["identity"] = {"store": store}
     if id_block is not None:
         data["recognizers"][EMBEDDER]["head"].setdefault("identity", {})["id_block"] = id_block
-    path = tmp_path / "deploy.yaml"
-    path.write_text(yaml.safe_dump(data))
-    return path, data
+    return write_deployment(tmp_path, data), data
 
 
 def _run(tmp_path: Path, config: Path, models_dir: Path,
@@ -71,11 +61,7 @@ def _run(tmp_path: Path, config: Path, models_dir: Path,
     Ctrl-C, a graceful stop that drains in-flight ROIs). Returns the summary after checking the exit and the
     accounting (sent = results + drops, one line per ROI)."""
     summary_path, status_path = tmp_path / "summary.json", tmp_path / "status.json"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "vcascade", "run", str(config), "--model-dir", str(models_dir),
-         "--summary-json", str(summary_path), "--status-file", str(status_path)],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp_path,
-    )
+    proc = start_run(config, models_dir, summary_path, "--status-file", str(status_path))
     try:
         if during is not None:
             during(tmp_path / "results.jsonl", status_path, lambda: proc.send_signal(signal.SIGINT))

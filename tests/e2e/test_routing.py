@@ -10,15 +10,12 @@ accounting holds per camera, and the per-recognizer metrics of the edge and the 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
-import yaml
 
-from tests.demo import demo_data, scrape_metrics
+from tests.demo import scrape_metrics, short_demo, start_run, write_deployment
 from tests.records import result_lines
 
 pytestmark = pytest.mark.e2e
@@ -32,14 +29,8 @@ WORKER_RECOGNIZER = {"worker-people": PEOPLE, "worker-vehicles": VEHICLES}
 
 
 def _deployment(tmp_path: Path, free_port) -> tuple[Path, dict]:
-    data = demo_data()
-    for cam in data["cameras"].values():
-        cam["max_frames"] = FRAMES
-    edge = data["edges"]["edge-1"]
-    edge["sinks"] = [{"type": "jsonl", "path": str(tmp_path / "results.jsonl"), "mode": "truncate"}]
-    edge["metrics_port"] = free_port()
-    edge["roi"]["routes"] = ROUTES
-    data["brokers"]["broker-1"].update(frontend_port=free_port(), backend_port=free_port(), metrics_port=free_port())
+    data = short_demo(tmp_path, free_port, FRAMES)
+    data["edges"]["edge-1"]["roi"]["routes"] = ROUTES
     embedder = data["recognizers"].pop("mobilenetv2-embedder")
     data["recognizers"] = {PEOPLE: embedder, VEHICLES: {**embedder, "split_points": []}}
     worker = data["workers"].pop("worker-1")
@@ -47,9 +38,7 @@ def _deployment(tmp_path: Path, free_port) -> tuple[Path, dict]:
         "worker-people": {**worker, "recognizer": PEOPLE, "devices": ["cpu", "cpu"], "metrics_port": free_port()},
         "worker-vehicles": {**worker, "recognizer": VEHICLES, "devices": ["cpu"], "metrics_port": free_port()},
     }
-    path = tmp_path / "deploy.yaml"
-    path.write_text(yaml.safe_dump(data))
-    return path, data
+    return write_deployment(tmp_path, data), data
 
 
 
@@ -77,11 +66,7 @@ def _by_label(samples: dict[str, float], label: str) -> dict[str, float]:
 def test_rois_reach_only_workers_of_their_recognizer(tmp_path, free_port, models_dir):
     config, data = _deployment(tmp_path, free_port)
     summary_path = tmp_path / "summary.json"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "vcascade", "run", str(config), "--model-dir", str(models_dir),
-         "--summary-json", str(summary_path)],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp_path,
-    )  # fmt: skip
+    proc = start_run(config, models_dir, summary_path)
     edge_port = data["edges"]["edge-1"]["metrics_port"]
     broker_port = data["brokers"]["broker-1"]["metrics_port"]
     edge_text = broker_text = ""

@@ -12,15 +12,12 @@ from __future__ import annotations
 
 import json
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
-import yaml
 
-from tests.demo import demo_data, scrape_metrics
+from tests.demo import demo_data, free_ports, scrape_metrics, start_run, write_deployment
 from tests.e2e.test_run_demo import _sample
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(420)]
@@ -37,24 +34,14 @@ def _deployment(tmp_path: Path, free_port) -> tuple[Path, dict]:
         "missing": {**street, "url": str(tmp_path / "missing.mp4")},
         "refused": {**street, "url": f"rtsp://127.0.0.1:{free_port()}/cam", "open_timeout_s": 2},
     }
-    edge = data["edges"]["edge-1"]
-    edge.update(drain_timeout_s=5.0, metrics_port=free_port())
-    edge["sinks"] = []
-    data["brokers"]["broker-1"].update(frontend_port=free_port(), backend_port=free_port(), metrics_port=free_port())
-    data["workers"]["worker-1"]["metrics_port"] = free_port()
-    path = tmp_path / "deploy.yaml"
-    path.write_text(yaml.safe_dump(data))
-    return path, data
+    data["edges"]["edge-1"].update(drain_timeout_s=5.0, sinks=[])
+    return write_deployment(tmp_path, free_ports(data, free_port)), data
 
 
 def test_failed_and_never_connected_cameras_are_listed_below_an_intact_table(tmp_path, free_port, models_dir):
     config, data = _deployment(tmp_path, free_port)
     summary = tmp_path / "summary.json"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "vcascade", "run", str(config), "--model-dir", str(models_dir),
-         "--summary-json", str(summary)],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp_path,
-    )  # fmt: skip
+    proc = start_run(config, models_dir, summary)
     try:
         deadline, worker_port = time.monotonic() + START_TIMEOUT_S, data["workers"]["worker-1"]["metrics_port"]
         while _sample(scrape_metrics(worker_port), "vcascade_worker_results_total") == 0:

@@ -16,9 +16,8 @@ import time
 from pathlib import Path
 
 import pytest
-import yaml
 
-from tests.demo import EMBEDDER, TEXT, demo_data, scrape_metrics
+from tests.demo import EMBEDDER, TEXT, scrape_metrics, short_demo, start_run, write_deployment
 from tests.records import read_records
 from vcascade.core.state_dir import state_path
 from vcascade.edge.history.query import HistoryQuery
@@ -34,22 +33,9 @@ WORKER_HOPS = ["batch_wait", "preprocess", "stage0", "stage1", "head"]
 
 
 def _deployment(tmp_path: Path, free_port) -> tuple[Path, dict]:
-    data = demo_data(both_recognizers=True)
-    for cam in data["cameras"].values():
-        cam["max_frames"] = FRAMES
-    edge = data["edges"]["edge-1"]
-    edge["sinks"] = [
-        {"type": "jsonl", "path": str(tmp_path / "results.jsonl"), "mode": "truncate"},
-        {"type": "zmq_pub", "endpoint": f"tcp://127.0.0.1:{free_port()}"},
-    ]
-    edge["metrics_port"] = free_port()
-    broker = data["brokers"]["broker-1"]
-    broker.update(frontend_port=free_port(), backend_port=free_port(), metrics_port=free_port())
-    for worker in data["workers"].values():
-        worker["metrics_port"] = free_port()
-    path = tmp_path / "deploy.yaml"
-    path.write_text(yaml.safe_dump(data))
-    return path, data
+    data = short_demo(tmp_path, free_port, FRAMES, both_recognizers=True)
+    data["edges"]["edge-1"]["sinks"].append({"type": "zmq_pub", "endpoint": f"tcp://127.0.0.1:{free_port()}"})
+    return write_deployment(tmp_path, data), data
 
 
 
@@ -65,11 +51,7 @@ def _sample(text: str, name: str) -> float:
 def test_run_short_clip_end_to_end(tmp_path, free_port, models_dir):
     config, data = _deployment(tmp_path, free_port)
     summary_path = tmp_path / "summary.json"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "vcascade", "run", str(config), "--model-dir", str(models_dir),
-         "--summary-json", str(summary_path)],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp_path,
-    )
+    proc = start_run(config, models_dir, summary_path)
     ports = {
         "edge": (data["edges"]["edge-1"]["metrics_port"], "vcascade_edge_frames_decoded_total"),
         "broker": (data["brokers"]["broker-1"]["metrics_port"], "vcascade_broker_rois_received_total"),

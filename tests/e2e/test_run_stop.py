@@ -15,15 +15,13 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import psutil
 import pytest
-import yaml
 
-from tests.demo import demo_data, scrape_metrics
+from tests.demo import scrape_metrics, short_demo, start_run, write_deployment
 from tests.e2e.test_run_demo import _sample
 from tests.records import result_lines
 
@@ -39,27 +37,17 @@ START_TIMEOUT_S = 240.0
 
 
 def _deployment(tmp_path: Path, free_port) -> tuple[Path, dict]:
-    data = demo_data()  # the embedder and worker-1 only
+    data = short_demo(tmp_path, free_port, None)  # the embedder and worker-1 only
     del data["cameras"]["street-2"]
     data["cameras"]["street-1"].update(realtime=True, loop=True)
-    edge = data["edges"]["edge-1"]
-    edge.update(drain_timeout_s=DRAIN_TIMEOUT_S, metrics_port=free_port())
-    edge["sinks"] = [{"type": "jsonl", "path": str(tmp_path / "results.jsonl"), "mode": "truncate"}]
-    data["brokers"]["broker-1"].update(frontend_port=free_port(), backend_port=free_port(), metrics_port=free_port())
-    data["workers"]["worker-1"]["metrics_port"] = free_port()
-    path = tmp_path / "deploy.yaml"
-    path.write_text(yaml.safe_dump(data))
-    return path, data
+    data["edges"]["edge-1"]["drain_timeout_s"] = DRAIN_TIMEOUT_S
+    return write_deployment(tmp_path, data), data
 
 
 def _start(tmp_path: Path, free_port, models_dir: Path) -> tuple[subprocess.Popen, list[psutil.Process]]:
     """`vcascade run` in its own session, once the worker has answered; returns it and every process it started."""
     config, data = _deployment(tmp_path, free_port)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "vcascade", "run", str(config), "--model-dir", str(models_dir),
-         "--summary-json", str(tmp_path / "summary.json")],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp_path, start_new_session=True,
-    )  # fmt: skip
+    proc = start_run(config, models_dir, tmp_path / "summary.json", start_new_session=True)
     worker_port = data["workers"]["worker-1"]["metrics_port"]
     deadline = time.monotonic() + START_TIMEOUT_S
     while _sample(scrape_metrics(worker_port), "vcascade_worker_results_total") == 0:

@@ -18,15 +18,13 @@ camera paced in real time keeps the run going for 10 s), with the demo's small w
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.demo import one_camera_demo, scrape_metrics
+from tests.demo import one_camera_demo, scrape_metrics, start_run
 from tests.mosquitto import Mosquitto, Subscriber
 from tests.records import read_records
 from tests.waiting import until
@@ -85,11 +83,7 @@ def test_sink_outages_leave_the_edge_alone_and_every_record_is_delivered_or_coun
     proc = None
     try:
         assert sub.subscribed.wait(20), "the subscriber never subscribed"
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "vcascade", "run", str(config), "--model-dir", str(models_dir),
-             "--summary-json", str(summary_path)],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp_path,
-        )
+        proc = start_run(config, models_dir, summary_path)
         assert until(lambda: _sink_metric(edge_port, "vcascade_edge_sink_lines_written_total", "mqtt[2]") > 0, 240,
                      0.2), "the MQTT sink never delivered"  # fmt: skip
         broker.stop()

@@ -4,15 +4,12 @@ processes and sockets): every ROI accounted, results carry the link hop, the gro
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
-import yaml
 
-from tests.demo import demo_data, scrape_metrics
+from tests.demo import scrape_metrics, short_demo, start_run, write_deployment
 from tests.e2e.test_run_demo import _sample
 from tests.records import result_lines
 
@@ -23,23 +20,14 @@ FRAMES = 35  # bikes.mp4 has no detection before frame 25: a dozen ROIs
 
 
 def test_run_with_a_stage_group_accounts_every_roi(tmp_path, free_port, models_dir):
-    data = demo_data()
+    data = short_demo(tmp_path, free_port, FRAMES)
     del data["cameras"]["street-2"]
-    data["cameras"]["street-1"]["max_frames"] = FRAMES
-    edge = data["edges"]["edge-1"]
-    edge.update(metrics_port=free_port(), sinks=[{"type": "jsonl", "path": str(tmp_path / "r.jsonl"), "mode": "truncate"}])
-    data["brokers"]["broker-1"].update(frontend_port=free_port(), backend_port=free_port(), metrics_port=free_port())
-    data["workers"]["worker-1"].update(metrics_port=free_port(), devices=["cpu"], downstream="stages-b")
+    data["workers"]["worker-1"].update(devices=["cpu"], downstream="stages-b")
     group_metrics = free_port()
     data["stage_groups"] = {"stages-b": {"port": free_port(), "metrics_port": group_metrics, "devices": ["cpu"]}}
-    config = tmp_path / "deploy.yaml"
-    config.write_text(yaml.safe_dump(data))
+    config = write_deployment(tmp_path, data)
 
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "vcascade", "run", str(config), "--model-dir", str(models_dir),
-         "--summary-json", str(tmp_path / "summary.json")],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp_path,
-    )
+    proc = start_run(config, models_dir, tmp_path / "summary.json")
     moved, deadline = False, time.monotonic() + 300
     while proc.poll() is None and time.monotonic() < deadline:
         moved = moved or _sample(scrape_metrics(group_metrics), "vcascade_stage_group_batches_total") > 0
@@ -54,7 +42,7 @@ def test_run_with_a_stage_group_accounts_every_roi(tmp_path, free_port, models_d
     (worker,) = [p for p in summary["processes"] if p["component"] == "worker"]
     assert group["answered"] == worker["batches"] > 0 and set(group["stage_ms"]) == {"stage1"}
     assert worker["drops"] == {} and worker["results"] == worker["rois"]  # the group served before the worker
-    lines = result_lines(tmp_path / "r.jsonl")
+    lines = result_lines(tmp_path / "results.jsonl")
     results = [line for line in lines if line["status"] == "ok"]
     assert results and len(results) == worker["results"]
     for line in results:

@@ -49,8 +49,9 @@ log = logging.getLogger(__name__)
 
 WORKER_START_TIMEOUT_S = 300.0
 """How long edges wait for the workers to load their models before starting anyway."""
-STOP_TIMEOUT_S = 20.0
-"""How long a stopped broker or worker may take to exit (an edge: this beyond its drain) before it is killed."""
+GRACE_KEY = "supervision.stop_grace_s"
+"""The key that sets how long a stopped component may take to exit (an edge: beyond its drain) before it is
+killed; named in the log line and the summary's problem line of a kill."""
 STATUS_INTERVAL_S = 1.0
 """Seconds between rewrites of the status file."""
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -85,6 +86,8 @@ class Component:
         self.start_failed = False
         """True once a run exited with EXIT_NO_RESTART (a deterministic start-up error): never restarted."""
         self._run_snapshot: dict[str, Any] | None = None
+        self.killed_at_stop = 0
+        """Runs killed because they overstayed the stop grace (:data:`GRACE_KEY`)."""
 
     def started(self, proc: Any, conn: Connection) -> None:
         self.proc, self.conn, self.restart_at_s, self._run_snapshot = proc, conn, None, None
@@ -143,7 +146,7 @@ class Component:
         return {
             "kind": self.kind, "name": self.name, "pid": self.proc.pid if self.proc else None, "alive": alive,
             "restarts": self.tracker.restarts, "gave_up": self.tracker.gave_up, "finished": self.finished,
-            "exit_codes": [run["exit_code"] for run in self.history],
+            "exit_codes": [run["exit_code"] for run in self.history], "killed_at_stop": self.killed_at_stop,
         }
 
 
@@ -256,15 +259,17 @@ class Launcher:
     def stop(self) -> None:
         """Stop edges (they drain), then workers and brokers; kill any that overstay.
 
-        Edges may take the longest ``drain_timeout_s`` of the deployment plus STOP_TIMEOUT_S, each other kind
-        STOP_TIMEOUT_S; a child still running then is killed (it ignores SIGTERM while the launcher lives).
+        Edges may take the longest ``drain_timeout_s`` of the deployment plus ``supervision.stop_grace_s``, each
+        other kind ``stop_grace_s``; a child still running then is killed (it ignores SIGTERM while the launcher
+        lives), logged naming it and the key to raise, and counted (``killed_at_stop``).
         """
+        grace_s = self.dep.supervision.stop_grace_s
         self.stop_edges.set()
-        self._join("edge", max((e.drain_timeout_s for e in self.dep.edges.values()), default=0.0) + STOP_TIMEOUT_S)
+        self._join("edge", max((e.drain_timeout_s for e in self.dep.edges.values()), default=0.0) + grace_s)
         self.stop_center.set()
-        self._join("worker", STOP_TIMEOUT_S)
-        self._join("stage-group", STOP_TIMEOUT_S)
-        self._join("broker", STOP_TIMEOUT_S)
+        self._join("worker", grace_s)
+        self._join("stage-group", grace_s)
+        self._join("broker", grace_s)
         self.poll(0.2)
         self.supervise()
 
@@ -277,9 +282,11 @@ class Launcher:
                 self.poll(0.1)
                 comp.proc.join(timeout=0.1)
             if comp.proc.is_alive():
-                log.error("%s %s did not stop within %.0f s; killing it", kind, name, timeout_s)
+                log.error("%s %s (pid %d) did not stop within %.1f s of the stop; killing it (raise %s to give it "
+                          "longer)", kind, name, comp.proc.pid, timeout_s, GRACE_KEY)  # fmt: skip
                 comp.proc.kill()
                 comp.proc.join(timeout=5)
+                comp.killed_at_stop += 1
             self.supervise()
 
     def exit_codes(self) -> dict[str, int | None]:
@@ -321,7 +328,7 @@ def run_deployment(
         raise ModelUnavailable("\n".join(problems))
     console = Console() if sys.stdout.isatty() else Console(width=120)
     launcher = Launcher(dep, config_path, model_dir, log_level)
-    view = serve_view(dep) if dep.ui.enabled else None  # the live view, when the file asks for it
+    view = serve_view(dep, model_dir=model_dir) if dep.ui.enabled else None  # the live view, when the file asks for it
     if view is not None:
         console.print(f"live view: http://{dep.ui.bind}:{view.server_address[1]}/")
     previous = {sig: signal.signal(sig, lambda signum, frame: launcher.request_stop(signum)) for sig in STOP_SIGNALS}
@@ -390,6 +397,8 @@ def _verdict(console: Console, launcher: Launcher, codes: dict[str, int | None],
     problems += failed
     problems += [f"{c.kind} {c.name} given up after a restart storm" for c in launcher.components.values()
                  if c.tracker.gave_up and c.kind == "edge"]  # fmt: skip
+    problems += [f"{c.kind} {c.name} killed: it did not stop within its grace (raise {GRACE_KEY})"
+                 for c in launcher.components.values() if c.killed_at_stop]  # fmt: skip
     for comp in launcher.components.values():
         for run in comp.history:
             snap = run.get("snapshot") or {}

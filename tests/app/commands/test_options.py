@@ -22,7 +22,7 @@ def command_help(*command: str) -> str:
     return " ".join(done.stdout.split())
 
 
-@pytest.mark.parametrize("command", ["run", "edge", "worker", "plan"])
+@pytest.mark.parametrize("command", ["run", "edge", "worker", "plan", "search", "ui"])
 def test_model_dir_is_the_folder_of_every_model_not_only_yolox(command):
     text = command_help(command)
     assert MODEL_DIR_HELP in text

@@ -4,6 +4,7 @@ every refusal is counted, every answer carries nosniff and frame-ancestors, and 
 
 from __future__ import annotations
 
+import logging
 import socket
 import subprocess
 import sys
@@ -28,6 +29,8 @@ def server():
     def route(request):
         if request.path == "/hello":
             return Response(200, body=b"hello\n")
+        if request.path == "/broken":
+            raise KeyError("secret-camera-password")
         return text(404, "not found")
 
     srv = serve_http("test", "127.0.0.1", 0, route, limits=FAST, allowed_hosts=["view.example"])
@@ -82,6 +85,18 @@ def test_a_foreign_host_is_refused_with_421_and_counted(server):
     for name in ("localhost:1234", "[::1]:80", "VIEW.example", "127.0.0.1"):
         assert exchange(server, get(host=name)).startswith(b"HTTP/1.1 200"), name
     assert exchange(server, b"GET /hello HTTP/1.0\r\n\r\n").startswith(b"HTTP/1.1 421")  # no Host at all
+
+
+def test_a_handler_that_raises_is_a_counted_500_logged_without_its_message_and_the_server_serves_on(server, caplog):
+    before = refused("handler_error")
+    with caplog.at_level(logging.ERROR, logger="vcascade.core.telemetry.http_server"):
+        answer = exchange(server, get("/broken"))
+    assert answer.startswith(b"HTTP/1.1 500") and answer.endswith(b"internal error\n") and b"secret" not in answer
+    assert refused("handler_error") == before + 1
+    [line] = [r.getMessage() for r in caplog.records if r.name == "vcascade.core.telemetry.http_server"]
+    assert line.startswith("test: the handler of /broken failed: KeyError at test_http_server.py:")
+    assert "secret" not in line and "\n" not in line
+    assert exchange(server, get()).startswith(b"HTTP/1.1 200")
 
 
 def test_host_allowed_parses_ports_and_brackets():

@@ -1,7 +1,10 @@
-"""``vcascade ui FILE [--bind ADDR] [--port N]``: serve the live view of a deployment (:mod:`vcascade.app.ui`).
+"""``vcascade ui FILE [--bind ADDR] [--port N] [--model-dir DIR]``: serve the live view of a deployment
+(:mod:`vcascade.app.ui`).
 
 It runs until Ctrl-C or SIGTERM, whether or not ``ui.enabled`` is set (that only makes ``vcascade run`` start
 it). ``--bind`` and ``--port`` override ``ui.bind`` and ``ui.port``; a non-loopback address needs ``ui.token``.
+``--model-dir`` is the folder of the embedding recognizer's model that like-queries load, as for the other
+commands that load models.
 Exit codes: 0 stopped, 1 the port cannot be bound, 2 invalid configuration/usage.
 """
 
@@ -14,6 +17,7 @@ import threading
 from pathlib import Path
 
 from vcascade.app.commands import EXIT_CONFIG, EXIT_FAILURE, EXIT_OK
+from vcascade.app.commands.options import add_model_dir
 from vcascade.app.ui.server import serve_view
 from vcascade.core.config import load_config
 from vcascade.core.telemetry.logs import configure_logging
@@ -22,10 +26,11 @@ from vcascade.core.schema.ui import is_loopback
 
 
 def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:
-    """The file and the address overrides."""
+    """The file, the address overrides and the model folder."""
     parser.add_argument("file", type=Path)
     parser.add_argument("--bind", help="address to bind (default: ui.bind, 127.0.0.1)")
     parser.add_argument("--port", type=int, help="port (default: ui.port, 8090)")
+    add_model_dir(parser)
 
 
 def handle(args: argparse.Namespace) -> int:
@@ -37,7 +42,7 @@ def handle(args: argparse.Namespace) -> int:
         return EXIT_CONFIG
     configure_logging("INFO", "vcascade")
     try:
-        server = serve_view(dep, bind, args.port)
+        server = serve_view(dep, bind, args.port, args.model_dir)
     except HttpPortInUse as exc:
         print(f"vcascade: {exc}", file=sys.stderr)
         return EXIT_FAILURE

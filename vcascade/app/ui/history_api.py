@@ -25,12 +25,15 @@ store is down or too slow). Evidence is found by the row's id only, read from th
 never taken from the client, and one in the database leading out of the folder is refused), at most
 :data:`MAX_EVIDENCE_BYTES`, and ``Cache-Control: no-store`` like every answer of the view (an image that retention
 or a redaction change removed is not kept on in a browser's cache). Every answer and refusal is counted
-(``/api/history/counts``).
+(``/api/history/counts``), an unexpected failure too: a 500 ``internal error`` counted as ``ROUTE_internal_error``
+(``search``, ``like``, ``evidence``) with one log line naming the exception's type and where it was raised, never
+its message (it may quote a row: personal data); the server keeps serving.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import logging
 import re
 import threading
 import time
@@ -44,9 +47,12 @@ from vcascade.app.like_image import like_rows
 from vcascade.app.ui.history_like import LikeBusy, LikeRefused, LikeSearch, like_params
 from vcascade.core.config import Deployment
 from vcascade.core.telemetry.http import Request, Response, json_response, text
+from vcascade.core.telemetry.logs import failure_site
 from vcascade.edge.history.query import MAX_LIMIT as MAX_ROWS
 from vcascade.edge.history.query import QueryError
 from vcascade.edge.history.store import StoreDown
+
+log = logging.getLogger(__name__)
 
 MAX_LIMIT = 500
 """Most rows one ``/api/history/search`` answer holds (a page of the review pages is 50)."""
@@ -85,16 +91,28 @@ def read_evidence(path: Path, ref: str, image: str) -> bytes:
 
 class HistoryApi:
     """The ``/api/history/`` answers for ``dep``'s history stores (those of its edges, found on each request: a
-    store written after the view started is found)."""
+    store written after the view started is found); like-queries load the embedding recognizer's model from
+    ``model_dir`` first (``--model-dir``)."""
 
-    def __init__(self, dep: Deployment) -> None:
+    def __init__(self, dep: Deployment, model_dir: str | None = None) -> None:
         self.dep = dep
         self._counts: Counter[str] = Counter()
         self._lock = threading.Lock()
-        self._like = LikeSearch(dep, read_evidence)
+        self._like = LikeSearch(dep, read_evidence, model_dir)
 
     def answer(self, request: Request) -> Response:
-        """The answer to a request whose path starts ``/api/history/``."""
+        """The answer to a request whose path starts ``/api/history/``; an unexpected exception is a counted 500
+        (see the module doc)."""
+        try:
+            return self._route(request)
+        except Exception as exc:  # a bug or a store damaged in a way no reader expects: counted, logged, served on
+            route = request.path[len("/api/history/"):].partition("/")[0]
+            if route == "search" and request.query.get("like"):
+                route = "like"
+            log.error("history API: a %s request failed: %s", route, failure_site(exc))
+            return self._refuse(500, f"{route}_internal_error", "internal error: see the view's log")
+
+    def _route(self, request: Request) -> Response:
         what = request.path[len("/api/history/"):]
         if what == "search":
             return self.search(request.query)

@@ -74,9 +74,13 @@ def like_params(params: Mapping[str, Sequence[str]], ref_pattern: Callable[[str]
 class LikeSearch:
     """The identities like a row's crop, for ``dep`` (its embedding recognizer, loaded on first use)."""
 
-    def __init__(self, dep: Deployment, read_evidence: Callable[[Path, str, str], bytes]) -> None:
-        """``read_evidence(path, ref, image)``: the bytes of an evidence file, bounded (raises as it refuses)."""
-        self.dep = dep
+    def __init__(
+        self, dep: Deployment, read_evidence: Callable[[Path, str, str], bytes], model_dir: str | None = None
+    ) -> None:
+        """``read_evidence(path, ref, image)``: the bytes of an evidence file, bounded (raises as it refuses).
+        ``model_dir``: the folder searched first for the recognizer's model file (``--model-dir``; then
+        ``$VCASCADE_MODEL_DIR`` and the user cache, :mod:`vcascade.core.runtime.models`)."""
+        self.dep, self.model_dir = dep, model_dir
         self._read = read_evidence
         self._busy = threading.Lock()
         self._embed: Callable[[np.ndarray], np.ndarray] | None = None
@@ -102,7 +106,7 @@ class LikeSearch:
             raise LikeBusy("busy: another like-query is embedding its picture; ask again in a moment")
         try:
             if self._embed is None:
-                self._embed = load_embedder(rec_cfg)
+                self._embed = load_embedder(rec_cfg, self.model_dir)
             vector = self._embed(image)
         finally:
             self._busy.release()

@@ -62,10 +62,11 @@ def static_file(name: str) -> bytes | None:
     return item.read_bytes() if item.is_file() else None
 
 
-def make_route(view: DeploymentView) -> Callable[[Request], Response]:
-    """The function answering the requests of ``view`` (the token gate runs before it)."""
+def make_route(view: DeploymentView, model_dir: str | None = None) -> Callable[[Request], Response]:
+    """The function answering the requests of ``view`` (the token gate runs before it); ``model_dir``: the folder
+    searched first for the embedding recognizer's model of like-queries (``--model-dir``)."""
     token = view.dep.ui.token
-    history = _history_answer(view.dep)
+    history = _history_answer(view.dep, model_dir)
 
     def route(request: Request) -> Response:
         path = request.path
@@ -131,11 +132,11 @@ def make_route(view: DeploymentView) -> Callable[[Request], Response]:
     return route
 
 
-def _history_answer(dep: Deployment) -> Callable[[Request], Response]:
+def _history_answer(dep: Deployment, model_dir: str | None) -> Callable[[Request], Response]:
     """What answers ``/api/history/...``: the history API, or, in an install without the ``edge`` extra, a 501
     naming the extra to install (logged once here)."""
     try:
-        api = importlib.import_module(HISTORY_API).HistoryApi(dep)
+        api = importlib.import_module(HISTORY_API).HistoryApi(dep, model_dir)
     except ModuleNotFoundError as exc:
         line = missing_extra(exc, "ui", EDGE)
         if line is None:
@@ -145,16 +146,20 @@ def _history_answer(dep: Deployment) -> Callable[[Request], Response]:
     return api.answer
 
 
-def serve_view(dep: Deployment, host: str | None = None, port: int | None = None) -> BoundedHttpServer:
+def serve_view(
+    dep: Deployment, host: str | None = None, port: int | None = None, model_dir: str | None = None
+) -> BoundedHttpServer:
     """Start the view for ``dep`` at ``host:port`` (default ``ui.bind:ui.port``) from a daemon thread. ``Host``
-    may name loopback, the bind address or one of ``ui.allowed_hosts`` (421 otherwise).
+    may name loopback, the bind address or one of ``ui.allowed_hosts`` (421 otherwise). ``model_dir``: the folder
+    searched first for the model of like-queries (``--model-dir``; then ``$VCASCADE_MODEL_DIR``, the user cache).
 
     Raises:
         vcascade.core.telemetry.http.HttpPortInUse: the address cannot be bound.
     """
     host = dep.ui.bind if host is None else host
-    server = serve_read_only(host, dep.ui.port if port is None else port, make_route(DeploymentView(dep)), "ui",
-                             token=dep.ui.token, allowed_hosts=dep.ui.allowed_hosts)  # fmt: skip
+    route = make_route(DeploymentView(dep), model_dir)
+    server = serve_read_only(host, dep.ui.port if port is None else port, route, "ui", token=dep.ui.token,
+                             allowed_hosts=dep.ui.allowed_hosts)  # fmt: skip
     log.info("live view on http://%s:%d/ (token %s)", host, server.server_address[1],
              "required" if dep.ui.token else "not required")  # fmt: skip
     return server

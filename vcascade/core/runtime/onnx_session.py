@@ -12,10 +12,15 @@ from __future__ import annotations
 import logging
 import os
 import re
+from collections.abc import Callable
+from typing import TypeVar
 
+import onnx
 import onnxruntime as ort
 
 log = logging.getLogger(__name__)
+
+Checked = TypeVar("Checked")
 
 CPU = "CPUExecutionProvider"
 CUDA = "CUDAExecutionProvider"
@@ -67,6 +72,30 @@ def session_options(
     options.add_session_config_entry("session.intra_op.allow_spinning", "1" if allow_spinning else "0")
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     return options
+
+
+def checked_cpu_session(
+    path: str | os.PathLike[str], check: Callable[[onnx.ModelProto], Checked], error: type[Exception], what: str,
+    intra_op_threads: int = 1,
+) -> tuple[ort.InferenceSession, Checked]:
+    """Load the ONNX file ``path``, let ``check`` look at the model (and edit it in place), then open a CPU session
+    on what it left; for models whose inputs and outputs the caller relies on (the edge's redaction detectors).
+
+    Returns:
+        The session, and what ``check`` returned (an input's name, say).
+
+    Raises:
+        error: ``check`` raised it, or onnx or ONNX Runtime could not load the file
+            (``"<path> is not a loadable <what>: <their message>"``).
+    """
+    try:
+        model = onnx.load(os.fspath(path))
+        checked = check(model)
+        return open_session(model.SerializeToString(), session_options(intra_op_threads), "cpu"), checked
+    except error:
+        raise
+    except Exception as exc:  # noqa: BLE001 - onnx and ORT raise their own types for unreadable models
+        raise error(f"{path} is not a loadable {what}: {exc}") from exc
 
 
 def open_session(model: str | bytes, options: ort.SessionOptions, device: str) -> ort.InferenceSession:

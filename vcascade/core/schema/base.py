@@ -108,3 +108,20 @@ def spinning_field() -> Any:
     """``allow_spinning`` of an ONNX Runtime session."""
     return Field(False, description="Let idle ONNX Runtime threads busy-wait (lower latency, burns the cores others share).")
 
+
+# ---------------------------------------------------------------- model files (vcascade/core/runtime/models.py)
+
+
+MODEL_SEARCH = "--model-dir, $VCASCADE_MODEL_DIR, then the user cache (~/.cache/vcascade/models)"
+"""Where a model named by its file name is looked for, in order
+(:func:`vcascade.core.runtime.models.model_search_dirs`)."""
+
+
+def model_file_field(default: Any, what: str, *, package: bool = False, fetch: str | None = None) -> Any:
+    """A key naming a model file (``default``; ``...``: required), described as ``what`` the file is, then where it
+    may be (:data:`MODEL_SEARCH`), and with ``fetch`` the ``python -m tools.fetch_models`` flag that gets it.
+    ``package``: the key also takes ``package://<distribution>/<file>``."""
+    packaged = "package://<distribution>/<file>, " if package else ""
+    fetched = f"; `python -m tools.fetch_models --{fetch}` fetches it" if fetch else ""
+    where = f"an absolute path, {packaged}or a file name searched in {MODEL_SEARCH}"
+    return Field(default, description=f"{what}: {where}{fetched}.")

@@ -12,6 +12,7 @@ from vcascade.core.schema.base import (
     Port,
     cpus_field,
     family_union,
+    model_file_field,
     spinning_field,
     torch_threads_field,
 )
@@ -120,10 +121,7 @@ class OnnxRecognizerConfig(_RecognizerBase):
     """An ONNX model cut into stages where one tensor crosses, one ONNX Runtime session per stage."""
 
     type: Literal["onnx"] = Field(description="Stage runtime (registry key).")
-    model: str = Field(
-        description="ONNX file: an absolute path, package://<distribution>/<file>, or a file name searched in "
-        "--model-dir, $VCASCADE_MODEL_DIR, then ~/.cache/vcascade/models."
-    )
+    model: str = model_file_field(..., "ONNX file", package=True)
 
 
 class OcrRecognizerConfig(_RecognizerBase):
@@ -137,11 +135,9 @@ class OcrRecognizerConfig(_RecognizerBase):
         description="Text detection ONNX file (DB: one (N, 3, H, W) input, a (N, 1, H, W) text probability map out); "
         "found like `model`.",
     )
-    model: str = Field(
-        "PP-OCRv6_rec_small.onnx",
-        description="Text recognition ONNX file (CTC: (N, 3, 48, W) in, (N, T, C) class probabilities out): an "
-        "absolute path, package://<distribution>/<file>, or a file name searched in --model-dir, "
-        "$VCASCADE_MODEL_DIR, then ~/.cache/vcascade/models.",
+    model: str = model_file_field(
+        "PP-OCRv6_rec_small.onnx", "Text recognition ONNX file (CTC: (N, 3, 48, W) in, (N, T, C) class probabilities "
+        "out)", package=True,
     )
     input_hw: tuple[int, int] = Field(
         (320, 640), description="Crop resized to (height, width) for detection, px (multiples of 32)."

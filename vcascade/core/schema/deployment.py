@@ -17,7 +17,10 @@ from vcascade.core.schema.ui import UiConfig
 
 
 class SupervisionConfig(ConfigModel):
-    """How `vcascade run` restarts component processes that exit unexpectedly (vcascade/app/supervise.py)."""
+    """How `vcascade run` restarts processes that exit unexpectedly, and how long it lets them take to stop.
+
+    The restart policy is vcascade/app/supervise.py; the stop, vcascade/app/launcher.py (``Launcher.stop``).
+    """
 
     max_restarts: int = Field(
         5, ge=0, le=1000, description="Restarts of one component allowed within `window_s`; one more stops it (restart storm)."
@@ -25,6 +28,12 @@ class SupervisionConfig(ConfigModel):
     window_s: float = Field(60.0, gt=0, le=86_400, description="Sliding window of the restart-storm limit, s.")
     backoff_initial_s: float = Field(0.5, ge=0, le=600, description="Delay before a restart, s; doubles per restart within the window.")
     backoff_max_s: float = Field(10.0, ge=0, le=3600, description="Largest delay before a restart, s.")
+    stop_grace_s: float = Field(
+        20.0, gt=0, le=3600,
+        description="How long `vcascade run` lets a stopped broker, worker or stage group take to exit (an edge: this "
+        "beyond its `drain_timeout_s`) before it kills it, s; a kill is logged and counted (`killed_at_stop` in the "
+        "status file and the summary). Raise it when components are killed at stop on a loaded host.",
+    )
 
 
 # ---------------------------------------------------------------- deployment
@@ -42,7 +51,8 @@ class Deployment(ConfigModel):
     security: SecurityConfig = Field(SecurityConfig(), description="Transport security (CurveZMQ).")
     heartbeat: HeartbeatConfig = Field(HeartbeatConfig(), description="Heartbeat interval and liveness of every broker link.")
     supervision: SupervisionConfig = Field(
-        SupervisionConfig(), description="Restarts of crashed processes under `vcascade run` (backoff, storm limit)."
+        SupervisionConfig(),
+        description="Restarts of crashed processes under `vcascade run` (backoff, storm limit), and the stop grace.",
     )
     stage_groups: dict[Name, StageGroupConfig] = Field(
         default_factory=dict, description="Stage-group processes by name (stages of a worker's recognizer)."

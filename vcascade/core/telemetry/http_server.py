@@ -18,6 +18,8 @@ reason             when
 ``host``           a ``Host`` header naming none of the allowed names (421, DNS rebinding)
 ``unauthorized``   a token is configured and the request does not present it (401)
 ``write_timeout``  the client did not read the answer within ``write_timeout_s`` (closed)
+``handler_error``  the route handler raised (500 ``internal error``; one log line naming the exception's type and
+                   where it was raised, never its message)
 =================  ======================================================================================
 
 A connection idle between requests for ``idle_timeout_s`` is closed (not a refusal). The connection limit
@@ -46,6 +48,7 @@ from vcascade.core.telemetry.http_policy import (  # noqa: F401  (re-exported: t
     DEFAULT_CSP, FRAME_ANCESTORS, LOOPBACK_NAMES, HttpLimits, Request, Response, allowed_names, answer_headers,
     connection_limit, host_allowed, raw_answer, text, token_ok,
 )  # fmt: skip
+from vcascade.core.telemetry.logs import failure_site
 
 log = logging.getLogger(__name__)
 
@@ -254,8 +257,9 @@ class BoundedHttpServer:
             return Response(401, body=b"unauthorized: a valid token is required\n", headers={"WWW-Authenticate": "Bearer"})
         try:
             return self._handler(request)
-        except Exception:  # a handler bug answers 500, the server keeps serving
-            log.exception("%s: handler failed for %s", self.name, request.path)
+        except Exception as exc:  # a handler bug answers 500, counted; the server keeps serving
+            self._refuse("handler_error")
+            log.error("%s: the handler of %s failed: %s", self.name, request.path, failure_site(exc))
             return text(500, "internal error")
 
     async def _send(self, conn: h11.Connection, writer: asyncio.StreamWriter, head: bool, response: Response,

@@ -16,6 +16,8 @@ import logging
 import os
 import threading
 import time
+import traceback
+from pathlib import Path
 
 from vcascade.core.redact import RedactingFilter
 
@@ -25,6 +27,17 @@ FORMAT_ENV = "VCASCADE_LOG_FORMAT"
 RATE_LIMIT_INTERVAL_S = 60.0
 """A warning or error with the same logger, message template and ``rate_key`` is written at most once per this many
 seconds; the next one written says how many were suppressed."""
+
+
+def failure_site(exc: BaseException) -> str:
+    """``TYPE at FILE:LINE (FUNCTION)`` for an unexpected exception, naming where it was raised (the innermost frame
+    of its traceback, the file by its base name) but never its message, which may quote a secret or a personal
+    value (a URL, a row of the history): for a log line about a failure whose message is not ours to show."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    if not frames:
+        return type(exc).__name__
+    last = frames[-1]
+    return f"{type(exc).__name__} at {Path(last.filename).name}:{last.lineno} ({last.name})"
 
 
 class RateLimitFilter(logging.Filter):
