@@ -91,7 +91,7 @@ class BoundedHttpServer:
         self._stopped = threading.Event()
         HTTP_CONNECTION_LIMIT.labels(name).set(self.max_connections)
         HTTP_CONNECTIONS.labels(name).set(0)
-        for reason in ("connections", "header_timeout", "host", "unauthorized"):
+        for reason in ("connections", "header_timeout", "host", "unauthorized", "handler_error"):
             HTTP_REFUSED.labels(name, reason)
         ready = threading.Event()
         self._thread = threading.Thread(target=self._run, args=(ready,), name=f"http-{name}", daemon=True)
