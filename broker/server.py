@@ -169,8 +169,10 @@ class BrokerLoop:
             self._poll_round(min(POLL_MS, max(1, int((deadline_s - time.perf_counter()) * 1000))))
             self._expire_workers(time.perf_counter())
             self._beat_if_due(time.perf_counter())  # a gone worker is noticed at once, not after the drain
+            self.telemetry.publish()
         for flight in self.dispatcher.drain_in_flight():
             self._drop_to_edge(flight.pending, "shutdown")
+        self.telemetry.publish()
         self._update_gauges()
         self._emit_report(final=True)
 
@@ -185,7 +187,7 @@ class BrokerLoop:
 
     def _housekeeping(self) -> None:
         """Every ``POLL_MS`` at most: expire silent workers, take back overdue ROIs, drop stale ROIs and ROIs that
-        waited too long for an absent recognizer (``no_worker``), report every second."""
+        waited too long for an absent recognizer (``no_worker``), publish the counts, report every second."""
         now_s = time.perf_counter()
         if now_s - self._last_housekeeping_s < POLL_MS / 1000.0:
             return  # the stale sweep is O(queued): not once per message
@@ -199,6 +201,7 @@ class BrokerLoop:
         for item in self.dispatcher.stranded(now_s):
             self._drop_to_edge(item, "no_worker")
         self._beat_if_due(now_s)
+        self.telemetry.publish()  # what was counted since the last tick
         if now_s - self._last_report_s >= REPORT_EVERY_S:
             self._last_report_s = now_s
             self._update_gauges()
