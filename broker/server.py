@@ -1,9 +1,10 @@
 """The broker process: a ZeroMQ ROUTER for edges (frontend), a ROUTER for workers (backend), and the loop between.
 
-Edges send ``[Roi][jpeg]``; the broker queues them per (recognizer, camera) and forwards the payload frame *as received*
-(zero copy) to a worker with free credit, chosen by :class:`vcascade.broker.dispatch.Dispatcher`; the header is forwarded
-as received too, or re-encoded with the remaining ``ttl_ms`` when the ROI has a deadline (the time it waited
-here is taken off, so the worker's deadline is the edge's deadline, not a fresh one). Workers send ``Ready``
+Edges send ``[Roi][jpeg]``; the broker hands each to a worker with free credit at once when nothing queued could go
+first, else queues it per (recognizer, camera) (:class:`vcascade.broker.dispatch.Dispatcher` decides both), and forwards
+the payload frame *as received* (zero copy); the header is forwarded as received too, or re-encoded with the
+remaining ``ttl_ms`` when the ROI has a deadline and waited here (the wait is taken off, so the worker's deadline is
+the edge's deadline, not a fresh one). Workers send ``Ready``
 (registration, credits and heartbeat), ``Result``/``Drop`` per ROI, and ``Bye``. Results go back to the edge that
 sent the ROI with three broker hops appended to the latency account; every ROI the broker gives up on is
 answered with a ``Drop`` so the edge's books balance (DESIGN.md "Wire protocol", "Load balancing").
@@ -234,6 +235,8 @@ class BrokerLoop:
         elif header.roi_id in self.dispatcher:
             # the first copy is still queued or in flight and will be answered: one answer per roi_id
             self._count_drop("duplicate_roi")
+        elif (flight := self.dispatcher.hand_off(item, now_s)) is not None:
+            self._send_worker(flight)  # nothing queued could go before it: no enqueue, no dequeue
         else:
             for dropped in self.dispatcher.enqueue(item):
                 self._drop_to_edge(dropped, "queue_full")
@@ -321,7 +324,7 @@ class BrokerLoop:
     def _send_worker(self, flight: InFlight) -> None:
         envelope: Envelope = flight.pending.data
         frames = [flight.worker, *envelope.frames]
-        if envelope.roi.ttl_ms > 0:  # pass the deadline on: what is left of it after the wait here
+        if envelope.roi.ttl_ms > 0 and flight.dispatched_s > flight.pending.received_s:  # the deadline less the wait
             frames[1] = wire.encode(msgspec.structs.replace(envelope.roi, ttl_ms=remaining_ttl_ms(flight)))
         try:
             send_frames(self.backend, frames)
