@@ -113,7 +113,8 @@ def test_camera_labels_are_bounded_and_the_rest_folded_into_other(start_broker, 
     cameras = ["c1", "c2", "c3", "c4", "c5", "c1"]
     for i, camera in enumerate(cameras):
         send_roi(edge, f"r{i}", camera=camera)
-    send_roi(edge, "r-bad", camera="not a valid name!")  # not a config name: refused at decode, never a label
+    bad = {**msgspec.to_builtins(make_roi("r-bad")), "camera": "not a valid name!"}  # as a peer may write it
+    edge.send_multipart([msgspec.msgpack.encode(bad), b"jpeg"])  # not a config name: refused at decode, never a label
     assert wait_for(lambda: b.sample("vcascade_broker_queue_bytes") > 0)  # the ROIs wait for a worker
     worker = b.worker("w1", credits=10)
     recv_n(worker, len(cameras))
