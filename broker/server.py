@@ -249,10 +249,10 @@ class BrokerLoop:
             return
         worker, now_s = frames[0].bytes, time.perf_counter()
         self.dispatcher.worker_seen(worker, now_s)  # any message proves a registered worker alive
-        if isinstance(header, wire.Ready):
-            self._on_ready(worker, header, now_s)
-        elif isinstance(header, wire.Result):
+        if isinstance(header, wire.Result):  # the usual message first
             self._on_result(worker, header, now_s)
+        elif isinstance(header, wire.Ready):
+            self._on_ready(worker, header, now_s)
         elif isinstance(header, wire.Drop):
             self._on_worker_drop(worker, header, frames[1], now_s)
         elif isinstance(header, wire.Bye):
@@ -418,8 +418,8 @@ class BrokerLoop:
         return True
 
     def _decode(self, frames: list[zmq.Frame], side: str) -> wire.Message | None:
-        try:
-            _, header, _ = wire.split_message([f.buffer for f in frames], n_routing=1)
+        try:  # the frames as they are (buffers): only the header frame is read, no view made of the others
+            _, header, _ = wire.split_message(frames, n_routing=1)
         except wire.MalformedMessage as exc:
             self._malformed(side, exc.reason)
             return None

@@ -434,11 +434,12 @@ def decode(frame: bytes | memoryview) -> Message:
     return decode_versioned(_decoder, frame, PROTOCOL_VERSION)
 
 
-def split_message(frames: list[bytes], n_routing: int) -> tuple[list[bytes], Message, list[bytes]]:
+def split_message(frames: list, n_routing: int) -> tuple[list, Message, list]:
     """Split a received multipart message into routing frames, decoded header and payload frames.
 
     Args:
-        frames: all frames as received.
+        frames: all frames as received: ``bytes``, ``memoryview`` or any object with the buffer protocol and a
+            length (``zmq.Frame``), returned as given.
         n_routing: number of leading routing frames (1 on a ROUTER socket, 0 on a DEALER).
 
     Returns:
