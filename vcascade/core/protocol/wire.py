@@ -28,7 +28,6 @@ monotonic clock, so no clock synchronisation between hosts is needed (see DESIGN
 
 from __future__ import annotations
 
-import re
 from typing import Annotated, Literal, Union, get_args
 
 import msgspec
@@ -38,44 +37,18 @@ from vcascade.core.protocol.bounded_decode import (  # noqa: F401  (MAX_HEADER_B
     MalformedMessage,
     decode_versioned,
 )
-from vcascade.core.names import NAME_PATTERN
+from vcascade.core.names import NAME_MAX_CHARS, check_name
 
 PROTOCOL_VERSION = 2
 """Bumped on any incompatible header change; a peer speaking another version is dropped as malformed.
 2: ``Result`` carries one typed ``output`` per head kind instead of every head's fields side by side, and
 ``Ready`` must name its recognizer."""
 
-NAME_MAX_CHARS = 63
-"""Characters of a name at most (:data:`vcascade.core.names.NAME_PATTERN`)."""
-
 PeerName = Annotated[str, msgspec.Meta(min_length=1, max_length=NAME_MAX_CHARS)]
-"""A component's config name (a worker, a broker, a camera): letters, digits, ``_.-``, the first a letter or a digit,
-at most 63 characters (:data:`vcascade.core.names.NAME_PATTERN`). msgspec checks the length; the characters are
-checked by the header's ``__post_init__`` (:func:`check_name`), which msgspec runs when it decodes one (a failure is a
-``ValidationError``: ``bad_fields``, as before). A ``Meta(pattern=...)`` cost 1-3 us per field on every decode (the
-broker decodes two per ROI; ``timeit``, issue 32); the check below costs 0.05 us for a name seen before."""
-
-MAX_NAMES_REMEMBERED = 4096
-"""Names :func:`check_name` remembers as checked (a peer making up names fills it, then each new name is checked by
-the regular expression again: memory stays bounded)."""
-_NAME = re.compile(NAME_PATTERN)
-_names_checked: set[str] = set()
-
-
-def check_name(name: str) -> None:
-    """Check that ``name`` is a config name (:data:`vcascade.core.names.NAME_PATTERN`, the whole string: a trailing
-    newline is refused too).
-
-    Raises:
-        ValueError: it is not (raised from a header's ``__post_init__`` while decoding, msgspec reports it as a
-            ``ValidationError``: :class:`MalformedMessage` ``bad_fields``).
-    """
-    if name in _names_checked:
-        return
-    if _NAME.fullmatch(name) is None:
-        raise ValueError(f"{name[:NAME_MAX_CHARS]!r} is not a name (letters, digits, _.-)")
-    if len(_names_checked) < MAX_NAMES_REMEMBERED:
-        _names_checked.add(name)  # a set's add is atomic: decoding threads may share the cache
+"""A component's config name (a worker, a broker, a camera): :data:`vcascade.core.names.NAME_PATTERN`. msgspec checks
+the length; the characters are checked by the header's ``__post_init__`` (:func:`vcascade.core.names.check_name`),
+which msgspec runs when it decodes one (a failure is a ``ValidationError``: ``bad_fields``). A ``Meta(pattern=...)``
+cost 1-3 us per field on every decode (the broker decodes two per ROI; ``timeit``, issue 32)."""
 
 MAX_HOP_STAGES = 100
 """Pipeline stages a latency account may name (``stage0`` .. ``stage99``)."""
