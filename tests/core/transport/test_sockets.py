@@ -197,7 +197,8 @@ def test_broker_keeps_serving_after_an_oversized_roi(ctx, free_port):
         result, _ = _recv_kind(edge, wire.Result)
         assert result.roi_id == "good-1"
         def received() -> float | None:
-            return REGISTRY.get_sample_value("vcascade_broker_rois_received_total", {"broker": name, "camera": "street-1"})
+            labels = {"broker": name, "camera": "street-1"}
+            return REGISTRY.get_sample_value("vcascade_broker_rois_received_total", labels)
 
         until(lambda: received() == 1.0)  # the broker publishes its counts at its next housekeeping tick
         assert received() == 1.0  # the oversized ROI never reached the broker's loop
