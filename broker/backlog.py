@@ -29,8 +29,9 @@ class QueueBacklog:
         self._mean_ms = 0.0
 
     def waited(self, wait_s: float) -> None:
-        """An ROI left the queues after ``wait_s`` seconds there."""
-        self._mean_ms += EWMA_WEIGHT * (finite_ms(wait_s * 1000.0) - self._mean_ms)
+        """An ROI left the queues after ``wait_s`` seconds there (>= 0, on this broker's clock: never a peer's
+        number, so only the upper bound is applied; once per ROI)."""
+        self._mean_ms += EWMA_WEIGHT * (min(wait_s * 1000.0, MAX_REPORTED_MS) - self._mean_ms)
 
     def backlog_ms(self, queued: int) -> float:
         """What to announce with ``queued`` ROIs waiting now: the mean recent wait, 0 when none waits."""

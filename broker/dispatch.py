@@ -20,6 +20,9 @@ Policy (DESIGN.md "Load balancing and reliability"):
   the queues holding other ROIs are served round-robin first, then the rest round-robin
   (:mod:`vcascade.broker.queues`). Under overload the capacity goes to new objects, and the deadline drops
   the deferred ROIs (``stale``) before compute.
+* **Direct hand-off** (issue 32): an ROI that arrives when no queued ROI could take the same workers goes to the
+  worker the queued path would choose at once, with the same checks and books but no enqueue and dequeue
+  (:meth:`Dispatcher.hand_off`): under the usual load nothing waits, and this is every ROI's path.
 * **Bounded queue, drop-oldest from the longest queue**: when more than ``queue_max`` ROIs wait, the oldest
   ROI of the *longest* queue is dropped (ties: the queue whose head is oldest), its oldest deferrable ROI if it
   holds one. The flooding camera (or the recognizer without workers) pays for its own backlog, and with one
@@ -167,6 +170,31 @@ class Dispatcher:
         self._seq += 1
         self._queues.append(self._seq, item)
         return self._trim([item])
+
+    def hand_off(self, item: Pending, now_s: float) -> InFlight | None:
+        """Dispatch an ROI that just arrived at once, without queueing it, when :meth:`enqueue` followed by
+        :meth:`next_dispatch` would dispatch it now: no queued ROI could take the same workers
+        (:meth:`RoiQueues.holds_rivals`), a worker of its recognizer has free credit, it fits the byte bounds, and it
+        would not be stale when that worker starts it. The books are those of any dispatch (attempts, enqueue
+        order, the worker's load and last use); the queues are not touched.
+
+        Returns:
+            The assignment (``dispatched_s`` = ``now_s``), or None: :meth:`enqueue` it (the queued path decides).
+
+        Raises:
+            ValueError: ``item.roi_id`` is already queued or in flight.
+        """
+        if item.roi_id in self:
+            raise ValueError(f"duplicate roi_id {item.roi_id!r}")
+        bounds = self.byte_bounds
+        if self._queues.holds_rivals(item.recognizer) or item.size_bytes > min(bounds.total, bounds.recognizer,
+                                                                                 bounds.edge):  # fmt: skip
+            return None
+        worker = self._pick_worker(item.recognizer)
+        if worker is None or item.is_stale(now_s + self._workers[worker].start_delay_s):
+            return None
+        self._seq += 1
+        return self._assign(item, worker, now_s, self._seq)
 
     def _trim(self, added: list[Pending]) -> list[Pending]:
         """Drop queued ROIs until every bound holds again; only the recognizers and edges of ``added`` (the ROIs

@@ -5,7 +5,8 @@ Declared once per process in the default registry (served by :func:`vcascade.cor
 :class:`BrokerTelemetry` binds them to one broker name (so several brokers, in tests, can share a process) and
 offers one method per event: the only counting call the broker makes for it. The broker's ``report`` counts
 (:class:`vcascade.broker.books.Stats`, :attr:`BrokerTelemetry.counts`) are kept by the same calls, never
-separately.
+separately. The per-ROI counters are counted in plain ints and published at the loop's housekeeping tick
+(:meth:`BrokerTelemetry.publish`): scraped, they lag by at most one tick.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from vcascade.core.config import NAME_PATTERN
 from vcascade.core.transport.disconnects import disconnects_counter
 from vcascade.core.transport.security import auth_failures_counter
 from vcascade.core.telemetry.metrics import LATENCY_BUCKETS_S
+from vcascade.core.telemetry.tally import CounterTally, HistogramTally
 
 MAX_CAMERA_LABELS = 256
 """Distinct ``camera`` label values per broker at most; later cameras (and names that are not valid config
@@ -127,10 +129,15 @@ class _Children(dict):
 
 
 class BrokerTelemetry:
-    """Counts the events of one broker into its metrics. Not thread-safe beyond prometheus_client's own locks:
-    the label bounds are kept by the broker's loop thread, its only user. The broker-wide series (dispatched,
-    results, occupancy gauges, queue time, re-dispatched) read 0 from construction on. Each counting method
-    adds to the Prometheus series and to :attr:`counts` in the same call, so the two never disagree.
+    """Counts the events of one broker into its metrics. Used by the broker's loop thread only.
+
+    The counters of events that happen per ROI or per answer (received, dispatched with the queue time, results,
+    drops, malformed messages, send failures) are counted in plain ints (:mod:`vcascade.core.telemetry.tally`)
+    and added to the Prometheus series by :meth:`publish`, which the loop calls at its housekeeping tick
+    (``POLL_MS``) and at shutdown: a scrape sees them at most one tick late. The other counters (re-dispatched,
+    overdue, evicted) and the gauges are set at once. Each counting method also adds to :attr:`counts` (the
+    ``report`` dict) in the same call, so the two never disagree once published. The broker-wide series
+    (dispatched, results, occupancy gauges, queue time, re-dispatched) read 0 from construction on.
 
     Args:
         broker: the broker's name from the deployment file (label value).
@@ -145,7 +152,6 @@ class BrokerTelemetry:
         self._queue_depth = QUEUE_DEPTH.labels(broker=broker)
         self._in_flight = IN_FLIGHT.labels(broker=broker)
         self._workers = WORKERS.labels(broker=broker)
-        self._queue_seconds = QUEUE_SECONDS.labels(broker=broker)
         self._redispatched = REDISPATCHED.labels(broker=broker)
         self._edges = EDGES.labels(broker=broker)
         self._queue_bytes = QUEUE_BYTES.labels(broker=broker)
@@ -153,29 +159,49 @@ class BrokerTelemetry:
         self._overdue = ROIS_OVERDUE.labels(broker=broker)
         self._cameras: set[str] = set()
         self._recognizers: set[str] = set()
-        # children bound once per label value (an ROI needs two), bounded like the labels themselves
-        self._received_by_label = _Children(lambda label: ROIS_RECEIVED.labels(broker=broker, camera=label))
-        self._dispatched_by_label = _Children(
-            lambda label: RECOGNIZER_DISPATCHED.labels(broker=broker, recognizer=label)
-        )
         self._worker_labels: set[str] = set()  # labels of live workers' credit series
+        # counted per event in plain ints (keys: raw names, bounded to labels at publish), published at the tick
+        received = _Children(lambda label: ROIS_RECEIVED.labels(broker=broker, camera=label))
+        self._received: CounterTally[str] = CounterTally(lambda camera: received[self.camera_label(camera)])
+        by_recognizer = _Children(lambda label: RECOGNIZER_DISPATCHED.labels(broker=broker, recognizer=label))
+        self._dispatched_by: CounterTally[str] = CounterTally(lambda r: by_recognizer[self.recognizer_label(r)])
+        self._queue_seconds = HistogramTally(QUEUE_SECONDS.labels(broker=broker))
+        self._results_n = 0
+        self._drops: CounterTally[str] = CounterTally(lambda reason: DROPS.labels(broker=broker, reason=reason))
+        self._malformed: CounterTally[tuple[str, str]] = CounterTally(
+            lambda key: MALFORMED.labels(broker=broker, side=key[0], reason=key[1])
+        )
+        self._send_failures: CounterTally[tuple[str, str]] = CounterTally(
+            lambda key: SEND_FAILURES.labels(broker=broker, side=key[0], reason=key[1])
+        )
+
+    def publish(self) -> None:
+        """Add what was counted since the last call to the Prometheus series (the loop's housekeeping tick)."""
+        dispatched = sum(self._dispatched_by.counts.values())
+        if dispatched:
+            self._dispatched.inc(dispatched)
+        if self._results_n:
+            self._results.inc(self._results_n)
+            self._results_n = 0
+        for tally in (self._received, self._dispatched_by, self._queue_seconds, self._drops, self._malformed,
+                      self._send_failures):  # fmt: skip
+            tally.publish()
 
     def roi_received(self, camera: str) -> None:
-        """Count one well-formed ROI from ``camera`` (label bounded, see :data:`MAX_CAMERA_LABELS`)."""
+        """Count one well-formed ROI from ``camera`` (label bounded at publish, see :data:`MAX_CAMERA_LABELS`)."""
         self.counts.received += 1
-        self._received_by_label[self.camera_label(camera)].inc()
+        self._received.counts[camera] += 1
 
     def dispatched(self, recognizer: str, queued_s: float) -> None:
         """One ROI for ``recognizer`` (``""``: any) forwarded to a worker after waiting ``queued_s`` seconds here."""
         self.counts.forwarded += 1
-        self._dispatched.inc()
-        self._dispatched_by_label[self.recognizer_label(recognizer)].inc()
+        self._dispatched_by.counts[recognizer] += 1
         self._queue_seconds.observe(queued_s)
 
     def result_forwarded(self) -> None:
         """One result forwarded from a worker to its edge."""
         self.counts.results += 1
-        self._results.inc()
+        self._results_n += 1
 
     def worker_drop_forwarded(self) -> None:
         """One worker's Drop forwarded to its edge (a report count only: the worker counts its own drops)."""
@@ -210,17 +236,17 @@ class BrokerTelemetry:
 
     def send_failed(self, side: str, reason: str) -> None:
         """Count one message not queued on ``side`` (``frontend``/``backend``) for ``reason``."""
-        SEND_FAILURES.labels(broker=self.broker, side=side, reason=reason).inc()
+        self._send_failures.counts[side, reason] += 1
 
     def dropped(self, reason: str, n: int = 1) -> None:
         """Count ``n`` broker drops with ``reason`` (snake_case)."""
         self.counts.drops[reason] += n
-        DROPS.labels(broker=self.broker, reason=reason).inc(n)
+        self._drops.counts[reason] += n
 
     def malformed(self, side: str, reason: str) -> None:
         """Count one malformed message on ``side`` (``frontend`` or ``backend``)."""
         self.counts.malformed += 1
-        MALFORMED.labels(broker=self.broker, side=side, reason=reason).inc()
+        self._malformed.counts[side, reason] += 1
 
     def worker_label(self, worker: str) -> str:
         """The ``worker`` label of a worker's announced name: the name while it is a valid config name and fewer

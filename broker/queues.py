@@ -104,6 +104,7 @@ class RoiQueues:
         """Bytes of all queued ROIs."""
         self._queue_bytes: dict[QueueKey, int] = {}
         self._recognizer_bytes: dict[str, int] = {}
+        self._recognizer_entries: dict[str, int] = {}
         self._edge_bytes: dict[Hashable, int] = {}
         self._edge_entries: dict[tuple[QueueKey, Hashable], int] = {}  # (queue, edge) -> its entries there
 
@@ -216,6 +217,13 @@ class RoiQueues:
         keys = [key for key in self._queues if recognizer is None or key[0] == recognizer]
         return max(keys, key=lambda key: (self._queue_bytes.get(key, 0), -self._queues[key].head_seq()))
 
+    def holds_rivals(self, recognizer: str) -> bool:
+        """True when some queued ROI could take a worker that an ROI for ``recognizer`` could take: one for the same
+        recognizer or for any (``""``); for ``recognizer`` ``""`` (any worker), any queued ROI. O(1)."""
+        if not recognizer:
+            return bool(self._ids)
+        return recognizer in self._recognizer_entries or "" in self._recognizer_entries
+
     def recognizer_bytes(self, recognizer: str) -> int:
         """Bytes queued for ``recognizer`` (``""``: for any recognizer)."""
         return self._recognizer_bytes.get(recognizer, 0)
@@ -266,12 +274,14 @@ class RoiQueues:
 
     def _count(self, item: Queued, sign: int) -> None:
         """Add (``sign`` 1) or take off (-1) ``item``'s bytes in every byte count it is part of, and the item in its
-        (queue, edge) count; zero counts are deleted, so the tables hold only what has something queued."""
+        recognizer's and its (queue, edge) count; zero counts are deleted, so the tables hold only what has something
+        queued."""
         key = (item.recognizer, item.camera)
         n = sign * item.size_bytes
         self.total_bytes += n
-        _add_to(self._queue_bytes, key, n)  # four calls, no loop over a tuple of tables: this runs twice per ROI
+        _add_to(self._queue_bytes, key, n)  # one call per table, no loop over a tuple of them: twice per queued ROI
         _add_to(self._recognizer_bytes, item.recognizer, n)
+        _add_to(self._recognizer_entries, item.recognizer, sign)
         _add_to(self._edge_bytes, item.edge, n)
         _add_to(self._edge_entries, (key, item.edge), sign)
 

@@ -1,9 +1,10 @@
 """The broker process: a ZeroMQ ROUTER for edges (frontend), a ROUTER for workers (backend), and the loop between.
 
-Edges send ``[Roi][jpeg]``; the broker queues them per (recognizer, camera) and forwards the payload frame *as received*
-(zero copy) to a worker with free credit, chosen by :class:`vcascade.broker.dispatch.Dispatcher`; the header is forwarded
-as received too, or re-encoded with the remaining ``ttl_ms`` when the ROI has a deadline (the time it waited
-here is taken off, so the worker's deadline is the edge's deadline, not a fresh one). Workers send ``Ready``
+Edges send ``[Roi][jpeg]``; the broker hands each to a worker with free credit at once when nothing queued could go
+first, else queues it per (recognizer, camera) (:class:`vcascade.broker.dispatch.Dispatcher` decides both), and forwards
+the payload frame *as received* (zero copy); the header is forwarded as received too, or re-encoded with the
+remaining ``ttl_ms`` when the ROI has a deadline and waited here (the wait is taken off, so the worker's deadline is
+the edge's deadline, not a fresh one). Workers send ``Ready``
 (registration, credits and heartbeat), ``Result``/``Drop`` per ROI, and ``Bye``. Results go back to the edge that
 sent the ROI with three broker hops appended to the latency account; every ROI the broker gives up on is
 answered with a ``Drop`` so the edge's books balance (DESIGN.md "Wire protocol", "Load balancing").
@@ -169,8 +170,10 @@ class BrokerLoop:
             self._poll_round(min(POLL_MS, max(1, int((deadline_s - time.perf_counter()) * 1000))))
             self._expire_workers(time.perf_counter())
             self._beat_if_due(time.perf_counter())  # a gone worker is noticed at once, not after the drain
+            self.telemetry.publish()
         for flight in self.dispatcher.drain_in_flight():
             self._drop_to_edge(flight.pending, "shutdown")
+        self.telemetry.publish()
         self._update_gauges()
         self._emit_report(final=True)
 
@@ -185,7 +188,7 @@ class BrokerLoop:
 
     def _housekeeping(self) -> None:
         """Every ``POLL_MS`` at most: expire silent workers, take back overdue ROIs, drop stale ROIs and ROIs that
-        waited too long for an absent recognizer (``no_worker``), report every second."""
+        waited too long for an absent recognizer (``no_worker``), publish the counts, report every second."""
         now_s = time.perf_counter()
         if now_s - self._last_housekeeping_s < POLL_MS / 1000.0:
             return  # the stale sweep is O(queued): not once per message
@@ -199,6 +202,7 @@ class BrokerLoop:
         for item in self.dispatcher.stranded(now_s):
             self._drop_to_edge(item, "no_worker")
         self._beat_if_due(now_s)
+        self.telemetry.publish()  # what was counted since the last tick
         if now_s - self._last_report_s >= REPORT_EVERY_S:
             self._last_report_s = now_s
             self._update_gauges()
@@ -231,6 +235,8 @@ class BrokerLoop:
         elif header.roi_id in self.dispatcher:
             # the first copy is still queued or in flight and will be answered: one answer per roi_id
             self._count_drop("duplicate_roi")
+        elif (flight := self.dispatcher.hand_off(item, now_s)) is not None:
+            self._send_worker(flight)  # nothing queued could go before it: no enqueue, no dequeue
         else:
             for dropped in self.dispatcher.enqueue(item):
                 self._drop_to_edge(dropped, "queue_full")
@@ -243,10 +249,10 @@ class BrokerLoop:
             return
         worker, now_s = frames[0].bytes, time.perf_counter()
         self.dispatcher.worker_seen(worker, now_s)  # any message proves a registered worker alive
-        if isinstance(header, wire.Ready):
-            self._on_ready(worker, header, now_s)
-        elif isinstance(header, wire.Result):
+        if isinstance(header, wire.Result):  # the usual message first
             self._on_result(worker, header, now_s)
+        elif isinstance(header, wire.Ready):
+            self._on_ready(worker, header, now_s)
         elif isinstance(header, wire.Drop):
             self._on_worker_drop(worker, header, frames[1], now_s)
         elif isinstance(header, wire.Bye):
@@ -318,7 +324,7 @@ class BrokerLoop:
     def _send_worker(self, flight: InFlight) -> None:
         envelope: Envelope = flight.pending.data
         frames = [flight.worker, *envelope.frames]
-        if envelope.roi.ttl_ms > 0:  # pass the deadline on: what is left of it after the wait here
+        if envelope.roi.ttl_ms > 0 and flight.dispatched_s > flight.pending.received_s:  # the deadline less the wait
             frames[1] = wire.encode(msgspec.structs.replace(envelope.roi, ttl_ms=remaining_ttl_ms(flight)))
         try:
             send_frames(self.backend, frames)
@@ -412,8 +418,8 @@ class BrokerLoop:
         return True
 
     def _decode(self, frames: list[zmq.Frame], side: str) -> wire.Message | None:
-        try:
-            _, header, _ = wire.split_message([f.buffer for f in frames], n_routing=1)
+        try:  # the frames as they are (buffers): only the header frame is read, no view made of the others
+            _, header, _ = wire.split_message(frames, n_routing=1)
         except wire.MalformedMessage as exc:
             self._malformed(side, exc.reason)
             return None

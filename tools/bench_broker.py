@@ -288,7 +288,8 @@ class Bench:
         cmd = [sys.executable, "-m", "vcascade", "broker", "--config", str(config), "--name", BROKER_NAME]
         if target == "reference":
             cmd[0] = self.args.reference
-        broker = subprocess.Popen([*cmd, "--log-level", "WARNING"], stdout=subprocess.DEVNULL)
+        # cwd: the folder of its config, so ``-m vcascade`` imports the interpreter's own checkout, not this one
+        broker = subprocess.Popen([*cmd, "--log-level", "WARNING"], stdout=subprocess.DEVNULL, cwd=folder)
         self.brokers.append(broker)
         return broker.pid
 

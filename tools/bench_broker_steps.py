@@ -5,8 +5,9 @@
 
 The real loop of ``vcascade broker`` (:class:`vcascade.broker.server.BrokerLoop`, its own dispatcher and
 telemetry) on real tcp sockets, driven by an edge-like and a worker-like DEALER in the same process: an ROI as an
-edge sends it (a recognizer, a send reason, a 1-s deadline, 48 KiB payload), its dispatch, the worker's
-``Result`` and its return to the edge, then one idle round of the loop. Each step is timed with
+edge sends it (a recognizer, a send reason, a 1-s deadline, 48 KiB payload), its dispatch (nothing else is queued,
+so since issue 32 the broker hands it off while handling it, and the dispatch step finds nothing to do), the
+worker's ``Result`` and its return to the edge, then one idle round of the loop. Each step is timed with
 ``time.thread_time`` (CPU of the loop's thread only, so other processes' load does not count, though it cools
 the caches between steps, as it does for a broker paced by live cameras); the mean over the ROIs after the first
 10 % is printed per step, in us.
@@ -28,8 +29,8 @@ import time
 from pathlib import Path
 
 STEPS = (
-    "receive ROI", "handle ROI (decode, book, queue)", "dispatch (pick, re-encode, send)", "receive answer",
-    "handle answer (decode, complete, send)", "idle round (poll, dispatch, housekeeping)",
+    "receive ROI", "handle ROI (decode, book, hand off or queue)", "dispatch queued (pick, re-encode, send)",
+    "receive answer", "handle answer (decode, complete, send)", "idle round (poll, dispatch, housekeeping)",
 )  # fmt: skip
 WAIT_MS = 5000
 PAYLOAD_BYTES = 48 * 1024

@@ -17,6 +17,7 @@ from vcascade.core.protocol import wire
 from vcascade.core.config import Deployment
 from vcascade.core.schema import BrokerSettings
 from vcascade.core.transport.sockets import make_socket
+from tests.waiting import until
 
 DEMO = Path(__file__).resolve().parents[2] / "configs" / "demo.yaml"
 _names = itertools.count()
@@ -53,6 +54,12 @@ class BrokerHandle:
     def sample(self, metric: str, **labels: str) -> float:
         """Current value of a broker metric sample of this broker (0.0 when never set)."""
         return REGISTRY.get_sample_value(metric, {"broker": self.name, **labels}) or 0.0
+
+    def counted(self, metric: str, expected: float, timeout_s: float = 10.0, **labels: str) -> float:
+        """The sample once it reads ``expected``, or what it reads after ``timeout_s``: the broker publishes its
+        per-ROI counters at its housekeeping tick (``POLL_MS``), so a count shows up to one tick after the event."""
+        until(lambda: self.sample(metric, **labels) == expected, timeout_s)
+        return self.sample(metric, **labels)
 
     def shut(self, timeout_s: float = 10.0) -> None:
         self.stop.set()

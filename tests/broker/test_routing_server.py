@@ -87,7 +87,7 @@ def test_each_roi_reaches_only_a_worker_of_its_recognizer(start_broker):
     assert sorted((r.roi_id, r.worker) for r in results) == sorted(
         [(f"t{i}", "text-1") for i in range(4)] + [(f"e{i}", "embed-1") for i in range(4)]
     )
-    assert b.sample("vcascade_broker_recognizer_rois_dispatched_total", recognizer="text") == 4
+    assert b.counted("vcascade_broker_recognizer_rois_dispatched_total", 4, recognizer="text") == 4
     assert b.sample("vcascade_broker_recognizer_rois_dispatched_total", recognizer="embed") == 4
     assert wait_for(lambda: b.sample("vcascade_broker_recognizer_workers", recognizer="text") == 1)
     assert b.sample("vcascade_broker_recognizer_workers", recognizer="embed") == 1
@@ -120,7 +120,7 @@ def test_rois_for_a_recognizer_nobody_runs_are_dropped_as_no_worker(start_broker
     assert recv(embed).roi_id == "e0"
     drop = recv(edge, timeout_s=5.0)
     assert isinstance(drop, wire.Drop) and (drop.roi_id, drop.reason, drop.where) == ("ocr-0", "no_worker", b.name)
-    assert b.sample("vcascade_broker_drops_total", reason="no_worker") == 1
+    assert b.counted("vcascade_broker_drops_total", 1, reason="no_worker") == 1
 
 
 def test_rois_without_a_deadline_for_a_recognizer_nobody_runs_are_dropped_as_no_worker(start_broker):
@@ -136,7 +136,7 @@ def test_rois_without_a_deadline_for_a_recognizer_nobody_runs_are_dropped_as_no_
     drop = recv(edge, timeout_s=5.0)
     assert isinstance(drop, wire.Drop) and (drop.roi_id, drop.reason, drop.where) == ("ocr-0", "no_worker", b.name)
     assert time.monotonic() - sent_s >= 0.5  # it waited its no_worker_wait_s for a worker first
-    assert b.sample("vcascade_broker_drops_total", reason="no_worker") == 1
+    assert b.counted("vcascade_broker_drops_total", 1, reason="no_worker") == 1
 
 
 def test_a_ready_with_another_recognizer_is_counted_and_ignored(start_broker):

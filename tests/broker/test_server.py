@@ -89,7 +89,7 @@ def test_rois_reach_the_worker_and_results_reach_the_right_edge(start_broker):
             assert r.hops[:2] == WORKER_HOPS
             assert all(ms >= 0 for _, ms in r.hops)
         assert recv(edge, timeout_s=0.2) is None
-    assert b.sample("vcascade_broker_results_total") == 6
+    assert b.counted("vcascade_broker_results_total", 6) == 6  # published at the broker's next tick
     assert b.sample("vcascade_broker_rois_dispatched_total") == 6
     assert b.sample("vcascade_broker_rois_received_total", camera="cam-e1") == 3
     assert b.sample("vcascade_broker_queue_seconds_count") == 6
@@ -189,9 +189,9 @@ def test_malformed_messages_are_counted_and_the_broker_keeps_working(start_broke
     answer(worker, roi)
     assert recv(edge)[0].roi_id == "good"
     for (side, reason), n in expected.items():
-        got = b.sample("vcascade_broker_malformed_messages_total", side=side, reason=reason)
+        got = b.counted("vcascade_broker_malformed_messages_total", n, side=side, reason=reason)
         assert got == n, (side, reason)
-    assert b.sample("vcascade_broker_rois_received_total", camera="cam-1") == 1
+    assert b.counted("vcascade_broker_rois_received_total", 1, camera="cam-1") == 1
 
 
 def test_a_result_with_a_hostile_head_output_is_counted_and_dropped(start_broker):
@@ -213,8 +213,8 @@ def test_a_result_with_a_hostile_head_output_is_counted_and_dropped(start_broker
     (result,) = recv_n(edge, 1)
     assert result.roi_id == "r0" and result.output == wire.EmbeddingOutput(7, 0.9, False)
     assert recv(edge, timeout_s=0.2) is None
-    assert b.sample("vcascade_broker_malformed_messages_total", side="backend", reason="bad_fields") == 2
-    assert b.sample("vcascade_broker_results_total") == 1
+    assert b.counted("vcascade_broker_malformed_messages_total", 2, side="backend", reason="bad_fields") == 2
+    assert b.counted("vcascade_broker_results_total", 1) == 1
 
 
 def test_late_or_unknown_answers_are_counted(start_broker):
@@ -227,7 +227,7 @@ def test_late_or_unknown_answers_are_counted(start_broker):
     worker.send(wire.encode(wire.Drop(roi_id="never-sent", reason="stage_error", where="w1")))
     assert recv(edge)[0].roi_id == "r0"
     assert recv(edge, timeout_s=0.3) is None
-    assert b.sample("vcascade_broker_drops_total", reason="unknown_roi") == 2
+    assert b.counted("vcascade_broker_drops_total", 2, reason="unknown_roi") == 2
 
 
 def test_worker_drop_is_forwarded_unchanged(start_broker):
@@ -255,7 +255,7 @@ def test_silent_worker_rois_are_redispatched_once_then_dropped(start_broker):
     drops = recv_n(edge, 3)
     assert sorted(d.roi_id for d in drops) == ["r0", "r1", "r2"]
     assert all(isinstance(d, wire.Drop) and d.reason == "worker_lost" and d.where == b.name for d in drops)
-    assert b.sample("vcascade_broker_drops_total", reason="worker_lost") == 3
+    assert b.counted("vcascade_broker_drops_total", 3, reason="worker_lost") == 3
     assert b.sample("vcascade_broker_rois_redispatched_total") == 3
     assert b.sample("vcascade_broker_worker_credits", worker="w1") == 0.0  # series removed
     answer(w1, make_roi("r0"))  # the first holder answers late: counted, not forwarded
@@ -288,7 +288,7 @@ def test_worker_bye_requeues_its_rois_at_the_head_and_a_new_worker_takes_over(st
     assert roi.roi_id == "r1"
     answer(w2, roi)
     assert recv(edge)[0].roi_id == "r1"
-    assert b.sample("vcascade_broker_drops_total", reason="late_result") == 1
+    assert b.counted("vcascade_broker_drops_total", 1, reason="late_result") == 1
     assert b.sample("vcascade_broker_rois_redispatched_total") == 1
 
 
@@ -299,7 +299,7 @@ def test_queue_full_drops_the_oldest(start_broker):
         send_roi(edge, f"r{i}")
     drops = recv_n(edge, 3)
     assert [(d.roi_id, d.reason) for d in drops] == [("r0", "queue_full"), ("r1", "queue_full"), ("r2", "queue_full")]
-    assert b.sample("vcascade_broker_drops_total", reason="queue_full") == 3
+    assert b.counted("vcascade_broker_drops_total", 3, reason="queue_full") == 3
     worker = b.worker("w1", credits=5)
     assert [r.roi_id for r in recv_n(worker, 2)] == ["r3", "r4"]
 

@@ -193,3 +193,36 @@ def test_head_outputs_answer_the_way_backs_questions_through_their_accessors_aft
     assert (nothing.read_text(), nothing.short_label()) == ("", None)
     labels = decoded(wire.ClassifierOutput(("car", "bus"), (0.6, 0.2)))
     assert (labels.gallery_identity(), labels.read_text(), labels.short_label()) == (None, None, "car")
+
+
+@pytest.mark.parametrize("name", ["", "-lead", "has space", "new\nline", "trailing\n", "é", "x" * 64, "a/b"])
+@pytest.mark.parametrize(
+    "header",
+    [
+        {**msgspec.to_builtins(_roi()), "camera": None},
+        {**msgspec.to_builtins(_roi()), "recognizer": None},
+        {"kind": "result", "v": wire.PROTOCOL_VERSION, "roi_id": "r", "worker": None},
+        {"kind": "drop", "v": wire.PROTOCOL_VERSION, "roi_id": "r", "reason": "stale", "where": None},
+        {"kind": "ready", "v": wire.PROTOCOL_VERSION, "worker": None, "credits": 1, "recognizer": "embed"},
+        {"kind": "ready", "v": wire.PROTOCOL_VERSION, "worker": "w", "credits": 1, "recognizer": None},
+    ],
+)
+def test_every_peer_name_is_checked_on_decoding(header, name):
+    """A peer's names become metric labels and log fields: each is a config name, whether seen before or not.
+    (An ROI's recognizer may also be empty: any worker.)"""
+    field = next(key for key, value in header.items() if value is None)
+    if field == "recognizer" and header["kind"] == "roi" and name == "":
+        return
+    frame = msgspec.msgpack.encode({**header, field: name})
+    assert _reason(frame) == "bad_fields"
+    assert _reason(frame) == "bad_fields"  # the second time too
+    good = msgspec.msgpack.encode({**header, field: "cam-2.x_Y"})
+    assert getattr(wire.decode(good), field) == "cam-2.x_Y"
+    assert getattr(wire.decode(good), field) == "cam-2.x_Y"  # remembered as checked
+
+
+def test_names_are_checked_when_a_header_is_built_too():
+    with pytest.raises(ValueError, match="not a name"):
+        _roi(camera="street 1")
+    with pytest.raises(ValueError, match="not a name"):
+        wire.Ready(worker="w", credits=1, recognizer="embed\n")

@@ -12,6 +12,7 @@ import zmq
 from prometheus_client import REGISTRY
 from zmq.utils.monitor import recv_monitor_message
 
+from tests.waiting import until
 from vcascade.broker import run_broker
 from vcascade.core.schema import BrokerSettings
 from vcascade.core.protocol import wire
@@ -195,10 +196,12 @@ def test_broker_keeps_serving_after_an_oversized_roi(ctx, free_port):
         worker.send(wire.encode(wire.Result(roi_id="good-1", worker="worker-a")))
         result, _ = _recv_kind(edge, wire.Result)
         assert result.roi_id == "good-1"
-        received = REGISTRY.get_sample_value(
-            "vcascade_broker_rois_received_total", {"broker": name, "camera": "street-1"}
-        )
-        assert received == 1.0  # the oversized ROI never reached the broker's loop
+        def received() -> float | None:
+            labels = {"broker": name, "camera": "street-1"}
+            return REGISTRY.get_sample_value("vcascade_broker_rois_received_total", labels)
+
+        until(lambda: received() == 1.0)  # the broker publishes its counts at its next housekeeping tick
+        assert received() == 1.0  # the oversized ROI never reached the broker's loop
     finally:
         stop.set()
         thread.join(WAIT_S)

@@ -83,7 +83,8 @@ def decode_versioned(
 
     Args:
         decoder: the msgspec decoder of the expected type (a map with an integer ``v`` field).
-        frame: the received bytes.
+        frame: the received bytes (or any object with the buffer protocol and a length, such as a ``zmq.Frame``;
+            its size is checked before it is copied).
         version: the protocol version the ``v`` field must hold.
         max_bytes: largest accepted frame, bytes.
 

@@ -37,15 +37,18 @@ from vcascade.core.protocol.bounded_decode import (  # noqa: F401  (MAX_HEADER_B
     MalformedMessage,
     decode_versioned,
 )
-from vcascade.core.names import NAME_PATTERN
+from vcascade.core.names import NAME_MAX_CHARS, check_name
 
 PROTOCOL_VERSION = 2
 """Bumped on any incompatible header change; a peer speaking another version is dropped as malformed.
 2: ``Result`` carries one typed ``output`` per head kind instead of every head's fields side by side, and
 ``Ready`` must name its recognizer."""
 
-PeerName = Annotated[str, msgspec.Meta(pattern=NAME_PATTERN)]
-"""A component's config name (a worker, a broker, a camera): letters, digits, ``_.-``, at most 63 characters."""
+PeerName = Annotated[str, msgspec.Meta(min_length=1, max_length=NAME_MAX_CHARS)]
+"""A component's config name (a worker, a broker, a camera): :data:`vcascade.core.names.NAME_PATTERN`. msgspec checks
+the length; the characters are checked by the header's ``__post_init__`` (:func:`vcascade.core.names.check_name`),
+which msgspec runs when it decodes one (a failure is a ``ValidationError``: ``bad_fields``). A ``Meta(pattern=...)``
+cost 1-3 us per field on every decode (the broker decodes two per ROI; ``timeit``, issue 32)."""
 
 MAX_HOP_STAGES = 100
 """Pipeline stages a latency account may name (``stage0`` .. ``stage99``)."""
@@ -124,9 +127,14 @@ class Roi(_Header, tag="roi"):
     ttl_ms: float = 0.0
     attempt: int = 0
     track_id: int = -1
-    recognizer: Annotated[str, msgspec.Meta(pattern=f"^$|{NAME_PATTERN}")] = ""
+    recognizer: Annotated[str, msgspec.Meta(max_length=NAME_MAX_CHARS)] = ""
     send_reason: SendReason = ""
     track_identity_id: int = -1
+
+    def __post_init__(self) -> None:
+        check_name(self.camera)
+        if self.recognizer:
+            check_name(self.recognizer)
 
 
 class _HeadOutputBase(msgspec.Struct, tag_field="head", frozen=True):
@@ -312,6 +320,9 @@ class Result(_Header, tag="result"):
     output: HeadOutput | None = None
     hops: list[Hop] = msgspec.field(default_factory=list)
 
+    def __post_init__(self) -> None:
+        check_name(self.worker)
+
 
 class Drop(_Header, tag="drop"):
     """A hop gave up on an ROI; sent back to the edge so that it is accounted, not timed out.
@@ -325,6 +336,9 @@ class Drop(_Header, tag="drop"):
     roi_id: str
     reason: DropReason
     where: PeerName
+
+    def __post_init__(self) -> None:
+        check_name(self.where)
 
 
 class Ready(_Header, tag="ready"):
@@ -341,6 +355,10 @@ class Ready(_Header, tag="ready"):
     credits: int
     recognizer: PeerName
     start_delay_ms: float = 0.0
+
+    def __post_init__(self) -> None:
+        check_name(self.worker)
+        check_name(self.recognizer)
 
 
 class Heartbeat(_Header, tag="heartbeat"):
@@ -389,11 +407,12 @@ def decode(frame: bytes | memoryview) -> Message:
     return decode_versioned(_decoder, frame, PROTOCOL_VERSION)
 
 
-def split_message(frames: list[bytes], n_routing: int) -> tuple[list[bytes], Message, list[bytes]]:
+def split_message(frames: list, n_routing: int) -> tuple[list, Message, list]:
     """Split a received multipart message into routing frames, decoded header and payload frames.
 
     Args:
-        frames: all frames as received.
+        frames: all frames as received: ``bytes``, ``memoryview`` or any object with the buffer protocol and a
+            length (``zmq.Frame``), returned as given.
         n_routing: number of leading routing frames (1 on a ROUTER socket, 0 on a DEALER).
 
     Returns:
