@@ -73,6 +73,21 @@ def clip_list(text: str) -> list[str]:
     return names
 
 
+def positive_int(text: str) -> int:
+    """An integer >= 1 (argparse type).
+
+    Raises:
+        argparse.ArgumentTypeError: anything else.
+    """
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
+    return value
+
+
 class Inputs:
     """The footage and detector files of one bench run, made on first use into ``folder`` (which the caller
     removes): clip URLs by name and the deployment keys of each variant.
@@ -141,8 +156,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="comma-separated clips of the live section (demo, static)")
     parser.add_argument("--int8-model", type=Path, default=None,
                         help="an existing int8 copy of the detector (default: made for the run)")
-    parser.add_argument("--int8-calibration-frames", type=int, default=32,
+    parser.add_argument("--int8-calibration-frames", type=positive_int, default=32,
                         help="frames of bikes.mp4 the int8 copy is calibrated on when made for the run")
-    parser.add_argument("--static-segments", type=int, default=10,
+    parser.add_argument("--static-segments", type=positive_int, default=10,
                         help="static clip: seconds of footage, each after a held stretch (1..10)")
     parser.add_argument("--static-still-s", type=float, default=4.0, help="static clip: seconds held per segment")
