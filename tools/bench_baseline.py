@@ -7,7 +7,8 @@ Run as a child process of ``tools/bench.py`` (so its CPU time and peak RSS are i
   the cascade's processes share). The same models (the recognizer on its configured engine), the same detector and ROI
   settings and the same recognizer as the deployment file: what a user would run without vcascade.
 * ``--mode calibrate``: the same steps on one thread each, timed one by one on a prefix of the first camera:
-  decode, detect and track per frame; crop + JPEG encode, JPEG decode + preprocess, recognition (in micro-batches
+  decode, detect, track and the motion gate (default ``motion`` settings, :mod:`vcascade.edge.detection.motion`)
+  per frame; crop + JPEG encode, JPEG decode + preprocess, recognition (in micro-batches
   of the worker's ``max_batch``) and the embedding head per ROI. ``tools/bench.py`` turns these into the
   compute floor: the CPU seconds a run's frames and ROIs need, divided by the cores. Then the two heavy steps
   again with ``--cores`` threads running them at once (``contended_ms``): the CPU a step costs when every
@@ -37,9 +38,10 @@ from vcascade.center.heads import EmbeddingHead  # noqa: E402
 from vcascade.center.intake.preprocess import PreprocessSpec, decode_jpeg, stack_batch, to_input  # noqa: E402
 from vcascade.center.stages.onnx_stages import to_numpy  # noqa: E402
 from vcascade.center.stages.runtimes import load_recognizer_stages, stage_input, with_stage_threads  # noqa: E402
-from vcascade.core.config import RoiConfig, RoiPolicyConfig, load_config  # noqa: E402
+from vcascade.core.config import MotionConfig, RoiConfig, RoiPolicyConfig, load_config  # noqa: E402
 from vcascade.core.runtime.resources import resolve  # noqa: E402
 from vcascade.core.runtime.threads import set_process_threads  # noqa: E402
+from vcascade.edge.detection.motion import MotionGate  # noqa: E402
 from vcascade.edge.process import load_detector  # noqa: E402
 from vcascade.edge.selection.roi import crop_pixels, encode_jpeg  # noqa: E402
 from vcascade.edge.selection.roi_policy import RoiPolicy  # noqa: E402
@@ -118,13 +120,15 @@ def run_baseline(urls, frames_per_camera, detector, model, spec, head, roi_cfg, 
 
 
 def calibrate(url, frames, detector, tracker, model, spec, head, roi_cfg, max_batch) -> dict[str, Any]:
-    """Per-step CPU cost on one thread: ms per frame (decode, detect, track) and per ROI (encode, prep, recog, head).
+    """Per-step CPU cost on one thread: ms per frame (decode, detect, track, gate) and per ROI (encode, prep, recog,
+    head). ``gate`` is a motion gate's decision on the frame (default settings), which a gated edge adds per frame.
 
     Each step is timed with ``time.process_time`` (this process's CPU time; one thread per library, so CPU time
     is the step's work, not time spent waiting). Recognition runs in full micro-batches of ``max_batch``.
     """
     cap = cv2.VideoCapture(url)
-    per_frame = {"decode": 0.0, "detect": 0.0, "track": 0.0}
+    per_frame = {"decode": 0.0, "detect": 0.0, "track": 0.0, "gate": 0.0}
+    gate = MotionGate(MotionConfig())
     per_roi = {"encode": 0.0, "prep": 0.0, "recog": 0.0, "head": 0.0}
     payloads: list[bytes] = []
     n_frames = 0
@@ -136,6 +140,7 @@ def calibrate(url, frames, detector, tracker, model, spec, head, roi_cfg, max_ba
         detections = _timed(per_frame, "detect", detector, image)
         pts_ms = cap.get(cv2.CAP_PROP_POS_MSEC)
         _timed(per_frame, "track", tracker.update, detections, pts_ms)
+        _timed(per_frame, "gate", gate.needs_detection, image, pts_ms)
         for crop in every_crop(image, detections, roi_cfg):
             payloads.append(_timed(per_roi, "encode", encode_jpeg, crop, roi_cfg.jpeg_quality))
     cap.release()

@@ -5,7 +5,9 @@ policy, W workers, file or live pacing, free ports, a JSONL sink). :func:`run_ca
 on it and samples every process of the run with psutil (CPU time and RSS, every ``SAMPLE_S``); a child process
 is named by the metrics port it listens on, which the deployment gives each component. The throughput comes
 from the edge's own summary (frames and results over the edge's running time, which starts after its model
-is loaded: the launcher starts edges once every worker serves); latencies from the JSONL lines.
+is loaded: the launcher starts edges once every worker serves); latencies from the JSONL lines. Each process's
+CPU is also taken over the edge's running time alone (``running_cpu_s``: start-up, model loading and the
+worker's profiling left out), which is what says which process a run saturates.
 """
 
 from __future__ import annotations
@@ -33,7 +35,8 @@ SAMPLE_S = 0.2
 
 def write_deployment(
     folder: Path, *, cameras: int, policy: str, workers: int = 1, frames: int = 0, live_s: float = 0.0,
-    worker_devices: int = 2,
+    worker_devices: int = 2, url: str | None = None, camera: dict[str, Any] | None = None,
+    detector: dict[str, Any] | None = None,
 ) -> Path:
     """Write ``folder/deploy.yaml``: the demo deployment with ``cameras`` copies of its first camera and its first
     worker's recognizer only (the MobileNetV2 embedder, which the baseline runs too).
@@ -48,6 +51,9 @@ def write_deployment(
             seconds of stream time, with newest-frame slots (``overflow: drop_oldest``); 0: every frame, as fast
             as the cascade goes (``overflow: block``).
         worker_devices: pipeline stages per worker (CPU devices); 1 runs the recognizer unsplit.
+        url: the cameras' source (None: the demo's first camera's file).
+        camera: keys set on every camera (e.g. ``motion``; :mod:`tools.bench_variants`).
+        detector: keys set on the edge's detector (e.g. ``precision``; a ``path`` replaces the demo's ``model``).
 
     Returns:
         The file's path.
@@ -56,7 +62,9 @@ def write_deployment(
     first = next(iter(data["cameras"].values()))
     data["cameras"] = {}
     for i in range(cameras):
-        cam = dict(first)
+        cam = {**first, **(camera or {})}
+        if url:
+            cam["url"] = url
         if frames:
             cam["max_frames"] = frames
         if live_s:
@@ -64,6 +72,10 @@ def write_deployment(
         data["cameras"][f"cam-{i + 1}"] = cam
     for edge in data["edges"].values():
         edge["roi"]["policy"] = {**edge["roi"].get("policy", {}), "mode": policy}
+        if detector:
+            if "path" in detector:
+                edge["detector"].pop("model", None)
+            edge["detector"].update(detector)
         edge["sinks"] = [{"type": "jsonl", "path": str(folder / "results.jsonl"), "mode": "truncate"}]
         edge["metrics_port"] = free_port()
         if live_s:
@@ -90,10 +102,11 @@ def run_cascade(deploy: Path, model_dir: str | None, timeout_s: float = 1800.0) 
     """Run ``vcascade run deploy`` to its end and measure it.
 
     Returns:
-        ``frames``, ``sent`` (ROIs), ``results``, ``drops``, ``wall_s`` (the edge's running time), ``fps``,
+        ``frames``, ``detected`` (frames the detector ran on: fewer with motion gating or newest-frame
+        skips), ``sent`` (ROIs), ``results``, ``drops``, ``wall_s`` (the edge's running time), ``fps``,
         ``rois_per_s``, ``latency_ms`` (end-to-end of every result), ``first_result_s`` (from the launch to the
         first result line), ``total_s`` (launch to exit, start-up included), ``processes`` (per component:
-        ``cpu_s``, ``peak_rss_bytes``), ``cpu_s`` (all),
+        ``cpu_s``, ``running_cpu_s`` (over the edge's running time), ``peak_rss_bytes``), ``cpu_s`` (all),
         ``edge`` (the edge's final snapshot).
 
     Raises:
@@ -101,6 +114,7 @@ def run_cascade(deploy: Path, model_dir: str | None, timeout_s: float = 1800.0) 
     """
     data = yaml.safe_load(deploy.read_text())
     ports = _metrics_ports(data)
+    edge_names = {f"edge {name}" for name in data["edges"]}
     summary = deploy.parent / "summary.json"
     cmd = [sys.executable, "-m", "vcascade", "run", str(deploy), "--summary-json", str(summary)]
     if model_dir:
@@ -116,12 +130,14 @@ def run_cascade(deploy: Path, model_dir: str | None, timeout_s: float = 1800.0) 
     total_s = time.time() - launched_unix_ms / 1000.0
     if proc.returncode != 0:
         raise RuntimeError(f"vcascade run exited with {proc.returncode}:\n{output[-4000:]}")
-    out = _measure(json.loads(summary.read_text()), deploy.parent / "results.jsonl", launched_unix_ms, sampler)
+    out = _measure(json.loads(summary.read_text()), deploy.parent / "results.jsonl", launched_unix_ms, sampler,
+                   edge_names)
     out["total_s"] = total_s
     return out
 
 
-def _measure(summary: dict, jsonl: Path, launched_unix_ms: float, sampler: "_Sampler") -> dict[str, Any]:
+def _measure(summary: dict, jsonl: Path, launched_unix_ms: float, sampler: "_Sampler", edge_names: set[str],
+             ) -> dict[str, Any]:  # fmt: skip
     edge = next(p for p in summary["processes"] if p["component"] == "edge")
     cams = edge["cameras"].values()
     lines = [json.loads(line) for line in jsonl.read_text().splitlines()] if jsonl.exists() else []
@@ -130,9 +146,10 @@ def _measure(summary: dict, jsonl: Path, launched_unix_ms: float, sampler: "_Sam
     first = min((line["capture_unix_ms"] + line["latency_ms"]["end_to_end"] for line in ok), default=None)
     frames = sum(c["frames"] for c in cams)
     wall_s = edge["elapsed_s"]
-    processes = sampler.result()
+    processes = sampler.result(edge_names, wall_s)
     return {
         "frames": frames,
+        "detected": sum(c.get("detected", c["frames"]) for c in cams),
         "sent": sum(c["sent"] for c in cams),
         "results": sum(c["results"] for c in cams),
         "drops": sum(sum(c["drops"].values()) for c in cams),
@@ -163,6 +180,7 @@ class _Sampler:
         self._ports = ports
         self._names: dict[int, str] = {root_pid: "launcher"}
         self._cpu: dict[int, float] = {}
+        self._series: dict[int, list[tuple[float, float]]] = {}  # (monotonic s, cpu s) per sample
         self._rss: dict[int, int] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="bench-sampler", daemon=True)
@@ -174,12 +192,20 @@ class _Sampler:
         self._stop.set()
         self._thread.join(timeout=5.0)
 
-    def result(self) -> dict[str, dict[str, float]]:
-        """Per process name: ``cpu_s`` (last sampled user + system) and ``peak_rss_bytes`` (largest sample)."""
+    def result(self, edge_names: set[str] = frozenset(), edge_wall_s: float = 0.0) -> dict[str, dict[str, float]]:
+        """Per process name: ``cpu_s`` (last sampled user + system), ``running_cpu_s`` (CPU s between the samples
+        nearest the edges' running window: the ``edge_wall_s`` before the last sample of an edge named in
+        ``edge_names``; absent without one) and ``peak_rss_bytes`` (largest sample)."""
+        ends = [self._series[pid][-1][0] for pid, name in self._names.items()
+                if name in edge_names and pid in self._series]  # fmt: skip
+        window = (max(ends) - edge_wall_s, max(ends)) if ends and edge_wall_s > 0 else None
         out: dict[str, dict[str, float]] = {}
         for pid, cpu in self._cpu.items():
             name = self._names.get(pid, f"pid {pid}")
             out[name] = {"cpu_s": cpu, "peak_rss_bytes": self._rss.get(pid, 0)}
+            if window is not None:
+                series = self._series[pid]
+                out[name]["running_cpu_s"] = _cpu_at(series, window[1]) - _cpu_at(series, window[0])
         return out
 
     def _run(self) -> None:
@@ -201,6 +227,7 @@ class _Sampler:
         except (psutil.NoSuchProcess, psutil.AccessDenied):
             return
         self._cpu[proc.pid] = times.user + times.system
+        self._series.setdefault(proc.pid, []).append((time.monotonic(), times.user + times.system))
         self._rss[proc.pid] = max(self._rss.get(proc.pid, 0), rss)
 
     def _name(self, proc: psutil.Process) -> None:
@@ -208,6 +235,34 @@ class _Sampler:
             if conn.status == psutil.CONN_LISTEN and conn.laddr.port in self._ports:
                 self._names[proc.pid] = self._ports[conn.laddr.port]
                 return
+
+
+def _cpu_at(series: list[tuple[float, float]], t: float) -> float:
+    """CPU s of a process at monotonic time ``t``, from its samples: the last sample at or before ``t`` (0 before
+    the first)."""
+    before = [cpu for at, cpu in series if at <= t]
+    return before[-1] if before else 0.0
+
+
+def headline(run: dict[str, Any]) -> dict[str, Any]:
+    """A run's headline numbers (no per-ROI lists): frames, detector runs per frame, books, frames/s, ROIs/s,
+    latency p50/p99 and frame-age p99 (ms, the worst camera's), CPU utilisation per process (its CPU s during the
+    edge's running time over that time, ``running_cpu_s``: 1.0 = one core) and the busiest compute process (edge or
+    worker)."""
+    cams = run["edge"]["cameras"].values()
+    ages = [c["frame_age_p99_ms"] for c in cams if c.get("frame_age_p99_ms") is not None]
+    utilisation = {name: p.get("running_cpu_s", p["cpu_s"]) / run["wall_s"] for name, p in run["processes"].items()
+                   if run["wall_s"]}  # fmt: skip
+    compute = {k: v for k, v in utilisation.items() if k.split(" ")[0] in ("edge", "worker")}
+    return {
+        "frames": run["frames"], "detected": run["detected"], "still": sum(c.get("still", 0) for c in cams),
+        "skipped": sum(c.get("skipped", 0) for c in cams),
+        "detector_runs_per_frame": run["detected"] / run["frames"] if run["frames"] else 0.0,
+        "sent": run["sent"], "results": run["results"], "drops": run["drops"],
+        "fps": run["fps"], "rois_per_s": run["rois_per_s"], "p50_ms": percentile(run["latency_ms"], 50),
+        "p99_ms": percentile(run["latency_ms"], 99), "frame_age_p99_ms": max(ages, default=0.0),
+        "cpu_utilisation": utilisation, "busiest": max(compute, key=compute.get) if compute else None,
+    }
 
 
 def percentile(values: list[float], q: float) -> float | None:

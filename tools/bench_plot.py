@@ -43,7 +43,8 @@ def _latency_cdf(ax, runs: dict[str, dict[str, Any]]) -> None:
     ax.set_ylabel("fraction of ROIs")
     ax.set_title("latency CDF")
     ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=8)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=8)
 
 
 def _throughput(ax, runs: dict[str, dict[str, Any]]) -> None:

@@ -65,6 +65,15 @@ def compare(fp32_path: Path, int8_path: Path, frames: list[np.ndarray]) -> dict[
     }
 
 
+def make_int8_copy(fp32_path: Path, out: Path, video: str | Path, frames: int) -> Path:
+    """Write the int8 copy of ``fp32_path`` to ``out`` as ``vcascade quantize`` makes it, calibrated on ``frames``
+    frames spread over ``video`` (:func:`calibration_frames`), without its agreement check (this benchmark and
+    ``tools/bench.py`` measure the copy, whatever its agreement). Returns ``out``."""
+    detector = build_detector(YoloxDetectorConfig(intra_op_threads=1), fp32_path)
+    calibration = [detector.preprocess(image)[0] for image in calibration_frames(video, frames)]
+    return quantize_yolox(fp32_path, out, calibration)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model-dir", type=Path, default=Path("models"))
@@ -75,12 +84,10 @@ def main() -> int:
     set_process_threads(None, 1)
     fp32_path = args.model_dir / "yolox_nano.onnx"
     video = resolve(VIDEO)
-    detector = build_detector(YoloxDetectorConfig(intra_op_threads=1), fp32_path)
     with tempfile.TemporaryDirectory(prefix="bench-quantize-") as tmp:
         int8_path = Path(tmp) / "yolox_nano.int8.onnx"
         t0 = time.perf_counter()
-        calibration = [detector.preprocess(image)[0] for image in calibration_frames(video, args.calibration_frames)]
-        quantize_yolox(fp32_path, int8_path, calibration)
+        make_int8_copy(fp32_path, int8_path, video, args.calibration_frames)
         made_s = time.perf_counter() - t0
         frames = calibration_frames(video, args.frames)
         result = compare(fp32_path, int8_path, frames)
