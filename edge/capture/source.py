@@ -37,6 +37,7 @@ from vcascade.edge.capture.faults import FAULT_REASONS, CameraFault
 from vcascade.edge.capture.frames import Frame, FramePolicy, FrameSlots
 from vcascade.edge.capture.hls import HlsCamera, is_hls
 from vcascade.edge.capture.kinds import SourceError, is_live
+from vcascade.edge.capture.pull import PulledFrames
 from vcascade.edge.capture.session import CaptureSession, Outcome, capture_threads_alive
 from vcascade.edge.capture.state import CameraStateMachine
 from vcascade.edge.capture.timing import Timeline
@@ -241,30 +242,56 @@ class CameraReader(threading.Thread):
         self.error = error
         self.machine.to("failed", reason, error)
 
-    def deliver(self, session: CaptureSession, frame: Frame) -> bool:
-        """Hand one decoded frame of ``session`` over (rate gate, pacing, slot). False if the session must stop.
+    def accept(self, session: CaptureSession, frame: Frame) -> Frame | None:
+        """Count one decoded frame of ``session`` and pass it through the rate gate and the pacer. Returns the
+        frame to hand over (restamped when paced), or None: rate-skipped, or the session was cancelled.
 
-        Called for every frame on the session's thread: it only adds to plain totals (``frames``,
+        Called for every frame on the decoding thread: it only adds to plain totals (``frames``,
         ``rate_skipped``, blocked time), which the supervisor publishes as metrics (:meth:`publish_totals`).
         """
         if session.cancel.is_set():
-            return False
+            return None
         self.frames += 1
         self._backoff.reset()
         if session.gate is not None and not session.gate.accept(frame.stream_ts_ms):
             self.rate_skipped += 1
             self._frame_decoded(frame.capture_s)
-            return True
+            return None
         if session.pacer is not None:
             session.set_phase("pacing")
             if not session.pacer.wait(frame.stream_ts_ms, session.cancel):
-                return False
+                return None
             frame = replace(frame, capture_s=time.perf_counter(), capture_unix_ms=time.time() * 1000.0)
         self._frame_decoded(frame.capture_s)
-        session.set_phase("delivering")
-        stored = self.slots.put(frame, session.cancel)
-        self._blocked_done_s += time.perf_counter() - session.phase_since_s
-        return stored
+        return frame
+
+    def deliver(self, session: CaptureSession, frame: Frame) -> bool:
+        """Put one frame of ``session`` into the camera's slot from the session's thread (waits while an
+        ``every_frame`` slot is full). False if the session must stop."""
+        return not session.cancel.is_set() and self.slots.put(frame, session.cancel)
+
+    def lend(self, session: CaptureSession, frames: PulledFrames[Outcome | None]) -> Outcome | None:
+        """Let the detector's threads decode ``session``'s frames as they take them (:mod:`vcascade.edge.capture.pull`)
+        and wait until they end or the session is cancelled. Returns the frames' outcome (None: end of stream).
+
+        Raises:
+            What decoding raised (a :class:`CameraFault`...), here on the session's thread.
+        """
+        self.slots.attach(self.camera, frames)
+        try:
+            ended = frames.wait(session.cancel, WATCH_INTERVAL_S)
+        finally:
+            self.slots.detach(self.camera)  # no pull runs after this: the session may close its source
+            frames.close()
+        if not ended:
+            return "ended", "stopped", ""
+        if frames.error is not None:
+            raise frames.error
+        return frames.result
+
+    def add_blocked(self, seconds: float) -> None:
+        """Add ``seconds`` waited for the detector to want a frame (backpressure) to :attr:`blocked_s`."""
+        self._blocked_done_s += seconds
 
     def use_decoder(self, decoder: str) -> None:
         """The source opened decoding with ``decoder`` (``software``, ``cuda``, ``qsv``); shown as a metric."""

@@ -1,0 +1,79 @@
+"""A file camera's frames decoded on the thread that takes them: no hand-off between a decoding thread and the
+detector's for batch work.
+
+An ``every_frame`` camera reading a file (not followed while written, not paced) does not decode ahead on its
+capture thread: its session lends the slots a :class:`PulledFrames` and waits, and the detector thread that takes
+the camera's next frame decodes it there and then (:meth:`vcascade.edge.capture.frames.FrameSlots.take_batch`,
+a ``Claim``). A file is batch work: nothing is gained by a frame decoded before the detector wants it, and a
+frame decoded on the taker's thread costs no thread wake and no GIL hand-over (docs/BENCHMARKS.md, "The goal
+decided on CPU time per frame"). Live sources, paced files and followed files keep their capture thread: their
+frames come at the source's pace, and a read may wait for the network or a writer, which must never hold a
+detector thread.
+
+Everything else is the session's as before: the same generator of frames (:meth:`CaptureSession.frames
+<vcascade.edge.capture.session.CaptureSession>`) does the decoding, the bookkeeping and the phases the watchdog
+reads; its end, its return value (the session's outcome) and any exception it raises are handed back to the
+session's thread, which handles them as if it had decoded itself. FFmpeg's log lines of a pull go to the
+camera's :class:`~vcascade.edge.capture.ffmpeg_log.CameraLog`.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Generator
+from typing import Generic, TypeVar
+
+from vcascade.edge.capture.ffmpeg_log import CameraLog
+from vcascade.edge.capture.frames import Frame
+
+Result = TypeVar("Result")
+
+
+class PulledFrames(Generic[Result]):
+    """A camera's frames, decoded one at a time by whichever thread calls :meth:`pull` (one at a time: the frame
+    slots give a camera to one taker at once).
+
+    Args:
+        frames: the session's frame generator; its return value is the session's :attr:`result`.
+        ffmpeg_log: the camera's FFmpeg log; a pull captures the lines of its own thread into it.
+
+    Attributes:
+        done: set once the generator has ended, returned or raised (or was closed).
+        result: the generator's return value once it returned.
+        error: the exception it raised, to be raised again on the session's thread; else None.
+    """
+
+    def __init__(self, frames: Generator[Frame, None, Result], ffmpeg_log: CameraLog) -> None:
+        self._frames, self._log = frames, ffmpeg_log
+        self.done = threading.Event()
+        self.result: Result | None = None
+        self.error: Exception | None = None
+
+    def pull(self) -> Frame | None:
+        """Decode the camera's next frame on this thread. None once the frames have ended (see :attr:`done`)."""
+        if self.done.is_set():
+            return None
+        try:
+            with self._log.on_this_thread():
+                return next(self._frames)
+        except StopIteration as end:
+            self.result = end.value
+        except Exception as exc:  # noqa: BLE001 - the session's to handle, on its own thread
+            self.error = exc
+        except BaseException:
+            self.done.set()
+            raise
+        self.done.set()
+        return None
+
+    def wait(self, cancel: threading.Event, poll_s: float) -> bool:
+        """Wait until the frames have ended (True) or ``cancel`` is set (False), looking every ``poll_s`` s."""
+        while not self.done.wait(poll_s):
+            if cancel.is_set():
+                return False
+        return True
+
+    def close(self) -> None:
+        """Close the generator (no pull may run: the slots no longer hold it)."""
+        self._frames.close()
+        self.done.set()
