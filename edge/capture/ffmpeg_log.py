@@ -78,7 +78,7 @@ class CameraLog:
         self.edge, self.camera = edge, camera
         self._capture = av.logging.Capture(local=True)
         self._lines: list[tuple[int, str, str]] = []
-        self._borrowed: dict[int, av.logging.Capture] = {}  # per thread that decoded for this camera
+        self._borrowed: dict[int, _Borrowed] = {}  # per thread that decoded for this camera
 
     def __enter__(self) -> Self:
         route_ffmpeg_logs(self.edge)
@@ -94,10 +94,10 @@ class CameraLog:
         the camera's next frame (:mod:`vcascade.edge.capture.pull`). One thread at a time; :meth:`drain` reads
         its lines meanwhile, and the lines left are drained when it ends."""
         ident = threading.get_ident()
-        capture = self._borrowed.get(ident)
-        if capture is None:  # made on the thread whose lines it captures (PyAV keys captures by thread)
-            capture = self._borrowed[ident] = av.logging.Capture(local=True)
-        return _Borrowed(self, capture)
+        borrowed = self._borrowed.get(ident)
+        if borrowed is None:  # the capture is made on the thread whose lines it takes (PyAV keys them by thread)
+            borrowed = self._borrowed[ident] = _Borrowed(self, av.logging.Capture(local=True))
+        return borrowed
 
     def drain(self) -> list[str]:
         """Re-log (DEBUG) and count the lines captured since the last call. Returns their texts, lower case."""
@@ -114,7 +114,8 @@ class CameraLog:
 
 
 class _Borrowed:
-    """:meth:`CameraLog.on_this_thread`'s context: the camera's lines are this thread's capture while it lasts."""
+    """:meth:`CameraLog.on_this_thread`'s context: the camera's lines are this thread's capture while it lasts
+    (one per thread and camera, entered by one pull at a time)."""
 
     __slots__ = ("_log", "_capture", "_saved")
 
@@ -127,7 +128,8 @@ class _Borrowed:
 
     def __exit__(self, *exc_info) -> None:
         try:
-            self._log.drain()
+            if self._log._lines:
+                self._log.drain()
         finally:
             self._capture.__exit__(*exc_info)
             self._log._lines = self._saved

@@ -30,8 +30,8 @@ Result = TypeVar("Result")
 
 
 class PulledFrames(Generic[Result]):
-    """A camera's frames, decoded one at a time by whichever thread calls :meth:`pull` (one at a time: the frame
-    slots give a camera to one taker at once).
+    """A camera's frames, decoded by whichever thread calls :meth:`pull` (one at a time: the frame slots give a
+    camera to one taker at once), one frame ahead.
 
     Args:
         frames: the session's frame generator; its return value is the session's :attr:`result`.
@@ -45,17 +45,30 @@ class PulledFrames(Generic[Result]):
 
     def __init__(self, frames: Generator[Frame, None, Result], ffmpeg_log: CameraLog) -> None:
         self._frames, self._log = frames, ffmpeg_log
+        self._next: Frame | None = None
+        self._started = False
         self.done = threading.Event()
         self.result: Result | None = None
         self.error: Exception | None = None
 
     def pull(self) -> Frame | None:
-        """Decode the camera's next frame on this thread. None once the frames have ended (see :attr:`done`)."""
-        if self.done.is_set():
-            return None
+        """The camera's next frame, and the one after it decoded on this thread (None once the frames have ended,
+        see :attr:`done`). One frame is decoded ahead so that the end of the frames (end of file, ``max_frames``,
+        an error) is known when the last frame is handed over, as when a capture thread puts it into the slot."""
+        if not self._started:
+            self._started = True
+            self._advance()
+        frame, self._next = self._next, None
+        if frame is not None:
+            self._advance()
+        return frame
+
+    def _advance(self) -> None:
+        """Decode the next frame into ``_next``, or end: the generator's return value or exception kept."""
         try:
             with self._log.on_this_thread():
-                return next(self._frames)
+                self._next = next(self._frames)
+                return
         except StopIteration as end:
             self.result = end.value
         except Exception as exc:  # noqa: BLE001 - the session's to handle, on its own thread
@@ -64,7 +77,6 @@ class PulledFrames(Generic[Result]):
             self.done.set()
             raise
         self.done.set()
-        return None
 
     def wait(self, cancel: threading.Event, poll_s: float) -> bool:
         """Wait until the frames have ended (True) or ``cancel`` is set (False), looking every ``poll_s`` s."""
@@ -74,6 +86,7 @@ class PulledFrames(Generic[Result]):
         return True
 
     def close(self) -> None:
-        """Close the generator (no pull may run: the slots no longer hold it)."""
+        """Close the generator (no pull may run: the slots no longer hold it); a frame decoded ahead is dropped."""
+        self._next = None
         self._frames.close()
         self.done.set()

@@ -160,6 +160,7 @@ class CaptureSession(threading.Thread):
         self.decoded = 0
         frames = self.frames(decoder)
         if self.reader.policy == "every_frame" and decoder.follow_idle_s is None:
+            self.set_phase("delivering")  # until a detector thread wants the first frame
             outcome = self.reader.lend(self, PulledFrames(frames, ffmpeg_log))
         else:
             outcome = self._push(frames)
@@ -185,7 +186,10 @@ class CaptureSession(threading.Thread):
         Raises:
             CameraFault: from the decoder, or a privacy mask outside the frame.
         """
+        if self.phase == "delivering":  # a pulled file: the wait for its first pull is backpressure too
+            self.reader.add_blocked(time.perf_counter() - self.phase_since_s)
         self.set_phase("reading")
+        max_frames = self.cfg.max_frames
         for image, pts_ms in decoder.frames():
             if self.cancel.is_set():
                 return "ended", "stopped", ""
@@ -194,14 +198,17 @@ class CaptureSession(threading.Thread):
             if frame is not None:
                 frame = self.reader.accept(self, frame)
             if frame is not None:
-                self.set_phase("delivering")
+                self.phase, self.phase_since_s = "delivering", time.perf_counter()
                 yield frame
-                self.reader.add_blocked(time.perf_counter() - self.phase_since_s)
+                now_s = time.perf_counter()
+                self.reader.add_blocked(now_s - self.phase_since_s)
+                self.phase, self.phase_since_s = "reading", now_s
+            else:
+                self.set_phase("reading")
             if self.cancel.is_set():
                 return "ended", "stopped", ""
-            if self.cfg.max_frames is not None and self.reader.frames >= self.cfg.max_frames:
-                return "ended", "max_frames", f"max_frames={self.cfg.max_frames} reached"
-            self.set_phase("reading")
+            if max_frames is not None and self.reader.frames >= max_frames:
+                return "ended", "max_frames", f"max_frames={max_frames} reached"
         return ("ended", "stopped", "") if self.cancel.is_set() else None
 
     def _frame(self, image, pts_ms: float) -> Frame | None:

@@ -125,7 +125,8 @@ class CameraReader(threading.Thread):
         self.timeline = Timeline(self.live)
         self.decoder = "software"
         self.decoder_fallbacks: dict[str, int] = {}
-        self._frame_span_s: tuple[float, float] | None = None  # perf_counter of the first and last frame decoded
+        self._first_frame_s: float | None = None  # perf_counter of the first frame decoded
+        self._last_frame_s = 0.0  # and of the last
         self._discontinuities_published = 0
         slots.add_camera(name, self.policy, depth=FILE_SLOT_DEPTH)
 
@@ -146,10 +147,10 @@ class CameraReader(threading.Thread):
         """The measured decode rate, frames/s: frames decoded after the first one over the seconds from the first
         to the last (reconnect outages and backpressure included: the rate the camera really delivered). None
         before two frames."""
-        span = self._frame_span_s
-        if span is None or self.frames < 2 or span[1] <= span[0]:
+        first_s, last_s = self._first_frame_s, self._last_frame_s
+        if first_s is None or self.frames < 2 or last_s <= first_s:
             return None
-        return (self.frames - 1) / (span[1] - span[0])
+        return (self.frames - 1) / (last_s - first_s)
 
     @property
     def blocked(self) -> bool:
@@ -252,7 +253,8 @@ class CameraReader(threading.Thread):
         if session.cancel.is_set():
             return None
         self.frames += 1
-        self._backoff.reset()
+        if self._backoff.attempt:
+            self._backoff.reset()
         if session.gate is not None and not session.gate.accept(frame.stream_ts_ms):
             self.rate_skipped += 1
             self._frame_decoded(frame.capture_s)
@@ -262,7 +264,9 @@ class CameraReader(threading.Thread):
             if not session.pacer.wait(frame.stream_ts_ms, session.cancel):
                 return None
             frame = replace(frame, capture_s=time.perf_counter(), capture_unix_ms=time.time() * 1000.0)
-        self._frame_decoded(frame.capture_s)
+        if self._first_frame_s is None:
+            self._first_frame_s = frame.capture_s
+        self._last_frame_s = frame.capture_s
         return frame
 
     def deliver(self, session: CaptureSession, frame: Frame) -> bool:
@@ -309,7 +313,9 @@ class CameraReader(threading.Thread):
 
     def _frame_decoded(self, at_s: float) -> None:
         """Extend the span of :attr:`decode_fps` to a frame decoded (or released by the pacer) at ``at_s``."""
-        self._frame_span_s = (at_s if self._frame_span_s is None else self._frame_span_s[0], at_s)
+        if self._first_frame_s is None:
+            self._first_frame_s = at_s
+        self._last_frame_s = at_s
 
     def publish_totals(self) -> None:
         """Publish the running totals of frames decoded, rate-skipped, skipped and blocked time as metrics."""
