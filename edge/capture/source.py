@@ -15,9 +15,10 @@ Every failure carries its real cause (:data:`vcascade.edge.capture.faults.FAULT_
 ``reason`` label of ``vcascade_edge_camera_state``, and :attr:`CameraReader.reason` / :attr:`CameraReader.detail`
 in the edge's snapshot.
 
-Policies: files give every frame (``every_frame``), or with ``realtime: true`` are paced by their PTS into a
-newest-frame slot like a live camera (``loop: true`` starts again at the end); live sources use the
-newest-frame slot. ``detect_fps`` thins frames by PTS before the slot. States and reasons:
+Policies: files give every frame (``every_frame``: decoded by the detector's threads as they take them,
+:mod:`vcascade.edge.capture.pull`, except a followed file, decoded ahead on its session's thread), or with
+``realtime: true`` are paced by their PTS into a newest-frame slot like a live camera (``loop: true`` starts again
+at the end); live sources use the newest-frame slot. ``detect_fps`` thins frames by PTS before the slot. States and reasons:
 :mod:`vcascade.edge.capture.state`.
 """
 
@@ -53,8 +54,9 @@ log = logging.getLogger(__name__)
 WATCH_INTERVAL_S = 0.05
 """How often the supervisor looks at its session, s."""
 FILE_SLOT_DEPTH = 4
-"""Frames an ``every_frame`` camera may decode ahead of the detector: absorbs scheduling jitter between the
-reader and detector threads (memory: 4 frames per file camera, e.g. 25 MB at 1080p)."""
+"""Frames an ``every_frame`` camera that decodes on its own thread (a followed file; other files are pulled by the
+detector's threads, :mod:`vcascade.edge.capture.pull`) may decode ahead of the detector: absorbs scheduling jitter
+between the reader and detector threads (memory: 4 frames per file camera, e.g. 25 MB at 1080p)."""
 
 WATCHDOG_GRACE_S = 2.0
 """A live session is abandoned this long after its open or read timeout if FFmpeg's own timeout has not ended it, s."""
