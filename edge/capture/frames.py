@@ -22,6 +22,7 @@ import queue
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
@@ -103,17 +104,20 @@ class Taken:
     def __bool__(self) -> bool:
         return bool(self.frames or self.claims)
 
-    def pull(self) -> list[Frame]:
-        """The ready frames and one pulled frame of each claimed camera, every claim released."""
+    def pull(self, on_pulled: Callable[[Frame], None] | None = None) -> list[Frame]:
+        """The ready frames, then one frame of each claimed camera decoded on this thread, every claim released.
+        ``on_pulled(frame)`` is called for each pulled frame before its claim ends (in the camera's frame order)."""
         frames = list(self.frames)
         for claim in self.claims:
             frame = None
             try:
                 frame = claim.pull()
+                if frame is not None:
+                    if on_pulled is not None:
+                        on_pulled(frame)
+                    frames.append(frame)
             finally:
                 claim.release(frame)
-            if frame is not None:
-                frames.append(frame)
         return frames
 
 

@@ -48,6 +48,7 @@ class PulledFrames(Generic[Result]):
         self._next: Frame | None = None
         self._started = False
         self.done = threading.Event()
+        self._wake = threading.Event()  # done, or interrupted (the session was cancelled)
         self.result: Result | None = None
         self.error: Exception | None = None
 
@@ -74,19 +75,28 @@ class PulledFrames(Generic[Result]):
         except Exception as exc:  # noqa: BLE001 - the session's to handle, on its own thread
             self.error = exc
         except BaseException:
-            self.done.set()
+            self._end()
             raise
-        self.done.set()
+        self._end()
 
-    def wait(self, cancel: threading.Event, poll_s: float) -> bool:
-        """Wait until the frames have ended (True) or ``cancel`` is set (False), looking every ``poll_s`` s."""
-        while not self.done.wait(poll_s):
-            if cancel.is_set():
-                return False
-        return True
+    def _end(self) -> None:
+        self.done.set()
+        self._wake.set()
+
+    def wait(self, cancel: threading.Event, backstop_s: float = 1.0) -> bool:
+        """Wait until the frames have ended (True) or ``cancel`` is set (False). A cancel wakes the wait through
+        :meth:`interrupt`; ``backstop_s`` bounds the wait for a cancel set just before the frames were lent."""
+        while not cancel.is_set():
+            if self._wake.wait(backstop_s) and self.done.is_set():
+                return True
+        return False
+
+    def interrupt(self) -> None:
+        """Wake :meth:`wait` (its session was cancelled)."""
+        self._wake.set()
 
     def close(self) -> None:
         """Close the generator (no pull may run: the slots no longer hold it); a frame decoded ahead is dropped."""
         self._next = None
         self._frames.close()
-        self.done.set()
+        self._end()

@@ -74,7 +74,7 @@ class CaptureSession(threading.Thread):
     (:mod:`vcascade.edge.capture.pull`); this thread opens, waits and closes.
 
     Attributes:
-        cancel: set by the supervisor to stop or abandon the session; a frame read after it is discarded.
+        cancel: set by the supervisor (:meth:`stop`) to stop or abandon the session; a frame read after it is discarded.
         phase: ``opening``, ``reading``, ``pacing`` (realtime files, HLS), ``delivering`` (waiting on the slot, or
             for a detector thread to want the next frame of a pulled file), ``done``.
         phase_since_s: ``time.perf_counter()`` when the phase began.
@@ -102,7 +102,15 @@ class CaptureSession(threading.Thread):
         self.read_timeout_s = self.cfg.read_timeout_s
         self.writer_idle = False
         self.decoded = 0
+        self._lent: PulledFrames[Outcome | None] | None = None  # a file's frames while the detector pulls them
         reader.timeline.new_segment("reconnect")  # ignored before the camera's first frame
+
+    def stop(self) -> None:
+        """Stop or abandon the session: set :attr:`cancel` (and wake its wait for a file's pulled frames)."""
+        self.cancel.set()
+        lent = self._lent
+        if lent is not None:
+            lent.interrupt()
 
     def set_phase(self, phase: str) -> None:
         """Enter a phase (the watchdog times the ``opening`` and ``reading`` phases)."""
@@ -161,7 +169,11 @@ class CaptureSession(threading.Thread):
         frames = self.frames(decoder)
         if self.reader.policy == "every_frame" and decoder.follow_idle_s is None:
             self.set_phase("delivering")  # until a detector thread wants the first frame
-            outcome = self.reader.lend(self, PulledFrames(frames, ffmpeg_log))
+            self._lent = PulledFrames(frames, ffmpeg_log)
+            try:
+                outcome = self.reader.lend(self, self._lent)
+            finally:
+                self._lent = None
         else:
             outcome = self._push(frames)
         return outcome, self.decoded

@@ -193,12 +193,12 @@ class CameraReader(threading.Thread):
             if session.outcome is not None:
                 return self._settle(session.outcome)
             if self.stop.is_set() or not alive:
-                session.cancel.set()
+                session.stop()
                 session.join(STOP_JOIN_S)
                 return "ended", "stopped", ""
             verdict = self._watch(session)
             if verdict is not None:
-                session.cancel.set()  # abandon: the thread releases its capture when its call returns
+                session.stop()  # abandon: the thread releases its capture when its call returns
                 return verdict
 
     def _watch(self, session: CaptureSession) -> Outcome | None:
@@ -266,9 +266,7 @@ class CameraReader(threading.Thread):
             if not session.pacer.wait(frame.stream_ts_ms, session.cancel):
                 return None
             frame = replace(frame, capture_s=time.perf_counter(), capture_unix_ms=time.time() * 1000.0)
-        if self._first_frame_s is None:
-            self._first_frame_s = frame.capture_s
-        self._last_frame_s = frame.capture_s
+        self._frame_decoded(frame.capture_s)
         return frame
 
     def deliver(self, session: CaptureSession, frame: Frame) -> bool:
@@ -285,7 +283,7 @@ class CameraReader(threading.Thread):
         """
         self.slots.attach(self.camera, frames)
         try:
-            ended = frames.wait(session.cancel, WATCH_INTERVAL_S)
+            ended = frames.wait(session.cancel)
         finally:
             self.slots.detach(self.camera)  # no pull runs after this: the session may close its source
             frames.close()

@@ -154,17 +154,9 @@ class DetectorPool:
                     continue
                 ticket = self._next_ticket
                 self._next_ticket += 1
-                frames, wanted = taken.frames, [self._wanted(f) for f in taken.frames]
-            try:
-                for claim in taken.claims:  # decoded here, outside the take lock: other threads take meanwhile
-                    frame = None
-                    try:
-                        frame = claim.pull()
-                        if frame is not None:  # asked before the claim ends: the camera's frames stay in order
-                            wanted.append(self._wanted(frame))
-                            frames.append(frame)
-                    finally:
-                        claim.release(frame)
+                wanted = [self._wanted(frame) for frame in taken.frames]
+            try:  # a claimed camera's frame is decoded here, outside the take lock: other threads take meanwhile
+                frames = taken.pull(lambda frame: wanted.append(self._wanted(frame)))
                 result: list[DetectedFrame] | BaseException = detect_frames(
                     self.detector, frames, None if self.gates is None else wanted) if frames else []
             except BaseException as exc:  # noqa: BLE001 - handed to the edge's loop, which stops the edge
