@@ -52,13 +52,18 @@ class PulledFrames(Generic[Result]):
         self.result: Result | None = None
         self.error: Exception | None = None
 
+    def prime(self) -> None:
+        """Decode the first frame on this thread (the session's, before the frames are lent): a source that fails
+        on its first frame (a privacy mask outside it...) fails now, whether or not a detector thread comes."""
+        if not self._started:
+            self._started = True
+            self._advance()
+
     def pull(self) -> Frame | None:
         """The camera's next frame, and the one after it decoded on this thread (None once the frames have ended,
         see :attr:`done`). One frame is decoded ahead so that the end of the frames (end of file, ``max_frames``,
         an error) is known when the last frame is handed over, as when a capture thread puts it into the slot."""
-        if not self._started:
-            self._started = True
-            self._advance()
+        self.prime()
         frame, self._next = self._next, None
         if frame is not None:
             self._advance()

@@ -275,13 +275,15 @@ class CameraReader(threading.Thread):
         return not session.cancel.is_set() and self.slots.put(frame, session.cancel)
 
     def lend(self, session: CaptureSession, frames: PulledFrames[Outcome | None]) -> Outcome | None:
-        """Let the detector's threads decode ``session``'s frames as they take them (:mod:`vcascade.edge.capture.pull`)
-        and wait until they end or the session is cancelled. Returns the frames' outcome (None: end of stream).
+        """Let the detector's threads decode ``session``'s frames as they take them (:mod:`vcascade.edge.capture.pull`;
+        the first frame is decoded here) and wait until they end or the session is cancelled. Returns the frames' outcome (None: end of stream).
 
         Raises:
             What decoding raised (a :class:`CameraFault`...), here on the session's thread.
         """
-        self.slots.attach(self.camera, frames)
+        frames.prime()
+        if not frames.done.is_set():
+            self.slots.attach(self.camera, frames)
         try:
             ended = frames.wait(session.cancel)
         finally:

@@ -30,10 +30,10 @@ def _generated(camera: str, n: int, inside: list[int], threads: set[str], gate: 
     return "the end"
 
 
-def test_a_file_camera_decodes_nothing_until_a_frame_is_taken_then_one_frame_ahead(cameras, bikes_path, wait_for):
+def test_a_file_camera_decodes_its_first_frame_then_one_frame_ahead_of_the_takes(cameras, bikes_path, wait_for):
     reader = cameras("file", url=str(bikes_path), max_frames=5)
-    assert wait_for(lambda: reader.state == "streaming" and reader.blocked, 15)
-    assert reader.frames == 0  # nobody took: nothing decoded (a capture thread would have filled its slot)
+    assert wait_for(lambda: reader.state == "streaming" and reader.frames == 1 and reader.blocked, 15)
+    assert reader.frames == 1  # nobody took: only the first frame (a capture thread would have filled its slot)
     first = cameras.slots.take(10.0)
     assert first is not None and first.seq == 0
     assert reader.frames == 2  # the taken frame and the next, decoded on this thread
