@@ -4,8 +4,9 @@ detector's for batch work.
 An ``every_frame`` camera reading a file (not followed while written, not paced) does not decode ahead on its
 capture thread: its session lends the slots a :class:`PulledFrames` and waits, and the detector thread that takes
 the camera's next frame decodes it there and then (:meth:`vcascade.edge.capture.frames.FrameSlots.take_batch`,
-a ``Claim``). A file is batch work: nothing is gained by a frame decoded before the detector wants it, and a
-frame decoded on the taker's thread costs no thread wake and no GIL hand-over (docs/BENCHMARKS.md, "The goal
+a ``Claim``), one frame ahead; the first frame is decoded by the session itself (:meth:`PulledFrames.prime`). A
+file is batch work: nothing is gained by decoding further ahead of the detector, and a frame decoded on the
+taker's thread costs no thread wake and no GIL hand-over (docs/BENCHMARKS.md, "The goal
 decided on CPU time per frame"). Live sources, paced files and followed files keep their capture thread: their
 frames come at the source's pace, and a read may wait for the network or a writer, which must never hold a
 detector thread.
