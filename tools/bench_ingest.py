@@ -18,12 +18,14 @@ repetition: :func:`repetition_order`), by:
   decoder with PyAV's default threading, as the reader). The reference: goal reader >= 0.95 of it, in CPU time
   per frame.
 * ``handoff``: the bare loop on a thread of its own, handing each frame through :class:`vcascade.edge.capture.frames.FrameSlots`
-  (``every_frame``, the reader's slot depth) to a consumer thread that takes every frame: what any design with a
-  decoding thread per camera and a detector thread pays, without the reader's bookkeeping. ``reader`` / ``handoff``
-  is the reader's own cost; ``handoff`` / ``bare`` the hand-off's.
+  (``every_frame``, depth ``FILE_SLOT_DEPTH``) to a consumer thread that takes every frame: what a design with a
+  decoding thread per camera and a detector thread pays, without the reader's bookkeeping (the edge's file cameras
+  worked so until 3 Dec 2026; live cameras and followed files still do). ``handoff`` / ``bare`` is the hand-off's cost.
 * ``reader``: the edge's path, :class:`vcascade.edge.capture.source.CameraReader` (supervisor + capture session, PTS and
-  loss bookkeeping, FFmpeg log capture, metrics) into :class:`vcascade.edge.capture.frames.FrameSlots` (``every_frame``
-  policy) with a consumer thread taking every frame. It must end cleanly with nothing counted lost.
+  loss bookkeeping, FFmpeg log capture, metrics) with :class:`vcascade.edge.capture.frames.FrameSlots` and a consumer
+  thread taking every frame, as a detector thread does: a file camera's frames are pulled, i.e. decoded on the
+  consumer's thread when it takes them (:mod:`vcascade.edge.capture.pull`). It must end cleanly with nothing counted
+  lost.
 * ``opencv``: a bare ``cv2.VideoCapture.read()`` loop with OpenCV's defaults, the decode loop of the old,
   OpenCV-based reader (an upper bound of that reader: it measured 0.91-0.98 of this loop). OpenCV decodes with
   FFmpeg's frame threads, one per core.
@@ -379,11 +381,11 @@ def print_decode(decode: dict[str, Any]) -> None:
               f"{clip['ratio']:.3f} median, {clip['ratio_best']:.3f} best (not the goal: wall time follows the load)")
         if clip["goal"] is None:
             cpu_us = {name: 1000.0 * ms for name, ms in clip["cpu_ms_per_frame"].items()}
-            print(f"    per-frame CPU: hand-off {cpu_us['handoff'] - cpu_us['bare']:.1f} us (both threads), reader's "
-                  f"own work {cpu_us['reader'] - cpu_us['handoff']:.1f} us")
+            print(f"    per-frame CPU: hand-off {cpu_us['handoff'] - cpu_us['bare']:.1f} us (both threads), reader "
+                  f"{cpu_us['reader'] - cpu_us['bare']:.1f} us (its bookkeeping and the take, no hand-off)")
         print(f"    CPU ratio PyAV/reader: {clip['cpu_ratio']:.3f}   ratio reader/cv2: {clip['ratio_opencv']:.3f} median")
-        print(f"    paired medians: hand-off/PyAV {clip['handoff_ratio']:.3f} (the hand-off's cost), "
-              f"reader/hand-off {clip['ratio_handoff']:.3f} (the reader's own)")
+        print(f"    paired wall medians: hand-off/PyAV {clip['handoff_ratio']:.3f} (the hand-off's cost), "
+              f"reader/hand-off {clip['ratio_handoff']:.3f}")
 
 
 SECTIONS: dict[str, Callable[[argparse.Namespace], dict[str, Any]]] = {

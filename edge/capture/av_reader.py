@@ -289,12 +289,15 @@ class StreamDecoder:
                 ``read_timeout``, ``network_error``, ``read_error`` (the cause FFmpeg gave).
         """
         shown = redact_url(self.container.name)
+        timed = self.read_timeout_s is not None  # a live source: each read is timed (files are not)
         last_packet, packet_s = None, time.monotonic()
         try:
             for packet in self.container.demux(self.stream):
-                waited_s, packet_s = time.monotonic() - packet_s, time.monotonic()
-                if self._timed_out(waited_s):  # FFmpeg's interrupt fired; the demuxer handed out what it held
-                    raise CameraFault("read_timeout", f"{shown}: no data for {waited_s:.1f} s (FFmpeg read timeout)")
+                if timed:
+                    waited_s, packet_s = time.monotonic() - packet_s, time.monotonic()
+                    if self._timed_out(waited_s):  # FFmpeg's interrupt fired; the demuxer handed out what it held
+                        raise CameraFault("read_timeout",
+                                          f"{shown}: no data for {waited_s:.1f} s (FFmpeg read timeout)")
                 if packet.size:
                     last_packet = packet
                     self._watch_packet(packet)
@@ -304,15 +307,17 @@ class StreamDecoder:
                     self.count_loss("corrupt", 1)  # FFmpeg could not decode this packet at all
                     continue
                 lines = self._drain_log()  # before the first keyframe every unit misses references: before_keyframe
-                missing_ref = self._keyframe_seen and any(m in line for line in lines for m in MISSING_REFERENCE_MESSAGES)
+                missing_ref = bool(lines) and self._keyframe_seen and any(
+                    m in line for line in lines for m in MISSING_REFERENCE_MESSAGES)
                 for frame in decoded:
-                    if frame.is_corrupt or missing_ref:  # damaged but decoded: delivered, and counted
+                    if missing_ref or frame.is_corrupt:  # damaged but decoded: delivered, and counted
                         self.count_loss("missing_reference" if missing_ref else "corrupt", 1)
                         missing_ref = False
                     yield self._image(frame), self._stamp_ms(frame)
                 if missing_ref:  # the damaged frame is still inside the decoder (reordering): counted now
                     self.count_loss("missing_reference", 1)
-                packet_s = time.monotonic()  # the next read starts now (delivering frames is not reading)
+                if timed:
+                    packet_s = time.monotonic()  # the next read starts now (delivering frames is not reading)
         except CameraFault:
             raise
         except av.error.EOFError:

@@ -3,7 +3,8 @@
 FFmpeg (inside PyAV) never writes to the terminal: :func:`route_ffmpeg_logs` installs PyAV's log callback at
 FFmpeg's WARNING level (errors and warnings reach Python; FFmpeg's INFO chatter is not even formatted) and stops
 PyAV's ``libav`` logger from propagating to the root logger. Each camera session captures the lines FFmpeg emits
-on its own thread (:class:`CameraLog`, PyAV's thread-local ``av.logging.Capture``) and re-logs them on
+on its own thread (:class:`CameraLog`, PyAV's thread-local ``av.logging.Capture``), and on a detector thread while it
+decodes the camera's next frame (:meth:`CameraLog.on_this_thread`, a file camera's pulled frames), and re-logs them on
 ``vcascade.edge.ffmpeg`` at DEBUG as ``camera NAME: [component] message``; lines from threads that belong to no
 session (FFmpeg's own worker threads) are re-logged the same way with camera ``-``. Every line is counted in
 ``vcascade_edge_ffmpeg_log_lines_total{edge,camera,level}``.
@@ -77,6 +78,7 @@ class CameraLog:
         self.edge, self.camera = edge, camera
         self._capture = av.logging.Capture(local=True)
         self._lines: list[tuple[int, str, str]] = []
+        self._borrowed: dict[int, _Borrowed] = {}  # per thread that decoded for this camera
 
     def __enter__(self) -> Self:
         route_ffmpeg_logs(self.edge)
@@ -86,6 +88,16 @@ class CameraLog:
     def __exit__(self, *exc_info) -> None:
         self._capture.__exit__(*exc_info)
         self.drain()
+
+    def on_this_thread(self) -> _Borrowed:
+        """A context in which the FFmpeg lines of the calling thread are this camera's: a detector thread decoding
+        the camera's next frame (:mod:`vcascade.edge.capture.pull`). One thread at a time; :meth:`drain` reads
+        its lines meanwhile, and the lines left are drained when it ends."""
+        ident = threading.get_ident()
+        borrowed = self._borrowed.get(ident)
+        if borrowed is None:  # the capture is made on the thread whose lines it takes (PyAV keys them by thread)
+            borrowed = self._borrowed[ident] = _Borrowed(self, av.logging.Capture(local=True))
+        return borrowed
 
     def drain(self) -> list[str]:
         """Re-log (DEBUG) and count the lines captured since the last call. Returns their texts, lower case."""
@@ -99,3 +111,25 @@ class CameraLog:
             log.debug("camera %s: [%s] %s", self.camera, component, text)
             texts.append(text.lower())
         return texts
+
+
+class _Borrowed:
+    """:meth:`CameraLog.on_this_thread`'s context: the camera's lines are this thread's capture while it lasts
+    (one per thread and camera, entered by one pull at a time)."""
+
+    __slots__ = ("_log", "_capture", "_saved")
+
+    def __init__(self, camera_log: CameraLog, capture: av.logging.Capture) -> None:
+        self._log, self._capture = camera_log, capture
+
+    def __enter__(self) -> None:
+        self._saved = self._log._lines
+        self._log._lines = self._capture.__enter__()
+
+    def __exit__(self, *exc_info) -> None:
+        try:
+            if self._log._lines:
+                self._log.drain()
+        finally:
+            self._capture.__exit__(*exc_info)
+            self._log._lines = self._saved

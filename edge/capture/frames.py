@@ -7,6 +7,10 @@ Frame-drop policy (DESIGN.md, "Lessons": selectable frame policies, every droppe
 * ``newest`` (live sources, and files with ``realtime: true``): the slot holds one frame; a newer frame replaces an unconsumed one, which is
   counted as *skipped*. Frame age therefore stays bounded however slow the detector is.
 
+An ``every_frame`` camera may instead lend its slot its frames to pull (:meth:`FrameSlots.attach`: a file read by
+the detector's threads themselves, :mod:`vcascade.edge.capture.pull`): its slot stays empty and the taker that
+comes to it claims the camera and decodes its next frame (:class:`Claim`), one taker per camera at a time.
+
 The detector takes frames round-robin across cameras, so one fast camera cannot starve the others. Frames
 taken with ``hold=True`` (the edge's :class:`~edge.detection.pool.DetectorPool`) still count as queued until they
 are released after tracking, so a camera is not forgotten while one of its frames is being detected.
@@ -18,8 +22,9 @@ import queue
 import threading
 import time
 from collections import deque
-from dataclasses import dataclass
-from typing import Literal
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Literal, Protocol
 
 import numpy as np
 
@@ -57,6 +62,65 @@ class Frame:
     capture_unix_ms: float
 
 
+class FrameSource(Protocol):
+    """A camera's frames decoded on demand (:class:`vcascade.edge.capture.pull.PulledFrames`)."""
+
+    done: threading.Event
+
+    def pull(self) -> Frame | None:
+        """The camera's next frame, decoded on the calling thread; None once the frames have ended."""
+
+
+class Claim:
+    """A taker's turn to decode one frame of a camera whose frames are pulled (:meth:`FrameSlots.attach`).
+
+    :meth:`pull` decodes the frame on the calling thread; :meth:`release` ends the turn (and, for a take with
+    ``hold``, holds the frame). Between the two the camera is this taker's alone, so what must follow the
+    camera's frames in order (the motion gate) is asked there.
+    """
+
+    __slots__ = ("camera", "_slots", "_source", "_hold")
+
+    def __init__(self, slots: FrameSlots, camera: str, source: FrameSource, hold: bool) -> None:
+        self._slots, self.camera, self._source, self._hold = slots, camera, source, hold
+
+    def pull(self) -> Frame | None:
+        """The camera's next frame (None: its frames have ended)."""
+        return self._source.pull()
+
+    def release(self, frame: Frame | None) -> None:
+        """The turn is over; ``frame`` is what :meth:`pull` gave."""
+        self._slots._end_claim(self.camera, self._source, self._hold and frame is not None)
+
+
+@dataclass
+class Taken:
+    """What one take gives: frames ready in the slots and claims on cameras whose next frame the taker decodes
+    itself (at most one of either per camera, ``max_frames`` together)."""
+
+    frames: list[Frame] = field(default_factory=list)
+    claims: list[Claim] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.frames or self.claims)
+
+    def pull(self, on_pulled: Callable[[Frame], None] | None = None) -> list[Frame]:
+        """The ready frames, then one frame of each claimed camera decoded on this thread, every claim released.
+        ``on_pulled(frame)`` is called for each pulled frame before its claim ends (in the camera's frame order)."""
+        frames = list(self.frames)
+        for claim in self.claims:
+            frame = None
+            try:
+                frame = claim.pull()
+                if frame is not None:
+                    if on_pulled is not None:
+                        on_pulled(frame)
+                    frames.append(frame)
+            finally:
+                claim.release(frame)
+        return frames
+
+
 class FrameSlots:
     """Per-camera frame slots with a frame-drop policy, shared by camera reader threads and the detector threads.
 
@@ -73,6 +137,7 @@ class FrameSlots:
     * An ``every_frame`` reader waits for room in its slot on its camera's own condition, which a take from that
       camera notifies only while its reader waits: a frame taken wakes at most the one reader it made room for,
       never every blocked reader of the edge.
+    * A camera whose frames are pulled (:meth:`attach`) has no hand-off at all: the taker decodes the frame.
     """
 
     def __init__(self) -> None:
@@ -88,6 +153,9 @@ class FrameSlots:
         self._order: list[str] = []
         self._next = 0
         self._held: dict[str, int] = {}
+        self._sources: dict[str, FrameSource] = {}  # cameras whose frames are pulled (attach)
+        self._idle: set[str] = set()  # of those, the cameras no taker is decoding now
+        self._claimed: set[str] = set()  # and those a taker is decoding now
         self.skipped: dict[str, int] = {}
 
     def add_camera(self, camera: str, policy: FramePolicy, depth: int = 2) -> None:
@@ -134,6 +202,22 @@ class FrameSlots:
                 self._wake_one_taker()
             return True
 
+    def attach(self, camera: str, source: FrameSource) -> None:
+        """Takers decode ``camera``'s frames from ``source`` themselves, one taker at a time, until :meth:`detach`
+        (an ``every_frame`` camera with an empty slot: its reader puts nothing meanwhile)."""
+        with self._lock:
+            self._sources[camera] = source
+            self._idle.add(camera)
+            self._wake_all_takers()
+
+    def detach(self, camera: str) -> None:
+        """No taker decodes ``camera``'s frames after this returns: it waits for a pull in progress to end."""
+        with self._lock:
+            self._idle.discard(camera)
+            self._sources.pop(camera, None)
+            while camera in self._claimed and camera in self._room:
+                self._room[camera].wait(0.1)
+
     def close(self, camera: str) -> None:
         """The camera's reader has finished (end of file, or failed); frames already queued are still taken."""
         with self._lock:
@@ -149,6 +233,8 @@ class FrameSlots:
             self._open.discard(camera)
             self.skipped.pop(camera, None)
             self._held.pop(camera, None)
+            self._sources.pop(camera, None)
+            self._idle.discard(camera)
             if camera in self._order:
                 index = self._order.index(camera)
                 self._order.remove(camera)
@@ -187,19 +273,34 @@ class FrameSlots:
 
         Waits up to ``timeout_s`` for the first frame, never for more: a batch holds what is ready now, so
         batching adds no latency. Returns an empty list if nothing arrives in time (or all cameras closed).
-        ``hold``: the frames count in :meth:`queued` and :meth:`finished` until :meth:`release`.
+        ``hold``: the frames count in :meth:`queued` and :meth:`finished` until :meth:`release`. A camera whose
+        frames are pulled has its next frame decoded here, on the calling thread (:meth:`take_batch`).
+        """
+        deadline = time.monotonic() + timeout_s
+        while True:
+            frames = self.take_batch(max_frames, max(0.0, deadline - time.monotonic()), hold).pull()
+            if frames or time.monotonic() >= deadline or not self._open:
+                return frames
+
+    def take_batch(self, max_frames: int, timeout_s: float, hold: bool = False) -> Taken:
+        """Up to ``max_frames`` frames ready and claims on cameras whose frames are pulled, at most one per
+        camera, round-robin; the caller pulls the claims (:meth:`Taken.pull`, or each :class:`Claim`), on its
+        own thread, outside any lock of its own that other takers need.
+
+        Waits up to ``timeout_s`` for the first frame or claim, never for more. An empty :class:`Taken` if
+        nothing comes in time (or all cameras closed). ``hold``: as :meth:`take_many`.
         """
         deadline = time.monotonic() + timeout_s
         while True:
             with self._lock:
-                frames = self._take_ready(max_frames, hold)
-                if frames:
-                    if self._ready:  # frames left: pass the wake on
+                taken = self._take_ready(max_frames, hold)
+                if taken:
+                    if self._ready or self._idle:  # frames or cameras left: pass the wake on
                         self._wake_one_taker()
-                    return frames
+                    return taken
                 remaining = deadline - time.monotonic()
                 if remaining <= 0 or not self._open:
-                    return []
+                    return taken
                 self._takers_waiting += 1
             try:
                 self._wake.get(timeout=remaining)  # a token: something was put (or closed); look again
@@ -207,11 +308,13 @@ class FrameSlots:
                 with self._lock:  # no token came: withdraw (a token posted meanwhile wakes a later wait early)
                     self._takers_waiting = max(0, self._takers_waiting - 1)
 
-    def _take_ready(self, max_frames: int, hold: bool) -> list[Frame]:
-        """Up to ``max_frames`` queued frames, at most one per camera, round-robin from the last position."""
-        frames = []
+    def _take_ready(self, max_frames: int, hold: bool) -> Taken:
+        """Up to ``max_frames`` queued frames and claims, at most one per camera, round-robin from the last
+        position."""
+        taken = Taken()
+        frames, claims = taken.frames, taken.claims
         for _ in range(len(self._order)):
-            if len(frames) == max_frames:
+            if len(frames) + len(claims) == max_frames:
                 break
             camera = self._order[self._next % len(self._order)]
             self._next += 1
@@ -223,7 +326,25 @@ class FrameSlots:
                     self._held[camera] = self._held.get(camera, 0) + 1
                 if camera in self._blocked:  # its reader waits for the room just made
                     self._room[camera].notify()
-        return frames
+            elif camera in self._idle:
+                self._idle.discard(camera)
+                self._claimed.add(camera)
+                claims.append(Claim(self, camera, self._sources[camera], hold))
+        return taken
+
+    def _end_claim(self, camera: str, source: FrameSource, held: bool) -> None:
+        """A claim on ``camera`` ended (:meth:`Claim.release`); ``held``: its frame is held."""
+        with self._lock:
+            self._claimed.discard(camera)
+            if held and camera in self._slots:
+                self._held[camera] = self._held.get(camera, 0) + 1
+            if self._sources.get(camera) is source and not source.done.is_set():
+                self._idle.add(camera)
+                self._wake_one_taker()
+            else:  # ended or detached: the session waits in detach, or for its frames to end
+                room = self._room.get(camera)
+                if room is not None:
+                    room.notify_all()
 
     def _wake_one_taker(self) -> None:
         """Wake one waiting detector thread, if any waits (the lock is held)."""

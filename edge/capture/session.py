@@ -12,15 +12,17 @@ import logging
 import threading
 import time
 import weakref
+from collections.abc import Generator
 from typing import Protocol
 
 from vcascade.core.config import CameraConfig
 from vcascade.edge.capture.av_reader import StreamDecoder, open_source
 from vcascade.edge.capture.faults import CameraFault
 from vcascade.edge.capture.ffmpeg_log import CameraLog
-from vcascade.edge.capture.frames import Frame
+from vcascade.edge.capture.frames import Frame, FramePolicy
 from vcascade.edge.capture.hls import PACE_RESYNC_S, HlsCamera
 from vcascade.edge.capture.kinds import normalize_image
+from vcascade.edge.capture.pull import PulledFrames
 from vcascade.edge.capture.timing import Pacer, RateGate, Timeline
 from vcascade.edge.capture.views import apply_view
 from vcascade.edge.privacy.masks import FrameMasks, MaskOutsideFrame
@@ -47,13 +49,17 @@ class Reader(Protocol):
     camera: str
     cfg: CameraConfig
     live: bool
+    policy: FramePolicy
     hls: HlsCamera | None
     timeline: Timeline
     masks: FrameMasks | None
     frames: int
     loops: int
 
+    def accept(self, session: CaptureSession, frame: Frame) -> Frame | None: ...
     def deliver(self, session: CaptureSession, frame: Frame) -> bool: ...
+    def lend(self, session: CaptureSession, frames: PulledFrames[Outcome | None]) -> Outcome | None: ...
+    def add_blocked(self, seconds: float) -> None: ...
     def count_corrupt(self, reason: str, n: int) -> None: ...
     def use_decoder(self, decoder: str) -> None: ...
     def count_fallback(self, device: str, reason: str, message: str) -> None: ...
@@ -63,12 +69,14 @@ class CaptureSession(threading.Thread):
     """One connection to a camera: open, then decode until end, error, ``max_frames`` or cancel.
 
     Decoding is :class:`vcascade.edge.capture.av_reader.StreamDecoder` (PyAV); FFmpeg's log lines of this thread go to
-    :class:`vcascade.edge.capture.ffmpeg_log.CameraLog` under the camera's name.
+    :class:`vcascade.edge.capture.ffmpeg_log.CameraLog` under the camera's name. A file read as batch work
+    (``every_frame``, not followed) is decoded by the detector's threads as they take its frames
+    (:mod:`vcascade.edge.capture.pull`); this thread opens, waits and closes.
 
     Attributes:
-        cancel: set by the supervisor to stop or abandon the session; a frame read after it is discarded.
-        phase: ``opening``, ``reading``, ``pacing`` (realtime files, HLS), ``delivering`` (waiting on the slot),
-            ``done``.
+        cancel: set by the supervisor (:meth:`stop`) to stop or abandon the session; a frame read after it is discarded.
+        phase: ``opening``, ``reading``, ``pacing`` (realtime files, HLS), ``delivering`` (waiting on the slot, or
+            for a detector thread to want the next frame of a pulled file), ``done``.
         phase_since_s: ``time.perf_counter()`` when the phase began.
         opened: True once the source opened.
         outcome: (next state, reason, detail) once finished; None while running or when abandoned.
@@ -76,6 +84,7 @@ class CaptureSession(threading.Thread):
             (:meth:`vcascade.edge.capture.hls.HlsCamera.before_open`) and a followed file (:data:`FOLLOW_WAITS` x
             ``follow_idle_s`` plus :data:`FOLLOW_SLACK_S`); the supervisor's watchdog uses it.
         writer_idle: True when a followed file ended because its writer stopped (reason ``writer_idle``).
+        decoded: frames decoded by the current opening of the source.
     """
 
     def __init__(self, reader: Reader) -> None:
@@ -92,7 +101,16 @@ class CaptureSession(threading.Thread):
             self.pacer = Pacer(resync_s=PACE_RESYNC_S)
         self.read_timeout_s = self.cfg.read_timeout_s
         self.writer_idle = False
+        self.decoded = 0
+        self._lent: PulledFrames[Outcome | None] | None = None  # a file's frames while the detector pulls them
         reader.timeline.new_segment("reconnect")  # ignored before the camera's first frame
+
+    def stop(self) -> None:
+        """Stop or abandon the session: set :attr:`cancel` (and wake its wait for a file's pulled frames)."""
+        self.cancel.set()
+        lent = self._lent
+        if lent is not None:
+            lent.interrupt()
 
     def set_phase(self, phase: str) -> None:
         """Enter a phase (the watchdog times the ``opening`` and ``reading`` phases)."""
@@ -128,7 +146,7 @@ class CaptureSession(threading.Thread):
                 if decoder.follow_idle_s is not None:  # a followed file's read waits for its writer: not a stall
                     self.read_timeout_s = max(self.cfg.read_timeout_s,
                                               FOLLOW_WAITS * decoder.follow_idle_s + FOLLOW_SLACK_S)
-                outcome, frames = self._decode(decoder)
+                outcome, frames = self._decode(decoder, ffmpeg_log)
                 self.writer_idle = decoder.writer_idle
             except CameraFault as fault:
                 return self._lost(fault.reason, fault.detail)
@@ -143,21 +161,67 @@ class CaptureSession(threading.Thread):
                 return outcome or self._end(session_frames)  # only files and playlists with an end loop
             self._restart()
 
-    def _decode(self, decoder: StreamDecoder) -> tuple[Outcome | None, int]:
-        """Deliver the decoder's frames. Returns (outcome, frames): outcome None at the end of the stream."""
-        frames = 0
+    def _decode(self, decoder: StreamDecoder, ffmpeg_log: CameraLog) -> tuple[Outcome | None, int]:
+        """Hand the decoder's frames over: pulled by the detector's threads for a file read as batch work
+        (:mod:`vcascade.edge.capture.pull`), else put into the slot from this thread. Returns (outcome, frames):
+        outcome None at the end of the stream."""
+        self.decoded = 0
+        frames = self.frames(decoder)
+        if self.reader.policy == "every_frame" and decoder.follow_idle_s is None:
+            self.set_phase("delivering")  # until a detector thread wants the first frame
+            self._lent = PulledFrames(frames, ffmpeg_log)
+            try:
+                outcome = self.reader.lend(self, self._lent)
+            finally:
+                self._lent = None
+        else:
+            outcome = self._push(frames)
+        return outcome, self.decoded
+
+    def _push(self, frames: Generator[Frame, None, Outcome | None]) -> Outcome | None:
+        """Put every frame into the camera's slot from this thread (live sources, paced and followed files)."""
+        while True:
+            try:
+                frame = next(frames)
+            except StopIteration as end:
+                return end.value
+            if not self.reader.deliver(self, frame):
+                frames.close()
+                return "ended", "stopped", ""
+
+    def frames(self, decoder: StreamDecoder) -> Generator[Frame, None, Outcome | None]:
+        """The frames to hand over, decoded (on whichever thread advances it): each decoded frame stamped, viewed,
+        masked and passed through the camera's rate gate and pacer (:meth:`Reader.accept`); phases ``reading``
+        while decoding, ``delivering`` until the next frame is wanted (that wait is backpressure, counted as
+        blocked time). Counts :attr:`decoded`. Returns the outcome, None at the end of the stream.
+
+        Raises:
+            CameraFault: from the decoder, or a privacy mask outside the frame.
+        """
+        if self.phase == "delivering":  # a pulled file: the wait for its first pull is backpressure too
+            self.reader.add_blocked(time.perf_counter() - self.phase_since_s)
         self.set_phase("reading")
+        max_frames = self.cfg.max_frames
         for image, pts_ms in decoder.frames():
             if self.cancel.is_set():
-                return ("ended", "stopped", ""), frames
-            frames += 1
+                return "ended", "stopped", ""
+            self.decoded += 1
             frame = self._frame(image, pts_ms)
-            if frame is not None and not self.reader.deliver(self, frame):
-                return ("ended", "stopped", ""), frames
-            if self.cfg.max_frames is not None and self.reader.frames >= self.cfg.max_frames:
-                return ("ended", "max_frames", f"max_frames={self.cfg.max_frames} reached"), frames
-            self.set_phase("reading")
-        return (("ended", "stopped", "") if self.cancel.is_set() else None), frames
+            if frame is not None:
+                frame = self.reader.accept(self, frame)
+            if frame is not None:
+                self.phase, self.phase_since_s = "delivering", time.perf_counter()
+                yield frame
+                now_s = time.perf_counter()
+                self.reader.add_blocked(now_s - self.phase_since_s)
+                self.phase, self.phase_since_s = "reading", now_s
+            else:
+                self.set_phase("reading")
+            if self.cancel.is_set():
+                return "ended", "stopped", ""
+            if max_frames is not None and self.reader.frames >= max_frames:
+                return "ended", "max_frames", f"max_frames={max_frames} reached"
+        return ("ended", "stopped", "") if self.cancel.is_set() else None
 
     def _frame(self, image, pts_ms: float) -> Frame | None:
         if self.cancel.is_set():  # abandoned: its late frame must not move the camera's timeline

@@ -15,9 +15,10 @@ Every failure carries its real cause (:data:`vcascade.edge.capture.faults.FAULT_
 ``reason`` label of ``vcascade_edge_camera_state``, and :attr:`CameraReader.reason` / :attr:`CameraReader.detail`
 in the edge's snapshot.
 
-Policies: files give every frame (``every_frame``), or with ``realtime: true`` are paced by their PTS into a
-newest-frame slot like a live camera (``loop: true`` starts again at the end); live sources use the
-newest-frame slot. ``detect_fps`` thins frames by PTS before the slot. States and reasons:
+Policies: files give every frame (``every_frame``: decoded by the detector's threads as they take them,
+:mod:`vcascade.edge.capture.pull`, except a followed file, decoded ahead on its session's thread), or with
+``realtime: true`` are paced by their PTS into a newest-frame slot like a live camera (``loop: true`` starts again
+at the end); live sources use the newest-frame slot. ``detect_fps`` thins frames by PTS before the slot. States and reasons:
 :mod:`vcascade.edge.capture.state`.
 """
 
@@ -37,6 +38,7 @@ from vcascade.edge.capture.faults import FAULT_REASONS, CameraFault
 from vcascade.edge.capture.frames import Frame, FramePolicy, FrameSlots
 from vcascade.edge.capture.hls import HlsCamera, is_hls
 from vcascade.edge.capture.kinds import SourceError, is_live
+from vcascade.edge.capture.pull import PulledFrames
 from vcascade.edge.capture.session import CaptureSession, Outcome, capture_threads_alive
 from vcascade.edge.capture.state import CameraStateMachine
 from vcascade.edge.capture.timing import Timeline
@@ -52,8 +54,9 @@ log = logging.getLogger(__name__)
 WATCH_INTERVAL_S = 0.05
 """How often the supervisor looks at its session, s."""
 FILE_SLOT_DEPTH = 4
-"""Frames an ``every_frame`` camera may decode ahead of the detector: absorbs scheduling jitter between the
-reader and detector threads (memory: 4 frames per file camera, e.g. 25 MB at 1080p)."""
+"""Frames an ``every_frame`` camera that decodes on its own thread (a followed file; other files are pulled by the
+detector's threads, :mod:`vcascade.edge.capture.pull`) may decode ahead of the detector: absorbs scheduling jitter
+between the reader and detector threads (memory: 4 frames per file camera, e.g. 25 MB at 1080p)."""
 
 WATCHDOG_GRACE_S = 2.0
 """A live session is abandoned this long after its open or read timeout if FFmpeg's own timeout has not ended it, s."""
@@ -124,7 +127,8 @@ class CameraReader(threading.Thread):
         self.timeline = Timeline(self.live)
         self.decoder = "software"
         self.decoder_fallbacks: dict[str, int] = {}
-        self._frame_span_s: tuple[float, float] | None = None  # perf_counter of the first and last frame decoded
+        self._first_frame_s: float | None = None  # perf_counter of the first frame decoded
+        self._last_frame_s = 0.0  # and of the last
         self._discontinuities_published = 0
         slots.add_camera(name, self.policy, depth=FILE_SLOT_DEPTH)
 
@@ -145,10 +149,10 @@ class CameraReader(threading.Thread):
         """The measured decode rate, frames/s: frames decoded after the first one over the seconds from the first
         to the last (reconnect outages and backpressure included: the rate the camera really delivered). None
         before two frames."""
-        span = self._frame_span_s
-        if span is None or self.frames < 2 or span[1] <= span[0]:
+        first_s, last_s = self._first_frame_s, self._last_frame_s
+        if first_s is None or self.frames < 2 or last_s <= first_s:
             return None
-        return (self.frames - 1) / (span[1] - span[0])
+        return (self.frames - 1) / (last_s - first_s)
 
     @property
     def blocked(self) -> bool:
@@ -189,12 +193,12 @@ class CameraReader(threading.Thread):
             if session.outcome is not None:
                 return self._settle(session.outcome)
             if self.stop.is_set() or not alive:
-                session.cancel.set()
+                session.stop()
                 session.join(STOP_JOIN_S)
                 return "ended", "stopped", ""
             verdict = self._watch(session)
             if verdict is not None:
-                session.cancel.set()  # abandon: the thread releases its capture when its call returns
+                session.stop()  # abandon: the thread releases its capture when its call returns
                 return verdict
 
     def _watch(self, session: CaptureSession) -> Outcome | None:
@@ -241,30 +245,59 @@ class CameraReader(threading.Thread):
         self.error = error
         self.machine.to("failed", reason, error)
 
-    def deliver(self, session: CaptureSession, frame: Frame) -> bool:
-        """Hand one decoded frame of ``session`` over (rate gate, pacing, slot). False if the session must stop.
+    def accept(self, session: CaptureSession, frame: Frame) -> Frame | None:
+        """Count one decoded frame of ``session`` and pass it through the rate gate and the pacer. Returns the
+        frame to hand over (restamped when paced), or None: rate-skipped, or the session was cancelled.
 
-        Called for every frame on the session's thread: it only adds to plain totals (``frames``,
+        Called for every frame on the decoding thread: it only adds to plain totals (``frames``,
         ``rate_skipped``, blocked time), which the supervisor publishes as metrics (:meth:`publish_totals`).
         """
         if session.cancel.is_set():
-            return False
+            return None
         self.frames += 1
-        self._backoff.reset()
+        if self._backoff.attempt:
+            self._backoff.reset()
         if session.gate is not None and not session.gate.accept(frame.stream_ts_ms):
             self.rate_skipped += 1
             self._frame_decoded(frame.capture_s)
-            return True
+            return None
         if session.pacer is not None:
             session.set_phase("pacing")
             if not session.pacer.wait(frame.stream_ts_ms, session.cancel):
-                return False
+                return None
             frame = replace(frame, capture_s=time.perf_counter(), capture_unix_ms=time.time() * 1000.0)
         self._frame_decoded(frame.capture_s)
-        session.set_phase("delivering")
-        stored = self.slots.put(frame, session.cancel)
-        self._blocked_done_s += time.perf_counter() - session.phase_since_s
-        return stored
+        return frame
+
+    def deliver(self, session: CaptureSession, frame: Frame) -> bool:
+        """Put one frame of ``session`` into the camera's slot from the session's thread (waits while an
+        ``every_frame`` slot is full). False if the session must stop."""
+        return not session.cancel.is_set() and self.slots.put(frame, session.cancel)
+
+    def lend(self, session: CaptureSession, frames: PulledFrames[Outcome | None]) -> Outcome | None:
+        """Let the detector's threads decode ``session``'s frames as they take them (:mod:`vcascade.edge.capture.pull`;
+        the first frame is decoded here) and wait until they end or the session is cancelled. Returns the frames' outcome (None: end of stream).
+
+        Raises:
+            What decoding raised (a :class:`CameraFault`...), here on the session's thread.
+        """
+        frames.prime()
+        if not frames.done.is_set():
+            self.slots.attach(self.camera, frames)
+        try:
+            ended = frames.wait(session.cancel)
+        finally:
+            self.slots.detach(self.camera)  # no pull runs after this: the session may close its source
+            frames.close()
+        if not ended:
+            return "ended", "stopped", ""
+        if frames.error is not None:
+            raise frames.error
+        return frames.result
+
+    def add_blocked(self, seconds: float) -> None:
+        """Add ``seconds`` waited for the detector to want a frame (backpressure) to :attr:`blocked_s`."""
+        self._blocked_done_s += seconds
 
     def use_decoder(self, decoder: str) -> None:
         """The source opened decoding with ``decoder`` (``software``, ``cuda``, ``qsv``); shown as a metric."""
@@ -282,7 +315,9 @@ class CameraReader(threading.Thread):
 
     def _frame_decoded(self, at_s: float) -> None:
         """Extend the span of :attr:`decode_fps` to a frame decoded (or released by the pacer) at ``at_s``."""
-        self._frame_span_s = (at_s if self._frame_span_s is None else self._frame_span_s[0], at_s)
+        if self._first_frame_s is None:
+            self._first_frame_s = at_s
+        self._last_frame_s = at_s
 
     def publish_totals(self) -> None:
         """Publish the running totals of frames decoded, rate-skipped, skipped and blocked time as metrics."""

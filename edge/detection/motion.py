@@ -16,7 +16,8 @@ A still frame still goes through tracking with the last detected frame's detecti
 never expire while nothing moves (a stretch longer than ``lost_track_s`` without any update would otherwise end
 them all). Every still frame is counted in ``vcascade_edge_detections_skipped_total{reason="no_motion"}``.
 
-Decisions are made by the detector pool's threads in the order frames are taken (under the pool's take lock),
+Decisions are made by the detector pool's threads in the order frames are taken (under the pool's take lock, or,
+for a file camera's frame decoded by the taker, under its claim on the camera: :mod:`vcascade.edge.capture.pull`),
 so a camera's reference image follows its frames in order.
 """
 
@@ -94,7 +95,8 @@ class MotionGates:
     """The motion gates of an edge's cameras: cameras without ``motion`` settings are always detected.
 
     Cameras are added and removed on the edge's loop thread (before a camera's first frame, after its last);
-    :meth:`needs_detection` runs on the detector threads under the pool's take lock.
+    :meth:`needs_detection` runs on the detector threads, one at a time per camera (under the pool's take lock or the
+    camera's claim).
 
     Args:
         on_skip: called with the camera's name for every still frame (counts the skip).

@@ -7,7 +7,7 @@ take frames from the :class:`~edge.capture.frames.FrameSlots` and run the one sh
 Runtime releases the GIL during a run.
 
 Order: a thread takes its frames and draws a ticket under one lock, so tickets follow the slots' round-robin
-order; :meth:`DetectorPool.next` hands the detections back strictly by ticket. The edge's loop tracks them
+order (a file camera's frame is decoded by the thread that claimed it, after the lock: :mod:`vcascade.edge.capture.pull`); :meth:`DetectorPool.next` hands the detections back strictly by ticket. The edge's loop tracks them
 there, on one thread, so every camera's tracker still sees its frames in order. Taken frames stay ``held``
 in the slots until the loop has tracked them (:meth:`FrameSlots.release`), so a camera being removed is
 only forgotten after its last frame.
@@ -149,19 +149,24 @@ class DetectorPool:
     def _run(self) -> None:
         while not self._stop.is_set():
             with self._take_lock:
-                frames = self.slots.take_many(self.frames_per_run, timeout_s=TAKE_TIMEOUT_S, hold=True)
-                if not frames:
+                taken = self.slots.take_batch(self.frames_per_run, timeout_s=TAKE_TIMEOUT_S, hold=True)
+                if not taken:
                     continue
                 ticket = self._next_ticket
                 self._next_ticket += 1
-                wanted = None if self.gates is None else [
-                    self.gates.needs_detection(f.camera, f.image, f.stream_ts_ms) for f in frames
-                ]
-            try:
-                result: list[DetectedFrame] | BaseException = detect_frames(self.detector, frames, wanted)
+                wanted = [self._wanted(frame) for frame in taken.frames]
+            try:  # a claimed camera's frame is decoded here, outside the take lock: other threads take meanwhile
+                frames = taken.pull(lambda frame: wanted.append(self._wanted(frame)))
+                result: list[DetectedFrame] | BaseException = detect_frames(
+                    self.detector, frames, None if self.gates is None else wanted) if frames else []
             except BaseException as exc:  # noqa: BLE001 - handed to the edge's loop, which stops the edge
                 log.exception("detector run failed")
                 result = exc
             with self._cond:
                 self._done[ticket] = result
                 self._cond.notify_all()
+
+    def _wanted(self, frame: Frame) -> bool:
+        """Whether ``frame`` goes to the detector (its camera's motion gate; True without gates). Asked in each
+        camera's frame order: under the take lock for a frame taken ready, under its claim for a pulled one."""
+        return self.gates is None or self.gates.needs_detection(frame.camera, frame.image, frame.stream_ts_ms)
