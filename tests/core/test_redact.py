@@ -7,10 +7,11 @@ from __future__ import annotations
 import io
 import logging
 import string
+from collections.abc import Callable
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from vcascade.core import redact as redact_module
@@ -42,6 +43,14 @@ def _no_remembered_secrets():
     forget_all()
 
 
+def _around(text: Callable[[str], str], secret: str) -> str:
+    """``text(secret)``, after skipping an example whose secret is a piece of what the exits write around it
+    (``reet-1`` is in the log's ``camera street-1``, ``168.1`` in a host): the exits of ``text`` with another
+    secret in its place must not show it."""
+    assume(not any(secret in shown for shown in _exits(text("Q")).values()))
+    return text(secret)
+
+
 def _exits(text: str) -> dict[str, str]:
     """The same text through each exit that does not need a running process: plain redaction, a log line through
     the handler filter the CLI installs, a camera fault, a camera-state sink record."""
@@ -68,8 +77,8 @@ def _exits(text: str) -> dict[str, str]:
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(scheme=SCHEME, user=st.sampled_from(["admin", "root", "op"]), password=SECRET, host=HOST)
 def test_a_password_with_at_slash_colon_or_space_never_reaches_an_exit(scheme, user, password, host):
-    url = f"{scheme}://{user}:{password}@{host}/Streaming/Channels/101"
-    for exit_name, shown in _exits(f"{url}: Connection refused").items():
+    text = _around(lambda p: f"{scheme}://{user}:{p}@{host}/Streaming/Channels/101: Connection refused", password)
+    for exit_name, shown in _exits(text).items():
         assert password not in shown, (exit_name, shown)
         assert host.split(":")[0].strip("[]") in shown, (exit_name, shown)  # the host is still shown
 
@@ -77,9 +86,11 @@ def test_a_password_with_at_slash_colon_or_space_never_reaches_an_exit(scheme, u
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(scheme=SCHEME, name=SECRET_PARAM, secret=QUERY_SECRET, host=HOST, in_path=st.booleans())
 def test_a_credential_in_the_query_or_path_never_reaches_an_exit(scheme, name, secret, host, in_path):
-    url = (f"{scheme}://{host}/user=admin_{name}={secret}_channel=1_stream=0.sdp" if in_path
-           else f"{scheme}://{host}/cgi-bin/stream?user=admin&{name}={secret}&channel=1")
-    for exit_name, shown in _exits(f"opening {url} failed").items():
+    def text(value: str) -> str:
+        return (f"opening {scheme}://{host}/user=admin_{name}={value}_channel=1_stream=0.sdp failed" if in_path
+                else f"opening {scheme}://{host}/cgi-bin/stream?user=admin&{name}={value}&channel=1 failed")
+
+    for exit_name, shown in _exits(_around(text, secret)).items():
         assert secret not in shown, (exit_name, shown)
         assert "channel=1" in shown, (exit_name, shown)
 
