@@ -41,15 +41,15 @@ def handle(args: argparse.Namespace) -> int:
         print(f"vcascade: --bind {bind}: a non-loopback address needs ui.token (token: ${{VAR}})", file=sys.stderr)
         return EXIT_CONFIG
     configure_logging("INFO", "vcascade")
+    stopped = threading.Event()  # handlers first: a SIGTERM as soon as the view answers is a clean stop
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda signum, frame: stopped.set())
     try:
         server = serve_view(dep, bind, args.port, args.model_dir)
     except HttpPortInUse as exc:
         print(f"vcascade: {exc}", file=sys.stderr)
         return EXIT_FAILURE
     print(f"live view of {args.file}: http://{bind}:{server.server_address[1]}/", flush=True)
-    stopped = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda signum, frame: stopped.set())
     stopped.wait()
     server.shutdown()
     return EXIT_OK
