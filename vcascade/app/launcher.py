@@ -328,11 +328,12 @@ def run_deployment(
         raise ModelUnavailable("\n".join(problems))
     console = Console() if sys.stdout.isatty() else Console(width=120)
     launcher = Launcher(dep, config_path, model_dir, log_level)
-    view = serve_view(dep, model_dir=model_dir) if dep.ui.enabled else None  # the live view, when the file asks for it
-    if view is not None:
-        console.print(f"live view: http://{dep.ui.bind}:{view.server_address[1]}/")
     previous = {sig: signal.signal(sig, lambda signum, frame: launcher.request_stop(signum)) for sig in STOP_SIGNALS}
+    view = None  # the live view, when the file asks for it; served once a stop signal is a clean stop
     try:
+        if dep.ui.enabled:
+            view = serve_view(dep, model_dir=model_dir)
+            console.print(f"live view: http://{dep.ui.bind}:{view.server_address[1]}/")
         return _run(launcher, console, summary_json, status_path)
     finally:
         if view is not None:
