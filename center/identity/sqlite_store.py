@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import secrets
 import sqlite3
+import time
 from pathlib import Path
 
 import numpy as np
@@ -90,13 +91,34 @@ class SqliteStore:
         self.space = space
         self._db = sqlite3.connect(str(Path(path).expanduser()), timeout=timeout_s, isolation_level=None,
                                    check_same_thread=False)  # fmt: skip
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")  # WAL: durable across process crashes (not power loss)
-        self._db.executescript(SCHEMA)
-        have = {row[1] for row in self._db.execute("PRAGMA table_info(identities)")}
-        for name, kind in ADDED_COLUMNS.items():
-            if name not in have:
-                self._db.execute(f"ALTER TABLE identities ADD COLUMN {name} {kind}")
+        self._set_up(timeout_s)
+
+    def _set_up(self, timeout_s: float) -> None:
+        """Switch the file to WAL and create or upgrade its tables (in one ``BEGIN IMMEDIATE`` transaction).
+
+        Workers opening a new file at once meet here, and SQLite answers ``database is locked`` at once, without
+        its busy timeout, where waiting could deadlock (https://www.sqlite.org/c3ref/busy_handler.html: two
+        connections holding a read lock that both want to write); so a locked set-up is tried again until
+        ``timeout_s`` is spent, then raised.
+        """
+        deadline, pause_s = time.monotonic() + timeout_s, 0.01
+        while True:
+            try:
+                self._db.execute("PRAGMA journal_mode=WAL")
+                self._db.execute("PRAGMA synchronous=NORMAL")  # WAL: durable across process crashes (not power loss)
+                with self._transaction() as db:
+                    for statement in filter(str.strip, SCHEMA.split(";")):
+                        db.execute(statement)
+                    have = {row[1] for row in db.execute("PRAGMA table_info(identities)")}
+                    for name, kind in ADDED_COLUMNS.items():
+                        if name not in have:
+                            db.execute(f"ALTER TABLE identities ADD COLUMN {name} {kind}")
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() + pause_s > deadline:
+                    raise
+                time.sleep(pause_s)
+                pause_s = min(2 * pause_s, 0.2)
 
     def reserve_ids(self, n: int) -> list[int]:
         with self._transaction() as db:
