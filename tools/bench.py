@@ -55,7 +55,6 @@ from tools.bench_live import live, print_live
 from tools.bench_variants import EdgeVariant, Inputs
 
 REPO = Path(__file__).resolve().parents[1]
-GOALS = {"track_vs_baseline": 1.4, "same_work_vs_baseline": 1.0, "efficiency": 0.85}
 console = Console(width=200)
 
 
