@@ -146,9 +146,7 @@ class BrokerLoop:
         self.telemetry = BrokerTelemetry(name)
         self.worker_names: dict[bytes, str] = {}
         self.accepting = True
-        self.poller = zmq.Poller()
-        self.poller.register(frontend, zmq.POLLIN)
-        self.poller.register(backend, zmq.POLLIN)
+        self._poll_items = [(backend, zmq.POLLIN), (frontend, zmq.POLLIN)]  # zmq.zmq_poll's items: what Poller keeps
         self._last_report_s = self._last_housekeeping_s = time.perf_counter()
 
     # ------------------------------------------------------------------ main loop
@@ -178,13 +176,10 @@ class BrokerLoop:
         self._emit_report(final=True)
 
     def _poll_round(self, timeout_ms: int) -> None:
-        events = dict(self.poller.poll(timeout_ms))
-        if self.backend in events:  # answers first: they free credit for the ROIs that follow
-            for frames in waiting_messages(self.backend, copy=False):  # RECV_BATCH at most: neither side starves
-                self._on_backend(frames)
-        if self.frontend in events:
-            for frames in waiting_messages(self.frontend, copy=False):
-                self._on_frontend(frames)
+        for sock, _ in zmq.zmq_poll(self._poll_items, timeout_ms):  # the backend first: answers free credit
+            handle = self._on_backend if sock is self.backend else self._on_frontend
+            for frames in waiting_messages(sock, copy=False):  # RECV_BATCH at most: neither side starves
+                handle(frames)
 
     def _housekeeping(self) -> None:
         """Every ``POLL_MS`` at most: expire silent workers, take back overdue ROIs, drop stale ROIs and ROIs that

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Broker throughput and added latency, against a C-level ``zmq.proxy`` between the same endpoints.
 
-    python -m tools.bench_broker [--seconds 2] [--reps 3] [--window 64] [--load 0.5] [--ttl-ms 1000]
+    python -m tools.bench_broker [--seconds 2] [--reps 3] [--window 64] [--load 0.5 | --rate ROIS_S] [--ttl-ms 1000]
                                  [--reference PYTHON] [--json FILE|-]
 
 Intermediaries, side by side on their own tcp ports: ``zmq.proxy(ROUTER, DEALER)`` in a process, and the real
@@ -17,7 +17,8 @@ second to a broker and ignores the rest.
    broker / proxy; plus the intermediary's CPU time per ROI round trip (``/proc``, robust to other load), and
    that of its main thread alone (the Python loop, or the proxy's C loop; the rest is libzmq's I/O thread).
 2. added latency at quantile q: q-quantile of sender-measured round trips (send -> Result) through the
-   broker minus that through the proxy, both paced at ``--load`` x the broker's max rate; both paths cross
+   broker minus that through the proxy, both paced at ``--load`` x the broker's max rate (or at ``--rate``
+   ROIs/s: at a low rate nothing queues anywhere, and the difference is one ROI's path); both paths cross
    the same tcp hops and worker, so the difference is the broker's own work. Taken per interleaved pair of
    runs, median over pairs.
 
@@ -340,7 +341,7 @@ def _measure(bench: Bench, args: argparse.Namespace) -> dict:
             cpu_us[target].append(r["cpu_us_per_roi"])
             main_us[target].append(r["main_cpu_us_per_roi"])
     msgs_s = {t: statistics.median(v) for t, v in rates.items()}
-    paced_rate = msgs_s["broker"] * args.load
+    paced_rate = args.rate or msgs_s["broker"] * args.load
     rtts: dict[str, list[float]] = {t: [] for t in targets}
     added = {b: {50: [], 99: []} for b in brokers}
     paced_cpu_us: dict[str, list[float]] = {t: [] for t in targets}
@@ -432,6 +433,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--window", type=int, default=64, help="ROIs in flight in throughput runs (default 64)")
     parser.add_argument("--payload-kb", type=int, default=48, help="ROI payload, KiB (default 48)")
     parser.add_argument("--load", type=float, default=0.5, help="paced rate / broker max rate (default 0.5)")
+    parser.add_argument("--rate", type=float, default=0.0,
+                        help="paced rate, ROIs/s, instead of --load x the broker's max (a low rate, say 200, reads "
+                             "the added latency where nothing queues; default: use --load)")
     parser.add_argument("--ttl-ms", type=float, default=1000.0, help="the ROIs' deadline, ms (default 1000; 0: none)")
     parser.add_argument("--reference", metavar="PYTHON",
                         help="also measure the broker this interpreter runs (another checkout's environment)")
