@@ -282,10 +282,10 @@ class BrokerLoop:
         flight = self._complete(result.roi_id, worker)
         if flight is None:
             return
-        hops = [*result.hops, *broker_hops(flight, result.hops, now_s)]
+        hops = result.hops  # the decoded header's own list: appended in place, not copied into a new Result (whose
+        hops.extend(broker_hops(flight, hops, now_s))  # __post_init__ would check the worker's name again)
         hops.append(("broker_return", ms(time.perf_counter() - now_s)))
-        answer = msgspec.structs.replace(result, hops=hops)
-        if self._send_edge(flight.pending.data.edge, [wire.encode(answer)]):
+        if self._send_edge(flight.pending.data.edge, [wire.encode(result)]):
             self.telemetry.result_forwarded()
 
     def _on_worker_drop(self, worker: bytes, drop: wire.Drop, header_frame: zmq.Frame, now_s: float) -> None:

@@ -2,12 +2,14 @@
 """Broker throughput and added latency, against a C-level ``zmq.proxy`` between the same endpoints.
 
     python -m tools.bench_broker [--seconds 2] [--reps 3] [--window 64] [--load 0.5 | --rate ROIS_S] [--ttl-ms 1000]
-                                 [--reference PYTHON] [--json FILE|-]
+                                 [--reference PYTHON] [--floor] [--json FILE|-]
 
 Intermediaries, side by side on their own tcp ports: ``zmq.proxy(ROUTER, DEALER)`` in a process, and the real
 ``vcascade broker`` in a subprocess; with ``--reference PYTHON`` also the broker another interpreter runs (the
 environment of another checkout, e.g. a git worktree of main with its own virtual environment), so a change is
-measured against the code before it under the same load. The same
+measured against the code before it under the same load; with ``--floor`` also ``floor``, the proxy's work done
+by a Python loop with the broker's own receive and send (:func:`run_floor`: what any Python broker pays before
+its own work). The same
 clients drive them all: an edge-like DEALER sender per run (real ``wire.Roi`` headers as an edge sends them:
 a recognizer, a send reason and a deadline of ``--ttl-ms``, + ``--payload-kb`` payload) and one worker-like
 DEALER per intermediary that answers each ROI with a ``wire.Result`` at once, re-sends ``wire.Ready`` every
@@ -46,7 +48,7 @@ import zmq
 
 from vcascade.core.protocol import wire
 from vcascade.core.transport.ports import free_port
-from vcascade.core.transport.sockets import make_socket
+from vcascade.core.transport.sockets import make_socket, send_frames, waiting_messages
 
 REPO = Path(__file__).resolve().parents[1]
 DEMO = REPO / "configs" / "demo.yaml"
@@ -71,6 +73,26 @@ def run_proxy(frontend: str, backend: str) -> None:
     front.bind(frontend)
     back.bind(backend)
     zmq.proxy(front, back)
+
+
+def run_floor(frontend: str, backend: str) -> None:
+    """What ``zmq.proxy(ROUTER, DEALER)`` does, in a Python loop with the broker's own receive and send
+    (``zmq_poll``, :func:`waiting_messages`, :func:`send_frames`): every message forwarded as received, nothing
+    decoded, booked or counted. The floor of any broker written in Python; runs until terminated."""
+    ctx = zmq.Context()
+    front, back = make_socket(ctx, zmq.ROUTER), make_socket(ctx, zmq.DEALER)
+    front.setsockopt(zmq.ROUTER_MANDATORY, 0)  # as run_proxy
+    front.bind(frontend)
+    back.bind(backend)
+    items, other = [(back, zmq.POLLIN), (front, zmq.POLLIN)], {back: front, front: back}
+    while True:
+        for sock, _ in zmq.zmq_poll(items, 100):
+            out = other[sock]
+            for frames in waiting_messages(sock, copy=False):
+                try:
+                    send_frames(out, frames)
+                except zmq.Again:
+                    pass  # a full pipe: dropped, as zmq.proxy's DEALER would block instead (never here: HWM 10,000)
 
 
 def run_worker(backend: str, name: str, send_ready: bool) -> None:
@@ -225,11 +247,17 @@ class _Sender:
 
 
 def _cpu_s(pid: int, tid: int | None = None) -> float:
-    """User + system CPU time of process ``pid`` (or of its thread ``tid``) so far, s (Linux ``/proc/PID/stat`` or
-    ``/proc/PID/task/TID/stat`` fields 14-15, in ticks)."""
-    path = Path(f"/proc/{pid}/stat" if tid is None else f"/proc/{pid}/task/{tid}/stat")
-    fields = path.read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    """CPU time of process ``pid`` (the sum over its threads) or of its thread ``tid`` so far, s: the scheduler's
+    ``sum_exec_runtime`` in ns (Linux ``/proc/PID/task/TID/schedstat``, first field). ``/proc/PID/stat`` counts in
+    10-ms ticks, too coarse for a few hundred ROIs at a low rate (issue 32)."""
+    tids = [tid] if tid is not None else [int(t) for t in os.listdir(f"/proc/{pid}/task")]
+    total_ns = 0
+    for thread in tids:
+        try:
+            total_ns += int(Path(f"/proc/{pid}/task/{thread}/schedstat").read_text().split()[0])
+        except FileNotFoundError:  # a thread that ended between the listing and the read
+            pass
+    return total_ns / 1e9
 
 
 def _endpoints() -> tuple[str, str]:
@@ -267,13 +295,17 @@ class Bench:
         self.procs: list = []
         self.brokers: list[subprocess.Popen] = []
         self.targets = ["proxy", "broker", *(["reference"] if args.reference else [])]
-        self.endpoints = {target: _endpoints() for target in self.targets}
+        self.endpoints = {target: _endpoints() for target in (*self.targets, *(["floor"] if args.floor else []))}
         self._spawn(run_proxy, *self.endpoints["proxy"])
         self.pids = {"proxy": self.procs[0].pid}
+        if args.floor:  # after the brokers in every table, since it is no broker: measured, never compared by goal
+            self._spawn(run_floor, *self.endpoints["floor"])
+            self.pids["floor"] = self.procs[-1].pid
         for target in self.targets[1:]:
             self.pids[target] = self._start_broker(folder / target, target)
+        self.targets += ["floor"] if args.floor else []
         for target, (_, backend) in self.endpoints.items():
-            self._spawn(run_worker, backend, f"bench-worker-{target}", target != "proxy")
+            self._spawn(run_worker, backend, f"bench-worker-{target}", target not in ("proxy", "floor"))
         self.runs = 0
 
     def _spawn(self, fn, *args) -> None:
@@ -439,6 +471,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ttl-ms", type=float, default=1000.0, help="the ROIs' deadline, ms (default 1000; 0: none)")
     parser.add_argument("--reference", metavar="PYTHON",
                         help="also measure the broker this interpreter runs (another checkout's environment)")
+    parser.add_argument("--floor", action="store_true",
+                        help="also measure the floor of a Python broker: zmq.proxy's work in a Python loop (run_floor)")
     parser.add_argument("--json", help="also write the results as JSON to this file ('-': stdout, no table)")
     args = parser.parse_args(argv)
     res = measure(args)
