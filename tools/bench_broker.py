@@ -91,8 +91,8 @@ def run_floor(frontend: str, backend: str) -> None:
             for frames in waiting_messages(sock, copy=False):
                 try:
                     send_frames(out, frames)
-                except zmq.Again:
-                    pass  # a full pipe: dropped, as zmq.proxy's DEALER would block instead (never here: HWM 10,000)
+                except zmq.Again:  # a full pipe (not with 64 in flight and HWM 10,000): dropped, where the
+                    pass  # proxy would block; the sender's drain then reports the ROI unanswered
 
 
 def run_worker(backend: str, name: str, send_ready: bool) -> None:

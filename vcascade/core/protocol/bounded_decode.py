@@ -103,9 +103,9 @@ def decode_versioned(
         raise MalformedMessage("empty")
     if data[0] == 0x80:  # pickle protocol >= 2 starts with the PROTO opcode; never unpickle, just name it
         raise MalformedMessage("pickle")
-    if len(data.translate(None, _NOT_CONTAINERS)) > MAX_DEPTH:  # check_bounds' fast path, inlined (a call per header)
+    if len(data.translate(None, _NOT_CONTAINERS)) > MAX_DEPTH:  # check_bounds' fast path, inline: a call less
         _walk(data, MAX_DEPTH)
-    try:  # one handler for both decodes (a function call and a try block per decode cost more than the probe)
+    try:  # one handler for both decodes, in line: two calls less per header (issue 32)
         peer_version = _probe_decoder.decode(data).v  # checked first: another version may have other fields
         if peer_version != version:
             raise MalformedMessage("version", f"v={peer_version}, expected {version}")
