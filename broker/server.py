@@ -146,9 +146,7 @@ class BrokerLoop:
         self.telemetry = BrokerTelemetry(name)
         self.worker_names: dict[bytes, str] = {}
         self.accepting = True
-        self.poller = zmq.Poller()
-        self.poller.register(frontend, zmq.POLLIN)
-        self.poller.register(backend, zmq.POLLIN)
+        self._poll_items = [(backend, zmq.POLLIN), (frontend, zmq.POLLIN)]  # zmq.zmq_poll's items: what Poller keeps
         self._last_report_s = self._last_housekeeping_s = time.perf_counter()
 
     # ------------------------------------------------------------------ main loop
@@ -178,13 +176,10 @@ class BrokerLoop:
         self._emit_report(final=True)
 
     def _poll_round(self, timeout_ms: int) -> None:
-        events = dict(self.poller.poll(timeout_ms))
-        if self.backend in events:  # answers first: they free credit for the ROIs that follow
-            for frames in waiting_messages(self.backend, copy=False):  # RECV_BATCH at most: neither side starves
-                self._on_backend(frames)
-        if self.frontend in events:
-            for frames in waiting_messages(self.frontend, copy=False):
-                self._on_frontend(frames)
+        for sock, _ in zmq.zmq_poll(self._poll_items, timeout_ms):  # the backend first: answers free credit
+            handle = self._on_backend if sock is self.backend else self._on_frontend
+            for frames in waiting_messages(sock, copy=False):  # RECV_BATCH at most: neither side starves
+                handle(frames)
 
     def _housekeeping(self) -> None:
         """Every ``POLL_MS`` at most: expire silent workers, take back overdue ROIs, drop stale ROIs and ROIs that
@@ -287,10 +282,10 @@ class BrokerLoop:
         flight = self._complete(result.roi_id, worker)
         if flight is None:
             return
-        hops = [*result.hops, *broker_hops(flight, result.hops, now_s)]
+        hops = result.hops  # the decoded header's own list: appended in place, not copied into a new Result (whose
+        hops.extend(broker_hops(flight, hops, now_s))  # __post_init__ would check the worker's name again)
         hops.append(("broker_return", ms(time.perf_counter() - now_s)))
-        answer = msgspec.structs.replace(result, hops=hops)
-        if self._send_edge(flight.pending.data.edge, [wire.encode(answer)]):
+        if self._send_edge(flight.pending.data.edge, [wire.encode(result)]):
             self.telemetry.result_forwarded()
 
     def _on_worker_drop(self, worker: bytes, drop: wire.Drop, header_frame: zmq.Frame, now_s: float) -> None:

@@ -1,23 +1,25 @@
 #!/usr/bin/env python3
 """Broker throughput and added latency, against a C-level ``zmq.proxy`` between the same endpoints.
 
-    python -m tools.bench_broker [--seconds 2] [--reps 3] [--window 64] [--load 0.5] [--ttl-ms 1000]
-                                 [--reference PYTHON] [--json FILE|-]
+    python -m tools.bench_broker [--seconds 2] [--reps 3] [--window 64] [--load 0.5 | --rate ROIS_S] [--ttl-ms 1000]
+                                 [--reference PYTHON] [--floor] [--json FILE|-]
 
 Intermediaries, side by side on their own tcp ports: ``zmq.proxy(ROUTER, DEALER)`` in a process, and the real
 ``vcascade broker`` in a subprocess; with ``--reference PYTHON`` also the broker another interpreter runs (the
 environment of another checkout, e.g. a git worktree of main with its own virtual environment), so a change is
-measured against the code before it under the same load. The same
-clients drive them all: an edge-like DEALER sender per run (real ``wire.Roi`` headers as an edge sends them:
-a recognizer, a send reason and a deadline of ``--ttl-ms``, + ``--payload-kb`` payload) and one worker-like
-DEALER per intermediary that answers each ROI with a ``wire.Result`` at once, re-sends ``wire.Ready`` every
-second to a broker and ignores the rest.
+measured against the code before it under the same load; with ``--floor`` also ``floor``, the proxy's work done
+by a Python loop with the broker's own receive and send (:func:`tools.bench_broker_peers.run_floor`: what any
+Python broker pays before its own work). The same clients (``tools/bench_broker_peers.py``) drive them all: an
+edge-like DEALER sender per run (real ``wire.Roi`` headers as an edge sends them: a recognizer, a send reason and
+a deadline of ``--ttl-ms``, + ``--payload-kb`` payload) and one worker-like DEALER per intermediary that answers
+each ROI with a ``wire.Result`` at once, re-sends ``wire.Ready`` every second to a broker and ignores the rest.
 
 1. throughput: ``--window`` ROIs in flight; msgs/s = results / s; MB/s = msgs/s x payload / 1e6; ratio =
    broker / proxy; plus the intermediary's CPU time per ROI round trip (``/proc``, robust to other load), and
    that of its main thread alone (the Python loop, or the proxy's C loop; the rest is libzmq's I/O thread).
 2. added latency at quantile q: q-quantile of sender-measured round trips (send -> Result) through the
-   broker minus that through the proxy, both paced at ``--load`` x the broker's max rate; both paths cross
+   broker minus that through the proxy, both paced at ``--load`` x the broker's max rate (or at ``--rate``
+   ROIs/s: at a low rate nothing queues anywhere, and the difference is one ROI's path); both paths cross
    the same tcp hops and worker, so the difference is the broker's own work. Taken per interleaved pair of
    runs, median over pairs.
 
@@ -36,199 +38,35 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
 import yaml
-import zmq
 
-from vcascade.core.protocol import wire
+from tools.bench_broker_peers import WARMUP_TIMEOUT_S, run_floor, run_proxy, run_sender, run_worker
 from vcascade.core.transport.ports import free_port
-from vcascade.core.transport.sockets import make_socket
 
 REPO = Path(__file__).resolve().parents[1]
 DEMO = REPO / "configs" / "demo.yaml"
 BROKER_NAME = "bench-broker"
-RECOGNIZER = "bench"
-WORKER_CREDITS = 10_000
-"""Credits of the worker-like process: never the limit, so the broker forwards as fast as it can."""
-READY_EVERY_S = 1.0
-WARMUP_TIMEOUT_S = 60.0
-DRAIN_S = 2.0
 GOAL_RATIO, GOAL_P50_MS, GOAL_P99_MS = 0.85, 0.3, 1.0
-
-
-# ---------------------------------------------------------------- processes
-
-
-def run_proxy(frontend: str, backend: str) -> None:
-    """``zmq.proxy(ROUTER, DEALER)``; runs until terminated. No ROUTER_MANDATORY: late answers are dropped."""
-    ctx = zmq.Context()
-    front, back = make_socket(ctx, zmq.ROUTER), make_socket(ctx, zmq.DEALER)
-    front.setsockopt(zmq.ROUTER_MANDATORY, 0)  # a proxy must not die on an answer to a sender that left
-    front.bind(frontend)
-    back.bind(backend)
-    zmq.proxy(front, back)
-
-
-def run_worker(backend: str, name: str, send_ready: bool) -> None:
-    """Worker-like DEALER: answers every ROI with a Result at once; Ready every second when ``send_ready``."""
-    ctx = zmq.Context()
-    sock = make_socket(ctx, zmq.DEALER, identity=name)
-    sock.connect(backend)
-    ready = wire.encode(wire.Ready(worker=name, credits=WORKER_CREDITS, recognizer=RECOGNIZER))
-    next_ready_s = 0.0
-    while True:
-        now_s = time.perf_counter()
-        if send_ready and now_s >= next_ready_s:
-            sock.send(ready)
-            next_ready_s = now_s + READY_EVERY_S
-        if not sock.poll(100):
-            continue
-        for _ in range(1000):
-            try:
-                frames = sock.recv_multipart(zmq.NOBLOCK, copy=False)
-            except zmq.Again:
-                break
-            _answer(sock, frames, name)
-
-
-def _answer(sock: zmq.Socket, frames: list[zmq.Frame], name: str) -> None:
-    """Reply ``[envelope..., Result]`` to ``[envelope..., Roi, payload]``; ignore anything else."""
-    if len(frames) < 2:
-        return  # Heartbeat and other single-frame messages from the broker
-    try:
-        header = wire.decode(frames[-2].buffer)
-    except wire.MalformedMessage:
-        return
-    if isinstance(header, wire.Roi):
-        envelope = [f.bytes for f in frames[:-2]]  # the proxy's routing frame; none through the broker
-        sock.send_multipart([*envelope, wire.encode(wire.Result(roi_id=header.roi_id, worker=name))])
-
-
-def run_sender(frontend: str, run_id: str, seconds: float, window: int, rate: float, payload_kb: int, ttl_ms: float,
-               out) -> None:
-    """Edge-like DEALER. ``rate == 0``: keep ``window`` in flight (throughput); else send ``rate`` ROIs/s.
-
-    Puts ``{"answers", "sent", "elapsed_s", "drops", "rtt_ms": [...]}`` (round trips within the run) on ``out``.
-    """
-    ctx = zmq.Context()
-    sock = make_socket(ctx, zmq.DEALER)
-    sock.connect(frontend)
-    sender = _Sender(sock, run_id, bytes(payload_kb * 1024), ttl_ms)
-    sender.warm_up()
-    if rate > 0:
-        sender.paced(seconds, rate, window)
-    else:
-        sender.windowed(seconds, window)
-    sender.drain()
-    out.put(sender.summary())
-    sock.close(linger=0)
-    ctx.term()
-
-
-class _Sender:
-    def __init__(self, sock: zmq.Socket, run_id: str, payload: bytes, ttl_ms: float) -> None:
-        self.sock, self.run_id, self.payload, self.ttl_ms = sock, run_id, payload, ttl_ms
-        self.sent_s: dict[str, float] = {}
-        self.rtt_ms: list[float] = []
-        self.counter = self.answers = self.drops = 0
-        self.measuring = False
-        self.t0_s = self.t1_s = 0.0
-
-    def send(self) -> None:
-        self.counter += 1
-        roi_id = f"{self.run_id}-{self.counter}"
-        header = wire.Roi(
-            roi_id=roi_id, camera="bench", frame_seq=self.counter, stream_ts_ms=0.0, capture_unix_ms=time.time() * 1e3,
-            xyxy=(0.0, 0.0, 128.0, 128.0), crop_xyxy=(0, 0, 128, 128), class_id=0, score=0.9, ttl_ms=self.ttl_ms,
-            recognizer=RECOGNIZER, send_reason="first",
-        )  # fmt: skip
-        self.sent_s[roi_id] = time.perf_counter()
-        self.sock.send_multipart([wire.encode(header), self.payload], copy=False)
-
-    def receive(self, timeout_ms: int) -> None:
-        """Take every answer waiting (after up to ``timeout_ms`` for the first)."""
-        if not self.sock.poll(timeout_ms):
-            return
-        while True:
-            try:
-                frame = self.sock.recv(zmq.NOBLOCK)
-            except zmq.Again:
-                return
-            self._on_answer(frame, time.perf_counter())
-
-    def _on_answer(self, frame: bytes, now_s: float) -> None:
-        try:
-            header = wire.decode(frame)
-        except wire.MalformedMessage:
-            return
-        if not isinstance(header, (wire.Result, wire.Drop)):
-            return  # heartbeats
-        sent_s = self.sent_s.pop(header.roi_id, None)
-        if sent_s is None:
-            return
-        if isinstance(header, wire.Drop):
-            self.drops += 1
-        elif self.measuring and sent_s >= self.t0_s:
-            self.answers += 1
-            self.rtt_ms.append((now_s - sent_s) * 1e3)
-
-    def warm_up(self) -> None:
-        """One ROI through and back: the intermediary and the worker are connected and registered."""
-        self.send()
-        deadline_s = time.perf_counter() + WARMUP_TIMEOUT_S
-        while self.sent_s and time.perf_counter() < deadline_s:
-            self.receive(100)
-        if self.sent_s:
-            raise RuntimeError(f"no answer through {self.sock.LAST_ENDPOINT.decode()} in {WARMUP_TIMEOUT_S} s")
-
-    def windowed(self, seconds: float, window: int) -> None:
-        self.measuring, self.t0_s = True, time.perf_counter()
-        while time.perf_counter() < self.t0_s + seconds:
-            while len(self.sent_s) < window:
-                self.send()
-            self.receive(100)
-        self.measuring, self.t1_s = False, time.perf_counter()
-
-    def paced(self, seconds: float, rate: float, window: int) -> None:
-        self.measuring, self.t0_s = True, time.perf_counter()
-        interval_s, next_s = 1.0 / rate, self.t0_s
-        while next_s < self.t0_s + seconds:
-            now_s = time.perf_counter()
-            if now_s >= next_s:
-                if len(self.sent_s) < window:
-                    self.send()
-                next_s += interval_s
-                continue
-            wait_ms = int((next_s - now_s) * 1000)
-            if wait_ms >= 1:
-                self.receive(wait_ms)
-            else:
-                self.receive(0)
-                time.sleep(max(0.0, next_s - time.perf_counter()))
-        self.measuring, self.t1_s = False, time.perf_counter()
-
-    def drain(self) -> None:
-        deadline_s = time.perf_counter() + DRAIN_S
-        while self.sent_s and time.perf_counter() < deadline_s:
-            self.receive(50)
-
-    def summary(self) -> dict:
-        elapsed_s = self.t1_s - self.t0_s
-        return dict(answers=self.answers, sent=self.counter, elapsed_s=elapsed_s, drops=self.drops, rtt_ms=self.rtt_ms)
 
 
 # ---------------------------------------------------------------- orchestration
 
 
 def _cpu_s(pid: int, tid: int | None = None) -> float:
-    """User + system CPU time of process ``pid`` (or of its thread ``tid``) so far, s (Linux ``/proc/PID/stat`` or
-    ``/proc/PID/task/TID/stat`` fields 14-15, in ticks)."""
-    path = Path(f"/proc/{pid}/stat" if tid is None else f"/proc/{pid}/task/{tid}/stat")
-    fields = path.read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    """CPU time of process ``pid`` (the sum over its threads) or of its thread ``tid`` so far, s: the scheduler's
+    ``sum_exec_runtime`` in ns (Linux ``/proc/PID/task/TID/schedstat``, first field). ``/proc/PID/stat`` counts in
+    10-ms ticks, too coarse for a few hundred ROIs at a low rate (issue 32)."""
+    tids = [tid] if tid is not None else [int(t) for t in os.listdir(f"/proc/{pid}/task")]
+    total_ns = 0
+    for thread in tids:
+        try:
+            total_ns += int(Path(f"/proc/{pid}/task/{thread}/schedstat").read_text().split()[0])
+        except FileNotFoundError:  # a thread that ended between the listing and the read
+            pass
+    return total_ns / 1e9
 
 
 def _endpoints() -> tuple[str, str]:
@@ -266,13 +104,17 @@ class Bench:
         self.procs: list = []
         self.brokers: list[subprocess.Popen] = []
         self.targets = ["proxy", "broker", *(["reference"] if args.reference else [])]
-        self.endpoints = {target: _endpoints() for target in self.targets}
+        self.endpoints = {target: _endpoints() for target in (*self.targets, *(["floor"] if args.floor else []))}
         self._spawn(run_proxy, *self.endpoints["proxy"])
         self.pids = {"proxy": self.procs[0].pid}
+        if args.floor:  # after the brokers in every table, since it is no broker: measured, never compared by goal
+            self._spawn(run_floor, *self.endpoints["floor"])
+            self.pids["floor"] = self.procs[-1].pid
         for target in self.targets[1:]:
             self.pids[target] = self._start_broker(folder / target, target)
+        self.targets += ["floor"] if args.floor else []
         for target, (_, backend) in self.endpoints.items():
-            self._spawn(run_worker, backend, f"bench-worker-{target}", target != "proxy")
+            self._spawn(run_worker, backend, f"bench-worker-{target}", target not in ("proxy", "floor"))
         self.runs = 0
 
     def _spawn(self, fn, *args) -> None:
@@ -340,7 +182,7 @@ def _measure(bench: Bench, args: argparse.Namespace) -> dict:
             cpu_us[target].append(r["cpu_us_per_roi"])
             main_us[target].append(r["main_cpu_us_per_roi"])
     msgs_s = {t: statistics.median(v) for t, v in rates.items()}
-    paced_rate = msgs_s["broker"] * args.load
+    paced_rate = args.rate or msgs_s["broker"] * args.load
     rtts: dict[str, list[float]] = {t: [] for t in targets}
     added = {b: {50: [], 99: []} for b in brokers}
     paced_cpu_us: dict[str, list[float]] = {t: [] for t in targets}
@@ -432,9 +274,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--window", type=int, default=64, help="ROIs in flight in throughput runs (default 64)")
     parser.add_argument("--payload-kb", type=int, default=48, help="ROI payload, KiB (default 48)")
     parser.add_argument("--load", type=float, default=0.5, help="paced rate / broker max rate (default 0.5)")
+    parser.add_argument("--rate", type=float, default=0.0,
+                        help="paced rate, ROIs/s, instead of --load x the broker's max (a low rate, say 200, reads "
+                             "the added latency where nothing queues; default: use --load)")
     parser.add_argument("--ttl-ms", type=float, default=1000.0, help="the ROIs' deadline, ms (default 1000; 0: none)")
     parser.add_argument("--reference", metavar="PYTHON",
                         help="also measure the broker this interpreter runs (another checkout's environment)")
+    parser.add_argument("--floor", action="store_true",
+                        help="also measure the floor of a Python broker: zmq.proxy's work in a Python loop (run_floor)")
     parser.add_argument("--json", help="also write the results as JSON to this file ('-': stdout, no table)")
     args = parser.parse_args(argv)
     res = measure(args)

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """CPU time of each step of the broker's loop for one ROI and its answer, one ROI at a time.
 
-    python -m tools.bench_broker_steps [--rois 3000] [--rounds 2] [--reference PYTHON] [--json FILE|-]
+    python -m tools.bench_broker_steps [--rois 3000] [--rounds 2] [--reference PYTHON] [--floor] [--json FILE|-]
 
 The real loop of ``vcascade broker`` (:class:`vcascade.broker.server.BrokerLoop`, its own dispatcher and
 telemetry) on real tcp sockets, driven by an edge-like and a worker-like DEALER in the same process: an ROI as an
@@ -13,7 +13,9 @@ the caches between steps, as it does for a broker paced by live cameras); the me
 10 % is printed per step, in us.
 
 ``--reference PYTHON`` runs the same measurement under another interpreter (another checkout's environment, e.g.
-a git worktree of main): rounds alternate, this checkout then the reference, so both see the same load. What
+a git worktree of main): rounds alternate, this checkout then the reference, so both see the same load. ``--floor``
+also measures :class:`FloorLoop`, a Python loop that only receives and forwards on the same sockets: what any
+Python broker pays before its own work (the proxy's C loop pays less still: ``tools/bench_broker.py``). What
 ``tools/bench_broker.py`` measures end to end, this splits by step (docs/BENCHMARKS.md, "Broker throughput").
 """
 
@@ -36,8 +38,55 @@ WAIT_MS = 5000
 PAYLOAD_BYTES = 48 * 1024
 
 
-def measure(rois: int) -> dict[str, float]:
-    """Mean CPU per step, us, over ``rois`` ROIs (the first 10 % left out: warm-up)."""
+class FloorLoop:
+    """The floor of a Python loop between the same sockets: what :class:`vcascade.broker.server.BrokerLoop` would cost
+    if it did nothing but receive and forward (the same ``zmq_poll``, :func:`waiting_messages` and
+    :func:`send_frames`), with no decoding, books, deadlines or counting: each ROI goes to the one worker, each
+    answer to the one edge. Only for ``--floor``; it refuses nothing, so it is no broker."""
+
+    def __init__(self, frontend, backend) -> None:
+        import zmq
+
+        self.frontend, self.backend = frontend, backend
+        self._poll_items = [(backend, zmq.POLLIN), (frontend, zmq.POLLIN)]
+        self.worker = self.edge = b""
+        self.results = 0
+
+    def _on_frontend(self, frames: list) -> None:
+        from vcascade.core.transport.sockets import send_frames
+
+        self.edge = frames[0].bytes
+        send_frames(self.backend, [self.worker, *frames[1:]])
+
+    def _on_backend(self, frames: list) -> None:
+        from vcascade.core.transport.sockets import send_frames
+
+        if not self.worker:  # the worker's Ready
+            self.worker = frames[0].bytes
+            return
+        send_frames(self.frontend, [self.edge, *frames[1:]])
+        self.results += 1
+
+    def _poll_round(self, timeout_ms: int) -> None:
+        import zmq
+
+        from vcascade.core.transport.sockets import waiting_messages
+
+        for sock, _ in zmq.zmq_poll(self._poll_items, timeout_ms):
+            handle = self._on_backend if sock is self.backend else self._on_frontend
+            for frames in waiting_messages(sock, copy=False):
+                handle(frames)
+
+    def _dispatch(self) -> None:
+        pass
+
+    def _housekeeping(self) -> None:
+        pass
+
+
+def measure(rois: int, floor: bool = False) -> dict[str, float]:
+    """Mean CPU per step, us, over ``rois`` ROIs (the first 10 % left out: warm-up); ``floor``: of a
+    :class:`FloorLoop` instead of the broker's loop."""
     import zmq
 
     from vcascade.broker import server
@@ -54,7 +103,7 @@ def measure(rois: int) -> dict[str, float]:
     worker.connect(f"tcp://127.0.0.1:{back_port}")
     dispatcher = Dispatcher(100_000, answer_timeout_s=20.0)
     loop_class = getattr(server, "BrokerLoop", None) or getattr(server, "_BrokerLoop")  # older checkouts: private
-    loop = loop_class("b1", front, back, dispatcher, HeartbeatConfig(), None)
+    loop = FloorLoop(front, back) if floor else loop_class("b1", front, back, dispatcher, HeartbeatConfig(), None)
     worker.send(wire.encode(wire.Ready(worker="w1", credits=100, recognizer="bench")))
 
     def take(sock: zmq.Socket, kind: type) -> wire.Message:
@@ -98,8 +147,9 @@ def measure(rois: int) -> dict[str, float]:
         idle = time.thread_time() - t0
         take(edge, wire.Result)
         samples.append((receive_roi, handle_roi, dispatch, receive_answer, handle_answer, idle))
-    if loop.telemetry.counts.results != rois:
-        raise RuntimeError(f"{loop.telemetry.counts.results} results for {rois} ROIs")
+    results = loop.results if floor else loop.telemetry.counts.results
+    if results != rois:
+        raise RuntimeError(f"{results} results for {rois} ROIs")
     for sock in (front, back, edge, worker):
         sock.close(linger=0)
     ctx.term()
@@ -120,11 +170,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rois", type=int, default=3000, help="ROIs per round (default 3000)")
     parser.add_argument("--rounds", type=int, default=1, help="rounds, alternating with the reference (default 1)")
     parser.add_argument("--reference", metavar="PYTHON", help="also measure the broker this interpreter runs")
+    parser.add_argument("--floor", action="store_true",
+                        help="also measure a bare Python loop that only receives and forwards (FloorLoop)")
     parser.add_argument("--json", help="also write the results as JSON to this file ('-': stdout, no table)")
     args = parser.parse_args(argv)
     rounds = []
     for _ in range(args.rounds):
         rounds.append({"broker": measure(args.rois)})
+        if args.floor:
+            rounds[-1]["floor"] = measure(args.rois, floor=True)
         if args.reference:
             rounds[-1]["reference"] = _reference(args.reference, args.rois)
     targets = list(rounds[0])

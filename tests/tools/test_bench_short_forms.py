@@ -30,23 +30,28 @@ def test_bench_routing_prints_each_workload_against_any():
     assert "1.00 x any" in lines["any"]
 
 
-def test_bench_broker_compares_the_broker_with_zmq_proxy():
-    proc = run_tool("tools.bench_broker", "--seconds", "0.3", "--reps", "1", "--json", "-")
+def test_bench_broker_compares_the_broker_with_zmq_proxy_and_the_python_floor():
+    proc = run_tool("tools.bench_broker", "--seconds", "0.3", "--reps", "1", "--floor", "--rate", "100", "--json", "-")
     assert proc.returncode == 0, proc.stderr[-3000:]
     res = json.loads(proc.stdout)
     tp = res["throughput"]
-    assert tp["proxy"]["cpu_us_per_roi"] > 0 and tp["broker"]["cpu_us_per_roi"] > 0
+    assert set(tp) == {"proxy", "broker", "floor"}
+    assert all(tp[t]["cpu_us_per_roi"] >= tp[t]["main_cpu_us_per_roi"] > 0 for t in tp), tp
     assert res["ratio"] == pytest.approx(tp["broker"]["msgs_s"] / tp["proxy"]["msgs_s"])
+    assert res["ratios"]["floor"] == pytest.approx(tp["floor"]["msgs_s"] / tp["proxy"]["msgs_s"])
+    assert res["latency"]["rate_msgs_s"] == 100 and res["latency"]["drops"] == 0
+    assert all(res["latency"]["rtt_ms"][t]["n"] > 0 for t in tp)
     assert res["ttl_ms"] > 0  # ROIs with a deadline, as edges send them
 
 
 def test_bench_broker_steps_times_each_step_of_the_loop_against_a_reference():
     """The reference is this checkout's own interpreter here: the mechanism, not a comparison, is under test."""
-    proc = run_tool("tools.bench_broker_steps", "--rois", "50", "--reference", sys.executable, "--json", "-")
+    proc = run_tool("tools.bench_broker_steps", "--rois", "50", "--reference", sys.executable, "--floor",
+                    "--json", "-")  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     res = json.loads(proc.stdout)
     (only,) = res["rounds"]
-    assert set(only) == {"broker", "reference"} and res["rois"] == 50
+    assert set(only) == {"broker", "floor", "reference"} and res["rois"] == 50
     for target, steps in res["mean_us"].items():
         assert len(steps) == 6 and all(us > 0 for us in steps.values()), (target, steps)
 

@@ -103,15 +103,12 @@ def decode_versioned(
         raise MalformedMessage("empty")
     if data[0] == 0x80:  # pickle protocol >= 2 starts with the PROTO opcode; never unpickle, just name it
         raise MalformedMessage("pickle")
-    check_bounds(data)
-    peer_version = _decode(_probe_decoder, data).v  # checked first: another version may have other fields
-    if peer_version != version:
-        raise MalformedMessage("version", f"v={peer_version}, expected {version}")
-    return _decode(decoder, data)
-
-
-def _decode(decoder: msgspec.msgpack.Decoder, data: bytes) -> Any:
-    try:
+    if len(data.translate(None, _NOT_CONTAINERS)) > MAX_DEPTH:  # check_bounds' fast path, inline: a call less
+        _walk(data, MAX_DEPTH)
+    try:  # one handler for both decodes, in line: two calls less per header (issue 32)
+        peer_version = _probe_decoder.decode(data).v  # checked first: another version may have other fields
+        if peer_version != version:
+            raise MalformedMessage("version", f"v={peer_version}, expected {version}")
         return decoder.decode(data)
     except msgspec.ValidationError as exc:  # well-formed msgpack, wrong kind, type, value or field
         raise MalformedMessage("bad_fields", str(exc)) from None

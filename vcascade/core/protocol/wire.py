@@ -425,7 +425,7 @@ def split_message(frames: list, n_routing: int) -> tuple[list, Message, list]:
     if len(frames) < n_routing + 1:
         raise MalformedMessage("frames", f"{len(frames)} frames")
     routing, header_frame, payload = frames[:n_routing], frames[n_routing], frames[n_routing + 1 :]
-    header = decode(header_frame)
+    header = decode_versioned(_decoder, header_frame, PROTOCOL_VERSION)  # decode(), less a call per message
     expected = 1 if isinstance(header, Roi) else 0
     if len(payload) != expected:
         raise MalformedMessage("frames", f"{type(header).__name__} with {len(payload)} payload frames")

@@ -31,6 +31,7 @@ _NOBLOCK = int(zmq.NOBLOCK)
 _NOBLOCK_MORE = int(zmq.NOBLOCK | zmq.SNDMORE)  # ints: combining pyzmq's flag enums costs about 1 us per call
 _EVENTS, _POLLIN = int(zmq.EVENTS), int(zmq.POLLIN)
 _send = zmq.backend.Socket.send  # what zmq.Socket.send calls after its Python-level draft-API checks
+_recv = zmq.backend.Socket.recv  # the compiled receive, called with positional arguments (keywords cost more)
 
 RECV_BATCH = 256
 """Messages :func:`waiting_messages` takes from one socket per call, at most. A flooding peer then holds its
@@ -101,11 +102,13 @@ def _recv_frames(sock: zmq.Socket, flags: int, copy: bool = False) -> list[zmq.F
     """``sock.recv_multipart(flags, copy=False)`` at half its cost: each frame says itself whether another follows
     (``zmq.Frame.more``, ``zmq_msg_more``), where ``recv_multipart`` asks the socket (``getsockopt(RCVMORE)``) after
     every frame. The parts of a message arrive together (ZeroMQ delivers all or none), so only the first receive
-    can raise ``zmq.Again``."""
-    frame = sock.recv(flags, copy=False)
+    can raise ``zmq.Again``. Each part is taken by the compiled ``recv`` with positional arguments:
+    ``sock.recv(flags, copy=False)`` parses its keyword on every call, and for a 3-part message the two cost 6.3
+    and 4.2 us (an inproc pair, 20,000 messages, best of 5; issue 32)."""
+    frame = _recv(sock, flags, False)
     frames = [frame]
     while frame.more:
-        frame = sock.recv(flags, copy=False)
+        frame = _recv(sock, flags, False)
         frames.append(frame)
     return frames
 
