@@ -104,11 +104,14 @@ class SharedSpace:
         store_path: the SQLite store's file (None: one in a scratch folder, removed by :meth:`close`); a store
             kept between assigners is the same space met again (``--replays``).
         centroid_window: looks an identity's centroid remembers (``identity.centroid_window``; 0: all).
+        gallery_size, gallery_diversity: exemplars per identity and the cosine under which a look is kept
+            (``identity.gallery``; size 0: none), the store keeping ``gallery_size - 1`` besides the enrolment.
     """
 
     def __init__(self, threshold: float, workers: int, topology: Topology | None = None, tracks: bool = False,
                  store_path: Path | None = None, track_threshold: float | None = None,
-                 centroid_window: int = 0, gallery_size: int = 0, gallery_diversity: float = 1.0) -> None:  # fmt: skip
+                 centroid_window: int = 0, gallery_size: int = 0, gallery_diversity: float = 1.0,
+                 ) -> None:  # fmt: skip
         self.name = (f"{workers} worker{'s' if workers > 1 else ''}, shared space"
                      + (" + topology" if topology is not None else "") + (" + tracks" if tracks else "")
                      + (f" + window {centroid_window}" if centroid_window else "")
@@ -124,7 +127,8 @@ class SharedSpace:
                                      gallery=Gallery(gallery_size, gallery_diversity) if gallery_size else None)
                        for book in books]
         self.syncs = [
-            StoreSync(space, SqliteStore(store_path, space_name, exemplars=max(gallery_size - 1, 0)), IdentityTelemetry(f"bench-reid-{i}"),
+            StoreSync(space, SqliteStore(store_path, space_name, exemplars=max(gallery_size - 1, 0)),
+                      IdentityTelemetry(f"bench-reid-{i}"),
                       SYNC_INTERVAL_S, ID_BLOCK, RETENTION_S, MAX_IDENTITIES)
             for i, space in enumerate(self.spaces)
         ]
