@@ -1,5 +1,5 @@
-"""The identities most similar to a query embedding: by the centroid index, among a camera topology's candidates,
-or by centroid and gallery exemplars.
+"""The identities most similar to a query embedding (by the centroid index, among a camera topology's candidates,
+or by centroid and gallery exemplars), and the earlier identity a newly landed enrolment duplicates.
 
 A mixin of :class:`vcascade.center.identity.space.IdentitySpace` (it reads the space's slots, vector index,
 topology and gallery, under the space's lock). An identity's similarity to a query is its centroid's cosine, or
@@ -16,6 +16,10 @@ from vcascade.center.identity.topology import UNKNOWN
 
 NO_IDENTITY = -1
 """No identity (the answer when there is none); never an identity id."""
+
+DUPLICATE_CANDIDATES = 8
+"""Nearest identities searched (by centroid, then by enrolment embedding) for what a newly landed enrolment
+duplicates (itself and later enrolments included, then skipped)."""
 
 Found = tuple[int, float]
 """``(identity id or NO_IDENTITY, cosine similarity; -1.0 for none)``."""
@@ -49,3 +53,29 @@ class Nearest:
     def _pad(found: list[Found]) -> tuple[Found, Found]:
         found = found + [(NO_IDENTITY, -1.0)] * (2 - len(found))
         return found[0], found[1]
+
+    def _duplicates(self, landed: list[int]) -> list[tuple[int, int]]:
+        """For each enrolment in ``landed`` (in landing order): the identity of the copy it duplicates, if any.
+
+        Candidates landed earlier than it (later ones are checked in their own turn; enrolments not landed yet,
+        when theirs lands). Score: the larger of the enrolment embedding's cosine with the candidate's centroid
+        and with the candidate's enrolment embedding; the best at or above ``match_threshold`` is the survivor
+        (followed through the merges decided before it in this pull)."""
+        pairs: list[tuple[int, int]] = []
+        into: dict[int, int] = {}
+        for ident in landed:
+            slot = self._slot.get(ident)
+            if slot is None:
+                continue
+            best, best_sim = NO_IDENTITY, self.match_threshold
+            for index in (self._index, self._first_index):
+                slots, sims = index.search(self._firsts[slot][None], DUPLICATE_CANDIDATES)
+                for other, sim in zip(slots[0].tolist(), sims[0].tolist()):
+                    if other >= 0 and sim >= best_sim and self._landed[other] < self._landed[slot]:
+                        best, best_sim = int(self._ids[other]), sim
+            if best != NO_IDENTITY:
+                while best in into:
+                    best = into[best]
+                into[ident] = best
+                pairs.append((ident, best))
+        return pairs

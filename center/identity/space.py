@@ -42,9 +42,6 @@ from vcascade.core.protocol.wire import EmbeddingOutput
 
 FIRST_PROVISIONAL_ID = -2
 """Provisional ids count down from here (-1 is the edge's "no identity")."""
-DUPLICATE_CANDIDATES = 8
-"""Nearest identities searched (by centroid, then by enrolment embedding) for what a newly landed enrolment
-duplicates (itself and later enrolments included, then skipped)."""
 
 
 @dataclass
@@ -319,32 +316,6 @@ class IdentitySpace(TrackMatching, Nearest, IdentitySlots):
             self.gallery.reset(slot, self._firsts[slot], others)
         self._drop_least_recent()
         return ident in self._slot
-
-    def _duplicates(self, landed: list[int]) -> list[tuple[int, int]]:
-        """For each enrolment in ``landed`` (in landing order): the identity of the copy it duplicates, if any.
-
-        Candidates landed earlier than it (later ones are checked in their own turn; enrolments not landed yet,
-        when theirs lands). Score: the larger of the enrolment embedding's cosine with the candidate's centroid
-        and with the candidate's enrolment embedding; the best at or above ``match_threshold`` is the survivor
-        (followed through the merges decided before it in this pull)."""
-        pairs: list[tuple[int, int]] = []
-        into: dict[int, int] = {}
-        for ident in landed:
-            slot = self._slot.get(ident)
-            if slot is None:
-                continue
-            best, best_sim = NO_IDENTITY, self.match_threshold
-            for index in (self._index, self._first_index):
-                slots, sims = index.search(self._firsts[slot][None], DUPLICATE_CANDIDATES)
-                for other, sim in zip(slots[0].tolist(), sims[0].tolist()):
-                    if other >= 0 and sim >= best_sim and self._landed[other] < self._landed[slot]:
-                        best, best_sim = int(self._ids[other]), sim
-            if best != NO_IDENTITY:
-                while best in into:
-                    best = into[best]
-                into[ident] = best
-                pairs.append((ident, best))
-        return pairs
 
     # ------------------------------------------------------------------ changes of slots
 
