@@ -5,8 +5,9 @@ follow merge chains to keys they compute): ``next_id`` (INCRBY: id blocks, never
 change), ``changes`` (sorted set id -> version of its last change), ``seen`` (sorted set id -> wall time of its
 last sighting: retention and least-recently-seen eviction), ``id:<n>`` (hash: state, sum (float32 bytes),
 count, camera, t_ms, wall_s, merged_into; first (float32 bytes) and enrolled: the enrolment embedding and the
-version it landed at; exemplars: the gallery's latest looks, float32 rows of the sum's size), ``writer:<token>`` (hash: seq, the highest write number applied for a writer; push and
-dropped, the first number of its latest push and the updates that push dropped; expiring
+version it landed at; exemplars: the gallery's latest looks, float32 rows of the sum's size),
+``writer:<token>`` (hash: seq, the highest write number applied for a writer; push and dropped, the first
+number of its latest push and the updates that push dropped; expiring
 :data:`~vcascade.center.identity.store.WRITER_TTL_S` after its last push). Every change runs as one Lua script,
 so it is atomic and versions follow commit order; vector sums are added inside the script (Redis's ``struct``
 library). A push is a pipeline of such scripts: if the connection breaks midway, a prefix of it is applied, and
@@ -252,4 +253,5 @@ def _parse(ident: int, fields: dict[bytes, bytes]) -> StoredIdentity:
     return StoredIdentity(ident, state, total, int(fields[b"count"]), seen,
                           first=None if first is None else _vector(first),
                           enrolled_version=int(fields.get(b"enrolled", 0)),
-                          exemplars=None if exemplars is None else _vector(exemplars).reshape(-1, len(total)))  # fmt: skip
+                          exemplars=None if exemplars is None else _vector(exemplars).reshape(-1, len(total)),
+                          )  # fmt: skip

@@ -255,7 +255,8 @@ class IdentitySpace(TrackMatching, Nearest, IdentitySlots):
             enrolled = sorted(ident for ident in self._enrolled if ident >= 0)
             writes = [self._enrol_write(ident) for ident in enrolled]
             writes += [StoreWrite(ident, d.vector_sum, d.count, d.seen, False, None,
-                                  np.stack(d.exemplars) if d.exemplars else None) for ident, d in self._deltas.items()]
+                                  np.stack(d.exemplars) if d.exemplars else None)
+                       for ident, d in self._deltas.items()]  # fmt: skip
             self._enrolled.difference_update(enrolled)
             self._deltas.clear()
             return writes
@@ -310,10 +311,9 @@ class IdentitySpace(TrackMatching, Nearest, IdentitySlots):
                 self._set_enrolment(slot, self._firsts[slot], record.enrolled_version)
         self._set(slot, ident, total.astype(np.float32), count, seen)
         if self.gallery is not None:  # the store's exemplars, then the ones not pushed yet
-            pending = [] if delta is None else delta.exemplars
-            stored = [record.exemplars] if record.exemplars is not None else []
-            others = np.concatenate(stored + [np.stack(pending)] if pending else stored) if stored or pending else None
-            self.gallery.reset(slot, self._firsts[slot], others)
+            pending = [np.stack(delta.exemplars)] if delta is not None and delta.exemplars else []
+            others = ([] if record.exemplars is None else [record.exemplars]) + pending
+            self.gallery.reset(slot, self._firsts[slot], np.concatenate(others) if others else None)
         self._drop_least_recent()
         return ident in self._slot
 

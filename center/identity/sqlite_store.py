@@ -149,8 +149,8 @@ class SqliteStore:
 
     def changes(self, cursor: int) -> tuple[list[StoredIdentity], int]:
         rows = self._db.execute(
-            "SELECT id, state, vector_sum, count, camera, t_ms, wall_s, merged_into, first, enrolled_version, exemplars, "
-            "version "
+            "SELECT id, state, vector_sum, count, camera, t_ms, wall_s, merged_into, first, enrolled_version, "
+            "exemplars, version "
             "FROM identities "
             "WHERE space = ? AND version > ? AND state != ? ORDER BY version", (self.space, cursor, RESERVED),
         ).fetchall()

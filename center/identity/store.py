@@ -140,9 +140,9 @@ class IdentityStore(Protocol):
 
     def merge(self, loser: int, survivor: int) -> bool:
         """Fold ``loser`` into ``survivor`` (sums and counts added, latest sighting kept, the loser's exemplars
-        appended to the survivor's, the latest kept; the survivor keeps its enrolment). A ``survivor`` merged meanwhile is followed to the identity it was merged into. False when
-        ``loser`` is not live any more (already merged or evicted), the survivor was evicted, or both are one:
-        nothing changes."""
+        appended to the survivor's, the latest kept; the survivor keeps its enrolment). A ``survivor`` merged
+        meanwhile is followed to the identity it was merged into. False when ``loser`` is not live any more
+        (already merged or evicted), the survivor was evicted, or both are one: nothing changes."""
         ...
 
     def sweep(self, now_s: float, retention_s: float, capacity: int) -> int:
