@@ -65,7 +65,9 @@ class Gallery:
         if self.diversity < 1.0 and float(np.max(self._vecs[rows] @ unit)) >= self.diversity:
             return False
         if len(rows) >= self.size:
-            oldest = min(rows[1:], key=lambda row: self._age[row]) if len(rows) > 1 else rows[0]
+            if len(rows) == 1:  # size 1: the enrolment embedding alone
+                return False
+            oldest = min(rows[1:], key=lambda row: self._age[row])
             self._vecs[oldest] = unit
             self._age[oldest] = self._tick()
             return True

@@ -63,6 +63,13 @@ def test_a_gallery_keeps_its_enrolment_and_replaces_the_oldest_other_exemplar():
     assert scores[0] == pytest.approx(1.0) and scores[1] == -np.inf  # slot 1 holds nothing
 
 
+def test_a_gallery_of_one_keeps_the_enrolment_embedding():
+    gallery = Gallery(1)
+    gallery.reset(0, axis(0), np.stack([axis(1)]))
+    assert not gallery.add(0, axis(2))
+    np.testing.assert_array_equal(gallery.exemplars(0), axis(0)[None])
+
+
 def test_a_look_too_close_to_a_kept_exemplar_is_not_kept():
     gallery = Gallery(4, diversity=0.9)
     gallery.reset(0, axis(0))
