@@ -9,8 +9,8 @@ most ``size`` unit exemplars: its enrolment embedding first, then looks matched 
 not within ``diversity`` (cosine) of an exemplar already kept, the oldest non-enrolment exemplar replaced when
 full. An identity's score for a query is the largest of its centroid's and its exemplars' cosines.
 
-Rows are kept in one flat float32 (rows, D) array with the slot owning each row, so a query is one matrix-vector
-product and a per-slot maximum. Not thread-safe: the identity space calls it under its lock.
+Rows are kept in one flat float32 (rows, D) array, with a (slots, size) table of each slot's rows, so a query is
+one matrix-vector product and a per-slot maximum. Not thread-safe: the identity space calls it under its lock.
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ class Gallery:
         self._owner = np.zeros(0, np.int64)
         self._age = np.zeros(0, np.int64)  # insertion counter of each row (replacement order)
         self._rows: dict[int, list[int]] = {}  # slot -> its rows, enrolment's first
+        self._table = np.full((0, self.size), FREE, np.int64)  # slot -> its rows, FREE-padded (for scores)
         self._free: list[int] = []
         self._clock = 0
 
@@ -79,14 +80,18 @@ class Gallery:
         for row in self._rows.pop(slot, []):
             self._owner[row] = FREE
             self._free.append(row)
+        if slot < len(self._table):
+            self._table[slot] = FREE
 
     def scores(self, unit: np.ndarray, slots: int) -> np.ndarray:
         """float32 (slots,) each slot's largest exemplar cosine with ``unit`` (float32 (D,)); -inf without
         exemplars."""
         out = np.full(slots, -np.inf, np.float32)
-        used = self._owner >= 0
-        if used.any():
-            np.maximum.at(out, self._owner[used], self._vecs[used] @ unit)
+        if not len(self._owner):
+            return out
+        sims = np.append(self._vecs @ unit, np.float32(-np.inf))  # index -1 (no row) reads -inf
+        known = min(slots, len(self._table))
+        out[:known] = sims[self._table[:known]].max(axis=1)
         return out
 
     def rows(self, slots: np.ndarray) -> int:
@@ -105,7 +110,12 @@ class Gallery:
             self._free.extend(range(start + grow - 1, start - 1, -1))
         row = self._free.pop()
         self._vecs[row], self._owner[row], self._age[row] = unit, slot, self._tick()
-        self._rows.setdefault(slot, []).append(row)
+        rows = self._rows.setdefault(slot, [])
+        rows.append(row)
+        if slot >= len(self._table):
+            grow = max(16, 2 * len(self._table), slot + 1) - len(self._table)
+            self._table = np.concatenate([self._table, np.full((grow, self.size), FREE, np.int64)])
+        self._table[slot, len(rows) - 1] = row
 
     def _tick(self) -> int:
         self._clock += 1
