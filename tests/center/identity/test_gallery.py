@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import sqlite3
 import time
 
 import numpy as np
 import pytest
+import redis
+from prometheus_client import REGISTRY
 
 from vcascade.center.identity.gallery import Gallery
 from vcascade.center.identity.metrics import IdentityTelemetry
@@ -148,3 +151,29 @@ def test_workers_share_each_others_exemplars_through_the_store(open_store):
     finally:
         for sync in syncs:
             sync.close()
+
+
+def test_exemplars_that_are_not_whole_rows_make_their_record_malformed_and_the_others_still_sync(
+        open_store, request, tmp_path):  # fmt: skip
+    writer = open_store(exemplars=3)
+    a, b = writer.reserve_ids(2)
+    writer.write([StoreWrite(ident, axis(i), 1, seen(), True, axis(i), np.stack([axis(i + 1)]))
+                  for ident, i in ((a, 0), (b, 4))])  # fmt: skip
+    damaged = np.ones(D + 3, np.float32).tobytes()  # another program wrote it: not rows of D
+    if isinstance(writer, SqliteStore):
+        with sqlite3.connect(tmp_path / "identity.sqlite3") as db:
+            db.execute("UPDATE identities SET exemplars = ? WHERE id = ?", (damaged, a))
+    else:
+        with redis.Redis.from_url(request.getfixturevalue("redis_server").url) as raw:
+            raw.hset(f"vcascade:identity:embedder:id:{a}", "exemplars", damaged)
+    space = IdentitySpace(0.8, 100, gallery=Gallery(4))
+    telemetry = IdentityTelemetry(f"gallery-damage-{request.node.callspec.id}")
+    sync = StoreSync(space, open_store(exemplars=3), telemetry, 0.05, 8, 86_400.0, 100)
+    try:
+        assert sync.cycle() and space.identities() == [b]
+        np.testing.assert_array_equal(space.gallery.exemplars(space._slot[b]), np.stack([axis(4), axis(5)]))
+        skipped = REGISTRY.get_sample_value("vcascade_identity_store_records_skipped_total",
+                                            {"worker": telemetry.worker, "reason": "malformed"})  # fmt: skip
+        assert skipped == 1
+    finally:
+        sync.close()
