@@ -20,7 +20,8 @@ fragmentations, and embedding comparisons per ROI.
 
 The track assigners (``+ tracks``) match tracked ROIs by their track's aggregate (docs/IDENTITY.md, "Identities
 from tracks"), at the sweep's threshold, a track's first look at the crop's (:data:`CROP_THRESHOLD`); ``+ window``
-rows keep a centroid of the latest :data:`CENTROID_WINDOW` looks (``identity.centroid_window``). Every ROI carries
+rows keep a centroid of the latest :data:`CENTROID_WINDOW` looks (``identity.centroid_window``), ``+ gallery`` rows
+:data:`GALLERY_SIZE` exemplars per identity (``identity.gallery``). Every ROI carries
 the identity its track got in the answers the edge already has (:data:`ANSWER_LAG`). ``--replays 1,5,10`` replays
 the scenario into one store and reports after each count how many identities the returning objects have and how
 the cameras agree (tools/reid_replays.py).
@@ -91,6 +92,8 @@ CROP_THRESHOLD = 0.8
 (``identity.tracks.match_threshold``); a lower sweep threshold is both."""
 CENTROID_WINDOW = 20
 """``identity.centroid_window`` of the rows and replays that measure a centroid that forgets."""
+GALLERY_SIZE, GALLERY_DIVERSITY = 8, 0.9
+"""``identity.gallery`` of the rows and replays that match by exemplars besides the centroid (``+ gallery``)."""
 
 
 @dataclass(frozen=True)
@@ -221,11 +224,13 @@ def assign(assigner: Assigner, embeddings: np.ndarray, rois: Sequence[LabelledRo
 def assigners(threshold: float, workers: int, topology: Topology) -> list[Assigner]:
     """The modes compared: one worker; several with own galleries; several on the shared space, with and
     without topology pruning; one and several on the shared space matching tracks (their aggregates at
-    ``threshold``, crops at :data:`CROP_THRESHOLD` or lower), with every look kept in the centroids and with a
-    centroid of :data:`CENTROID_WINDOW` looks."""
+    ``threshold``, crops at :data:`CROP_THRESHOLD` or lower), with every look kept in the centroids, with a
+    centroid of :data:`CENTROID_WINDOW` looks, and with galleries of :data:`GALLERY_SIZE` exemplars."""
     crop = min(CROP_THRESHOLD, threshold)
     tracked = [SharedSpace(crop, n, tracks=True, track_threshold=threshold, centroid_window=window)
                for window in (0, CENTROID_WINDOW) for n in (1, workers)]  # fmt: skip
+    tracked += [SharedSpace(crop, n, tracks=True, track_threshold=threshold, gallery_size=GALLERY_SIZE,
+                            gallery_diversity=GALLERY_DIVERSITY) for n in (1, workers)]  # fmt: skip
     return [OneWorker(threshold), SeveralWorkers(threshold, workers), SharedSpace(threshold, workers),
             SharedSpace(threshold, workers, topology), *tracked]
 
@@ -292,10 +297,11 @@ def reid_section(name: str = "segments", stride: int = 1, workers: int = 2, mode
     embedded: dict[str, np.ndarray] = {}
     rows = sweep(embedders, rois, workers, scenario_topology(cameras), embedded=embedded)
     looks = variants(rois, embedded[embedders[0].name], embedders[0]) if replay_counts else []
-    replayed = [row for n in replay_workers for tracks in (False, True) for window in (0, CENTROID_WINDOW)
+    kinds = [dict(centroid_window=0), dict(centroid_window=CENTROID_WINDOW)]
+    gallery = dict(gallery_size=GALLERY_SIZE, gallery_diversity=GALLERY_DIVERSITY)
+    replayed = [row for n in replay_workers for tracks in (False, True) for kind in kinds + [gallery] * tracks
                 if replay_counts
-                for row in replays(rois, looks, replay_threshold, n, tracks, replay_counts, assign,
-                                   centroid_window=window)]  # fmt: skip
+                for row in replays(rois, looks, replay_threshold, n, tracks, replay_counts, assign, **kind)]
     return {"scenario": counts, "rows": rows, "replays": replayed}
 
 

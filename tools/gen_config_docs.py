@@ -15,6 +15,7 @@ from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
 
 from vcascade.core import config
+from vcascade.core.schema.identity import GalleryConfig, TrackAggregateConfig
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "CONFIG.md"
 SECTIONS = [
@@ -53,6 +54,8 @@ SECTIONS = [
     ("`recognizers.<name>.head.identity`", config.IdentitySpaceConfig),
     ("`recognizers.<name>.head.identity.store` with `type: sqlite`", config.SqliteStoreConfig),
     ("`recognizers.<name>.head.identity.store` with `type: redis`", config.RedisStoreConfig),
+    ("`recognizers.<name>.head.identity.tracks`", TrackAggregateConfig),
+    ("`recognizers.<name>.head.identity.gallery`", GalleryConfig),
     ("`recognizers.<name>.head.identity.topology`", config.TopologyConfig),
     ("`recognizers.<name>.head.identity.topology.links[]`", config.TopologyLinkConfig),
     ("`recognizers.<name>.head` with `type: classifier`", config.ClassifierHeadConfig),

@@ -23,6 +23,7 @@ import numpy as np
 
 from vcascade.center.heads import EmbeddingHead
 from vcascade.center.identity.metrics import IdentityTelemetry
+from vcascade.center.identity.gallery import Gallery
 from vcascade.center.identity.space import IdentitySpace
 from vcascade.center.identity.sqlite_store import SqliteStore
 from vcascade.center.identity.store import Sighting
@@ -103,14 +104,18 @@ class SharedSpace:
         store_path: the SQLite store's file (None: one in a scratch folder, removed by :meth:`close`); a store
             kept between assigners is the same space met again (``--replays``).
         centroid_window: looks an identity's centroid remembers (``identity.centroid_window``; 0: all).
+        gallery_size, gallery_diversity: exemplars per identity and the cosine under which a look is kept
+            (``identity.gallery``; size 0: none), the store keeping ``gallery_size - 1`` besides the enrolment.
     """
 
     def __init__(self, threshold: float, workers: int, topology: Topology | None = None, tracks: bool = False,
                  store_path: Path | None = None, track_threshold: float | None = None,
-                 centroid_window: int = 0) -> None:  # fmt: skip
+                 centroid_window: int = 0, gallery_size: int = 0, gallery_diversity: float = 1.0,
+                 ) -> None:  # fmt: skip
         self.name = (f"{workers} worker{'s' if workers > 1 else ''}, shared space"
                      + (" + topology" if topology is not None else "") + (" + tracks" if tracks else "")
-                     + (f" + window {centroid_window}" if centroid_window else ""))
+                     + (f" + window {centroid_window}" if centroid_window else "")
+                     + (f" + gallery {gallery_size}" if gallery_size else ""))
         self.comparisons = 0
         self._folder = tempfile.TemporaryDirectory(prefix="bench-reid-")
         store_path = store_path or Path(self._folder.name) / "identities.sqlite"
@@ -118,9 +123,12 @@ class SharedSpace:
         cfg = TrackAggregateConfig()
         books = [TrackBook(cfg.max_tracks, cfg.ttl_s, cfg.outlier_sigma) if tracks else None for _ in range(workers)]
         self.spaces = [IdentitySpace(threshold, MAX_IDENTITIES, "exact", topology, book, cfg.revise_margin,
-                                     track_threshold, centroid_window=centroid_window) for book in books]
+                                     track_threshold, centroid_window=centroid_window,
+                                     gallery=Gallery(gallery_size, gallery_diversity) if gallery_size else None)
+                       for book in books]
         self.syncs = [
-            StoreSync(space, SqliteStore(store_path, space_name), IdentityTelemetry(f"bench-reid-{i}"),
+            StoreSync(space, SqliteStore(store_path, space_name, exemplars=max(gallery_size - 1, 0)),
+                      IdentityTelemetry(f"bench-reid-{i}"),
                       SYNC_INTERVAL_S, ID_BLOCK, RETENTION_S, MAX_IDENTITIES)
             for i, space in enumerate(self.spaces)
         ]

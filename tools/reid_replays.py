@@ -78,7 +78,8 @@ def replays(rois: Sequence[Any], looks: Sequence[np.ndarray], threshold: float, 
     """Replay ``rois`` (``LabelledRoi``) ``max(report_after)`` times into one store; one row per replay in
     ``report_after`` (see the module docstring). ``looks``: :func:`variants`; ``assign``: tools/bench_reid.py's
     ``assign``; ``track_threshold``: the aggregates' (None: ``identity.tracks``' default); ``space``: more
-    :class:`tools.reid_assigners.SharedSpace` options (``centroid_window``)."""
+    :class:`tools.reid_assigners.SharedSpace` options (``centroid_window``, ``gallery_size``,
+    ``gallery_diversity``)."""
     track_threshold = TrackAggregateConfig().match_threshold if track_threshold is None else track_threshold
     labelled = np.array([r.truth >= 0 for r in rois])
     truth = np.array([r.truth for r in rois])[labelled]

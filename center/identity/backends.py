@@ -10,20 +10,21 @@ from vcascade.center.identity.store import IdentityStore
 from vcascade.core.state_dir import state_path
 
 
-def _sqlite(cfg: Any, space: str) -> IdentityStore:
-    return SqliteStore(state_path(cfg.path), space, cfg.timeout_s, cfg.file_mode, cfg.dir_mode)
+def _sqlite(cfg: Any, space: str, exemplars: int) -> IdentityStore:
+    return SqliteStore(state_path(cfg.path), space, cfg.timeout_s, cfg.file_mode, cfg.dir_mode, exemplars)
 
 
-def _redis(cfg: Any, space: str) -> IdentityStore:
-    return RedisStore(cfg.url, space, cfg.timeout_s, cfg.key_prefix)
+def _redis(cfg: Any, space: str, exemplars: int) -> IdentityStore:
+    return RedisStore(cfg.url, space, cfg.timeout_s, cfg.key_prefix, exemplars)
 
 
-STORES: dict[str, Callable[[Any, str], IdentityStore]] = {"sqlite": _sqlite, "redis": _redis}
-"""Store builders by config ``type``: ``(store config, space name) -> store``."""
+STORES: dict[str, Callable[[Any, str, int], IdentityStore]] = {"sqlite": _sqlite, "redis": _redis}
+"""Store builders by config ``type``: ``(store config, space name, exemplars kept per identity) -> store``."""
 
 
-def build_store(cfg: Any, space: str) -> IdentityStore:
-    """The store a ``SqliteStoreConfig`` / ``RedisStoreConfig`` describes, for identity space ``space``.
+def build_store(cfg: Any, space: str, exemplars: int = 0) -> IdentityStore:
+    """The store a ``SqliteStoreConfig`` / ``RedisStoreConfig`` describes, for identity space ``space``, keeping
+    ``exemplars`` gallery looks per identity besides its enrolment embedding (0: none).
 
     Raises:
         KeyError: unknown ``type``. ImportError: the backend's client library is missing (fails the start).
@@ -32,4 +33,4 @@ def build_store(cfg: Any, space: str) -> IdentityStore:
         builder = STORES[cfg.type]
     except KeyError:
         raise KeyError(f"unknown identity store type {cfg.type!r}; known: {sorted(STORES)}") from None
-    return builder(cfg, space)
+    return builder(cfg, space, exemplars)

@@ -14,6 +14,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from vcascade.center.identity.backends import build_store
+from vcascade.center.identity.gallery import Gallery
 from vcascade.center.identity.guard import IdGuard
 from vcascade.center.identity.metrics import IdentityTelemetry
 from vcascade.center.identity.space import IdentitySpace
@@ -64,11 +65,14 @@ class IdentityHead:
         book = TrackBook(tracks.max_tracks, tracks.ttl_s, tracks.outlier_sigma) if tracks.enabled else None
         space = IdentitySpace(cfg.match_threshold, cfg.max_identities, ident.index, topology, book,
                               tracks.revise_margin, tracks.match_threshold,
-                              centroid_window=ident.centroid_window)
+                              centroid_window=ident.centroid_window,
+                              gallery=Gallery(ident.gallery.size, ident.gallery.diversity) if ident.gallery.size
+                              else None)  # fmt: skip
         telemetry = IdentityTelemetry(worker)
         guard = IdGuard(state_path(f"identity-ids.{space_name}.{worker}.json"), telemetry)
-        sync = StoreSync(space, store or build_store(ident.store, space_name), telemetry, ident.sync_interval_s,
-                         ident.id_block, ident.retention_s, cfg.max_identities, guard=guard)  # fmt: skip
+        store = store or build_store(ident.store, space_name, max(ident.gallery.size - 1, 0))
+        sync = StoreSync(space, store, telemetry, ident.sync_interval_s, ident.id_block, ident.retention_s,
+                         cfg.max_identities, guard=guard)
         return cls(space, sync, telemetry, "stream" if topology is None else ident.topology.clock)
 
     def __call__(self, embeddings: np.ndarray, rois: Sequence[Roi] | None = None) -> list[EmbeddingOutput]:

@@ -5,8 +5,9 @@ follow merge chains to keys they compute): ``next_id`` (INCRBY: id blocks, never
 change), ``changes`` (sorted set id -> version of its last change), ``seen`` (sorted set id -> wall time of its
 last sighting: retention and least-recently-seen eviction), ``id:<n>`` (hash: state, sum (float32 bytes),
 count, camera, t_ms, wall_s, merged_into; first (float32 bytes) and enrolled: the enrolment embedding and the
-version it landed at), ``writer:<token>`` (hash: seq, the highest write number applied for a writer; push and
-dropped, the first number of its latest push and the updates that push dropped; expiring
+version it landed at; exemplars: the gallery's latest looks, float32 rows of the sum's size),
+``writer:<token>`` (hash: seq, the highest write number applied for a writer; push and dropped, the first
+number of its latest push and the updates that push dropped; expiring
 :data:`~vcascade.center.identity.store.WRITER_TTL_S` after its last push). Every change runs as one Lua script,
 so it is atomic and versions follow commit order; vector sums are added inside the script (Redis's ``struct``
 library). A push is a pipeline of such scripts: if the connection breaks midway, a prefix of it is applied, and
@@ -37,6 +38,11 @@ local function add(a, b)
     out[i + 1] = struct.pack('<f', struct.unpack('<f', a, 4 * i + 1) + struct.unpack('<f', b, 4 * i + 1))
   end
   return table.concat(out)
+end
+local function latest(old, new, limit)  -- the last `limit` bytes of old .. new (whole exemplars)
+  local all = (old or '') .. new
+  if string.len(all) > limit then all = string.sub(all, -limit) end
+  return all
 end
 local function bump(p, id)
   local v = redis.call('INCR', p .. ':version')
@@ -72,6 +78,10 @@ local key = p .. ':id:' .. id
 local state = redis.call('HGET', key, 'state')
 if state ~= 'live' and (state or ARGV[8] ~= '1') then return done(0) end
 local wall = tonumber(ARGV[7])
+if tonumber(ARGV[15]) > 0 and ARGV[14] ~= '' then  -- gallery: the latest ARGV[15] exemplars of the sum's size
+  local old = state == 'live' and redis.call('HGET', key, 'exemplars') or ''
+  redis.call('HSET', key, 'exemplars', latest(old, ARGV[14], tonumber(ARGV[15]) * string.len(ARGV[3])))
+end
 if state == 'live' then
   local old = redis.call('HMGET', key, 'sum', 'count', 'wall_s')
   redis.call('HSET', key, 'sum', add(old[1], ARGV[3]), 'count', tonumber(old[2]) + tonumber(ARGV[4]))
@@ -100,12 +110,15 @@ end
 local x = redis.call('HMGET', a, 'sum', 'count', 'camera', 't_ms', 'wall_s')
 local y = redis.call('HMGET', b, 'sum', 'count', 'wall_s')
 redis.call('HSET', b, 'sum', add(y[1], x[1]), 'count', tonumber(x[2]) + tonumber(y[2]))
+local kept = latest(redis.call('HGET', b, 'exemplars'), redis.call('HGET', a, 'exemplars') or '',
+                    tonumber(ARGV[4]) * string.len(y[1]))
+if tonumber(ARGV[4]) > 0 and string.len(kept) > 0 then redis.call('HSET', b, 'exemplars', kept) end
 if tonumber(x[5]) > tonumber(y[3]) then
   redis.call('HSET', b, 'camera', x[3], 't_ms', x[4], 'wall_s', x[5])
   redis.call('ZADD', p .. ':seen', x[5], survivor)
 end
 redis.call('HSET', a, 'state', 'merged', 'merged_into', survivor)
-redis.call('HDEL', a, 'sum')
+redis.call('HDEL', a, 'sum', 'exemplars')
 redis.call('ZREM', p .. ':seen', loser)
 bump(p, survivor)
 bump(p, loser)
@@ -122,7 +135,7 @@ if excess > 0 then
 end
 for _, id in ipairs(old) do
   redis.call('HSET', p .. ':id:' .. id, 'state', 'evicted')
-  redis.call('HDEL', p .. ':id:' .. id, 'sum')
+  redis.call('HDEL', p .. ':id:' .. id, 'sum', 'exemplars')
   redis.call('ZREM', seen, id)
   redis.call('ZADD', p .. ':changes', redis.call('INCR', p .. ':version'), id)
 end
@@ -145,12 +158,15 @@ class RedisStore:
         space: identity space name (the recognizer's).
         timeout_s: socket connect and read timeout, s; a call that takes longer raises ``redis.TimeoutError``.
         key_prefix: prefix of every key.
+        exemplars: gallery looks kept per identity besides its enrolment embedding, the latest (0: none;
+            :mod:`.gallery`).
 
     Calls raise ``redis.RedisError`` subclasses (``ConnectionError``, ``TimeoutError``) when the server is away.
     """
 
-    def __init__(self, url: str, space: str, timeout_s: float = 0.5, key_prefix: str = "vcascade:identity") -> None:
-        self.prefix = f"{key_prefix}:{space}"
+    def __init__(self, url: str, space: str, timeout_s: float = 0.5, key_prefix: str = "vcascade:identity",
+                 exemplars: int = 0) -> None:  # fmt: skip
+        self.prefix, self.exemplars = f"{key_prefix}:{space}", int(exemplars)
         self._redis = redis.Redis.from_url(url, socket_timeout=timeout_s, socket_connect_timeout=timeout_s)
         self._write = self._redis.register_script(WRITE)
         self._merge = self._redis.register_script(MERGE)
@@ -169,7 +185,9 @@ class RedisStore:
             self._write(args=[self.prefix, w.identity_id, np.asarray(w.sum_delta, np.float32).tobytes(),
                               w.count_delta, w.seen.camera, w.seen.t_ms, w.seen.wall_s, int(w.enrol),
                               b"" if w.first is None else np.asarray(w.first, np.float32).tobytes(),
-                              writer or "", seq, WRITER_TTL_S, first_seq],
+                              writer or "", seq, WRITER_TTL_S, first_seq,
+                              b"" if w.exemplars is None else np.asarray(w.exemplars, np.float32).tobytes(),
+                              self.exemplars],
                         client=pipe)  # fmt: skip
         if writer is None:
             return sum(1 for answer in pipe.execute() if answer == DROPPED)
@@ -194,7 +212,7 @@ class RedisStore:
         self._raise_ids(args=[self.prefix, floor])
 
     def merge(self, loser: int, survivor: int) -> bool:
-        return bool(self._merge(args=[self.prefix, loser, survivor]))
+        return bool(self._merge(args=[self.prefix, loser, survivor, self.exemplars]))
 
     def sweep(self, now_s: float, retention_s: float, capacity: int) -> int:
         return int(self._sweep(args=[self.prefix, repr(now_s - retention_s), capacity]))
@@ -231,7 +249,9 @@ def _parse(ident: int, fields: dict[bytes, bytes]) -> StoredIdentity:
             raise ValueError(f"unknown state {state!r}")
         return StoredIdentity(ident, state, merged_into=int(fields.get(b"merged_into", -1)))
     seen = Sighting(fields[b"camera"].decode(), float(fields[b"t_ms"]), float(fields[b"wall_s"]))
-    first = fields.get(b"first")
-    return StoredIdentity(ident, state, _vector(fields[b"sum"]), int(fields[b"count"]), seen,
+    first, exemplars, total = fields.get(b"first"), fields.get(b"exemplars"), _vector(fields[b"sum"])
+    return StoredIdentity(ident, state, total, int(fields[b"count"]), seen,
                           first=None if first is None else _vector(first),
-                          enrolled_version=int(fields.get(b"enrolled", 0)))  # fmt: skip
+                          enrolled_version=int(fields.get(b"enrolled", 0)),
+                          exemplars=None if exemplars is None else _vector(exemplars).reshape(-1, len(total)),
+                          )  # fmt: skip

@@ -30,9 +30,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from vcascade.center.identity.centroid import look_delta
-from vcascade.center.identity.slots import NOT_LANDED, UNUSED, IdentitySlots
+from vcascade.center.identity.gallery import Gallery
+from vcascade.center.identity.nearest import NO_IDENTITY, Nearest
+from vcascade.center.identity.slots import NOT_LANDED, IdentitySlots
 from vcascade.center.identity.store import LIVE, MERGED, Sighting, StoredIdentity, StoreWrite, add_sighting
-from vcascade.center.identity.topology import UNKNOWN, Topology
+from vcascade.center.identity.topology import Topology
 from vcascade.center.identity.track_match import TrackMatching
 from vcascade.center.identity.tracks import TrackBook, TrackKey
 from vcascade.center.identity.vectors import l2_normalise
@@ -40,11 +42,6 @@ from vcascade.core.protocol.wire import EmbeddingOutput
 
 FIRST_PROVISIONAL_ID = -2
 """Provisional ids count down from here (-1 is the edge's "no identity")."""
-NO_IDENTITY = -1
-"""No identity (the vector index's answer when it is empty); never an identity id."""
-DUPLICATE_CANDIDATES = 8
-"""Nearest identities searched (by centroid, then by enrolment embedding) for what a newly landed enrolment
-duplicates (itself and later enrolments included, then skipped)."""
 
 
 @dataclass
@@ -54,6 +51,7 @@ class _Delta:
     vector_sum: np.ndarray
     count: int
     seen: Sighting
+    exemplars: list[np.ndarray] = field(default_factory=list)  # looks its gallery kept (:mod:`.gallery`)
 
 
 @dataclass
@@ -94,7 +92,7 @@ class SyncNews:
     wrong_length: int = 0
 
 
-class IdentitySpace(TrackMatching, IdentitySlots):
+class IdentitySpace(TrackMatching, Nearest, IdentitySlots):
     """Local identities (slot arrays plus vector indexes, :class:`.slots.IdentitySlots`) with the pending exchange
     with the store. Thread-safe.
 
@@ -111,18 +109,21 @@ class IdentitySpace(TrackMatching, IdentitySlots):
         track_threshold: cosine at or above which a track's aggregate matches an identity (None:
             ``match_threshold``).
         centroid_window: looks an identity's centroid remembers (:mod:`.centroid`; 0: every look).
+        gallery: exemplars kept per identity and matched besides the centroid (:mod:`.gallery`), or None: the
+            centroid alone.
     """
 
     def __init__(self, match_threshold: float, capacity: int, index_kind: str = "exact",
                  topology: Topology | None = None, tracks: TrackBook | None = None,
                  revise_margin: float = 0.0, track_threshold: float | None = None,
-                 centroid_window: int = 0) -> None:  # fmt: skip
+                 centroid_window: int = 0, gallery: Gallery | None = None) -> None:  # fmt: skip
         self.match_threshold = float(match_threshold)
         self.tracks, self.revise_margin = tracks, float(revise_margin)
         self.track_threshold = self.match_threshold if track_threshold is None else float(track_threshold)
         self._revised: list[tuple[int, int]] = []  # (enrolled by a track, what it moved to): for the store
         self.capacity = int(capacity)
         self.centroid_window = int(centroid_window)
+        self.gallery = gallery
         self.in_sync = False  # set by the sync thread: the last exchange with the store succeeded
         self._loaded = False  # the first pull (the whole space) is applied
         self._lock = threading.Lock()
@@ -190,38 +191,21 @@ class IdentitySpace(TrackMatching, IdentitySlots):
         return EmbeddingOutput(ident, float(similarity), enrolled, provisional, merged, second,
                                None if second == NO_IDENTITY else float(second_similarity), *crop)  # fmt: skip
 
-    def _best(self, unit: np.ndarray, seen: Sighting) -> tuple[tuple[int, float], tuple[int, float], int]:
-        """The most similar identity and the runner-up, each (id or :data:`NO_IDENTITY`, similarity; -1.0 for
-        none), and the comparisons made."""
-        if self.topology is None or self.topology.code(seen.camera) == UNKNOWN:
-            slots, sims = self._index.search(unit[None], 2)
-            found = [(int(self._ids[slot]), float(sim)) for slot, sim in zip(slots[0].tolist(), sims[0].tolist())
-                     if slot >= 0]  # fmt: skip
-            compared = len(self._slot)
-        else:
-            used = np.flatnonzero(self._ids[: len(self._seen)] != UNUSED)
-            codes, times_s = self._codes[used], self._t_s[used]
-            allowed = used[self.topology.candidates(seen.camera, seen.t_ms / 1000.0, codes, times_s)]
-            sims = self._units[allowed] @ unit
-            top = np.argpartition(-sims, 1)[:2] if len(sims) > 2 else np.arange(len(sims))
-            top = top[np.argsort(-sims[top])]
-            found = [(int(self._ids[allowed[i]]), float(sims[i])) for i in top]
-            compared = len(allowed)
-        found += [(NO_IDENTITY, -1.0)] * (2 - len(found))
-        return found[0], found[1], compared
-
     def _observe(self, ident: int, unit: np.ndarray, seen: Sighting) -> None:
         slot = self._slot[ident]
+        kept = self.gallery is not None and self.gallery.add(slot, unit)
         change, added = look_delta(self._sums[slot], int(self._counts[slot]), unit, self.centroid_window)
         self._set(slot, ident, self._sums[slot] + change, self._counts[slot] + added, seen)
         if ident not in self._enrolled:
             delta = self._deltas.get(ident)
             if delta is None:
-                self._deltas[ident] = _Delta(change, added, seen)
+                delta = self._deltas[ident] = _Delta(change, added, seen)
             else:
                 delta.vector_sum += change
                 delta.count += added
                 delta.seen = add_sighting(delta.seen, seen)
+            if kept:
+                delta.exemplars.append(unit.astype(np.float32, copy=True))
 
     def _enrol(self, unit: np.ndarray, seen: Sighting) -> int:
         if self._pool:
@@ -232,6 +216,8 @@ class IdentitySpace(TrackMatching, IdentitySlots):
         slot = self._new_slot(ident)
         self._set(slot, ident, unit.copy(), 1, seen)
         self._set_enrolment(slot, unit, NOT_LANDED)
+        if self.gallery is not None:
+            self.gallery.reset(slot, unit)
         self._enrolled.add(ident)
         self._drop_least_recent()
         return ident
@@ -268,7 +254,9 @@ class IdentitySpace(TrackMatching, IdentitySlots):
         with self._lock:
             enrolled = sorted(ident for ident in self._enrolled if ident >= 0)
             writes = [self._enrol_write(ident) for ident in enrolled]
-            writes += [StoreWrite(ident, d.vector_sum, d.count, d.seen, False) for ident, d in self._deltas.items()]
+            writes += [StoreWrite(ident, d.vector_sum, d.count, d.seen, False, None,
+                                  np.stack(d.exemplars) if d.exemplars else None)
+                       for ident, d in self._deltas.items()]  # fmt: skip
             self._enrolled.difference_update(enrolled)
             self._deltas.clear()
             return writes
@@ -322,38 +310,18 @@ class IdentitySpace(TrackMatching, IdentitySlots):
             if self._landed[slot] != record.enrolled_version:  # this worker's own enrolment landed
                 self._set_enrolment(slot, self._firsts[slot], record.enrolled_version)
         self._set(slot, ident, total.astype(np.float32), count, seen)
+        if self.gallery is not None:  # the store's exemplars, then the ones not pushed yet
+            pending = [np.stack(delta.exemplars)] if delta is not None and delta.exemplars else []
+            others = ([] if record.exemplars is None else [record.exemplars]) + pending
+            self.gallery.reset(slot, self._firsts[slot], np.concatenate(others) if others else None)
         self._drop_least_recent()
         return ident in self._slot
-
-    def _duplicates(self, landed: list[int]) -> list[tuple[int, int]]:
-        """For each enrolment in ``landed`` (in landing order): the identity of the copy it duplicates, if any.
-
-        Candidates landed earlier than it (later ones are checked in their own turn; enrolments not landed yet,
-        when theirs lands). Score: the larger of the enrolment embedding's cosine with the candidate's centroid
-        and with the candidate's enrolment embedding; the best at or above ``match_threshold`` is the survivor
-        (followed through the merges decided before it in this pull)."""
-        pairs: list[tuple[int, int]] = []
-        into: dict[int, int] = {}
-        for ident in landed:
-            slot = self._slot.get(ident)
-            if slot is None:
-                continue
-            best, best_sim = NO_IDENTITY, self.match_threshold
-            for index in (self._index, self._first_index):
-                slots, sims = index.search(self._firsts[slot][None], DUPLICATE_CANDIDATES)
-                for other, sim in zip(slots[0].tolist(), sims[0].tolist()):
-                    if other >= 0 and sim >= best_sim and self._landed[other] < self._landed[slot]:
-                        best, best_sim = int(self._ids[other]), sim
-            if best != NO_IDENTITY:
-                while best in into:
-                    best = into[best]
-                into[ident] = best
-                pairs.append((ident, best))
-        return pairs
 
     # ------------------------------------------------------------------ changes of slots
 
     def _remove(self, ident: int) -> None:
+        if self.gallery is not None and ident in self._slot:
+            self.gallery.drop(self._slot[ident])
         self._release(ident)
         self._enrolled.discard(ident)
 
@@ -361,10 +329,13 @@ class IdentitySpace(TrackMatching, IdentitySlots):
         slot = self._slot[old]
         total, count, seen = self._sums[slot].copy(), int(self._counts[slot]), self._seen[slot]
         first = self._firsts[slot].copy()
+        kept = None if self.gallery is None else self.gallery.exemplars(slot)
         self._remove(old)
         slot = self._new_slot(new)
         self._set(slot, new, total, count, seen)
         self._set_enrolment(slot, first, NOT_LANDED)
+        if kept is not None:
+            self.gallery.reset(slot, kept[0], kept[1:])
         self._enrolled.add(new)
         self._unreport(new, [old, *self._unreported.pop(old, [])])
         if self.tracks is not None:
@@ -376,10 +347,12 @@ class IdentitySpace(TrackMatching, IdentitySlots):
         slot, into = self._slot[old], self._slot[new]
         total, count = self._sums[into] + self._sums[slot], self._counts[into] + self._counts[slot]
         self._set(into, new, total, count, self._seen[into])
+        kept = [] if self.gallery is None else [u for u in self.gallery.exemplars(slot) if self.gallery.add(into, u)]
         if new not in self._enrolled:
             delta = self._deltas.setdefault(new, _Delta(np.zeros_like(total), 0, self._seen[into]))
             delta.vector_sum += self._sums[slot]
             delta.count += int(self._counts[slot])
+            delta.exemplars.extend(kept)
         self._remove(old)
         self._unreport(new, [old, *self._unreported.pop(old, [])])
         self.tracks.rebind(old, new)
@@ -403,5 +376,6 @@ class IdentitySpace(TrackMatching, IdentitySlots):
 
     def _enrol_write(self, ident: int) -> StoreWrite:
         slot = self._slot[ident]
+        others = None if self.gallery is None else self.gallery.exemplars(slot)[1:]
         return StoreWrite(ident, self._sums[slot].copy(), int(self._counts[slot]), self._seen[slot], True,
-                          self._firsts[slot].copy())
+                          self._firsts[slot].copy(), others if others is not None and len(others) else None)

@@ -28,6 +28,7 @@ from vcascade.center.identity.store import (
     StoredIdentity,
     StoreWrite,
     add_sighting,
+    keep_latest,
 )
 from vcascade.core.private_files import DIR_MODE, FILE_MODE, create_private
 
@@ -47,7 +48,8 @@ CREATE TABLE IF NOT EXISTS identities (
     merged_into INTEGER NOT NULL DEFAULT -1,
     version INTEGER NOT NULL DEFAULT 0,
     first BLOB,
-    enrolled_version INTEGER NOT NULL DEFAULT 0
+    enrolled_version INTEGER NOT NULL DEFAULT 0,
+    exemplars BLOB
 );
 CREATE INDEX IF NOT EXISTS identities_changes ON identities (space, version);
 CREATE INDEX IF NOT EXISTS identities_seen ON identities (space, state, wall_s);
@@ -64,8 +66,9 @@ CREATE TABLE IF NOT EXISTS writers (
 );
 """
 
-ADDED_COLUMNS = {"first": "BLOB", "enrolled_version": "INTEGER NOT NULL DEFAULT 0"}
-"""Columns a file written before the store kept enrolments lacks (added on open; its rows read as None, 0)."""
+ADDED_COLUMNS = {"first": "BLOB", "enrolled_version": "INTEGER NOT NULL DEFAULT 0", "exemplars": "BLOB"}
+"""Columns a file written before the store kept enrolments (or galleries) lacks (added on open; its rows read as
+None, 0, None)."""
 
 MAX_MERGE_HOPS = 64
 """Longest chain of merges followed when an update names a merged identity."""
@@ -80,15 +83,17 @@ class SqliteStore:
         timeout_s: longest wait for the write lock, s (``sqlite3.OperationalError: database is locked`` after).
         file_mode, dir_mode: permission modes of the file and of the folders created for it (an embedding of
             every person seen: owner only by default; :mod:`vcascade.core.private_files`).
+        exemplars: gallery looks kept per identity besides its enrolment embedding, the latest (0: none;
+            :mod:`.gallery`).
 
     Raises:
         sqlite3.Error: the file cannot be opened or is not a database.
     """
 
     def __init__(self, path: str | Path, space: str, timeout_s: float = 2.0, file_mode: int = FILE_MODE,
-                 dir_mode: int = DIR_MODE) -> None:
+                 dir_mode: int = DIR_MODE, exemplars: int = 0) -> None:
         create_private(path, file_mode, dir_mode)  # SQLite gives its -wal and -shm files this file's mode
-        self.space = space
+        self.space, self.exemplars = space, int(exemplars)
         self._db = sqlite3.connect(str(Path(path).expanduser()), timeout=timeout_s, isolation_level=None,
                                    check_same_thread=False)  # fmt: skip
         self._set_up(timeout_s)
@@ -144,7 +149,8 @@ class SqliteStore:
 
     def changes(self, cursor: int) -> tuple[list[StoredIdentity], int]:
         rows = self._db.execute(
-            "SELECT id, state, vector_sum, count, camera, t_ms, wall_s, merged_into, first, enrolled_version, version "
+            "SELECT id, state, vector_sum, count, camera, t_ms, wall_s, merged_into, first, enrolled_version, "
+            "exemplars, version "
             "FROM identities "
             "WHERE space = ? AND version > ? AND state != ? ORDER BY version", (self.space, cursor, RESERVED),
         ).fetchall()
@@ -171,10 +177,13 @@ class SqliteStore:
                 return False
             version = self._bump(db)
             seen = add_sighting(a[2], b[2])
+            kept = keep_latest(b[3], a[3], self.exemplars)
             db.execute("UPDATE identities SET vector_sum = ?, count = ?, camera = ?, t_ms = ?, wall_s = ?, "
+                       "exemplars = ?, version = ? WHERE id = ?",
+                       (_blob(a[0] + b[0]), a[1] + b[1], seen.camera, seen.t_ms, seen.wall_s, _blob_or_none(kept),
+                        version, survivor))  # fmt: skip
+            db.execute("UPDATE identities SET state = ?, vector_sum = NULL, exemplars = NULL, merged_into = ?, "
                        "version = ? WHERE id = ?",
-                       (_blob(a[0] + b[0]), a[1] + b[1], seen.camera, seen.t_ms, seen.wall_s, version, survivor))  # fmt: skip
-            db.execute("UPDATE identities SET state = ?, vector_sum = NULL, merged_into = ?, version = ? WHERE id = ?",
                        (MERGED, survivor, version, loser))  # fmt: skip
             return True
 
@@ -190,7 +199,8 @@ class SqliteStore:
                     (self.space, LIVE, now_s - retention_s, excess))]  # fmt: skip
             if old:
                 version = self._bump(db)
-                db.executemany("UPDATE identities SET state = ?, vector_sum = NULL, version = ? WHERE id = ?",
+                db.executemany("UPDATE identities SET state = ?, vector_sum = NULL, exemplars = NULL, version = ? "
+                               "WHERE id = ?",
                                [(EVICTED, version, ident) for ident in old])  # fmt: skip
             db.execute("DELETE FROM writers WHERE space = ? AND wall_s < ?", (self.space, now_s - WRITER_TTL_S))
             return len(old)
@@ -216,12 +226,14 @@ class SqliteStore:
                          (self.space, writer)).fetchone()  # fmt: skip
         return (-1, None, 0) if row is None else row
 
-    def _live(self, db: sqlite3.Connection, ident: int) -> tuple[np.ndarray, int, Sighting] | None:
-        row = db.execute("SELECT state, vector_sum, count, camera, t_ms, wall_s FROM identities WHERE id = ? AND "
-                         "space = ?", (ident, self.space)).fetchone()  # fmt: skip
+    def _live(self, db: sqlite3.Connection, ident: int
+              ) -> tuple[np.ndarray, int, Sighting, np.ndarray | None] | None:  # fmt: skip
+        row = db.execute("SELECT state, vector_sum, count, camera, t_ms, wall_s, exemplars FROM identities WHERE "
+                         "id = ? AND space = ?", (ident, self.space)).fetchone()  # fmt: skip
         if row is None or row[0] != LIVE:
             return None
-        return np.frombuffer(row[1], dtype=np.float32).copy(), row[2], Sighting(row[3], row[4], row[5])
+        total = np.frombuffer(row[1], dtype=np.float32).copy()
+        return total, row[2], Sighting(row[3], row[4], row[5]), _rows(row[6], len(total))
 
     def _write_one(self, db: sqlite3.Connection, w: StoreWrite) -> bool:
         ident = self._follow_merges(db, w.identity_id)
@@ -236,9 +248,11 @@ class SqliteStore:
                        (None if w.first is None else _blob(w.first), version, ident))  # fmt: skip
         total, count, seen = (w.sum_delta, w.count_delta, w.seen) if current is None else (
             current[0] + w.sum_delta, current[1] + w.count_delta, add_sighting(current[2], w.seen))
+        kept = keep_latest(None if current is None else current[3], w.exemplars, self.exemplars)
         db.execute("UPDATE identities SET state = ?, vector_sum = ?, count = ?, camera = ?, t_ms = ?, wall_s = ?, "
-                   "version = ? WHERE id = ?",
-                   (LIVE, _blob(total), count, seen.camera, seen.t_ms, seen.wall_s, version, ident))  # fmt: skip
+                   "exemplars = ?, version = ? WHERE id = ?",
+                   (LIVE, _blob(total), count, seen.camera, seen.t_ms, seen.wall_s, _blob_or_none(kept), version,
+                    ident))  # fmt: skip
         return True
 
     def _follow_merges(self, db: sqlite3.Connection, ident: int) -> int | None:
@@ -272,6 +286,20 @@ def _blob(vector: np.ndarray) -> bytes:
     return np.asarray(vector, dtype=np.float32).tobytes()
 
 
+def _blob_or_none(rows: np.ndarray | None) -> bytes | None:
+    return None if rows is None else _blob(rows)
+
+
+def _rows(blob: bytes | None, dim: int) -> np.ndarray | None:
+    """float32 (k, dim) exemplars from their bytes (None: none); ValueError when they are not whole rows."""
+    if blob is None:
+        return None
+    flat = np.frombuffer(blob, dtype=np.float32)
+    if dim <= 0 or flat.size % dim:
+        raise ValueError(f"exemplars of {flat.size} values are not rows of {dim}")
+    return flat.reshape(-1, dim).copy()
+
+
 def _stored_or_malformed(row: tuple) -> StoredIdentity:
     """The record of a row; :data:`MALFORMED` when a column cannot be read (another program wrote it)."""
     try:
@@ -281,9 +309,10 @@ def _stored_or_malformed(row: tuple) -> StoredIdentity:
 
 
 def _stored(row: tuple) -> StoredIdentity:
-    ident, state, blob, count, camera, t_ms, wall_s, merged_into, first, enrolled_version, _ = row
+    ident, state, blob, count, camera, t_ms, wall_s, merged_into, first, enrolled_version, exemplars, _ = row
     if state != LIVE:
         return StoredIdentity(ident, state, merged_into=merged_into)
-    return StoredIdentity(ident, state, np.frombuffer(blob, dtype=np.float32).copy(), count,
-                          Sighting(camera, t_ms, wall_s), first=None if first is None else
-                          np.frombuffer(first, dtype=np.float32).copy(), enrolled_version=enrolled_version)  # fmt: skip
+    total = np.frombuffer(blob, dtype=np.float32).copy()
+    return StoredIdentity(ident, state, total, count, Sighting(camera, t_ms, wall_s),
+                          first=None if first is None else np.frombuffer(first, dtype=np.float32).copy(),
+                          enrolled_version=enrolled_version, exemplars=_rows(exemplars, len(total)))  # fmt: skip

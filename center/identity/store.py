@@ -63,6 +63,8 @@ class StoreWrite:
         seen: the latest sighting among them.
         enrol: True the first time (the id was reserved, not yet live).
         first: float32 (D,) unit embedding the identity was enrolled with (enrolments only; else None).
+        exemplars: float32 (k, D) unit looks the worker added to the identity's gallery since the last push (all
+            of them but the enrolment embedding for an enrolment; :mod:`.gallery`), or None.
     """
 
     identity_id: int
@@ -71,6 +73,7 @@ class StoreWrite:
     seen: Sighting
     enrol: bool
     first: np.ndarray | None = None
+    exemplars: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
@@ -87,6 +90,8 @@ class StoredIdentity:
         first: float32 (D,) unit enrolment embedding (None unless live; a row written before stores kept it:
             None too, the centroid stands in).
         enrolled_version: the store version at which its enrolment landed (0 unless live).
+        exemplars: float32 (k, D) the gallery's looks besides the enrolment embedding, oldest first (the store
+            keeps the latest ``exemplars`` of its constructor; :mod:`.gallery`), or None (none kept).
     """
 
     identity_id: int
@@ -97,6 +102,7 @@ class StoredIdentity:
     merged_into: int = -1
     first: np.ndarray | None = None
     enrolled_version: int = 0
+    exemplars: np.ndarray | None = None
 
 
 class IdentityStore(Protocol):
@@ -133,10 +139,10 @@ class IdentityStore(Protocol):
         ...
 
     def merge(self, loser: int, survivor: int) -> bool:
-        """Fold ``loser`` into ``survivor`` (sums and counts added, latest sighting kept; the survivor keeps its
-        enrolment). A ``survivor`` merged meanwhile is followed to the identity it was merged into. False when
-        ``loser`` is not live any more (already merged or evicted), the survivor was evicted, or both are one:
-        nothing changes."""
+        """Fold ``loser`` into ``survivor`` (sums and counts added, latest sighting kept, the loser's exemplars
+        appended to the survivor's, the latest kept; the survivor keeps its enrolment). A ``survivor`` merged
+        meanwhile is followed to the identity it was merged into. False when ``loser`` is not live any more
+        (already merged or evicted), the survivor was evicted, or both are one: nothing changes."""
         ...
 
     def sweep(self, now_s: float, retention_s: float, capacity: int) -> int:
@@ -153,3 +159,12 @@ class IdentityStore(Protocol):
 def add_sighting(old: Sighting | None, new: Sighting) -> Sighting:
     """The later of two sightings by wall time (``old`` may be None)."""
     return new if old is None or new.wall_s >= old.wall_s else old
+
+
+def keep_latest(old: np.ndarray | None, new: np.ndarray | None, keep: int) -> np.ndarray | None:
+    """A gallery's stored exemplars after ``new`` are appended: float32 (k, D) rows, the latest ``keep`` (None when
+    none are kept or ``keep`` is 0)."""
+    rows = [block for block in (old, new) if block is not None and len(block)]
+    if keep <= 0 or not rows:
+        return None
+    return np.concatenate(rows).astype(np.float32)[-keep:]

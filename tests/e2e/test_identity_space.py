@@ -192,6 +192,24 @@ def test_two_workers_give_the_same_ids_whichever_served_the_object(tmp_path, fre
     print(f"identical crops served by different workers: {counts}")  # the numbers for the report (-s)
 
 
+def test_two_workers_with_a_gallery_keep_exemplars_in_redis_and_agree(tmp_path, free_port, models_dir,
+                                                                      redis_server):  # fmt: skip
+    """``identity.gallery`` through `vcascade run`: the workers match by centroid and exemplars, the store (Redis)
+    keeps at most ``size - 1`` exemplars per identity besides its enrolment embedding, and identical crops served
+    by the two workers still resolve to one identity."""
+    config, data = _deployment(tmp_path, free_port, {"type": "redis", "url": redis_server.url})
+    data["recognizers"][EMBEDDER]["head"]["identity"]["gallery"] = {"size": 4, "diversity": 0.95}
+    config = write_deployment(tmp_path, data)
+    _run(tmp_path, config, models_dir)
+    lines = result_lines(tmp_path / "results.jsonl")
+    store = RedisStore(redis_server.url, EMBEDDER, exemplars=3)
+    _check_same_ids(lines, _merged_into(store))
+    live = [r for r in store.changes(0)[0] if r.state == "live"]
+    kept = [len(r.exemplars) for r in live if r.exemplars is not None]
+    assert kept and max(kept) <= 3  # identities matched more than once keep distinct looks, bounded
+    assert all(r.exemplars.shape[1] == len(r.vector_sum) for r in live if r.exemplars is not None)
+
+
 def _wait_lines(results: Path, count: int, timeout_s: float = 300.0) -> list[dict]:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:

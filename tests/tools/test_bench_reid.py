@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tools.bench_reid import CENTROID_WINDOW, THRESHOLDS, demo_view, face_blur, true_identity
+from tools.bench_reid import CENTROID_WINDOW, GALLERY_SIZE, THRESHOLDS, demo_view, face_blur, true_identity
 from tools.reid_scenario import demo_deployment, demo_detector, read_clip, track_rois
 
 from vcascade.core.config import CameraViewConfig
@@ -34,7 +34,9 @@ def test_quick_run_scores_every_embedder_and_assigner_and_replays_into_one_store
     modes = ["1 worker", "2 workers, own galleries", "2 workers, shared space", "2 workers, shared space + topology",
              "1 worker, shared space + tracks", "2 workers, shared space + tracks",
              f"1 worker, shared space + tracks + window {CENTROID_WINDOW}",
-             f"2 workers, shared space + tracks + window {CENTROID_WINDOW}"]
+             f"2 workers, shared space + tracks + window {CENTROID_WINDOW}",
+             f"1 worker, shared space + tracks + gallery {GALLERY_SIZE}",
+             f"2 workers, shared space + tracks + gallery {GALLERY_SIZE}"]
     assert len(rows) == 2 * len(modes) * len(THRESHOLDS) and {r["assigner"] for r in rows} == set(modes)
     for row in rows:
         assert 0.0 <= row["idf1"] <= 1.0 and row["id_switches"] >= 0 and row["comparisons_per_roi"] >= 0
@@ -43,11 +45,12 @@ def test_quick_run_scores_every_embedder_and_assigner_and_replays_into_one_store
     assert best["2 workers, shared space"] > best["2 workers, own galleries"]  # the shared space gets some back
     assert all(r["comparisons_per_roi"] > 0 for r in rows if r["assigner"] in modes[2:])  # counted by the space
     assert best["1 worker, shared space + tracks"] > best["1 worker"]  # a track's looks beat its crops alone
-    # replays 1 and 3, per-crop and by tracks, each with every look kept and with a window: identities counted in
+    # replays 1 and 3, per-crop and by tracks, each with every look kept and with a window (tracks: and with a
+    # gallery): identities counted in
     # the store, the later replay's new ones are what it added, agreement and IDF1 are fractions
     rows = result["replays"]
     window = f" + window {CENTROID_WINDOW}"
-    kinds = ("", window, " + tracks", " + tracks" + window)
+    kinds = ("", window, " + tracks", " + tracks" + window, f" + tracks + gallery {GALLERY_SIZE}")
     assert [(r["assigner"], r["replay"]) for r in rows] == [
         (f"1 worker, shared space{kind}", n) for kind in kinds for n in (1, 3)]
     for first, third in (rows[k:k + 2] for k in range(0, len(rows), 2)):

@@ -102,6 +102,22 @@ class TrackAggregateConfig(ConfigModel):
     )
 
 
+class GalleryConfig(ConfigModel):
+    """Several exemplars per identity, matched by the most similar (docs/IDENTITY.md, "Galleries"): a look is
+    compared with each identity's centroid and exemplars and scores the largest cosine."""
+
+    size: int = Field(
+        0, ge=0, le=256,
+        description="Exemplars kept per identity, its enrolment embedding included (the store keeps the latest "
+        "size - 1 besides it); 0: the centroid alone.",
+    )
+    diversity: float = Field(
+        1.0, gt=0, le=1,
+        description="A look whose cosine with an exemplar already kept is at or above this is not kept (1: every "
+        "look matched is kept, the oldest replaced).",
+    )
+
+
 class IdentitySpaceConfig(ConfigModel):
     """How the workers of one embedding recognizer share its identities (docs/IDENTITY.md)."""
 
@@ -123,4 +139,5 @@ class IdentitySpaceConfig(ConfigModel):
         description="Looks an identity's centroid remembers: past this many, each look moves it by 1/window (an "
         "exponential moving average); 0: the mean of every look ever matched.",
     )
+    gallery: GalleryConfig = Field(GalleryConfig(), description="Exemplars per identity besides its centroid.")
 
