@@ -44,6 +44,7 @@ import vcascade.app.launcher
 from vcascade.app.child import child_main
 from vcascade.app.cli import main as vcascade_main
 from vcascade.core.protocol import wire
+from vcascade.core.protocol.bounded_decode import decode_versioned
 from vcascade.core.state_dir import STATE_DIR_ENV
 from vcascade.core.transport.ports import free_port
 
@@ -61,8 +62,9 @@ class Recorder:
     """The profiler of one component process: counts calls per (function, thread) from the first ROI on.
 
     Recording starts at the first call of :func:`vcascade.core.protocol.wire.encode` with a ``wire.Roi`` (the
-    edge sending one) or the first return of :func:`vcascade.core.protocol.wire.decode` giving one (a broker or
-    worker receiving one), and stops when ``STOP_FILE`` appears in ``folder``. Every ``FLUSH_S`` the counts are
+    edge sending one) or the first return of :func:`vcascade.core.protocol.bounded_decode.decode_versioned`
+    giving one (a broker or worker receiving one: ``wire.decode`` and ``wire.split_message`` both decode through
+    it), and stops when ``STOP_FILE`` appears in ``folder``. Every ``FLUSH_S`` the counts are
     written to ``folder/<kind>-<name>.json`` (a process may end with ``os._exit``: nothing waits for exit).
     """
 
@@ -70,7 +72,7 @@ class Recorder:
         self.folder, self.kind, self.name = folder, kind, name
         self.recording = self.stopped = False
         self.calls: dict[tuple[Any, int], int] = {}
-        self._encode, self._decode = wire.encode.__code__, wire.decode.__code__
+        self._encode, self._decode = wire.encode.__code__, decode_versioned.__code__
 
     def install(self) -> None:
         """Start the flush thread, then profile this thread and every thread started from now on."""
