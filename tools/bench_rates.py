@@ -88,7 +88,8 @@ def run(video: str | Path, model: Path, rates: list[float], sizes: list[int], fr
     detectors = {}
     for size in sizes:
         path = model if size == REFERENCE[1] else yolox_at_input_size(model, folder / f"{model.stem}.{size}.onnx", size)
-        detectors[size] = build_detector(YoloxDetectorConfig(classes=CLASSES, intra_op_threads=1, input_size=size), path)
+        cfg = YoloxDetectorConfig(classes=CLASSES, intra_op_threads=1, input_size=size)
+        detectors[size] = build_detector(cfg, path)
     names = next(iter(detectors.values())).class_names
     settings = [Setting(rate, size, names) for size in sizes for rate in rates]
     count = 0

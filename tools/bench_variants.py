@@ -196,7 +196,8 @@ class Inputs:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of the variants and clips (module docstring)."""
     parser.add_argument("--variant", type=EdgeVariant.parse, default=EdgeVariant.parse("plain"),
-                        help=f"edge variant of the cascade and scaling sections ({', '.join(VARIANTS)}, parts joined by +)")
+                        help=f"edge variant of the cascade and scaling sections ({', '.join(VARIANTS)}; "
+                             "parts joined by +)")
     parser.add_argument("--clip", choices=CLIPS, default="demo",
                         help="footage of the baseline, cascade and scaling sections (calibration: always demo)")
     parser.add_argument("--live-variants", type=variant_list, default=variant_list("plain"),

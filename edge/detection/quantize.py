@@ -20,7 +20,8 @@ documented recipe (onnxruntime.ai, "Quantize ONNX models"):
      after the first convolution), which one uint8 scale per tensor cannot carry (Nagel et al., "Data-Free
      Quantization Through Weight Equalization and Bias Correction", ICCV 2019, section 3). Quantized from the
      input on, the copy found 0.39 of the fp32 boxes; with the layers finer than stride 8, 16 and 32 in float,
-     0.93, 0.95 and 0.95, at 1.10x, 1.10x and 1.07x the fp32 speed (docs/BENCHMARKS.md, "An int8 detector").
+     0.93, 0.95 and 0.95 (precision 0.87, 0.91 and 0.96), at 1.16x, 1.10x and 1.07x the fp32 speed
+     (docs/BENCHMARKS.md, "An int8 detector").
      Large, thin maps also cost more to quantize and dequantize than their int8 convolutions save.
 
 The int8 model keeps the fp32 model's float32 input and output, so the same detector adapter opens it.

@@ -41,4 +41,5 @@ def test_rate_and_size_variants_set_detect_fps_and_a_model_at_that_size(tmp_path
     session = ort.InferenceSession(keys["path"], providers=["CPUExecutionProvider"])
     assert session.get_inputs()[0].shape == [1, 3, 320, 320]
     assert inputs.detector_keys(EdgeVariant.parse("size320")) == keys  # made once per size
-    assert inputs.camera_keys(EdgeVariant.parse("plain")) == {} and inputs.detector_keys(EdgeVariant.parse("plain")) == {}
+    plain = EdgeVariant.parse("plain")
+    assert inputs.camera_keys(plain) == {} and inputs.detector_keys(plain) == {}

@@ -1,5 +1,6 @@
-"""``vcascade quantize --model FILE --calibration VIDEO [--frames N] [--input-size S] [--out FILE]``: write the int8
-copy of a YOLOX detector, calibrated on frames of a clip of the camera (:mod:`vcascade.edge.detection.quantize`).
+"""``vcascade quantize --model FILE --calibration VIDEO [--frames N] [--input-size S] [--float-stride N]
+[--out FILE]``: write the int8 copy of a YOLOX detector, calibrated on frames of a clip of the camera
+(:mod:`vcascade.edge.detection.quantize`; ``--float-stride``: the layers finer than it stay in float).
 
 By default the copy is ``<name>.int8.onnx`` beside the model, where an edge with ``detector.precision: int8``
 finds it. The frames are spread evenly over the clip (decoded with PyAV, by its declared frame count). The copy is
