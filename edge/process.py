@@ -238,6 +238,7 @@ def snapshot(
             "detail": reader.detail,
             "error": reader.error,
             "frames": reader.frames,
+            "rate_skipped": reader.rate_skipped,
             "fps": None if (fps := reader.decode_fps) is None else round(fps, 2),
             "decoder": reader.decoder,
             "decoder_fallbacks": dict(reader.decoder_fallbacks),

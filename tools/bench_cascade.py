@@ -257,6 +257,7 @@ def headline(run: dict[str, Any]) -> dict[str, Any]:
     return {
         "frames": run["frames"], "detected": run["detected"], "still": sum(c.get("still", 0) for c in cams),
         "skipped": sum(c.get("skipped", 0) for c in cams),
+        "rate_skipped": sum(c.get("rate_skipped", 0) for c in cams),
         "detector_runs_per_frame": run["detected"] / run["frames"] if run["frames"] else 0.0,
         "sent": run["sent"], "results": run["results"], "drops": run["drops"],
         "fps": run["fps"], "rois_per_s": run["rois_per_s"], "p50_ms": percentile(run["latency_ms"], 50),

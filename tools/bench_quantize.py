@@ -13,7 +13,8 @@ the edge's thresholds (score 0.3, NMS IoU 0.45, all 80 classes). Reported:
 Goal: agreement >= 0.95 with a speed-up. The calibration frames are part of the frames compared (the benchmark
 has one clip); ``--calibration-frames`` small keeps that share small.
 
-Usage: ``python -m tools.bench_quantize [--model-dir DIR] [--frames 250] [--calibration-frames 32] [--json OUT]``.
+Usage: ``python -m tools.bench_quantize [--model-dir DIR] [--frames 250] [--calibration-frames 32]
+[--float-stride 32] [--json OUT]``.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from vcascade.core.runtime.resources import resolve
 from vcascade.core.runtime.threads import set_process_threads
 from vcascade.edge.detection import build_detector
 from vcascade.edge.detection.agreement import matched_boxes
-from vcascade.edge.detection.quantize import quantize_yolox
+from vcascade.edge.detection.quantize import FLOAT_STRIDE, quantize_yolox
 
 GOAL_AGREEMENT = 0.95
 
@@ -65,13 +66,14 @@ def compare(fp32_path: Path, int8_path: Path, frames: list[np.ndarray]) -> dict[
     }
 
 
-def make_int8_copy(fp32_path: Path, out: Path, video: str | Path, frames: int) -> Path:
+def make_int8_copy(fp32_path: Path, out: Path, video: str | Path, frames: int,
+                   float_stride: int = FLOAT_STRIDE) -> Path:  # fmt: skip
     """Write the int8 copy of ``fp32_path`` to ``out`` as ``vcascade quantize`` makes it, calibrated on ``frames``
     frames spread over ``video`` (:func:`calibration_frames`), without its agreement check (this benchmark and
     ``tools/bench.py`` measure the copy, whatever its agreement). Returns ``out``."""
     detector = build_detector(YoloxDetectorConfig(intra_op_threads=1), fp32_path)
     calibration = [detector.preprocess(image)[0] for image in calibration_frames(video, frames)]
-    return quantize_yolox(fp32_path, out, calibration)
+    return quantize_yolox(fp32_path, out, calibration, float_stride)
 
 
 def main() -> int:
@@ -79,6 +81,8 @@ def main() -> int:
     parser.add_argument("--model-dir", type=Path, default=Path("models"))
     parser.add_argument("--frames", type=int, default=250)
     parser.add_argument("--calibration-frames", type=int, default=32)
+    parser.add_argument("--float-stride", type=int, default=FLOAT_STRIDE,
+                        help="layers finer than this stride stay in float (vcascade quantize --float-stride)")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     set_process_threads(None, 1)
@@ -87,11 +91,12 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="bench-quantize-") as tmp:
         int8_path = Path(tmp) / "yolox_nano.int8.onnx"
         t0 = time.perf_counter()
-        make_int8_copy(fp32_path, int8_path, video, args.calibration_frames)
+        make_int8_copy(fp32_path, int8_path, video, args.calibration_frames, args.float_stride)
         made_s = time.perf_counter() - t0
         frames = calibration_frames(video, args.frames)
         result = compare(fp32_path, int8_path, frames)
-    result.update(calibration_frames=args.calibration_frames, quantize_s=round(made_s, 1), goal_agreement=GOAL_AGREEMENT)
+    result.update(calibration_frames=args.calibration_frames, float_stride=args.float_stride,
+                  quantize_s=round(made_s, 1), goal_agreement=GOAL_AGREEMENT)  # fmt: skip
     result["within_goal"] = result["agreement"] >= GOAL_AGREEMENT and result["speedup"] > 1.0
     return finish(result, args.json)
 

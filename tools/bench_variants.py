@@ -9,7 +9,14 @@ Variants (``--variant`` for the cascade and scaling sections, ``--live-variants`
 * ``int8``: the detector's int8 copy (``detector.precision: int8``), made once per run into the run's scratch
   folder as ``vcascade quantize`` makes it (:func:`tools.bench_quantize.make_int8_copy`, without its agreement
   check), or an existing copy given with ``--int8-model``;
-* ``motion+int8``: both.
+* ``motion+int8``: both;
+* ``fpsR`` (e.g. ``fps12.5``): every camera's ``detect_fps: R``, so the detector sees at most R frames per second
+  of stream time and the tracks carry over the frames between (DeepStream nvinfer's ``interval``);
+* ``sizeS`` (e.g. ``size320``): the detector's ``input_size: S``, on a copy of the fp32 model at that input
+  size made once per run (:func:`vcascade.edge.detection.input_size.yolox_at_input_size`).
+
+Parts combine with ``+`` (``fps12.5+size320``, ``motion+int8``); ``int8`` does not combine with ``sizeS`` (the
+copy is made at the model's own size).
 
 Clips (``--clip``, ``--live-clips``): ``demo`` (bikes.mp4, the demo's camera: something moves in nearly every
 frame) and ``static`` (:func:`tools.bench_motion.make_static_clip`: ``--static-segments`` seconds of the same
@@ -28,31 +35,59 @@ from tools.bench_motion import VIDEO, make_static_clip
 from tools.bench_quantize import make_int8_copy
 from vcascade.core.config import YoloxDetectorConfig
 from vcascade.core.runtime.resources import resolve
+from vcascade.edge.detection.input_size import yolox_at_input_size
 from vcascade.edge.detection.model_file import int8_path, yolox_model_file
 
-VARIANTS = ("plain", "motion", "int8", "motion+int8")
+VARIANTS = ("plain", "motion", "int8", "motion+int8", "fpsR", "sizeS")
+"""The variant names and parts (``fpsR`` and ``sizeS`` stand for any rate and size; module docstring)."""
 CLIPS = ("demo", "static")
 
 
 @dataclass(frozen=True)
 class EdgeVariant:
-    """One way of running the edge's detection: ``motion`` gating on or off, the ``int8`` copy or the fp32 model."""
+    """One way of running the edge's detection: ``motion`` gating on or off, the ``int8`` copy or the fp32 model,
+    a ``detect_fps`` on every camera (None: every frame), and an ``input_size`` for the detector (None: the
+    model's own, 416)."""
 
     name: str
     motion: bool
     int8: bool
+    detect_fps: float | None = None
+    input_size: int | None = None
 
     @classmethod
     def parse(cls, name: str) -> EdgeVariant:
-        """``plain``, ``motion``, ``int8`` or ``motion+int8``.
+        """``plain``, or ``+``-joined parts among ``motion``, ``int8``, ``fpsR`` (R > 0 frames per second) and
+        ``sizeS`` (S a multiple of 32).
 
         Raises:
-            argparse.ArgumentTypeError: any other name.
+            argparse.ArgumentTypeError: an unknown part, a bad rate or size, or ``int8`` with ``sizeS``.
         """
-        if name not in VARIANTS:
-            raise argparse.ArgumentTypeError(f"unknown edge variant {name!r}: expected one of {', '.join(VARIANTS)}")
-        parts = set(name.split("+"))
-        return cls(name, "motion" in parts, "int8" in parts)
+        if name == "plain":
+            return cls(name, False, False)
+        fields: dict[str, Any] = {"motion": False, "int8": False, "detect_fps": None, "input_size": None}
+        for part in name.split("+"):
+            if part in ("motion", "int8"):
+                fields[part] = True
+            elif part.startswith("fps") and _number(part[3:], float) > 0:
+                fields["detect_fps"] = _number(part[3:], float)
+            elif part.startswith("size") and _number(part[4:], int) > 0 and _number(part[4:], int) % 32 == 0:
+                fields["input_size"] = _number(part[4:], int)
+            else:
+                raise argparse.ArgumentTypeError(
+                    f"unknown edge variant part {part!r} in {name!r}: expected plain or parts among motion, int8, "
+                    "fpsR (R > 0) and sizeS (S a multiple of 32), joined by +")  # fmt: skip
+        if fields["int8"] and fields["input_size"] is not None:
+            raise argparse.ArgumentTypeError(f"edge variant {name!r}: int8 does not combine with sizeS")
+        return cls(name, **fields)
+
+
+def _number(text: str, kind: type) -> float:
+    """``text`` as ``kind`` (int or float), or -1 where it is not one."""
+    try:
+        return kind(text)
+    except ValueError:
+        return -1
 
 
 def variant_list(text: str) -> list[EdgeVariant]:
@@ -102,6 +137,7 @@ class Inputs:
         self.folder, self.args = folder, args
         self._static: Path | None = None
         self._fp32_link: Path | None = None
+        self._sized: dict[int, Path] = {}
         self.made: dict[str, Any] = {}  # what was made and how long it took, for the report
 
     def clip(self, name: str) -> str:
@@ -115,17 +151,30 @@ class Inputs:
         return str(self._static)
 
     def camera_keys(self, variant: EdgeVariant) -> dict[str, Any]:
-        """Keys the variant sets on every camera: ``motion`` with its default settings, or none."""
-        return {"motion": {}} if variant.motion else {}
+        """Keys the variant sets on every camera: ``motion`` with its default settings, ``detect_fps``."""
+        keys: dict[str, Any] = {"motion": {}} if variant.motion else {}
+        if variant.detect_fps is not None:
+            keys["detect_fps"] = variant.detect_fps
+        return keys
 
     def detector_keys(self, variant: EdgeVariant) -> dict[str, Any]:
         """Keys the variant sets on the edge's detector: for int8, ``precision: int8`` and a ``path`` to a link to
-        the fp32 model in the scratch folder, beside which the int8 copy lies (made on first use)."""
+        the fp32 model in the scratch folder, beside which the int8 copy lies (made on first use); for sizeS,
+        ``input_size: S`` and a ``path`` to the model's copy at that size (made on first use)."""
+        if variant.input_size is not None:
+            return {"path": str(self._at_size(variant.input_size)), "input_size": variant.input_size}
         if not variant.int8:
             return {}
         if self._fp32_link is None:
             self._fp32_link = self._int8_beside_fp32()
         return {"path": str(self._fp32_link), "precision": "int8"}
+
+    def _at_size(self, size: int) -> Path:
+        if size not in self._sized:
+            fp32 = yolox_model_file(YoloxDetectorConfig(), self.args.model_dir)
+            self._sized[size] = yolox_at_input_size(fp32, self.folder / f"{fp32.stem}.{size}.onnx", size)
+            self.made.setdefault("input_sizes", []).append(size)
+        return self._sized[size]
 
     def _int8_beside_fp32(self) -> Path:
         fp32 = yolox_model_file(YoloxDetectorConfig(), self.args.model_dir)
@@ -147,7 +196,8 @@ class Inputs:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of the variants and clips (module docstring)."""
     parser.add_argument("--variant", type=EdgeVariant.parse, default=EdgeVariant.parse("plain"),
-                        help=f"edge variant of the cascade and scaling sections ({', '.join(VARIANTS)})")
+                        help=f"edge variant of the cascade and scaling sections ({', '.join(VARIANTS)}; "
+                             "parts joined by +)")
     parser.add_argument("--clip", choices=CLIPS, default="demo",
                         help="footage of the baseline, cascade and scaling sections (calibration: always demo)")
     parser.add_argument("--live-variants", type=variant_list, default=variant_list("plain"),

@@ -90,8 +90,9 @@ def test_bench_runs_calibration_baseline_and_both_cascades_and_balances_their_bo
 @pytest.mark.timeout(900)
 def test_bench_runs_the_edge_variants_on_the_static_clip_and_searches_live_cameras_per_variant(tmp_path, models_dir):
     """tools/bench.py's variants (issue 32): the cascade section with motion gating and an int8 copy made for the run
-    (2 calibration frames) on a static clip of 2 segments held 1 s each, and the live section on that clip, plain
-    and gated, 1 camera of 3 s each: the copy and the clip are made, gated runs skip the held frames and say so, the
+    (2 calibration frames) on a static clip of 2 segments held 1 s each, and the live section on that clip, plain,
+    gated and at half the detection rate with a 320 input, 1 camera of 3 s each: the copy, the 320 model and the
+    clip are made, gated runs skip the held frames and the half-rate run every other frame and say so, the
     floor charges detection to the frames detected, every frame and ROI is accounted for."""
     from tools.bench import CASCADE_STEPS, floor_fps
     from tools.bench_live import within_budgets
@@ -100,12 +101,13 @@ def test_bench_runs_the_edge_variants_on_the_static_clip_and_searches_live_camer
     proc = run_tool("tools.bench", "--model-dir", str(models_dir), "--cameras", "1", "--frames", "100", "--cores", "2",
                     "--sections", "cascade,live", "--variant", "motion+int8", "--clip", "static",
                     "--static-segments", "2", "--static-still-s", "1", "--int8-calibration-frames", "2",
-                    "--live-clips", "static", "--live-variants", "plain,motion", "--live-seconds", "3",
+                    "--live-clips", "static", "--live-variants", "plain,motion,fps12.5+size320", "--live-seconds", "3",
                     "--live-max-cameras", "1", "--out", str(out), timeout_s=840)  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     report = json.loads((out / "bench.json").read_text())
     assert (report["variant"], report["clip"]) == ("motion+int8", "static")
-    assert report["made"] == {"static_clip": {"segments": 2, "still_s": 1.0}, "int8": {"calibration_frames": 2}}
+    assert report["made"] == {"static_clip": {"segments": 2, "still_s": 1.0}, "int8": {"calibration_frames": 2},
+                              "input_sizes": [320]}
     cal = report["calibrate"]
     assert cal["per_frame_ms"]["gate"] > 0
     for policy in ("track", "every_detection"):
@@ -118,8 +120,10 @@ def test_bench_runs_the_edge_variants_on_the_static_clip_and_searches_live_camer
     assert live["seconds"] == 3 and set(live["clips"]) == {"static"}
     for variant, found in live["clips"]["static"].items():
         (run,) = found["runs"].values()
-        assert run["frames"] > 0 and run["detected"] + run["still"] + run["skipped"] == run["frames"]
+        assert run["frames"] > 0
+        assert run["detected"] + run["still"] + run["skipped"] + run["rate_skipped"] == run["frames"]
         assert (run["still"] > 0) == (variant == "motion")
+        assert (run["rate_skipped"] > 0) == (variant == "fps12.5+size320")
         assert run["sent"] == run["results"] + run["drops"]
         assert run["within"] == within_budgets(run) and found["sustained_cameras"] == int(run["within"])
         assert run["busiest"] in ("edge edge-1", "worker worker-1") and run["load_before"] > 0
@@ -249,6 +253,26 @@ def test_bench_quantize_compares_the_int8_copy_with_fp32_on_the_footage(tmp_path
     assert result["precision"] == pytest.approx(result["matched"] / max(result["boxes"]["int8"], 1), abs=1e-4)
     cpu = result["cpu_ms_per_frame"]
     assert result["speedup"] == pytest.approx(cpu["fp32"] / cpu["int8"], rel=0.01)
+    assert proc.returncode == (0 if result["within_goal"] else 1), proc.stderr[-3000:]
+
+
+def test_bench_rates_compares_lower_rates_and_a_smaller_input_with_every_frame_at_416(tmp_path, models_dir):
+    """40 frames, 2 rates x 2 sizes: the reference is every frame at 416 and agrees with itself, the rate gate
+    thins the detector runs as detect_fps says, and the CPU ratios are the quotients of the CPU reported."""
+    out = tmp_path / "rates.json"
+    proc = run_tool("tools.bench_rates", "--model-dir", str(models_dir), "--frames", "40", "--rates", "12.5",
+                    "--sizes", "320", "--json", str(out))  # fmt: skip
+    assert out.exists(), proc.stderr[-3000:]
+    result = json.loads(out.read_text())
+    rows = {(row["detect_fps"], row["input_size"]): row for row in result["settings"]}
+    assert result["frames"] == 40 and set(rows) == {(25.0, 416), (12.5, 416), (25.0, 320), (12.5, 320)}
+    ref = rows[(25.0, 416)]
+    assert ref["crossings"] > 0 and ref["track_recall"] == ref["crossing_recall"] == ref["cpu_ratio"] == 1.0
+    for (rate, _), row in rows.items():
+        assert row["detector_runs_per_frame"] == (1.0 if rate == 25.0 else 0.5)
+        assert row["cpu_ratio"] == pytest.approx(ref["cpu_ms_per_frame"] / row["cpu_ms_per_frame"], rel=0.01)
+        assert 0 <= row["track_recall"] <= 1 and 0 <= row["crossing_recall"] <= 1
+    assert rows[(12.5, 416)]["cpu_ratio"] > 1.2  # half the detector runs: CPU well under the reference's
     assert proc.returncode == (0 if result["within_goal"] else 1), proc.stderr[-3000:]
 
 

@@ -43,11 +43,13 @@ def quantized(tmp_path_factory, yolox_path):
 
 
 def test_a_copy_that_misses_the_fp32_models_boxes_is_refused_with_its_figure_and_not_left(tmp_path, yolox_path):
-    """On this footage the int8 copy finds well under 95 % of the fp32 boxes (docs/BENCHMARKS.md): the default
-    check refuses it, and no file is left where an edge with ``precision: int8`` would open it."""
+    """Quantized from the input on (``--float-stride 1``), the int8 copy finds well under 95 % of the fp32 boxes on
+    this footage (docs/BENCHMARKS.md): the default check refuses it, and no file is left where an edge with
+    ``precision: int8`` would open it."""
     fp32 = tmp_path / "yolox_nano.onnx"
     shutil.copy(yolox_path, fp32)
-    proc = vcascade("quantize", "--model", str(fp32), "--calibration", resolve(VIDEO), "--frames", "4")
+    proc = vcascade("quantize", "--model", str(fp32), "--calibration", resolve(VIDEO), "--frames", "4",
+                    "--float-stride", "1")  # fmt: skip
     assert proc.returncode == 1, proc.stdout + proc.stderr[-3000:]
     assert "int8 copy refused: it finds" in proc.stderr and "--min-agreement is 95%" in proc.stderr
     assert "Traceback" not in proc.stderr
@@ -93,6 +95,32 @@ def test_the_head_kept_in_float_is_the_prediction_convolutions_and_what_follows(
         head_nodes(onnx.load(str(models_dir / "centerface.onnx")))
 
 
+def test_the_layers_finer_than_the_float_stride_are_the_focus_slices_and_the_first_stages(yolox_path):
+    """YOLOX-nano at 416: stride 8 keeps the Focus slices and the stem and dark2 stages (9 convolutions, all at
+    208 or 104 px); stride 32 also dark3, dark4 and the neck's finer levels; stride 1 none."""
+    from vcascade.edge.detection.quantize import fine_nodes
+
+    model = onnx.load(str(yolox_path))
+    kinds = {node.name: node.op_type for node in model.graph.node}
+    model = onnx.shape_inference.infer_shapes(model)  # what quant_pre_process does first in quantize_yolox
+    at8, at32 = fine_nodes(model, 8), fine_nodes(model, 32)
+    assert sum(kinds[name] == "Conv" for name in at8) == 9 and sum(kinds[name] == "Slice" for name in at8) == 8
+    assert set(at8) < set(at32)
+    quantized = {name for name, kind in kinds.items() if kind == "Conv"} - set(at32) - set(head_nodes(model))
+    assert len(quantized) >= 10  # the stride-32 stages' convolutions are left to quantize
+    assert fine_nodes(model, 1) == []
+
+
+def test_the_copys_early_layers_stay_in_float(quantized):
+    """The default copy (``--float-stride 32``): the first convolution reads float weights, the last backbone
+    convolutions int8 ones (a DequantizeLinear feeds them)."""
+    model = onnx.load(str(quantized / "yolox_nano.int8.onnx"))
+    producer = {out: node.op_type for node in model.graph.node for out in node.output}
+    convs = [node for node in model.graph.node if node.op_type == "Conv"]
+    assert producer.get(convs[0].input[1]) is None  # an initializer: float
+    assert any(producer.get(conv.input[1]) == "DequantizeLinear" for conv in convs)
+
+
 def test_quantize_reports_bad_usage_and_a_missing_model(tmp_path):
     proc = vcascade("quantize", "--model", str(tmp_path / "absent.onnx"), "--calibration", resolve(VIDEO))
     assert proc.returncode == 1 and "absent.onnx" in proc.stderr and "Traceback" not in proc.stderr
@@ -100,3 +128,5 @@ def test_quantize_reports_bad_usage_and_a_missing_model(tmp_path):
     assert proc.returncode == 2 and "--frames must be >= 1" in proc.stderr
     proc = vcascade("quantize", "--model", "m.onnx", "--calibration", "v.mp4", "--min-agreement", "1.5")
     assert proc.returncode == 2 and "--min-agreement must be in 0..1" in proc.stderr
+    proc = vcascade("quantize", "--model", "m.onnx", "--calibration", "v.mp4", "--float-stride", "0")
+    assert proc.returncode == 2 and "--float-stride must be >= 1" in proc.stderr

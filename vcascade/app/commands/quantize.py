@@ -1,5 +1,6 @@
-"""``vcascade quantize --model FILE --calibration VIDEO [--frames N] [--input-size S] [--out FILE]``: write the int8
-copy of a YOLOX detector, calibrated on frames of a clip of the camera (:mod:`vcascade.edge.detection.quantize`).
+"""``vcascade quantize --model FILE --calibration VIDEO [--frames N] [--input-size S] [--float-stride N]
+[--out FILE]``: write the int8 copy of a YOLOX detector, calibrated on frames of a clip of the camera
+(:mod:`vcascade.edge.detection.quantize`; ``--float-stride``: the layers finer than it stay in float).
 
 By default the copy is ``<name>.int8.onnx`` beside the model, where an edge with ``detector.precision: int8``
 finds it. The frames are spread evenly over the clip (decoded with PyAV, by its declared frame count). The copy is
@@ -26,7 +27,7 @@ from vcascade.core.config import YoloxDetectorConfig
 from vcascade.edge.detection import build_detector
 from vcascade.edge.detection.agreement import agreement
 from vcascade.edge.detection.model_file import int8_path
-from vcascade.edge.detection.quantize import quantize_yolox
+from vcascade.edge.detection.quantize import FLOAT_STRIDE, quantize_yolox
 
 DEFAULT_FRAMES = 32
 DEFAULT_MIN_AGREEMENT = 0.95
@@ -40,6 +41,8 @@ def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:
     parser.add_argument("--frames", type=int, default=DEFAULT_FRAMES, help="calibration frames, spread over the clip")
     parser.add_argument("--input-size", type=int, default=416, help="the model's input side, px (detector.input_size)")
     parser.add_argument("--out", type=Path, help="where to write (default: <model>.int8.onnx beside the model)")
+    parser.add_argument("--float-stride", type=int, default=FLOAT_STRIDE,
+                        help="layers finer than this stride stay in float (8: faster, fewer boxes kept; 1: none)")
     parser.add_argument("--min-agreement", type=float, default=DEFAULT_MIN_AGREEMENT,
                         help="share of the fp32 boxes the copy must find on held-out frames to be kept (0..1)")
 
@@ -68,6 +71,9 @@ def handle(args: argparse.Namespace) -> int:
     if args.frames < 1:
         print(f"vcascade quantize: --frames must be >= 1, got {args.frames}", file=sys.stderr)
         return EXIT_CONFIG
+    if args.float_stride < 1:
+        print(f"vcascade quantize: --float-stride must be >= 1, got {args.float_stride}", file=sys.stderr)
+        return EXIT_CONFIG
     if not 0.0 <= args.min_agreement <= 1.0:
         print(f"vcascade quantize: --min-agreement must be in 0..1, got {args.min_agreement}", file=sys.stderr)
         return EXIT_CONFIG
@@ -80,7 +86,7 @@ def handle(args: argparse.Namespace) -> int:
         images, held_out = spread[0::2], spread[1::2] or spread[0::2]
         if not images:
             raise ValueError(f"{args.calibration}: no frame decoded")
-        quantize_yolox(args.model, candidate, [detector.preprocess(image)[0] for image in images])
+        quantize_yolox(args.model, candidate, [detector.preprocess(image)[0] for image in images], args.float_stride)
         int8 = build_detector(cfg, candidate)  # the same contract check the edge makes at start
         found = agreement(detector, int8, held_out)
     except (OSError, ValueError, RuntimeError, av.FFmpegError) as exc:
