@@ -5,17 +5,23 @@ The YOLOX exports (``tools/export_onnx.py`` of Megvii-BaseDetection/YOLOX) are f
 input and output shapes fix the size they were exported at. :func:`yolox_at_input_size` rewrites those two
 declarations (input ``(B, 3, S, S)``, output ``(B, A, 85)`` with A = :func:`~edge.detection.yolox.expected_anchors`)
 and checks the result with ONNX's shape inference. A smaller input detects faster (the cost grows with S^2) and
-loses the smallest objects first (docs/DETECTORS.md, "A smaller input").
+loses the smallest objects first (docs/DETECTORS.md, "A smaller input"). :func:`sized_model` is what the edge
+calls at start-up: it makes that copy once, beside the model (or in the user cache when that folder is read-only),
+when the detector's ``input_size`` differs from the size the file declares.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 
 import onnx
 
+from vcascade.core.runtime.models import user_cache_dir, writable_dir
 from vcascade.edge.detection.yolox import STRIDES, expected_anchors
+
+log = logging.getLogger(__name__)
 
 
 def yolox_at_input_size(model_path: str | os.PathLike[str], out_path: str | os.PathLike[str], size: int) -> Path:
@@ -51,3 +57,40 @@ def yolox_at_input_size(model_path: str | os.PathLike[str], out_path: str | os.P
     onnx.save(model, str(partial))
     os.replace(partial, out)
     return out
+
+
+def declared_input_size(model_path: str | os.PathLike[str]) -> int | None:
+    """The square input side (px) a model file declares on its first input's last axis, or None when that axis
+    is symbolic (a dynamic-size export), the input is not rank 4, or the file is not an ONNX model (opening it
+    with ONNX Runtime then says why).
+    """
+    try:
+        graph = onnx.load(str(model_path), load_external_data=False).graph
+        dims = graph.input[0].type.tensor_type.shape.dim
+    except Exception:  # noqa: BLE001 - protobuf's DecodeError and others: not a model; the session load names it
+        return None
+    return (dims[3].dim_value or None) if len(dims) == 4 else None
+
+
+def sized_model(model_path: str | os.PathLike[str], size: int) -> Path:
+    """The model to open for a detector whose ``input_size`` is ``size``: ``model_path`` itself when it declares
+    that size (or a symbolic one), else its copy at ``size`` (:func:`yolox_at_input_size`), ``<stem>.<size>.onnx``
+    beside it, or in the user cache when that folder is not writable; made once and made again only when the
+    model file is newer than the copy.
+
+    Raises:
+        ValueError: ``size`` is not a positive multiple of 32, or the model is not a YOLOX export.
+        onnx.shape_inference.InferenceError: the model does not infer at ``size``.
+        OSError: neither folder can be written.
+    """
+    source = Path(model_path)
+    if declared_input_size(source) in (None, size):
+        return source
+    name = f"{source.name.removesuffix('.onnx')}.{size}.onnx"
+    folder = source.parent if writable_dir(source.parent) else user_cache_dir()
+    copy = folder / name
+    if not copy.is_file() or copy.stat().st_mtime < source.stat().st_mtime:
+        folder.mkdir(parents=True, exist_ok=True)
+        yolox_at_input_size(source, copy, size)
+        log.info("wrote %s: %s at input size %d (detector.input_size)", copy, source, size)
+    return copy

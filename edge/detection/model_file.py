@@ -6,10 +6,11 @@ loading it (:mod:`vcascade.core.runtime.models` has the search order and the ato
 
 from __future__ import annotations
 
-import functools
 import logging
 import os
 from pathlib import Path
+
+import onnx
 
 from vcascade.core.config import DetectorConfig, YoloxDetectorConfig
 from vcascade.core.runtime.models import (
@@ -21,6 +22,7 @@ from vcascade.core.runtime.models import (
     writable_dir,
 )
 from vcascade.core.runtime.onnx_session import make_session
+from vcascade.edge.detection.input_size import declared_input_size, sized_model
 from vcascade.edge.detection.yolox import check_yolox_signature
 
 log = logging.getLogger(__name__)
@@ -55,13 +57,17 @@ def verify_yolox(path: str | os.PathLike[str], input_size: int = 416) -> None:
 def ensure_detector_model(detector_cfg: DetectorConfig, model_dir: str | os.PathLike[str] | None) -> Path:
     """Path to the detector's model file: its ``path`` when set (a user model, never downloaded; ``model_dir`` is
     not searched), else the YOLOX model :func:`yolox_model_file` finds or downloads (only YOLOX configs have no
-    required ``path``); with ``precision: int8`` (YOLOX), that file's int8 copy beside it (:func:`int8_path`),
+    required ``path``); for YOLOX, that file's copy at ``input_size`` when the file declares another size
+    (:func:`vcascade.edge.detection.input_size.sized_model`); with ``precision: int8`` (YOLOX), that file's int8 copy beside it (:func:`int8_path`),
     never made here (``vcascade quantize`` makes it).
 
     Raises:
-        ModelUnavailable: ``path`` does not exist, or the int8 copy is missing; see :func:`yolox_model_file`.
+        ModelUnavailable: ``path`` does not exist, the copy at ``input_size`` cannot be made, or the int8 copy is
+            missing; see :func:`yolox_model_file`.
     """
     fp32 = _local_model(detector_cfg.path) if detector_cfg.path is not None else yolox_model_file(detector_cfg, model_dir)
+    if isinstance(detector_cfg, YoloxDetectorConfig):
+        fp32 = _at_input_size(fp32, detector_cfg.input_size)
     if getattr(detector_cfg, "precision", "fp32") != "int8":
         return fp32
     int8 = int8_path(fp32)
@@ -72,6 +78,17 @@ def ensure_detector_model(detector_cfg: DetectorConfig, model_dir: str | os.Path
         )
     log.info("using int8 detector model %s", int8)
     return int8
+
+
+def _at_input_size(model: Path, input_size: int) -> Path:
+    """:func:`~vcascade.edge.detection.input_size.sized_model`, its failures as ModelUnavailable naming the key."""
+    try:
+        return sized_model(model, input_size)
+    except (ValueError, OSError, onnx.shape_inference.InferenceError) as exc:
+        raise ModelUnavailable(
+            f"detector.input_size {input_size}: no copy of {model} at that size could be made ({exc}). To fix: "
+            "use the size the model was exported at, or a model exported at this size"
+        ) from exc
 
 
 def yolox_model_file(detector_cfg: YoloxDetectorConfig, model_dir: str | os.PathLike[str] | None) -> Path:
@@ -98,10 +115,15 @@ def yolox_model_file(detector_cfg: YoloxDetectorConfig, model_dir: str | os.Path
     folder = Path(model_dir) if model_dir and writable_dir(Path(model_dir)) else user_cache_dir()
     dest = folder / name
     log.info("downloading detector model %s from %s", dest, detector_cfg.url)
-    verify = functools.partial(verify_yolox, input_size=detector_cfg.input_size)
-    dest = download_model(detector_cfg.url, dest, verify=verify)
+    dest = download_model(detector_cfg.url, dest, verify=_verify_download)
     log.info("verified detector model %s", dest)
     return dest
+
+
+def _verify_download(path: Path) -> None:
+    """:func:`verify_yolox` at the size the downloaded file declares (416 for the official YOLOX-nano): a detector
+    with another ``input_size`` opens its copy at that size (:func:`_at_input_size`)."""
+    verify_yolox(path, input_size=declared_input_size(path) or YoloxDetectorConfig().input_size)
 
 
 def _local_model(path: str) -> Path:

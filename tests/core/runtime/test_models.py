@@ -172,11 +172,13 @@ def test_ensure_falls_back_to_user_cache_when_model_dir_unusable(served, tmp_pat
     assert ensure_detector_model(config, None) == isolated_env / NAME
 
 
-def test_ensure_rejects_a_model_of_another_input_size(served, tmp_path, isolated_env):
+def test_ensure_downloads_the_model_and_opens_its_copy_at_another_input_size(served, tmp_path, isolated_env):
     config = YoloxDetectorConfig(url=f"{served}/{NAME}", input_size=640)
-    with pytest.raises(ModelUnavailable, match="input_size 640"):
-        ensure_detector_model(config, tmp_path / "models")
-    assert os.listdir(tmp_path / "models") == []
+    path = ensure_detector_model(config, tmp_path / "models")
+    assert path == tmp_path / "models" / NAME.replace(".onnx", ".640.onnx")
+    assert sorted(os.listdir(tmp_path / "models")) == sorted([NAME, path.name])
+    verify_yolox(path, input_size=640)  # the copy passes the edge's check at 640; the download is kept at 416
+    verify_yolox(tmp_path / "models" / NAME, input_size=416)
 
 
 def test_ensure_never_downloads_to_a_missing_absolute_path(served, tmp_path, isolated_env):

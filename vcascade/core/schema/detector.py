@@ -22,7 +22,11 @@ class DetectorConfigBase(ConfigModel):
     """Settings every detector family shares: input size, thresholds, class names and filter, ONNX Runtime runs."""
 
     type: str = Field(description="Detector family (registry key).")
-    input_size: int = Field(416, ge=32, le=4096, multiple_of=32, description="Square network input side, px.")
+    input_size: int = Field(
+        416, ge=32, le=4096, multiple_of=32,
+        description="Square network input side, px. A YOLOX file exported at another size is copied at this size "
+        "once at start-up (docs/DETECTORS.md, \"A smaller input\").",
+    )
     score_threshold: float = Field(0.3, gt=0, le=1, description="Minimum objectness x class score, 0..1.")
     nms_iou: float = Field(0.45, gt=0, le=1, description="IoU above which a lower-scored box of the same class is removed.")
     classes: list[str] | None = Field(None, min_length=1, description="Class names to keep (None: all classes).")
