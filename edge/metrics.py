@@ -334,8 +334,9 @@ class CameraTelemetry:
     def publish_reader_totals(self, decoded: int, rate_skipped: int, blocked_s: float, skipped: int) -> None:
         """Bring the per-frame counters up to the reader's running totals: frames decoded, frames not handed to the
         detector because of ``detect_fps``, seconds waited for the detector to take frames (backpressure), frames
-        replaced in the newest-frame slot. The camera's supervisor calls this every watch interval and at the end,
-        so the decoding thread touches no Prometheus counter per frame (each ``inc`` takes a lock: 1-2 us).
+        replaced in the newest-frame slot. The camera's supervisor calls this at each look at its session (at least
+        every ``LOOK_INTERVAL_S``) and at the end, so the decoding thread touches no Prometheus counter per frame
+        (each ``inc`` takes a lock: 1-2 us).
         """
         totals = (decoded, rate_skipped, blocked_s, skipped)
         for counter, total, published in zip(self._per_frame, totals, self._published, strict=True):
