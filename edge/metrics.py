@@ -330,12 +330,15 @@ class CameraTelemetry:
                            CAMERA_BLOCKED.labels(edge, camera), FRAMES_SKIPPED.labels(edge, camera))
         self._published: tuple[int, int, float, int] = (0, 0, 0.0, 0)
         self._reasons: dict[str, str] = {}
+        self._state_series: dict[tuple[str, str], Any] = {}  # (state, reason) -> its bound gauge (labels() costs)
+        self._up = CAMERA_UP.labels(edge, camera)
 
     def publish_reader_totals(self, decoded: int, rate_skipped: int, blocked_s: float, skipped: int) -> None:
         """Bring the per-frame counters up to the reader's running totals: frames decoded, frames not handed to the
         detector because of ``detect_fps``, seconds waited for the detector to take frames (backpressure), frames
-        replaced in the newest-frame slot. The camera's supervisor calls this every watch interval and at the end,
-        so the decoding thread touches no Prometheus counter per frame (each ``inc`` takes a lock: 1-2 us).
+        replaced in the newest-frame slot. The camera's supervisor calls this at each look at its session (at least
+        every ``LOOK_INTERVAL_S``) and at the end, so the decoding thread touches no Prometheus counter per frame
+        (each ``inc`` takes a lock: 1-2 us).
         """
         totals = (decoded, rate_skipped, blocked_s, skipped)
         for counter, total, published in zip(self._per_frame, totals, self._published, strict=True):
@@ -376,11 +379,20 @@ class CameraTelemetry:
         previous reason's series of ``current`` is removed); the camera is up while ``streaming``."""
         if current in self._reasons and self._reasons[current] != reason:
             CAMERA_STATE.remove(self.edge, self.camera, current, self._reasons[current])
+            self._state_series.pop((current, self._reasons[current]), None)
         self._reasons[current] = reason
         for state in states:
-            CAMERA_STATE.labels(self.edge, self.camera, state, self._reasons.setdefault(state, "")).set(
-                1 if state == current else 0)
-        CAMERA_UP.labels(self.edge, self.camera).set(1 if current == "streaming" else 0)
+            self._state_gauge(state, self._reasons.setdefault(state, "")).set(1 if state == current else 0)
+        self._up.set(1 if current == "streaming" else 0)
+
+    def _state_gauge(self, state: str, reason: str) -> Any:
+        """The camera's ``vcascade_edge_camera_state`` series of ``state`` and ``reason``, bound once: a state change
+        publishes seven series, and ``labels()`` validates and looks up its labels at each call (about 20 us each
+        on the 2-core test machine, several per camera start)."""
+        series = self._state_series.get((state, reason))
+        if series is None:
+            series = self._state_series[state, reason] = CAMERA_STATE.labels(self.edge, self.camera, state, reason)
+        return series
 
 
 def count_ffmpeg_log_line(edge: str, camera: str, level: str) -> None:

@@ -80,6 +80,8 @@ class CaptureSession(threading.Thread):
         phase_since_s: ``time.perf_counter()`` when the phase began.
         opened: True once the source opened.
         outcome: (next state, reason, detail) once finished; None while running or when abandoned.
+        changed: set when the source opens and when the session ends (after :attr:`outcome`), so that the
+            supervisor, which waits on it, sees either at once; the supervisor clears it.
         read_timeout_s: the read timeout in force, s: ``read_timeout_s``, or longer for a live HLS playlist
             (:meth:`vcascade.edge.capture.hls.HlsCamera.before_open`) and a followed file (:data:`FOLLOW_WAITS` x
             ``follow_idle_s`` plus :data:`FOLLOW_SLACK_S`); the supervisor's watchdog uses it.
@@ -95,6 +97,7 @@ class CaptureSession(threading.Thread):
         self.phase, self.phase_since_s = "opening", time.perf_counter()
         self.opened = False
         self.outcome: Outcome | None = None
+        self.changed = threading.Event()
         self.gate = RateGate(self.cfg.detect_fps) if self.cfg.detect_fps else None
         self.pacer = Pacer() if self.cfg.realtime and not reader.live else None
         if reader.hls is not None:  # a playlist's segments come in bursts: paced (edge/capture/hls.py)
@@ -125,6 +128,7 @@ class CaptureSession(threading.Thread):
         self.set_phase("done")
         if not self.cancel.is_set():
             self.outcome = outcome
+        self.changed.set()
 
     def _open_and_decode(self, ffmpeg_log: CameraLog) -> Outcome:
         session_frames, hls = 0, self.reader.hls
@@ -141,6 +145,7 @@ class CaptureSession(threading.Thread):
                 if self.cancel.is_set():
                     return "ended", "stopped", ""
                 self.opened = True
+                self.changed.set()
                 read_timeout_s = self.read_timeout_s if self.reader.live else None
                 decoder = StreamDecoder(container, stream, self.reader.count_corrupt, ffmpeg_log.drain, read_timeout_s)
                 if decoder.follow_idle_s is not None:  # a followed file's read waits for its writer: not a stall

@@ -51,8 +51,11 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-WATCH_INTERVAL_S = 0.05
-"""How often the supervisor looks at its session, s."""
+LOOK_INTERVAL_S = 0.2
+"""How long at most the supervisor waits between two looks at its session, s: how soon it sees its stop event and
+publishes the frame counters. Nothing else waits on it: the session's opening and end wake the supervisor at once
+(:attr:`CaptureSession.changed`), and the watchdog wakes at the deadline of an open or a read in progress. Before
+3 Dec 2026 the supervisor looked every 50 ms (docs/BENCHMARKS.md, "The supervisor woken by its session")."""
 FILE_SLOT_DEPTH = 4
 """Frames an ``every_frame`` camera that decodes on its own thread (a followed file; other files are pulled by the
 detector's threads, :mod:`vcascade.edge.capture.pull`) may decode ahead of the detector: absorbs scheduling jitter
@@ -184,7 +187,8 @@ class CameraReader(threading.Thread):
         session = self.session = CaptureSession(self)
         session.start()
         while True:
-            session.join(WATCH_INTERVAL_S)
+            session.changed.wait(self._next_look_s(session))
+            session.changed.clear()  # before the looks below: a change after them wakes the next wait at once
             self.publish_totals()
             alive = session.is_alive()  # read before the outcome: a session sets its outcome, then ends
             if session.opened and self.state != "streaming":
@@ -200,6 +204,19 @@ class CameraReader(threading.Thread):
             if verdict is not None:
                 session.stop()  # abandon: the thread releases its capture when its call returns
                 return verdict
+
+    def _next_look_s(self, session: CaptureSession) -> float:
+        """Seconds until the supervisor must look at ``session`` again: :data:`LOOK_INTERVAL_S`, or less when the
+        watchdog's deadline for the open or read in progress (:meth:`_watch`) comes sooner."""
+        phase, since_s = session.phase, session.phase_since_s
+        if phase == "opening":
+            limit_s = self.cfg.open_timeout_s
+        elif phase == "reading":
+            limit_s = session.read_timeout_s
+        else:
+            return LOOK_INTERVAL_S
+        due_s = since_s + limit_s + (WATCHDOG_GRACE_S if self.live else 0.0) - time.perf_counter()
+        return min(LOOK_INTERVAL_S, max(0.0, due_s) + 0.001)  # just past it: _watch's test is strict
 
     def _watch(self, session: CaptureSession) -> Outcome | None:
         """The watchdog: a session hung in open or read too long is stalled; a blocked or pacing one is not.

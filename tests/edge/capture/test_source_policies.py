@@ -1,4 +1,5 @@
-"""Frame policies on real files: realtime pacing by PTS, looping, detect_fps by PTS, blocked is not stalled."""
+"""Frame policies on real files: realtime pacing by PTS, looping, detect_fps by PTS, blocked is not stalled, a
+waiting supervisor sleeps."""
 
 from __future__ import annotations
 
@@ -6,6 +7,8 @@ import time
 
 import numpy as np
 import pytest
+
+from vcascade.edge.capture.source import LOOK_INTERVAL_S
 
 
 def _take(slots, camera: str, n: int, timeout_s: float = 30.0) -> list:
@@ -61,4 +64,20 @@ def test_blocked_camera_is_not_restarted(cameras, bikes_path, wait_for):
     frames = _take(cameras.slots, "busy", 12)
     assert [f.seq for f in frames] == list(range(12))
     assert wait_for(lambda: reader.state == "ended", 15)
+    assert [t.target for t in reader.machine.history()] == ["streaming", "ended"]
+
+
+def test_a_waiting_camera_s_supervisor_sleeps_between_looks(cameras, bikes_path, wait_for):
+    """The supervisor no longer looks at its session every 50 ms (40 looks in 2 s): with nothing happening it looks
+    about every LOOK_INTERVAL_S (its stop event, the frame counters), and its session's open and end wake it."""
+    reader = cameras("idle", url=str(bikes_path), max_frames=3)
+    assert wait_for(lambda: reader.blocked and reader.state == "streaming", 15)
+    looks: list[float] = []
+    publish = reader.publish_totals  # called once per look (and at the end)
+    reader.publish_totals = lambda: (looks.append(time.perf_counter()), publish())[1]
+    time.sleep(2.0)
+    assert 1 <= len(looks) <= 2.0 / LOOK_INTERVAL_S + 3, looks
+    frames = _take(cameras.slots, "idle", 3)
+    assert [f.seq for f in frames] == [0, 1, 2]
+    assert wait_for(lambda: reader.state == "ended", 15) and reader.reason == "max_frames"
     assert [t.target for t in reader.machine.history()] == ["streaming", "ended"]
