@@ -175,5 +175,6 @@ def test_a_playlist_on_a_host_outside_camera_hosts_is_refused(source_ts, http_ro
 def test_the_server_log_sees_requests(source_ts, http_root, read_all):
     """The check above can fail: the server's log holds every request."""
     reader, frames = read_all(http_root.url(vod_playlist(source_ts, http_root.root, seconds=1)), timeout_s=60)
-    assert reader.reason == "end_of_playlist" and len(frames) == 25, (reader.machine.history(), len(frames))
+    skipped = reader.slots.skipped.get("cam", 0)  # a VOD playlist is paced: a loaded taker may miss a frame, counted
+    assert reader.reason == "end_of_playlist" and len(frames) + skipped == 25, (reader.machine.history(), len(frames))
     assert "GET /vod/index.m3u8 HTTP/1.1" in http_root.requests(), http_root.requests()
