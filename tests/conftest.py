@@ -25,16 +25,24 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
     * Tests marked ``installs`` share one session-scoped wheel and virtual environment per role: one group, so each
       role is installed once per run, not once per worker.
-    * The tests of a module that use a module-scoped fixture (a deployment run to the end, a corpus of videos, a
-      browser, loaded models) form one group per module, so that fixture is built once per run, not once in each
-      worker that happens to take one of its tests (the bad-input corpus's run: 32-35 s each time).
+    * A module whose tests use a module-scoped fixture (a deployment run to the end, a corpus of videos, a browser,
+      loaded models) is one group, all its tests in their order as in a serial run, so that fixture is built once
+      per run, not once in each worker that happens to take one of its tests (the bad-input corpus's run: 32-35 s
+      each time). (Grouping only the tests that use the fixture split such modules: tests/center/stages/
+      test_torch_stages.py's others then ran in other workers after other modules, and failed.)
     """
+    shared = {_module(item) for item in items if _uses_a_module_fixture(item)}
     for item in items:
         if item.get_closest_marker("installs"):
             item.add_marker(pytest.mark.xdist_group("installs"))
-        elif _uses_a_module_fixture(item):
-            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
+        elif _module(item) in shared:
+            item.add_marker(pytest.mark.xdist_group(_module(item)))
     items.sort(key=_longest_first)
+
+
+def _module(item: pytest.Item) -> str:
+    """The test's file, as its node id names it (``tests/edge/test_x.py``)."""
+    return item.nodeid.split("::")[0]
 
 
 def _uses_a_module_fixture(item: pytest.Item) -> bool:
@@ -64,7 +72,7 @@ def _longest_first(item: pytest.Item) -> tuple[int, int]:
     (pytest-xdist's ``loadgroup`` puts groups of several tests before single tests, largest first, and keeps this
     order otherwise), so the run ends on short tests, not on a worker still busy with a benchmark while the others
     are idle (longest first: the classic makespan heuristic)."""
-    path = item.nodeid.split("::")[0]
+    path = _module(item)
     if path in LONGEST:
         return 0, LONGEST.index(path)
     return (1 if path.startswith(LONG_RUNNING) else 2), 0
