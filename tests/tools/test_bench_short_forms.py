@@ -68,38 +68,21 @@ def test_bench_analytics_reports_the_cost_ratio_and_its_verdict(tmp_path, models
 
 
 @pytest.mark.timeout(900)
-def test_bench_runs_calibration_baseline_and_both_cascades_and_balances_their_books(tmp_path, models_dir):
-    """The headline benchmark (tools/bench.py), one camera of 50 frames (bikes.mp4 gave no ROI in its first
-    20): the calibration and the baseline as child processes, both cascades through ``vcascade run``, the report
-    and its plot."""
-    out = tmp_path / "bench"
-    proc = run_tool("tools.bench", "--model-dir", str(models_dir), "--cameras", "1", "--frames", "50", "--cores", "2",
-                    "--sections", "calibrate,baseline,cascade", "--out", str(out), timeout_s=840)  # fmt: skip
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    report = json.loads((out / "bench.json").read_text())
-    assert report["calibrate"]["frames"] == 50 and report["calibrate"]["rois"] > 0
-    assert report["baseline"]["frames"] == 50 and report["baseline"]["rois"] > 0
-    for policy in ("track", "every_detection"):
-        run = report["cascade"][policy]
-        assert run["frames"] == 50 and run["sent"] > 0
-        assert run["sent"] == run["results"] + run["drops"]  # every ROI answered or dropped, counted
-    assert report["cascade"]["track"]["sent"] <= report["cascade"]["every_detection"]["sent"]
-    assert (out / "bench.png").stat().st_size > 10_000
-
-
-@pytest.mark.timeout(900)
-def test_bench_runs_the_edge_variants_on_the_static_clip_and_searches_live_cameras_per_variant(tmp_path, models_dir):
-    """tools/bench.py's variants (issue 32): the cascade section with motion gating and an int8 copy made for the run
-    (2 calibration frames) on a static clip of 2 segments held 1 s each, and the live section on that clip, plain,
-    gated and at half the detection rate with a 320 input, 1 camera of 3 s each: the copy, the 320 model and the
-    clip are made, gated runs skip the held frames and the half-rate run every other frame and say so, the
-    floor charges detection to the frames detected, every frame and ROI is accounted for."""
+def test_bench_runs_every_section_with_the_edge_variants_and_balances_the_books(tmp_path, models_dir):
+    """The headline benchmark (tools/bench.py) and its variants (issue 32) in one run, as each of its sections and
+    options runs once: the calibration and the baseline as child processes, both cascades through ``vcascade run``
+    with motion gating and an int8 copy made for the run (2 calibration frames) on a static clip of 2 segments held
+    1 s each, the live section on that clip, plain, gated and at half the detection rate with a 320 input, 1 camera
+    of 3 s each, the report and its plot. The copy, the 320 model and the clip are made, gated runs skip the held
+    frames and the half-rate run every other frame and say so, the floor charges detection to the frames detected,
+    every frame and ROI is accounted for. (Two runs before, one of them the plain variant on the demo clip: the
+    same sections and checks, a calibration and two ``vcascade run`` more.)"""
     from tools.bench import CASCADE_STEPS, floor_fps
     from tools.bench_live import within_budgets
 
     out = tmp_path / "bench"
     proc = run_tool("tools.bench", "--model-dir", str(models_dir), "--cameras", "1", "--frames", "100", "--cores", "2",
-                    "--sections", "cascade,live", "--variant", "motion+int8", "--clip", "static",
+                    "--sections", "calibrate,baseline,cascade,live", "--variant", "motion+int8", "--clip", "static",
                     "--static-segments", "2", "--static-still-s", "1", "--int8-calibration-frames", "2",
                     "--live-clips", "static", "--live-variants", "plain,motion,fps12.5+size320", "--live-seconds", "3",
                     "--live-max-cameras", "1", "--out", str(out), timeout_s=840)  # fmt: skip
@@ -109,13 +92,15 @@ def test_bench_runs_the_edge_variants_on_the_static_clip_and_searches_live_camer
     assert report["made"] == {"static_clip": {"segments": 2, "still_s": 1.0}, "int8": {"calibration_frames": 2},
                               "input_sizes": [320]}
     cal = report["calibrate"]
-    assert cal["per_frame_ms"]["gate"] > 0
+    assert cal["frames"] == 100 and cal["rois"] > 0 and cal["per_frame_ms"]["gate"] > 0
+    assert report["baseline"]["frames"] == 100 and report["baseline"]["rois"] > 0
     for policy in ("track", "every_detection"):
         run = report["cascade"][policy]
         assert run["frames"] == 100 and 0 < run["detected"] <= 80  # the held frames are still
-        assert run["sent"] == run["results"] + run["drops"]
+        assert run["sent"] > 0 and run["sent"] == run["results"] + run["drops"]  # every ROI answered or dropped
         floor = floor_fps(cal, run["frames"], run["results"], 2, (*CASCADE_STEPS, "gate"), detected=run["detected"])
         assert run["floor_fps"] == pytest.approx(floor)
+    assert report["cascade"]["track"]["sent"] <= report["cascade"]["every_detection"]["sent"]
     live = report["live"]
     assert live["seconds"] == 3 and set(live["clips"]) == {"static"}
     for variant, found in live["clips"]["static"].items():
@@ -127,6 +112,7 @@ def test_bench_runs_the_edge_variants_on_the_static_clip_and_searches_live_camer
         assert run["sent"] == run["results"] + run["drops"]
         assert run["within"] == within_budgets(run) and found["sustained_cameras"] == int(run["within"])
         assert run["busiest"] in ("edge edge-1", "worker worker-1") and run["load_before"] > 0
+    assert (out / "bench.png").stat().st_size > 10_000
 
 
 @pytest.mark.timeout(900)
